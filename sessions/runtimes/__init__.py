@@ -1,0 +1,1 @@
+"""Runtime adapters (pure Python, no Django): Codex app-server, ACP, Pi RPC, Claude."""

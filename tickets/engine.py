@@ -1,0 +1,1 @@
+"""The only writer of ticket-domain state (ARCHITECTURE.md "The engine")."""
