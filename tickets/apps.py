@@ -6,4 +6,6 @@ class TicketsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from tickets import effect_handlers  # noqa: F401 - registers the outbox handlers
+        from tickets import effect_handlers, policy_hooks  # noqa: F401 - outbox handlers
+
+        policy_hooks.register()  # source facts and live mandates for policy/
