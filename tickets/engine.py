@@ -50,15 +50,24 @@ def _view(ticket: Ticket) -> rules.TicketView:
     return rules.TicketView(id=ticket.pk, ended=ticket.ended_at is not None, live_assignment=live)
 
 
-def _new_assignment(ticket: Ticket, attempt: int = 1) -> tuple[Assignment, str]:
-    """An assignment with its scoped token; only the token's hash is stored."""
-    token = secrets.token_urlsafe(32)
-    assignment = Assignment.objects.create(
-        ticket=ticket,
-        attempt=attempt,
-        token_hash=hashlib.sha256(token.encode()).hexdigest(),
-    )
-    return assignment, token
+def _new_assignment(ticket: Ticket, attempt: int = 1) -> Assignment:
+    return Assignment.objects.create(ticket=ticket, attempt=attempt)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def issue_assignment_token(*, assignment_id: int) -> str:
+    """A new bearer token scoped to one assignment (the executor's tools use it). Issued at
+    dispatch; issuing again (a re-dispatch after a crash) invalidates the old one. Only the
+    hash is stored."""
+    token = "amx_" + secrets.token_urlsafe(32)
+    with transaction.atomic(durable=True):
+        _ticket, assignment = locks.ticket_of_assignment(assignment_id)
+        assignment.token_hash = token_hash(token)
+        assignment.save(update_fields=["token_hash"])
+    return token
 
 
 # --- commands ---------------------------------------------------------------------------
@@ -115,7 +124,7 @@ def _open(trigger: Trigger, title: str) -> Ticket:
     Subscription.objects.create(ticket=ticket, thread=trigger.thread)
     trigger.disposition = "admitted"
     trigger.save(update_fields=["disposition"])
-    assignment, _token = _new_assignment(ticket)
+    assignment = _new_assignment(ticket)
     _enqueue(rules.open_plan(ticket.pk, assignment.pk))
     return ticket
 
@@ -294,7 +303,7 @@ def _revive(ticket: Ticket) -> None:
     ticket.end_reason = ""
     ticket.save(update_fields=["ended_at", "end_reason"])
     attempt = ticket.assignments.count() + 1
-    assignment, _token = _new_assignment(ticket, attempt=attempt)
+    assignment = _new_assignment(ticket, attempt=attempt)
     _enqueue(rules.open_plan(ticket.pk, assignment.pk))
 
 
