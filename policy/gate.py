@@ -10,8 +10,9 @@ three cells —
 The two unaddressed cells admit only where the source receives every message of that scope
 (the trigger's ``receives_all`` fact). A CI result has no sender, so the CI row has only the
 last cell. Bots never use the cells, only the source's bot list (a listed bot is at most an
-inferred candidate). Acceptance mode ``manual`` turns every inferred candidate into
-``ignore`` with reason ``acceptance_manual``; ``auto`` lets it go to triage.
+inferred candidate). Under acceptance mode ``manual`` an inferred candidate keeps its
+decision but carries the reason ``acceptance_manual``: it never becomes work (the router
+records it as not accepted); under ``auto`` it goes to triage.
 
 No Django, no I/O, no clock: nothing here depends on time. A ``Policy`` is compiled once from
 a canonical document (see policy/document.py) so that one decision is a handful of dict and
@@ -105,11 +106,16 @@ class Verdict:
     decision: str  # explicit | inferred | ignore
     strength: str | None  # explicit | inferred | None when ignored
     rule: str | None  # the cell that matched (also when acceptance_manual ignores it)
-    reason: str | None  # content-free; None when admitted
+    reason: str | None  # content-free; None when admitted (acceptance_manual: not as work)
 
     @property
     def admitted(self) -> bool:
         return self.decision != IGNORE
+
+    @property
+    def becomes_work(self) -> bool:
+        """Explicit, or inferred under automatic acceptance (then through triage)."""
+        return self.decision != IGNORE and self.reason is None
 
     def as_dict(self) -> dict:
         return {"decision": self.decision, "strength": self.strength, "rule": self.rule,
@@ -128,7 +134,7 @@ class _Row:
                 return None
             rule = rule_id(source, scope, cell)
             if strength == INFERRED and not auto:
-                return Verdict(IGNORE, None, rule, ACCEPTANCE_MANUAL)
+                return Verdict(INFERRED, INFERRED, rule, ACCEPTANCE_MANUAL)
             return Verdict(strength, strength, rule, None)
 
         self.no_sender = scope in NO_SENDER_SCOPES
@@ -137,8 +143,7 @@ class _Row:
         self.anyone = verdict(UNADDRESSED_ANYONE, INFERRED)
         self.open = bool(self.addressed or self.allowed or self.anyone)
         bot_rule = bot_rule_id(source, scope)
-        self.bot = (Verdict(INFERRED, INFERRED, bot_rule, None) if auto
-                    else Verdict(IGNORE, None, bot_rule, ACCEPTANCE_MANUAL))
+        self.bot = Verdict(INFERRED, INFERRED, bot_rule, None if auto else ACCEPTANCE_MANUAL)
 
 
 class _Part:

@@ -13,9 +13,12 @@ The tickets app registers, from TicketsConfig.ready():
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 
 from policy.document import SourceInfo
+
+log = logging.getLogger(__name__)
 
 _sources: Callable[[], Mapping[str, SourceInfo]] | None = None
 _live_mandates: Callable[[], list[dict]] | None = None
@@ -46,5 +49,10 @@ def live_mandates() -> list[dict]:
 
 
 def new_version_saved(old_version: str | None, new_version: str) -> None:
+    """Tell every listener; one that fails is logged and does not stop the others (the
+    version is committed already: a save never answers 500 for its aftermath)."""
     for listener in list(_listeners):
-        listener(old_version, new_version)
+        try:
+            listener(old_version, new_version)
+        except Exception:
+            log.exception("policy listener %r failed for version %s", listener, new_version)

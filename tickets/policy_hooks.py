@@ -6,8 +6,12 @@ tickets' mandates as plain data.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from policy import hooks
-from policy.document import SourceInfo, receives_all_scopes
+from policy.document import SourceInfo, compile_policy, receives_all_scopes
+from policy.effects import Affected, policy_effects
+from policy.gate import Facts, Policy, Verdict, gate
 
 
 def source_infos() -> dict[str, SourceInfo]:
@@ -37,3 +41,42 @@ def live_mandates() -> list[dict]:
 def register() -> None:
     hooks.provide_sources(source_infos)
     hooks.provide_live_mandates(live_mandates)
+    hooks.on_new_version(_apply)
+
+
+# --- what the engine's policy_changed needs (plain data; the engine does the writing) ---
+
+
+@dataclass(frozen=True)
+class PolicyChange:
+    old_version: str | None
+    new_version: str
+    policy: Policy  # the new version, compiled
+    affected: tuple[Affected, ...]
+
+
+def change(old_version: str | None, new_version: str) -> PolicyChange:
+    """The new version compiled and the live tickets the change affects (policy_effects)."""
+    from policy import services
+
+    infos = source_infos()
+    old_doc = services.document_of(old_version)
+    new_doc = services.document_of(new_version)
+    affected = policy_effects(old_doc, new_doc, live_mandates(), infos, old_version,
+                              new_version)
+    return PolicyChange(old_version, new_version,
+                        compile_policy(new_doc, infos, version=new_version), tuple(affected))
+
+
+def decide(trigger, policy: Policy) -> Verdict:
+    """The gate's decision for a stored trigger under a (new) policy."""
+    return gate(Facts(source=trigger.source.slug, kind=trigger.source.kind, scope=trigger.scope,
+                      actor=trigger.actor, is_human=trigger.is_human, is_bot=trigger.is_bot,
+                      addressed=trigger.addressed, receives_all=trigger.receives_all,
+                      is_self=bool((trigger.meta or {}).get("own_message"))), policy)
+
+
+def _apply(old_version: str | None, new_version: str) -> None:
+    from tickets import engine
+
+    engine.policy_changed(old_version=old_version, new_version=new_version)

@@ -63,8 +63,9 @@ def test_github_logins_compare_case_insensitively():
 
 def test_manual_acceptance_never_lets_an_inferred_candidate_through():
     v = gate(facts(receives_all=True), policy("manual", gh=COMMENT_ALL))
-    assert (v.decision, v.strength, v.reason) == (IGNORE, None, "acceptance_manual")
-    assert v.rule == "gh.comment.unaddressed_allowed"
+    assert (v.decision, v.strength, v.reason) == (INFERRED, INFERRED, "acceptance_manual")
+    assert v.rule == "gh.comment.unaddressed_allowed" and not v.becomes_work
+    assert gate(facts(receives_all=True), policy("auto", gh=COMMENT_ALL)).becomes_work
     assert gate(facts(addressed=True), policy("manual", gh=COMMENT_ALL)).decision == EXPLICIT
 
 
@@ -196,7 +197,8 @@ def test_property_the_gate_is_deterministic_and_admitted_means_a_rule(pol, f):
     assert v == gate(f, p)
     assert (v.decision == IGNORE) == (v.strength is None)
     if v.admitted:
-        assert v.rule and v.reason is None
+        assert v.rule and v.reason in (None, "acceptance_manual")
+        assert (v.reason is None) == (v.decision == EXPLICIT or p.auto)
     else:
         assert v.reason
 
