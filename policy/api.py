@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
-from policy import services
+from policy import schema, services
 from policy.document import PolicyInvalid, diff
 from policy.models import PolicyHead, PolicyVersion
 
@@ -35,9 +36,12 @@ def _version_row(entry: PolicyVersion, current_id: int | None) -> dict:
 class PolicyView(APIView):
     """GET the current policy; PUT a new version with `base_version`."""
 
+    @extend_schema(responses=schema.PolicyDocumentSerializer, operation_id="policy_retrieve")
     def get(self, request):
         return Response(services.current().as_dict())
 
+    @extend_schema(request=schema.PolicyDocumentSerializer,
+                   responses=schema.PolicyDocumentSerializer, operation_id="policy_update")
     def put(self, request):
         data = request.data
         if not isinstance(data, dict):
@@ -63,6 +67,8 @@ class PolicyView(APIView):
 class VersionsView(APIView):
     """History, newest first, paginated; each entry with its hash and base."""
 
+    @extend_schema(responses=schema.VersionSerializer(many=True),
+                   operation_id="policy_versions_list")
     def get(self, request):
         head = PolicyHead.objects.filter(pk=1).first()
         current_id = head.entry_id if head else None
@@ -73,6 +79,8 @@ class VersionsView(APIView):
 
 
 class VersionDetailView(APIView):
+    @extend_schema(responses=schema.PolicyDocumentSerializer,
+                   operation_id="policy_versions_retrieve")
     def get(self, request, version):
         entry = PolicyVersion.objects.filter(version=version).order_by("-id").first()
         if entry is None:
@@ -87,6 +95,8 @@ class VersionDetailView(APIView):
 class DiffView(APIView):
     """`policy/versions/diff?from=<hash>&to=<hash>` (either may be omitted: none / current)."""
 
+    @extend_schema(parameters=[OpenApiParameter("from", str), OpenApiParameter("to", str)],
+                   responses=schema.DiffSerializer, operation_id="policy_versions_diff")
     def get(self, request):
         fields = {}
         docs = {}
@@ -110,6 +120,8 @@ class CheckView(APIView):
 
     permission_classes = [_Authenticated]
 
+    @extend_schema(request=schema.CheckRequestSerializer,
+                   responses=schema.CheckResponseSerializer, operation_id="policy_check")
     def post(self, request):
         data = request.data if isinstance(request.data, dict) else None
         try:
@@ -133,6 +145,8 @@ class PreviewView(APIView):
 
     permission_classes = [_Authenticated]
 
+    @extend_schema(request=schema.PolicyDocumentSerializer, responses=schema.PreviewSerializer,
+                   operation_id="policy_preview")
     def post(self, request):
         try:
             canonical, version, changes, affected = services.preview(request.data)

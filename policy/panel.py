@@ -70,14 +70,19 @@ def _grid(document: dict, infos) -> list[dict]:
                             "disabled": True, "missing": info is None})
             continue
         rows = []
+        notes: list[str] = []
         for scope in SCOPES.get(info.kind, ()):
             cells_on = (part.get("rows") or {}).get(scope) or {}
             cells = []
             for cell in CELLS:
                 why = closed_reason(info.kind, scope, cell, info)
+                exists = cell in cells_of(scope)
+                if why and exists and why not in notes:
+                    notes.append(why)
                 cells.append({
                     "cell": cell, "name": f"cell:{slug}:{scope}:{cell}",
-                    "exists": cell in cells_of(scope), "why": why,
+                    "exists": exists, "why": why,
+                    "note": notes.index(why) + 1 if why and exists else None,
                     "checked": bool(cells_on.get(cell)) and not why,
                     "outcome": CELL_OUTCOMES[cell],
                 })
@@ -86,7 +91,8 @@ def _grid(document: dict, infos) -> list[dict]:
         out.append({"slug": slug, "name": info.name or slug,
                     "kind": KIND_NAMES.get(info.kind, info.kind), "disabled": False,
                     "allowed": "\n".join(part.get("allowed") or []),
-                    "bots": "\n".join(part.get("bots") or []), "rows": rows})
+                    "bots": "\n".join(part.get("bots") or []), "rows": rows,
+                    "notes": notes})
     return out
 
 
@@ -135,9 +141,12 @@ def preview(request):
                                                                                infos))
     except PolicyInvalid as exc:
         return _fragment(request, "panel/policy_errors.html", {"errors": exc.fields}, 400)
+    labels = services.ticket_labels(affected) if affected else {}
     return _fragment(request, "panel/policy_preview.html", {
         "version": version, "same": version == services.current().version,
-        "changes": changes, "affected": [a.as_dict() for a in affected]})
+        "changes": changes,
+        "affected": [a.as_dict() | {"label": labels.get(a.ticket, f"Ticket {a.ticket}")}
+                     for a in affected]})
 
 
 @login_required

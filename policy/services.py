@@ -123,6 +123,13 @@ def preview(document) -> tuple[dict, str, list[dict], list[Affected]]:
     return canonical, version_of(canonical), diff(cur.document, canonical), affected
 
 
+def ticket_labels(affected: list[Affected]) -> dict:
+    """Readable names of affected tickets (short name and title) for the preview."""
+    wanted = {a.ticket for a in affected}
+    return {m["ticket"]: " — ".join(x for x in (m.get("short_name"), m.get("title")) if x)
+            for m in hooks.live_mandates() if m.get("ticket") in wanted}
+
+
 def compiled(document: dict | None = None, version: str | None = None) -> Policy:
     if document is None:
         cur = current()
