@@ -364,10 +364,7 @@ def _requeue_eval(eval_id: int, change: policy_hooks.PolicyChange) -> str | None
         evaluation.state = "discarded"
         evaluation.finished_at = clock()
         evaluation.save(update_fields=["state", "finished_at"])
-        trigger = (
-            Trigger.objects.select_for_update(no_key=True).select_related("source", "thread")
-            .get(pk=evaluation.trigger_id)
-        )
+        trigger = locks.trigger(evaluation.trigger_id)
         if trigger.disposition == "handed_back":
             # handed back by a ticket: no gate, it is a candidate again if acceptance allows
             if change.policy.auto:
