@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from policy import hooks
 from policy.document import SourceInfo, compile_policy, receives_all_scopes
-from policy.effects import Affected, policy_effects
+from policy.effects import Affected, policy_effects, revalidate
 from policy.gate import Facts, Policy, Verdict, gate
 
 
@@ -80,3 +80,40 @@ def _apply(old_version: str | None, new_version: str) -> None:
     from tickets import engine
 
     engine.policy_changed(old_version=old_version, new_version=new_version)
+
+
+# --- revalidation before a ticket resumes (seed 002) ------------------------------------
+
+
+def thread_listened(source, thread_key: str, meta: dict | None, scope: str) -> bool:
+    """Does the source still listen to this thread? Only its config and the thread's stored
+    key/meta count (a source plugin's scope() should take this over when it has one).
+
+    github: the thread's repository (``owner/name#n``) is still one of ``repo``. lark: a
+    configured group's chat is still in ``groups``; direct chats, other groups and document
+    comments reach the bot whenever it is mentioned, so they are listened to while enabled.
+    """
+    config = source.config or {}
+    meta = meta or {}
+    if source.kind == "github":
+        repos = config.get("repo") or []
+        repos = [repos] if isinstance(repos, str) else list(repos)
+        repo = meta.get("repo") or thread_key.split("#", 1)[0]
+        return not repos or repo.lower() in {r.lower() for r in repos}
+    if source.kind == "lark" and scope == "group_configured":
+        chat = meta.get("chat_id") or thread_key.split(":", 1)[0]
+        return chat in (config.get("groups") or [])
+    return True
+
+
+def revalidate_ticket(ticket_id: int):
+    """May this ticket resume? (policy.effects.revalidate with the ticket's facts.)"""
+    from tickets.models import Ticket
+
+    ticket = Ticket.objects.select_related("thread__source", "mandate").get(pk=ticket_id)
+    source = ticket.thread.source
+    info = source_infos().get(source.slug)
+    mandate = ticket.mandate
+    listens = thread_listened(source, ticket.thread.key, ticket.thread.meta, mandate.scope)
+    return revalidate({"ticket": ticket.pk, "scope": mandate.scope, "rule": mandate.rule},
+                      info, listens)

@@ -113,3 +113,18 @@ def test_a_stale_save_changes_no_live_work(api, live, django_capture_on_commit_c
     assert r.status_code == 409
     assert Input.objects.count() == inputs
     assert api.get("/api/v1/policy/").json()["version"] == v2
+
+
+def test_revalidation_needs_the_source_to_listen_not_to_receive_all(api, gh, live):
+    from tickets.policy_hooks import revalidate_ticket
+
+    ticket = live["comment"]
+    assert revalidate_ticket(ticket.pk).ok
+    # receiving every message is switched off: the ticket may still resume
+    Source.objects.filter(pk=gh.pk).update(config={"repo": "acme/app", "receive_all": False})
+    assert revalidate_ticket(ticket.pk).ok
+    # the repository is no longer watched: it may not
+    Source.objects.filter(pk=gh.pk).update(config={"repo": ["acme/other"]})
+    assert revalidate_ticket(ticket.pk).reason == "not_listening"
+    Source.objects.filter(pk=gh.pk).update(enabled=False, config={"repo": "acme/app"})
+    assert revalidate_ticket(ticket.pk).reason == "source_disabled"
