@@ -132,9 +132,26 @@ def ticket_labels(affected: list[Affected]) -> dict:
 
 def compiled(document: dict | None = None, version: str | None = None) -> Policy:
     if document is None:
-        cur = current()
-        document, version = cur.document, cur.version
+        return current_policy()
     return compile_policy(document, sources(), version=version)
+
+
+_COMPILED: dict[tuple, Policy] = {}
+
+
+def current_policy() -> Policy:
+    """The current version, compiled once per (version, source kinds) and reused: what
+    intake calls before each `gate(facts, policy)`; ``policy.version`` is the hash to store
+    on the trigger."""
+    cur = current()
+    infos = sources()
+    key = (cur.version, tuple(sorted((slug, i.kind) for slug, i in infos.items())))
+    found = _COMPILED.get(key)
+    if found is None:
+        if len(_COMPILED) > 16:
+            _COMPILED.clear()
+        found = _COMPILED[key] = compile_policy(cur.document, infos, version=cur.version)
+    return found
 
 
 class BadFacts(ValueError):
@@ -191,13 +208,11 @@ def facts_from(data) -> Facts:
 
 
 def check(facts: Facts, document: dict | None = None) -> tuple[Verdict, str | None]:
-    cur_version = None
+    """The gate's decision for ``facts`` under the current version (or ``document``)."""
     if document is None:
-        cur = current()
-        document, cur_version = cur.document, cur.version
-    else:
-        cur_version = version_of(document)
-    return gate(facts, compile_policy(document, sources())), cur_version
+        policy = current_policy()
+        return gate(facts, policy), policy.version
+    return gate(facts, compile_policy(document, sources())), version_of(document)
 
 
 __all__ = ["BadFacts", "PolicyInvalid", "StaleBase", "check", "current", "facts_from",

@@ -243,3 +243,20 @@ def test_sources_hook_reflects_the_tickets_sources(gh, lark):
     canonical = validate({"acceptance": "manual", "sources": {"team": {"rows": {
         "direct": {"unaddressed_allowed": True}}, "allowed": ["ou_1"]}}}, infos)
     assert canonical["sources"]["team"]["rows"]["direct"]["unaddressed_allowed"] is True
+
+
+def test_openapi_describes_the_policy_endpoints(api):
+    r = api.get("/api/v1/schema/", HTTP_ACCEPT="application/json")
+    assert r.status_code == 200
+    text = r.content.decode()
+    for path in ("/api/v1/policy/", "/api/v1/policy/check/", "/api/v1/policy/versions/"):
+        assert path in text
+
+
+def test_the_compiled_current_policy_follows_new_versions(api, gh):
+    from policy import services
+
+    assert services.current_policy().version is None
+    v = put(api, doc(None, gh=COMMENTS)).json()["version"]
+    assert services.current_policy().version == v
+    assert services.current_policy() is services.current_policy()
