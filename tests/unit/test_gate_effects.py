@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from policy.document import SourceInfo, validate
 from policy.effects import (
     ACCEPTANCE_CLOSED,
@@ -11,7 +14,7 @@ from policy.effects import (
     policy_effects,
     revalidate,
 )
-from policy.gate import SCOPES
+from policy.gate import CELLS, SCOPES, cells_of
 
 GH = SourceInfo("gh", "github", receives_all=frozenset(SCOPES["github"]))
 SOURCES = {"gh": GH}
@@ -94,3 +97,42 @@ def test_revalidation_needs_listening_not_receiving_all():
     assert revalidate(EXPLICIT_ALICE, None, listens=True).reason == "source_missing"
     off = SourceInfo("gh", "github", enabled=False)
     assert revalidate(EXPLICIT_ALICE, off, listens=True).reason == "source_disabled"
+
+
+# ---------------------------------------------------------------- properties (hypothesis)
+
+people = st.lists(st.sampled_from(["alice", "bob", "carol"]), unique=True, max_size=3)
+
+
+@st.composite
+def documents(draw):
+    rows = {scope: {c: draw(st.booleans()) for c in cells_of(scope)}
+            for scope in SCOPES["github"]}
+    return validate({"acceptance": draw(st.sampled_from(["manual", "auto"])), "sources": {
+        "gh": {"allowed": draw(people), "bots": draw(st.lists(st.just("dependabot[bot]"),
+                                                               max_size=1)),
+               "rows": rows}}}, SOURCES)
+
+
+mandates = st.builds(
+    lambda n, scope, cell, who, strength: mandate(
+        n, f"gh.{scope}.{cell}", who, strength, addressed=cell == "addressed",
+        receives_all=True),
+    st.integers(1, 50), st.sampled_from(["comment", "issue_new"]),
+    st.sampled_from(CELLS), st.sampled_from(["alice", "bob", "carol"]),
+    st.sampled_from(["explicit", "inferred"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(documents(), st.lists(mandates, max_size=6, unique_by=lambda m: m["ticket"]))
+def test_property_saving_the_same_content_affects_nobody(doc, live):
+    assert policy_effects(doc, doc, live, SOURCES) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(documents(), documents(), st.lists(mandates, max_size=6, unique_by=lambda m: m["ticket"]))
+def test_property_affected_tickets_are_live_ones_each_once_with_a_reason(old, new, live):
+    got = policy_effects(old, new, live, SOURCES)
+    tickets = [a.ticket for a in got]
+    assert len(tickets) == len(set(tickets)) and set(tickets) <= {m["ticket"] for m in live}
+    assert all(a.reasons and "Nothing has been cancelled" in a.text for a in got)
