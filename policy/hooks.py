@@ -48,11 +48,15 @@ def live_mandates() -> list[dict]:
     return list(_live_mandates()) if _live_mandates else []
 
 
-def new_version_saved(old_version: str | None, new_version: str) -> None:
+def new_version_saved(old_version: str | None, new_version: str) -> bool:
     """Tell every listener; one that fails is logged and does not stop the others (the
-    version is committed already: a save never answers 500 for its aftermath)."""
+    version is committed already: a save never answers 500 for its aftermath). True when
+    all of them succeeded."""
+    ok = True
     for listener in list(_listeners):
         try:
             listener(old_version, new_version)
         except Exception:
+            ok = False
             log.exception("policy listener %r failed for version %s", listener, new_version)
+    return ok

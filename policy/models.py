@@ -41,4 +41,7 @@ class PolicyHead(models.Model):
     entry = models.ForeignKey(
         PolicyVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    applied_version = models.CharField(
+        max_length=64, blank=True,
+        help_text="the last version whose effects on live work were applied")
     updated_at = models.DateTimeField(auto_now=True)

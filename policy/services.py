@@ -109,8 +109,23 @@ def save(document, base_version: str | None, author: str = "", origin: str = "ap
         if swapped != 1:  # lost a race the row lock did not prevent (SQLite): write nothing
             raise StaleBase(base_version, PolicyHead.objects.get(pk=1).version or None)
         old = base or None
-        transaction.on_commit(lambda: hooks.new_version_saved(old, new_version))
+        transaction.on_commit(apply_pending)
     return Current(new_version, old, canonical, entry)
+
+
+def apply_pending() -> tuple[str | None, str] | None:
+    """Apply the effects of the current version on live work if not done yet: after each
+    save's commit, and from a periodic sweep (so a crash between the commit and the engine
+    call only delays them). Effects are computed from the last applied version to the
+    current one; the engine's policy_changed is idempotent. Returns (old, new) when it ran."""
+    head = PolicyHead.objects.filter(pk=1).first()
+    if head is None or not head.version or head.version == head.applied_version:
+        return None
+    old, new = head.applied_version or None, head.version
+    if hooks.new_version_saved(old, new):
+        PolicyHead.objects.filter(pk=1, applied_version=head.applied_version).update(
+            applied_version=new)
+    return old, new
 
 
 def preview(document) -> tuple[dict, str, list[dict], list[Affected]]:

@@ -128,3 +128,21 @@ def test_revalidation_needs_the_source_to_listen_not_to_receive_all(api, gh, liv
     assert revalidate_ticket(ticket.pk).reason == "not_listening"
     Source.objects.filter(pk=gh.pk).update(enabled=False, config={"repo": "acme/app"})
     assert revalidate_ticket(ticket.pk).reason == "source_disabled"
+
+
+def test_effects_lost_after_commit_are_applied_by_the_sweep(api, live):
+    """A crash (or a failing engine call) between the save's commit and its effects only
+    delays them: the periodic sweep applies them once."""
+    from policy import services
+    from policy.models import PolicyHead
+
+    # saved without running the after-commit call (as if the process died right there)
+    v2 = save(api, live["v1"], allowed=("bob",))
+    head = PolicyHead.objects.get(pk=1)
+    assert head.version == v2 and head.applied_version == live["v1"]
+    assert Input.objects.filter(kind="policy").count() == 0
+    assert services.apply_pending() == (live["v1"], v2)
+    assert Input.objects.filter(kind="policy").count() == 2
+    assert PolicyHead.objects.get(pk=1).applied_version == v2
+    assert services.apply_pending() is None
+    assert Input.objects.filter(kind="policy").count() == 2
