@@ -37,8 +37,8 @@ def test_edit_the_table_preview_save_and_see_the_new_version(page_with_mandates)
     # first version: octocat may ask on comments
     page.fill("textarea[name='allowed:gh']", "octocat")
     page.check("input[name='cell:gh:comment:addressed']")
-    page.wait_for_selector("#preview-body")
-    assert "Comments on issues and pull requests" in page.inner_text("#preview-body")
+    page.wait_for_selector("#preview-body:has-text('Comments on issues and pull requests')")
+    assert "octocat added to allowed people" in page.inner_text("#preview-body")
     page.click("#save-button")
     page.wait_for_selector("#saved-note")
     first = PolicyVersion.objects.get().version
