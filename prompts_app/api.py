@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
@@ -24,6 +25,8 @@ def _stale(exc: service.Stale, key: str | None = None):
         {"base_revision": f"Stale: the latest revision is {exc.latest}."},
     )
     response.data["revision"] = exc.latest
+    response.data["changes"] = [{"key": c.key, "diff": c.diff}
+                                for c in service.changes_between(exc.base, exc.latest)]
     if key is not None:
         response.data["fragment"] = service.fragment(key)
     return response
@@ -39,9 +42,43 @@ def _author(request) -> str:
     return getattr(request.user, "username", "") or ""
 
 
+class FragmentSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    kind = serializers.ChoiceField(["builtin", "team", "skill", "fixed"])
+    category = serializers.CharField(help_text="builtin, team, skill, or tools/notice/card/"
+                                               "contract for texts in code")
+    title = serializers.CharField()
+    help = serializers.CharField()
+    roles = serializers.ListField(child=serializers.CharField())
+    required = serializers.BooleanField()
+    editable = serializers.BooleanField()
+    state = serializers.ChoiceField(["default", "overridden", "default_updated"])
+    text = serializers.CharField(help_text="the text in effect")
+    default_text = serializers.CharField()
+    default_hash = serializers.CharField(allow_null=True)
+    base_hash = serializers.CharField(allow_null=True, help_text="the built-in's hash the "
+                                      "override was written against")
+    base_text = serializers.CharField(allow_null=True, help_text="that built-in's text, when "
+                                      "state is default_updated")
+    revision = serializers.IntegerField(help_text="the configuration revision read")
+
+
+class WriteSerializer(serializers.Serializer):
+    base_revision = serializers.IntegerField(min_value=0)
+    text = serializers.CharField(max_length=core.MAX_TEXT_CHARS)
+
+
+class BaseSerializer(serializers.Serializer):
+    base_revision = serializers.IntegerField(min_value=0)
+
+
 class FragmentList(APIView):
     """Every fragment: team sections, skills, built-ins (editable) and texts in code."""
 
+    @extend_schema(operation_id="prompts_list", responses=inline_serializer("FragmentPage", {
+        "count": serializers.IntegerField(), "next": serializers.CharField(allow_null=True),
+        "previous": serializers.CharField(allow_null=True),
+        "revision": serializers.IntegerField(), "results": FragmentSerializer(many=True)}))
     def get(self, request):
         results = service.fragments()
         return Response({"count": len(results), "next": None, "previous": None,
@@ -51,12 +88,17 @@ class FragmentList(APIView):
 class FragmentDetail(APIView):
     """One fragment; `PUT {"base_revision", "text"}` saves a new revision."""
 
+    @extend_schema(responses=FragmentSerializer)
     def get(self, request, key):
         try:
-            return Response(service.fragment(key))
+            found = service.fragment(key)
         except core.Invalid as exc:
             return error_response(404, "not_found", str(exc), exc.fields)
+        if found["kind"] == "skill" and found["state"] == "default":
+            return error_response(404, "not_found", f"There is no skill {key[6:]!r}.")
+        return Response(found)
 
+    @extend_schema(request=WriteSerializer, responses=FragmentSerializer)
     def put(self, request, key):
         try:
             core.check_editable(key)
@@ -77,6 +119,7 @@ class FragmentAction(APIView):
 
     action = "restore"
 
+    @extend_schema(request=BaseSerializer, responses=FragmentSerializer)
     def post(self, request, key):
         do = service.restore if self.action == "restore" else service.keep_mine
         try:
@@ -95,11 +138,12 @@ class VersionSerializer(serializers.ModelSerializer):
         model = PromptVersion
         fields = ["revision", "predecessor", "at", "origin", "author", "summary"]
 
-    def get_predecessor(self, obj):
+    def get_predecessor(self, obj) -> int | None:
         return obj.predecessor.revision if obj.predecessor_id else None
 
 
 class VersionList(APIView):
+    @extend_schema(responses=VersionSerializer(many=True))
     def get(self, request):
         paginator = LimitOffsetPagination()
         queryset = PromptVersion.objects.select_related("predecessor").order_by("-revision")
@@ -108,6 +152,7 @@ class VersionList(APIView):
 
 
 class VersionDetail(APIView):
+    @extend_schema(responses=VersionSerializer)
     def get(self, request, revision):
         found = service.version(revision)
         if found is None:
@@ -118,6 +163,8 @@ class VersionDetail(APIView):
 class VersionRestore(APIView):
     """A new version holding the configuration of `revision`."""
 
+    @extend_schema(request=BaseSerializer, responses=inline_serializer("Restored", {
+        "revision": serializers.IntegerField(), "created": serializers.BooleanField()}))
     def post(self, request, revision):
         try:
             saved = service.restore_version(revision, _body(request).get("base_revision"),
@@ -130,6 +177,9 @@ class VersionRestore(APIView):
 
 
 class VersionDiff(APIView):
+    @extend_schema(responses=inline_serializer("VersionDiff", {
+        "from": serializers.IntegerField(), "to": serializers.IntegerField(),
+        "changes": serializers.ListField(child=serializers.DictField())}))
     def get(self, request, a, b):
         try:
             changes = service.changes_between(a, b)
@@ -143,6 +193,10 @@ class VersionDiff(APIView):
 class Preview(APIView):
     """The assembled system prompt of a role, each part marked with its layer."""
 
+    @extend_schema(responses=inline_serializer("Preview", {
+        "role": serializers.CharField(), "revision": serializers.IntegerField(),
+        "text": serializers.CharField(), "prefix_hash": serializers.CharField(),
+        "parts": serializers.ListField(child=serializers.DictField())}))
     def get(self, request, role):
         if role not in assembly.ORDER:
             return error_response(404, "not_found", f"Unknown role {role!r}.",

@@ -23,6 +23,7 @@ from prompts_app import contract
 
 MAX_TEXT_CHARS = 20_000
 MAX_SKILLS = 40
+MAX_TOTAL_CHARS = 120_000  # everything a team writes, together (it all goes into prompts)
 SKILL_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 
 ROLES = ("main", "worker")
@@ -178,7 +179,7 @@ def with_text(config: dict, key: str, text, defaults: dict) -> dict:
         if slug not in new["skills"] and len(new["skills"]) >= MAX_SKILLS:
             raise Invalid({"key": f"At most {MAX_SKILLS} skills."})
         new["skills"][slug] = text
-    return stamped(new, defaults)
+    return stamped(check_total(new), defaults)
 
 
 def restored(config: dict, key: str, defaults: dict) -> dict:
@@ -206,6 +207,21 @@ def kept(config: dict, key: str, defaults: dict) -> dict:
     new["fragments"][key] = {**new["fragments"][key], "base_hash": default.hash,
                              "base_text": default.text}
     return stamped(new, defaults)
+
+
+def written_chars(config: dict) -> int:
+    config = as_config(config)
+    return (sum(len(o["text"]) for o in config["fragments"].values())
+            + sum(len(t) for t in config["team"].values())
+            + sum(len(t) for t in config["skills"].values()))
+
+
+def check_total(config: dict, field: str = "text") -> dict:
+    total = written_chars(config)
+    if total > MAX_TOTAL_CHARS:
+        raise Invalid({field: f"All team texts, skills and overrides together may have at most "
+                              f"{MAX_TOTAL_CHARS} characters; this save would make {total}."})
+    return config
 
 
 def stamped(config: dict, defaults: dict) -> dict:

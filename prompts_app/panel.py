@@ -27,7 +27,7 @@ def _label(frag: dict) -> tuple[str, str]:
             return ("Not written yet", "warn" if frag["required"] else "")
         return ("Written", "ok")
     if frag["kind"] == "skill":
-        return ("Skill", "ok")
+        return ("Skill", "ok") if frag["state"] != "default" else ("New skill", "warn")
     if frag["kind"] == "fixed":
         return ("In code", "")
     return (STATE_LABELS[frag["state"]],
@@ -128,10 +128,14 @@ def edit(request, key):
 
 @login_required
 def versions(request):
+    return _versions(request)
+
+
+def _versions(request, errors=None):
     history = list(PromptVersion.objects.select_related("predecessor")[:200])
     latest = history[0].revision if history else 0
     diff = None
-    errors = {}
+    errors = dict(errors or {})
     a, b = request.GET.get("from"), request.GET.get("to")
     if a is not None and b is not None:
         try:
@@ -157,7 +161,7 @@ def restore_version(request, revision):
         saved = service.restore_version(revision, request.POST.get("base_revision"),
                                         origin="panel", author=request.user.username)
     except core.Invalid as exc:
-        raise Http404(str(exc)) from None
+        return _versions(request, errors=exc.fields)
     except service.Stale as exc:
         return redirect(reverse("panel-prompt-versions") + f"?conflict={exc.latest}")
     return redirect(reverse("panel-prompt-versions") + f"?restored={saved.revision}")

@@ -78,6 +78,7 @@ def test_restore_and_keep_of_unknown_or_fixed_keys_are_400(api):
 
 def test_unknown_key_reads_404(api):
     assert api.get("/api/v1/prompts/no.such").status_code == 404
+    assert api.get("/api/v1/prompts/skill.nobody").status_code == 404
 
 
 def test_skills_are_created_by_writing_and_removed_by_restoring(api):

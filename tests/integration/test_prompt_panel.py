@@ -103,6 +103,8 @@ def test_history_diff_and_restore(panel):
     stale = panel.post("/panel/prompts/versions/1/restore/", {"base_revision": "2"})
     assert "conflict=3" in stale["Location"] and PromptVersion.objects.count() == 3
     assert panel.get("/panel/prompts/versions/?from=1&to=99").status_code == 400
+    bad = panel.post("/panel/prompts/versions/1/restore/", {"base_revision": "x"})
+    assert bad.status_code == 400 and PromptVersion.objects.count() == 3
 
 
 def test_preview_shows_parts_with_layers(panel):

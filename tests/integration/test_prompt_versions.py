@@ -103,3 +103,38 @@ def test_origin_is_recorded_for_tool_saves():
     saved = service.save("skill.identities", "ou_1 = octocat", 0, origin="tool", author="w-7")
     v = PromptVersion.objects.get(revision=saved.revision)
     assert (v.origin, v.author) == ("tool", "w-7")
+
+
+def test_the_409_answer_says_what_changed_underneath(api):
+    put(api, "team.about", "first", 0)
+    put(api, "skill.identities", "ou_1 is octocat", 1)
+    body = put(api, "team.about", "draft", 1).json()
+    assert [c["key"] for c in body["changes"]] == ["skill.identities"]
+    assert "+ou_1 is octocat" in body["changes"][0]["diff"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_saves_racing_on_the_same_base_one_wins_one_is_stale():
+    import threading
+
+    from django.db import connection
+
+    barrier = threading.Barrier(2)
+    outcomes = []
+
+    def racer(text):
+        try:
+            barrier.wait()
+            outcomes.append(("saved", service.save("team.about", text, 0, origin="api")))
+        except service.Stale as exc:
+            outcomes.append(("stale", exc.latest))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=racer, args=(t,)) for t in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(kind for kind, _ in outcomes) == ["saved", "stale"]
+    assert PromptVersion.objects.count() == 1

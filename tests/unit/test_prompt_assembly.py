@@ -78,7 +78,8 @@ def test_each_part_is_marked_with_its_layer_and_source():
     by_key = {p.key: p for p in result.parts}
     assert (by_key["policy"].layer, by_key["policy"].source) == (1, "policy")
     assert (by_key["tools.main"].layer, by_key["tools.main"].source) == (2, "code")
-    assert (by_key["contract.precedence"].layer, by_key["contract.precedence"].source) == (2, "code")
+    header = by_key["contract.precedence"]
+    assert (header.layer, header.source) == (2, "code")
     assert (by_key["main.role"].layer, by_key["main.role"].source) == (3, "override")
     assert (by_key["shared.rules"].layer, by_key["shared.rules"].source) == (3, "builtin")
     assert (by_key["team.about"].layer, by_key["team.about"].source) == (4, "team")
@@ -197,3 +198,15 @@ def test_edits_never_mutate_their_input():
 def test_missing_default_file_is_an_installation_error(tmp_path):
     with pytest.raises(library.MissingDefault):
         library.load(tmp_path)
+
+
+def test_everything_a_team_writes_together_has_a_size_limit():
+    config = core.empty_config()
+    chunk = "x" * (core.MAX_TEXT_CHARS - 10)
+    n = 0
+    with pytest.raises(core.Invalid) as caught:
+        while True:
+            config = core.with_text(config, f"skill.s{n}", chunk, DEFAULTS)
+            n += 1
+    assert "text" in caught.value.fields
+    assert core.written_chars(config) <= core.MAX_TOTAL_CHARS
