@@ -186,6 +186,9 @@ def restored(config: dict, key: str, defaults: dict) -> dict:
     """The configuration with `key` back at its default: a built-in follows its default
     again, a team section is cleared, a skill is removed."""
     kind = check_editable(key)
+    if kind == "team" and _team(key).required:
+        raise Invalid({"key": f"{key} is a required section; it cannot be cleared, only "
+                              "rewritten."})
     new = as_config(config)
     if kind == "builtin":
         new["fragments"].pop(key, None)

@@ -145,9 +145,13 @@ def test_bad_edits_name_the_field(key, text, field):
     assert list(caught.value.fields) == [field]
 
 
-def test_optional_team_sections_may_be_cleared():
-    config = config_with(team__main="x")
-    assert core.with_text(config, "team.main", "", DEFAULTS)["team"] == {}
+def test_optional_team_sections_may_be_cleared_the_required_one_not():
+    config = config_with(team__main="x", team__about="y")
+    assert core.with_text(config, "team.main", "", DEFAULTS)["team"] == {"team.about": "y\n"}
+    assert core.restored(config, "team.main", DEFAULTS)["team"] == {"team.about": "y\n"}
+    with pytest.raises(core.Invalid) as caught:
+        core.restored(config, "team.about", DEFAULTS)
+    assert list(caught.value.fields) == ["key"]
 
 
 def test_override_records_the_builtin_it_was_written_against():
@@ -188,10 +192,10 @@ def test_changes_show_a_unified_diff_per_key():
 
 
 def test_edits_never_mutate_their_input():
-    config = config_with(team__about="x")
+    config = config_with(team__about="x", main__role="mine")
     before = repr(config)
     core.with_text(config, "team.about", "y", DEFAULTS)
-    core.restored(config, "team.about", DEFAULTS)
+    core.restored(config, "main.role", DEFAULTS)
     assert repr(config) == before
 
 
