@@ -191,7 +191,8 @@ class VersionDiff(APIView):
 
 
 class Preview(APIView):
-    """The assembled system prompt of a role, each part marked with its layer."""
+    """The assembled system prompt of a role, each part marked with its layer;
+    `?revision=N` shows it as of an older version (what a turn worked under)."""
 
     @extend_schema(responses=inline_serializer("Preview", {
         "role": serializers.CharField(), "revision": serializers.IntegerField(),
@@ -201,7 +202,13 @@ class Preview(APIView):
         if role not in assembly.ORDER:
             return error_response(404, "not_found", f"Unknown role {role!r}.",
                                   {"role": "main or worker"})
-        result, revision = service.preview(role)
+        wanted = request.query_params.get("revision")
+        if wanted is not None:
+            if not wanted.isdigit() or (int(wanted) and service.version(int(wanted)) is None):
+                return error_response(404, "not_found", f"There is no revision {wanted}.",
+                                      {"revision": "an existing revision"})
+            wanted = int(wanted)
+        result, revision = service.preview(role, revision=wanted)
         return Response({"role": role, "revision": revision, "text": result.text,
                          "prefix_hash": result.prefix_hash, "parts": [
                              {"key": p.key, "title": p.title, "layer": p.layer,

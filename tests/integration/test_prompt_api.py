@@ -117,3 +117,10 @@ def test_preview_marks_each_part_with_its_layer(api):
     assert layers["team.about"] == (4, "team") and layers["tools.worker"] == (2, "code")
     assert body["parts"][-1]["key"] == "policy"
     assert api.get("/api/v1/prompts/preview/boss").status_code == 404
+    api.put("/api/v1/prompts/team.about", {"base_revision": 1, "text": "Later text."},
+            format="json")
+    old = api.get("/api/v1/prompts/preview/worker?revision=1").json()
+    assert old["revision"] == 1 and "We build amux." in old["text"]
+    assert "Later text." in api.get("/api/v1/prompts/preview/worker").json()["text"]
+    assert api.get("/api/v1/prompts/preview/worker?revision=7").status_code == 404
+    assert api.get("/api/v1/prompts/preview/worker?revision=x").status_code == 404
