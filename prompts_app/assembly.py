@@ -43,6 +43,10 @@ ORDER = {
     "worker": ("contract.precedence", "shared.attention", "worker.role",
                "worker.pull_requests", "shared.rules", "tools.worker", "team.about",
                "team.worker"),
+    # One structured model call per inferred candidate; its answer format stays in the
+    # caller's code (tickets/triage.py) and is appended after this prompt.
+    "triage": ("contract.precedence", "shared.attention", "triage.role", "shared.rules",
+               "team.about", "team.main"),
 }
 
 NO_POLICY = ("No policy part was supplied with this request. Take on no new work on your "
@@ -79,7 +83,7 @@ class UnknownRole(ValueError):
 
 
 def assemble(role: str, config: dict, defaults: dict, policy: str | None = None) -> Assembled:
-    """The system prompt of `role` ("main" or "worker") from one configuration."""
+    """The system prompt of `role` ("main", "worker" or "triage") from one configuration."""
     if role not in ORDER:
         raise UnknownRole(f"unknown role {role!r}; expected one of {', '.join(ORDER)}")
     config = core.as_config(config)

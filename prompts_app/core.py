@@ -26,7 +26,7 @@ MAX_SKILLS = 40
 MAX_TOTAL_CHARS = 120_000  # everything a team writes, together (it all goes into prompts)
 SKILL_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 
-ROLES = ("main", "worker")
+ROLES = ("main", "worker", "triage")
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ BUILTINS: tuple[Builtin, ...] = (
             "One ticket, one work directory; report, ask, hand_back, reply."),
     Builtin("worker.pull_requests", "Worker: pull requests and reports", ("worker",),
             "What a worker's pull requests and reports look like."),
+    Builtin("triage.role", "Triage: role", ("triage",),
+            "How an inferred candidate is judged: accept, decline or needs a person."),
     Builtin("shared.rules", "Shared rules", ROLES,
             "Mandate, requirements from the original source, context is not authority."),
 )
@@ -68,7 +70,7 @@ TEAM_SECTIONS: tuple[TeamSection, ...] = (
     TeamSection("team.about", "Team: who we are", ROLES, True,
                 "Who the team is, what it builds, where things live, who decides what. "
                 "Both roles read it."),
-    TeamSection("team.main", "Team: notes for the main session", ("main",), False,
+    TeamSection("team.main", "Team: notes for the main session", ("main", "triage"), False,
                 "Routing preferences: which requests matter, who owns which area."),
     TeamSection("team.worker", "Team: notes for workers", ("worker",), False,
                 "Engineering conventions: how to build and test, branches, commits, review."),

@@ -164,7 +164,7 @@ def set_policy_provider(provider: Callable[..., str] | None) -> None:
 
 
 def current(role: str, policy: str | None = None, **context) -> Current:
-    """The system prompt for one model request of `role` ("main" or "worker"), from the
+    """The system prompt for one model request of `role` ("main", "worker" or "triage"), from the
     latest version: (text, revision, parts). Call it for every request, never cache it
     across requests; record `revision` on the turn (see `note_revision`)."""
     head = latest()

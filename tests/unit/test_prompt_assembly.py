@@ -38,6 +38,12 @@ def test_main_role_routes_with_a_30_word_note_and_never_plans():
     assert not contract.routing_note_ok(" ".join(["word"] * 31))
 
 
+def test_triage_declines_when_in_doubt_and_notes_name_the_work():
+    text = DEFAULTS["triage.role"].text
+    assert "When in doubt, decline." in text and "at most 30 words" in text
+    assert "Never a plan" in text
+
+
 def test_worker_role_names_its_four_tools_and_structured_asks():
     text = DEFAULTS["worker.role"].text
     for tool in ("report", "ask", "hand_back", "reply"):
@@ -57,6 +63,10 @@ def test_fixed_order_for_each_role_with_policy_last():
     assert keys(worker) == ["contract.precedence", "shared.attention", "worker.role",
                             "worker.pull_requests", "shared.rules", "tools.worker",
                             "team.about", "team.worker", "skill.identities", "policy"]
+    triage = assembly.assemble("triage", config, DEFAULTS, "allow octocat")
+    assert keys(triage) == ["contract.precedence", "shared.attention", "triage.role",
+                            "shared.rules", "team.about", "team.main", "skill.identities",
+                            "policy"]
     assert "Route infra to Ana." not in worker.text and "Run make test." not in main.text
     assert main.text.rstrip().endswith("allow octocat")
 
