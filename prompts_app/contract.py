@@ -24,6 +24,11 @@ def routing_note_ok(note: str) -> bool:
     return routing_note_words(note) <= ROUTING_NOTE_MAX_WORDS
 
 
+def clip_routing_note(note: str) -> str:
+    """A routing note cut to its first 30 words, whitespace folded."""
+    return " ".join(str(note or "").split()[:ROUTING_NOTE_MAX_WORDS])
+
+
 @dataclass(frozen=True)
 class FixedText:
     key: str
