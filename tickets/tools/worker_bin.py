@@ -1,0 +1,22 @@
+"""Put the `amux` command into a worker's bin directory (first on its PATH)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CLI_SOURCE = Path(__file__).with_name("amux_cli.py")
+
+
+def install_worker_bin(directory: str | os.PathLike) -> Path:
+    """Write the `amux` shim (a stdlib-only Python script) into `directory` and return its
+    path. Idempotent: an existing shim is replaced atomically. The worker finds amux through
+    AMUX_API_URL and AMUX_ASSIGNMENT_TOKEN in its environment."""
+    target_dir = Path(directory)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / "amux"
+    partial = target_dir / ".amux.partial"
+    partial.write_bytes(CLI_SOURCE.read_bytes())
+    partial.chmod(0o755)
+    os.replace(partial, target)
+    return target
