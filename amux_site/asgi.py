@@ -29,9 +29,8 @@ mcp_app = McpApp()
 async def application(scope, receive, send):
     """/mcp goes to the MCP server; the ASGI lifespan runs its session manager; everything
     else goes to Channels (Django for http, consumers for websockets)."""
-    if scope["type"] == "lifespan":
-        await mcp_app(scope, receive, send)
-    elif scope["type"] == "http" and is_mcp_path(scope["path"]):
+    kind = scope["type"]
+    if kind == "lifespan" or (kind == "http" and is_mcp_path(scope["path"])):
         await mcp_app(scope, receive, send)
     else:
         await channels_app(scope, receive, send)

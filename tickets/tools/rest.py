@@ -109,7 +109,8 @@ class ReplySerializer(serializers.Serializer):
 
 
 class ReportView(ToolView):
-    @extend_schema(request=ReportSerializer, responses=dict, description=service.DESCRIPTIONS["report"])
+    @extend_schema(request=ReportSerializer, responses=dict,
+                   description=service.DESCRIPTIONS["report"])
     def post(self, request):
         return self._run(request, lambda a, d: service.report(
             a, status=d.get("status"), text=d.get("text")))
@@ -132,7 +133,8 @@ class HandBackView(ToolView):
 
 
 class ReplyView(ToolView):
-    @extend_schema(request=ReplySerializer, responses=dict, description=service.DESCRIPTIONS["reply"])
+    @extend_schema(request=ReplySerializer, responses=dict,
+                   description=service.DESCRIPTIONS["reply"])
     def post(self, request):
         return self._run(request, lambda a, d: service.reply(a, text=d.get("text")))
 
