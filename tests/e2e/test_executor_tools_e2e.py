@@ -121,11 +121,13 @@ async def _mcp(url: str, token: str, calls: list[tuple[str, dict]]):
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                                  timeout=30) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            tools = await client.list_tools()
-            results = [await client.call_tool(name, args) for name, args in calls]
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        tools = await client.list_tools()
+        results = [await client.call_tool(name, args) for name, args in calls]
     return tools, results
 
 

@@ -292,3 +292,34 @@ def test_a_malformed_body_is_400_not_500(one):
     a_list = api.post("/api/v1/tools/report/", ["done"], format="json")
     assert a_list.status_code == 400
     assert not Report.objects.exists()
+
+
+def test_mcp_without_the_asgi_lifespan_answers_503_not_500():
+    import asyncio
+
+    from tickets.tools.mcp_server import McpApp
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    scope = {"type": "http", "path": "/mcp/", "method": "POST", "headers": []}
+    asyncio.run(McpApp()(scope, receive, send))
+    assert sent[0]["status"] == 503
+    assert b"lifespan" in sent[1]["body"]
+
+
+def test_the_amux_command_finds_the_api_root(monkeypatch):
+    from tickets.tools import amux_cli
+
+    for given in ("http://h:8000", "http://h:8000/", "http://h:8000/api/v1/"):
+        monkeypatch.setenv("AMUX_API_URL", given)
+        assert amux_cli.api_root() == "http://h:8000/api/v1"
+    monkeypatch.setenv("AMUX_API_URL", "h:8000")
+    with pytest.raises(amux_cli.Failure) as failure:
+        amux_cli.api_root()
+    assert failure.value.code == 2

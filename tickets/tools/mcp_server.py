@@ -163,14 +163,32 @@ class McpApp:
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
         self.guarded = BearerGuard(self.starlette)
+        self.running = False
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "lifespan":
-            await self.starlette(scope, receive, send)
+            await self.starlette(scope, receive, self._watch_lifespan(send))
+            return
+        if not self.running:
+            await _refuse(send, ToolRefused(
+                503, "unavailable",
+                "the MCP server starts with the ASGI lifespan; run amux under uvicorn "
+                "(lifespan on) or use the REST tools under /api/v1/tools/",
+            ))
             return
         if scope["type"] == "http" and scope["path"] != PATH:
             scope = dict(scope, path=PATH, raw_path=PATH.encode())  # /mcp/ → /mcp, no redirect
         await self.guarded(scope, receive, send)
+
+    def _watch_lifespan(self, send):
+        async def watched(message):
+            if message["type"] == "lifespan.startup.complete":
+                self.running = True
+            elif message["type"].startswith("lifespan.shutdown"):
+                self.running = False
+            await send(message)
+
+        return watched
 
 
 def is_mcp_path(path: str) -> bool:

@@ -7,6 +7,7 @@ and an assignment token authenticates nowhere else (the operator endpoints use D
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import extend_schema
 from rest_framework import authentication, exceptions, permissions, serializers
 from rest_framework.response import Response
@@ -59,6 +60,15 @@ class AssignmentTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request):
         return f'{self.keyword} realm="amux assignment"'
+
+
+class AssignmentTokenScheme(OpenApiAuthenticationExtension):
+    target_class = AssignmentTokenAuthentication
+    name = "assignmentToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer",
+                "description": "The bearer token of one assignment (issued at dispatch)."}
 
 
 class IsAssignment(permissions.BasePermission):
@@ -130,6 +140,11 @@ class HandBackView(ToolView):
     def post(self, request):
         return self._run(request, lambda a, d: service.hand_back(
             a, trigger=d.get("trigger"), reason=d.get("reason")))
+
+
+@extend_schema(exclude=True)
+class HandBackDashView(HandBackView):
+    """`hand-back`, the spelling of the command, answers the same."""
 
 
 class ReplyView(ToolView):
