@@ -21,7 +21,7 @@ from django.db import connection
 
 from tickets import engine
 from tickets.models import Assignment, Effect, Input, Question, Report, Source, Thread, Trigger
-from tickets.tools import install_worker_bin
+from tickets.tools import install_worker_bin, mcp_server_config, worker_env
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -177,6 +177,8 @@ def test_mcp_tools_act_on_the_tokens_ticket_only(server):
     assert not Report.objects.filter(ticket=other).exists()
 
     # the other token reads its own ticket
+    config = mcp_server_config(server + "/", other_token)
+    assert config["url"] == f"{server}/mcp"
     _tools, (own,) = asyncio.run(_mcp(f"{server}/mcp/", other_token, [("context", {})]))
     assert own.structured_content["ticket"]["id"] == other.pk
 
@@ -199,8 +201,7 @@ def test_mcp_refuses_unknown_and_ended_tokens(server):
 
 
 def _amux(bin_dir: Path, server: str, token: str, *args: str, stdin: str | None = None):
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "AMUX_API_URL": f"{server}/api/v1",
-           "AMUX_ASSIGNMENT_TOKEN": token, "LANG": "C.UTF-8"}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LANG": "C.UTF-8", **worker_env(server, token)}
     return subprocess.run(["amux", *args], env=env, capture_output=True, text=True,
                           timeout=60, input=stdin)
 

@@ -20,3 +20,17 @@ def install_worker_bin(directory: str | os.PathLike) -> Path:
     partial.chmod(0o755)
     os.replace(partial, target)
     return target
+
+
+def worker_env(base_url: str, token: str) -> dict[str, str]:
+    """The variables a worker session needs to reach its tools (the `amux` command reads the
+    first two). `base_url` is where amux serves, e.g. http://127.0.0.1:8000."""
+    base = base_url.rstrip("/")
+    return {"AMUX_API_URL": f"{base}/api/v1", "AMUX_ASSIGNMENT_TOKEN": token,
+            "AMUX_MCP_URL": f"{base}/mcp"}
+
+
+def mcp_server_config(base_url: str, token: str) -> dict:
+    """An MCP client entry for the worker's runtime (streamable HTTP with the bearer)."""
+    return {"type": "http", "url": f"{base_url.rstrip('/')}/mcp",
+            "headers": {"Authorization": f"Bearer {token}"}}
