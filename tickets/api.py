@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import generics, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
+from sessions.models import ProviderProfile
 from tickets import engine
 from tickets.core.errors import CommandRefused, NotFound
-from tickets.models import Eval, Mandate, Thread, Ticket, Trigger
+from tickets.models import AgentSettings, Eval, Mandate, Thread, Ticket, Trigger
 from tickets.read import stages
+
+WORKER_RUNTIMES = ["codex", "claude", "pi", "acp"]
 
 
 class Refused(APIException):
@@ -142,3 +145,28 @@ class EvalSerializer(serializers.ModelSerializer):
 class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = EvalSerializer
     queryset = Eval.objects.order_by("-id")
+
+
+class AgentSettingsSerializer(serializers.ModelSerializer):
+    triage_provider = serializers.SlugRelatedField(
+        slug_field="slug", queryset=ProviderProfile.objects.all(), allow_null=True, required=False
+    )
+    worker_provider = serializers.SlugRelatedField(
+        slug_field="slug", queryset=ProviderProfile.objects.all(), allow_null=True, required=False
+    )
+    worker_runtime = serializers.ChoiceField(choices=WORKER_RUNTIMES, required=False)
+
+    class Meta:
+        model = AgentSettings
+        fields = ["triage_provider", "triage_model", "worker_runtime", "worker_provider",
+                  "worker_model", "updated_at"]
+        read_only_fields = ["updated_at"]
+
+
+class AgentSettingsView(generics.RetrieveUpdateAPIView):
+    """Who does the work: the triage model and the worker sessions' runtime and model."""
+
+    serializer_class = AgentSettingsSerializer
+
+    def get_object(self):
+        return AgentSettings.current()

@@ -77,14 +77,7 @@ def open_ticket(*, trigger_id: int, title: str) -> Ticket:
     """Accept a trigger as work: the ticket, its immutable mandate, the subscription to its
     thread and the first assignment, dispatched through the outbox."""
     with transaction.atomic(durable=True):
-        trigger = (
-            Trigger.objects.select_for_update(no_key=True)
-            .select_related("source", "thread")
-            .filter(pk=trigger_id)
-            .first()
-        )
-        if trigger is None:
-            raise NotFound(f"trigger {trigger_id} does not exist")
+        trigger = locks.trigger(trigger_id)
         return _open(trigger, title)
 
 
@@ -240,14 +233,7 @@ def route_trigger(*, trigger_id: int) -> str:
     """Fact: a trigger was recorded and the gate decided. Route it: follow-up, revival,
     a new ticket, an eval, or nothing. Returns the route taken (the trigger's disposition)."""
     with transaction.atomic(durable=True):
-        trigger = (
-            Trigger.objects.select_for_update(no_key=True)
-            .select_related("source", "thread")
-            .filter(pk=trigger_id)
-            .first()
-        )
-        if trigger is None:
-            raise NotFound(f"trigger {trigger_id} does not exist")
+        trigger = locks.trigger(trigger_id)
         if trigger.disposition:
             return trigger.disposition  # routed already: a redelivery changes nothing
         subscription = Subscription.objects.filter(thread=trigger.thread).first()
@@ -333,10 +319,7 @@ def eval_finished(*, eval_id: int, result: str, note: str = "") -> str:
         evaluation.note = " ".join(note.split()[:30])
         evaluation.finished_at = clock()
         evaluation.save(update_fields=["state", "result", "note", "finished_at"])
-        trigger = (
-            Trigger.objects.select_for_update(no_key=True).select_related("source", "thread")
-            .get(pk=evaluation.trigger_id)
-        )
+        trigger = locks.trigger(evaluation.trigger_id)
         accepted = result == "accept" and policy_port.acceptance_mode() == "auto"
         if accepted and not Subscription.objects.filter(thread=trigger.thread).exists():
             _open(trigger, _title(trigger))

@@ -1,5 +1,6 @@
 """Panel pages of the orchestrator: Tickets, Triage and Sources tabs."""
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -7,9 +8,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from tickets import engine
+from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
-from tickets.models import Eval, Source, Ticket, Trigger
+from tickets.models import AgentSettings, Eval, Source, Ticket, Trigger
 from tickets.read import stages
 
 
@@ -76,6 +78,35 @@ def ticket_input(request, pk):
     except CommandRefused as refusal:
         messages.error(request, refusal.message)
     return redirect("panel-ticket", pk=pk)
+
+
+class AgentSettingsForm(forms.ModelForm):
+    class Meta:
+        model = AgentSettings
+        fields = ["triage_provider", "triage_model", "worker_runtime", "worker_provider",
+                  "worker_model"]
+        labels = {
+            "triage_provider": "Triage provider",
+            "triage_model": "Triage model",
+            "worker_runtime": "Worker runtime",
+            "worker_provider": "Worker provider",
+            "worker_model": "Worker model",
+        }
+        widgets = {"worker_runtime": forms.Select(choices=[(r, r) for r in WORKER_RUNTIMES])}
+
+
+@login_required
+def agent_settings(request):
+    """Who triages candidates and which runtime and model run each ticket's worker."""
+    form = AgentSettingsForm(instance=AgentSettings.current())
+    if request.method == "POST":
+        _operator(request)
+        form = AgentSettingsForm(request.POST, instance=AgentSettings.current())
+        if form.is_valid():
+            form.save()
+            messages.success(request, "Saved. New work uses these settings.")
+            return redirect("panel-agent-settings")
+    return render(request, "panel/agent_settings.html", {"tab": "triage", "form": form})
 
 
 @login_required

@@ -19,7 +19,11 @@ tool_urlpatterns = [
     path("whoami/", tools_rest.ContextView.as_view(), name="tool-whoami"),
 ]
 
-api_urlpatterns = [path("", include(router.urls)), path("tools/", include(tool_urlpatterns))]
+api_urlpatterns = [
+    path("settings/agents/", api.AgentSettingsView.as_view(), name="agent-settings"),
+    path("", include(router.urls)),
+    path("tools/", include(tool_urlpatterns)),
+]
 hook_urlpatterns: list = []
 panel_urlpatterns = [
     path("tickets/", panel.tickets_tab, name="panel-tickets"),
@@ -27,5 +31,6 @@ panel_urlpatterns = [
     path("tickets/<int:pk>/stop/", panel.ticket_stop, name="panel-ticket-stop"),
     path("tickets/<int:pk>/inputs/", panel.ticket_input, name="panel-ticket-input"),
     path("triage/", panel.triage_tab, name="panel-triage"),
+    path("settings/agents/", panel.agent_settings, name="panel-agent-settings"),
     path("sources/", panel.sources_tab, name="panel-sources"),
 ]

@@ -94,3 +94,31 @@ def test_the_ticket_page_groups_and_stops(client, operator, ticket):
     client.post(f"/panel/tickets/{ticket.pk}/stop/")
     ticket.refresh_from_db()
     assert ticket.ended_at is not None
+
+
+def test_agent_settings_are_read_and_changed_through_the_api(api):
+    from sessions.models import ProviderProfile
+
+    ProviderProfile.objects.create(slug="local", platform="openai-compat",
+                                   base_url="http://127.0.0.1:9/v1")
+    body = api.get("/api/v1/settings/agents").json()
+    assert body["worker_runtime"] == "codex" and body["triage_provider"] is None
+    changed = api.put("/api/v1/settings/agents/", {
+        "triage_provider": "local", "triage_model": "m", "worker_runtime": "pi",
+        "worker_provider": "local", "worker_model": "m"}, format="json")
+    assert changed.status_code == 200 and changed.json()["worker_runtime"] == "pi"
+    bad = api.patch("/api/v1/settings/agents", {"worker_provider": "nope"}, format="json")
+    assert bad.status_code == 400 and "worker_provider" in bad.json()["error"]["fields"]
+    bad = api.patch("/api/v1/settings/agents", {"worker_runtime": "emacs"}, format="json")
+    assert bad.status_code == 400
+    assert api.get("/api/v1/settings/agents").json()["worker_runtime"] == "pi"
+
+
+def test_agent_settings_page(client, operator):
+    client.force_login(operator)
+    assert client.get("/panel/settings/agents").status_code == 200
+    response = client.post("/panel/settings/agents/", {"worker_runtime": "pi", "worker_model": ""})
+    assert response.status_code == 302
+    from tickets.models import AgentSettings
+
+    assert AgentSettings.current().worker_runtime == "pi"
