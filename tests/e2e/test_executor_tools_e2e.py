@@ -223,6 +223,8 @@ def test_the_amux_command_on_the_workers_path(server, tmp_path):
     assert ctx.returncode == 0, ctx.stderr
     assert "Fix the parser" in ctx.stdout and "please also port it to Windows" in ctx.stdout
     assert f"trigger {later.pk}" in ctx.stdout
+    as_json = _amux(bin_dir, server, token, "context", "--json")
+    assert json.loads(as_json.stdout)["ticket"]["id"] == ticket.pk
 
     done = _amux(bin_dir, server, token, "report", "done", "PR opened")
     assert done.returncode == 0, done.stderr

@@ -73,7 +73,7 @@ def test_report_lands_on_the_tokens_ticket(one, two):
     response = client(token).post("/api/v1/tools/report/", {"status": "progress",
                                                              "text": "tests written"},
                                   format="json")
-    assert response.status_code == 200, response.content
+    assert response.status_code == 201, response.content
     body = response.json()
     report = Report.objects.get(pk=body["report"])
     assert (report.ticket_id, report.assignment_id, report.status, report.text) == (
@@ -90,7 +90,7 @@ def test_a_blocked_report_is_relayed_to_the_thread(one):
     response = client(token).post("/api/v1/tools/report", {"status": "blocked",
                                                             "text": "CI has no access"},
                                   format="json")
-    assert response.status_code == 200
+    assert response.status_code == 201
     assert response.json()["stage"] == "blocked"
     relay = Effect.objects.get(kind="relay")
     assert relay.payload["ticket"] == ticket.pk and relay.payload["text"] == "CI has no access"
@@ -118,7 +118,7 @@ def test_ask_records_a_structured_question_and_waits_for_a_person(one):
          "message_ref": f"input:{Input.objects.get(trigger=item).pk}"},
         format="json",
     )
-    assert response.status_code == 200, response.content
+    assert response.status_code == 201, response.content
     question = Question.objects.get(pk=response.json()["question"])
     assert question.ticket_id == ticket.pk and question.options == ["main", "release"]
     assert question.message_ref.startswith("input:") and not question.multi
@@ -176,7 +176,7 @@ def test_hand_back_bad_input_names_the_field(one):
 def test_reply_posts_on_the_thread_through_the_outbox(one):
     ticket, _assignment, token = one
     response = client(token).post("/api/v1/tools/reply/", {"text": "On it."}, format="json")
-    assert response.status_code == 200
+    assert response.status_code == 202
     relay = Effect.objects.get(kind="relay")
     assert relay.payload == {"ticket": ticket.pk, "thread": ticket.thread_id, "text": "On it."}
     empty = client(token).post("/api/v1/tools/reply/", {"text": ""}, format="json")
@@ -248,7 +248,7 @@ def test_a_token_can_do_nothing_to_another_assignment(one, two):
     own = client(token_one).post("/api/v1/tools/report/",
                                  {"status": "done", "assignment": assignment_one.pk},
                                  format="json")
-    assert own.status_code == 200
+    assert own.status_code == 201
     assert list(Report.objects.values_list("ticket_id", "status").order_by("id")) == [
         (ticket_two.pk, "progress"), (ticket_one.pk, "done")
     ]
@@ -281,7 +281,7 @@ def test_asking_on_an_ended_ticket_is_refused_but_a_report_is_recorded(one):
     asked = client(token).post("/api/v1/tools/ask/", {"question": "still there?"}, format="json")
     assert asked.status_code == 409 and asked.json()["error"]["code"] == "ticket_ended"
     assert client(token).post("/api/v1/tools/report/", {"status": "failed", "text": "stopped"},
-                              format="json").status_code == 200
+                              format="json").status_code == 201
 
 
 def test_a_malformed_body_is_400_not_500(one):

@@ -137,13 +137,18 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     root.add_argument("--json", action="store_true", help="print amux's answer as JSON")
+    # `--json` also after the command; SUPPRESS keeps a flag given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print amux's answer as JSON")
     sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    report = sub.add_parser("report", help="report progress, done, blocked or failed")
+    report = sub.add_parser("report", parents=[common],
+                            help="report progress, done, blocked or failed")
     report.add_argument("status", help="progress, done, blocked or failed")
     report.add_argument("text", nargs="?", default="", help="what happened ('-' reads stdin)")
 
-    ask = sub.add_parser("ask", help="ask a person a structured question")
+    ask = sub.add_parser("ask", parents=[common], help="ask a person a structured question")
     ask.add_argument("question", help="the question ('-' reads stdin)")
     ask.add_argument("--option", action="append", dest="options", default=[],
                      metavar="TEXT", help="one choice (repeat for more)")
@@ -151,15 +156,16 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("--answers", dest="message_ref", default="", metavar="MESSAGE_REF",
                      help="the message this question is about, e.g. input:12")
 
-    hand = sub.add_parser("hand-back", aliases=["hand_back"],
+    hand = sub.add_parser("hand-back", parents=[common], aliases=["hand_back"],
                           help="hand back a message that is outside this ticket's mandate")
     hand.add_argument("trigger", metavar="TRIGGER_ID", help="the message's trigger id")
     hand.add_argument("reason", help="why it is outside the mandate")
 
-    reply = sub.add_parser("reply", help="post a message on the ticket's thread")
+    reply = sub.add_parser("reply", parents=[common], help="post a message on the ticket's thread")
     reply.add_argument("text", help="the message ('-' reads stdin)")
 
-    sub.add_parser("context", aliases=["whoami"], help="show your ticket, mandate and messages")
+    sub.add_parser("context", parents=[common], aliases=["whoami"],
+                   help="show your ticket, mandate and messages")
     return root
 
 

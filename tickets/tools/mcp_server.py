@@ -20,6 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field
 
+from tickets.core.messages import REPORT_STATUSES
 from tickets.tools import service
 from tickets.tools.service import ToolRefused
 
@@ -68,7 +69,11 @@ def build_server() -> MCPServer:
 
     @server.tool(name="report", description=service.DESCRIPTIONS["report"])
     async def report(
-        status: Annotated[str, Field(description="progress, done, blocked or failed")],
+        status: Annotated[str, Field(
+            description="progress, done, blocked or failed",
+            # shown to the model; checked by the shared logic so REST and MCP say the same
+            json_schema_extra={"enum": list(REPORT_STATUSES)},
+        )],
         ctx: Context,
         text: Annotated[str, Field(description="what happened, briefly")] = "",
     ) -> dict[str, Any]:

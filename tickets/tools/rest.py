@@ -87,12 +87,12 @@ class ToolView(APIView):
             raise ToolRefused(400, "invalid", "the body must be a JSON object")
         return data
 
-    def _run(self, request, call) -> Response:
+    def _run(self, request, call, status: int = 200) -> Response:
         try:
             data = self._data(request)
             assignment = request.user.assignment
             service.check_named(assignment, data.get("assignment"))
-            return Response(call(assignment, data))
+            return Response(call(assignment, data), status=status)
         except ToolRefused as refused:
             return error_response(refused.status, refused.code, refused.message, refused.fields)
 
@@ -123,7 +123,7 @@ class ReportView(ToolView):
                    description=service.DESCRIPTIONS["report"])
     def post(self, request):
         return self._run(request, lambda a, d: service.report(
-            a, status=d.get("status"), text=d.get("text")))
+            a, status=d.get("status"), text=d.get("text")), status=201)
 
 
 class AskView(ToolView):
@@ -131,7 +131,7 @@ class AskView(ToolView):
     def post(self, request):
         return self._run(request, lambda a, d: service.ask(
             a, question=d.get("question"), options=_list(d, "options"), multi=d.get("multi"),
-            message_ref=d.get("message_ref")))
+            message_ref=d.get("message_ref")), status=201)
 
 
 class HandBackView(ToolView):
@@ -151,7 +151,8 @@ class ReplyView(ToolView):
     @extend_schema(request=ReplySerializer, responses=dict,
                    description=service.DESCRIPTIONS["reply"])
     def post(self, request):
-        return self._run(request, lambda a, d: service.reply(a, text=d.get("text")))
+        return self._run(request, lambda a, d: service.reply(a, text=d.get("text")),
+                         status=202)
 
 
 class ContextView(ToolView):

@@ -8,15 +8,20 @@ from pathlib import Path
 CLI_SOURCE = Path(__file__).with_name("amux_cli.py")
 
 
-def install_worker_bin(directory: str | os.PathLike) -> Path:
+def install_worker_bin(directory: str | os.PathLike, python: str | None = None) -> Path:
     """Write the `amux` shim (a stdlib-only Python script) into `directory` and return its
     path. Idempotent: an existing shim is replaced atomically. The worker finds amux through
-    AMUX_API_URL and AMUX_ASSIGNMENT_TOKEN in its environment."""
+    AMUX_API_URL and AMUX_ASSIGNMENT_TOKEN in its environment. The shim runs with the
+    worker's `python3` (`#!/usr/bin/env python3`) unless `python` names an interpreter."""
     target_dir = Path(directory)
     target_dir.mkdir(parents=True, exist_ok=True)
     target = target_dir / "amux"
     partial = target_dir / ".amux.partial"
-    partial.write_bytes(CLI_SOURCE.read_bytes())
+    source = CLI_SOURCE.read_bytes()
+    if python:
+        _first, _, rest = source.partition(b"\n")
+        source = f"#!{python}".encode() + b"\n" + rest
+    partial.write_bytes(source)
     partial.chmod(0o755)
     os.replace(partial, target)
     return target
