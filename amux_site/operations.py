@@ -9,6 +9,7 @@ DATA_DIR/run/ holds
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -177,10 +178,8 @@ def stop(data_dir: Path, timeout: float = 60.0) -> tuple[int, str]:
             pid = int(lock_path(data_dir).read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return 1, "amux is running but its pid is unknown; stop it with Ctrl-C"
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(int(pid), signal.SIGTERM)
-    except ProcessLookupError:
-        pass
     deadline = time.monotonic() + timeout
     while is_running(data_dir):
         if time.monotonic() > deadline:
