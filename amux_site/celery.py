@@ -11,12 +11,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "amux_site.settings")
 
 app = Celery("amux")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-# Explicit routing keys: without them both queues bind the exchange with key "default" and
-# every task sent to either queue is delivered to both.
-app.conf.task_queues = (
-    Queue("default", routing_key="default"),
-    Queue("runtime", routing_key="runtime"),
-)
+app.conf.task_queues = (Queue("default"), Queue("runtime"))
 app.conf.beat_schedule = {
     "outbox-sweep": {"task": "tickets.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
 }
