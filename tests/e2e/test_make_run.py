@@ -175,3 +175,23 @@ def test_amux_stop_is_a_stop_on_purpose(data_dir, tmp_path):
     status = _amux(env, "status")
     assert status.returncode == 3
     assert "stopped by an operator" in status.stderr
+
+
+def test_a_process_that_dies_stops_everything_and_run_fails(data_dir, tmp_path):
+    port = embedded_redis.free_port()
+    env = _env(data_dir, port)
+    log = tmp_path / "run.log"
+    proc = _start(env, log)
+    try:
+        _wait_healthz(proc, port, log, within=60)
+        tree = _descendants(proc.pid)
+        web = next(pid for pid in tree
+                   if b"uvicorn" in Path(f"/proc/{pid}/cmdline").read_bytes())
+        os.kill(web, signal.SIGKILL)
+        assert proc.wait(timeout=60) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [pid for pid in tree if _alive(pid)] == []
+    assert "a process exited on its own" in log.read_text()
+    assert _amux(env, "status").returncode == 1

@@ -114,3 +114,20 @@ def test_stop_terminates_the_running_process_and_marks_it(tmp_path, lock_holder)
     assert lock_holder.wait(timeout=5) == -signal.SIGTERM
     assert time.monotonic() - started < 20
     assert operations.status(tmp_path)[0] == operations.STOPPED
+
+
+def test_run_refuses_a_port_in_use_with_a_clear_message(monkeypatch):
+    import socket
+
+    from django.core.management import CommandError, call_command
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setenv("AMUX_PORT", str(taken.getsockname()[1]))
+        with pytest.raises(CommandError, match="is in use; set AMUX_PORT"):
+            call_command("amux", "run")
+    monkeypatch.setenv("AMUX_PORT", "eighty")
+    with pytest.raises(CommandError, match="AMUX_PORT must be a TCP port number"):
+        call_command("amux", "run")
+    assert not operations.is_running(settings.DATA_DIR)

@@ -191,7 +191,7 @@ class Command(BaseCommand):
             if settings.REDIS_EMBEDDED:
                 embedded_redis.forget(data_dir, os.getpid())
         # Ctrl-C (130) and SIGTERM (143) are the clean ways to stop.
-        return 0 if manager.returncode in (130, 143) else (manager.returncode or 1)
+        return 0 if manager.returncode in (130, 143) else 1
 
 
 def _port() -> int:
