@@ -40,8 +40,11 @@ def _amux(env, *args, timeout=60):
 
 
 def _start(env, log: Path):
+    # A process group of its own, like a shell job: signals go to the whole group, as
+    # Ctrl-C or a closing terminal does.
     return subprocess.Popen([*MANAGE, "run"], env=env, cwd=settings.BASE_DIR,
-                            stdout=log.open("w"), stderr=subprocess.STDOUT)
+                            stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
 
 
 def _wait_healthz(proc, port, log: Path, within: float) -> float:
@@ -137,7 +140,7 @@ def test_amux_run_serves_refuses_a_second_run_and_stops_cleanly(data_dir, tmp_pa
         assert len(tree) >= 5  # redis, web, two workers, beat (and their helpers)
         redis_port = int(re.search(r"Running mode=standalone, port=(\d+)",
                                    log.read_text()).group(1))
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
         assert proc.wait(timeout=60) == 0
     finally:
         if proc.poll() is None:
@@ -156,8 +159,11 @@ def test_amux_stop_is_a_stop_on_purpose(data_dir, tmp_path):
     env = _env(data_dir, port)
     first = _start(env, tmp_path / "run-1.log")
     _wait_healthz(first, port, tmp_path / "run-1.log", within=60)
-    first.send_signal(signal.SIGINT)
+    tree = _descendants(first.pid)
+    os.killpg(first.pid, signal.SIGHUP)  # the terminal closes: no orphans either
     assert first.wait(timeout=60) == 0
+    assert [pid for pid in tree if _alive(pid)] == []
+    assert _amux(env, "status").returncode == 1
 
     log = tmp_path / "run-2.log"
     proc = _start(env, log)

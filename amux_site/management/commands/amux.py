@@ -185,13 +185,36 @@ class Command(BaseCommand):
         self.stdout.write(f"amux: serving http://127.0.0.1:{port}/panel/ (Ctrl-C stops)")
         sys.stdout.flush()
         connections.close_all()
+        hung_up = _stop_on_hangup(manager)
         try:
             manager.loop()
         finally:
             if settings.REDIS_EMBEDDED:
                 embedded_redis.forget(data_dir, os.getpid())
-        # Ctrl-C (130) and SIGTERM (143) are the clean ways to stop.
-        return 0 if manager.returncode in (130, 143) else 1
+        # Ctrl-C (130), SIGTERM (143) and a closed terminal are the clean ways to stop.
+        return 0 if manager.returncode in (130, 143) or hung_up else 1
+
+
+def _stop_on_hangup(manager) -> list:
+    """A closed terminal (SIGHUP) stops everything like Ctrl-C instead of orphaning the
+    children (they run in sessions of their own, so the hangup never reaches them).
+
+    honcho's helper processes are forked from this one and inherit the handler; it acts
+    only in the process that installed it. Returns a list that is non-empty once it fired.
+    """
+    import signal
+
+    owner, fired = os.getpid(), []
+
+    def hangup(signum, frame):
+        if os.getpid() != owner or fired:
+            return
+        fired.append(signum)
+        print("amux: terminal closed (SIGHUP); stopping", flush=True)
+        manager.terminate()
+
+    signal.signal(signal.SIGHUP, hangup)
+    return fired
 
 
 def _port() -> int:
