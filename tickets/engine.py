@@ -15,6 +15,7 @@ import secrets
 from django.db import IntegrityError, transaction
 
 from amux_common.clock import now as clock
+from prompts_app.contract import clip_routing_note
 from tickets import locks, outbox, policy_hooks, policy_port
 from tickets.core import messages, rules
 from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound
@@ -322,7 +323,7 @@ def eval_finished(*, eval_id: int, result: str, note: str = "") -> str:
             return evaluation.state
         evaluation.state = "done"
         evaluation.result = result
-        evaluation.note = " ".join(note.split()[:30])
+        evaluation.note = clip_routing_note(note)
         evaluation.finished_at = clock()
         evaluation.save(update_fields=["state", "result", "note", "finished_at"])
         trigger = locks.trigger(evaluation.trigger_id)

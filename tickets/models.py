@@ -221,6 +221,16 @@ class ImmutableError(ValidationError):
     pass
 
 
+class ImmutableQuerySet(models.QuerySet):
+    """Bulk updates and deletes are refused like single ones."""
+
+    def update(self, **kwargs):
+        raise ImmutableError(f"{self.model._meta.verbose_name} rows cannot be changed")
+
+    def delete(self):
+        raise ImmutableError(f"{self.model._meta.verbose_name} rows cannot be deleted")
+
+
 class Mandate(models.Model):
     """What was allowed when the ticket was opened. Written once, never changed.
 
@@ -239,6 +249,8 @@ class Mandate(models.Model):
     requester = models.CharField(max_length=200)
     basis = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ImmutableQuerySet.as_manager()
 
     def save(self, *args, **kwargs):
         if not self._state.adding:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from tickets.core.routing import ROUTING_NOTE_MAX_WORDS
+from prompts_app.contract import ROUTING_NOTE_MAX_WORDS, clip_routing_note
 from tickets.models import AgentSettings, Eval
 
 RESULTS = ("accept", "decline", "needs_person")
@@ -48,8 +48,7 @@ def parse(content: str) -> Verdict:
     result = data.get("result") if isinstance(data, dict) else None
     if result not in RESULTS:
         return Verdict("needs_person", "The triage answer had no valid result.")
-    note = " ".join(str(data.get("note", "")).split()[:ROUTING_NOTE_MAX_WORDS])
-    return Verdict(result, note)
+    return Verdict(result, clip_routing_note(data.get("note", "")))
 
 
 def candidate_text(evaluation: Eval, context: str = "") -> str:

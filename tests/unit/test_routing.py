@@ -1,6 +1,6 @@
 """Path B before the gate; explicit → ticket; inferred → eval only in auto acceptance."""
 
-from tickets.core.routing import EndFacts, Route, RoutingFacts, may_end, route, routing_note_ok
+from tickets.core.routing import EndFacts, Route, RoutingFacts, may_end, route
 
 
 def facts(**kw):
@@ -36,9 +36,3 @@ def test_a_ticket_ends_on_a_final_pr_only_when_nothing_is_in_flight():
     assert not may_end(EndFacts(True, assignment_in_flight=True, unanswered_follow_up=False))
     assert not may_end(EndFacts(True, assignment_in_flight=False, unanswered_follow_up=True))
     assert not may_end(EndFacts(False, False, False))
-
-
-def test_routing_notes_are_at_most_thirty_words():
-    assert routing_note_ok("Fix the login crash reported in the issue")
-    assert not routing_note_ok(" ".join(["word"] * 31))
-    assert not routing_note_ok("")

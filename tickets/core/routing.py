@@ -57,11 +57,3 @@ class EndFacts:
 
 def may_end(f: EndFacts) -> bool:
     return f.pr_final and not f.assignment_in_flight and not f.unanswered_follow_up
-
-
-ROUTING_NOTE_MAX_WORDS = 30
-
-
-def routing_note_ok(note: str) -> bool:
-    """A routing note names the work in at most 30 words; it is never an implementation plan."""
-    return 0 < len(note.split()) <= ROUTING_NOTE_MAX_WORDS
