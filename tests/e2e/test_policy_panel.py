@@ -9,25 +9,8 @@ from tickets.models import Source, Thread, Trigger
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 
-@pytest.fixture
-def page_with_mandates(logged_in_page):
-    """The transactional flush after the test deletes rows; on SQLite the mandate guard
-    (tickets migration 0002) refuses DELETE, so lift it for that cleanup only (PostgreSQL
-    truncates, which row triggers do not see)."""
-    yield logged_in_page
-    from django.db import connection
-
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TRIGGER IF EXISTS tickets_mandate_no_delete")
-            cursor.execute("DELETE FROM tickets_mandate")
-            cursor.execute(
-                "CREATE TRIGGER tickets_mandate_no_delete BEFORE DELETE ON tickets_mandate "
-                "BEGIN SELECT RAISE(ABORT, 'a mandate cannot be changed once written'); END;")
-
-
-def test_edit_the_table_preview_save_and_see_the_new_version(page_with_mandates):
-    page = page_with_mandates
+def test_edit_the_table_preview_save_and_see_the_new_version(logged_in_page):
+    page = logged_in_page
     gh = Source.objects.create(kind="github", slug="gh", name="Our repo",
                                config={"repo": "acme/app", "receive_all": True})
     Source.objects.create(kind="github", slug="quiet", name="Mentions only",
