@@ -40,6 +40,7 @@ from policy.gate import (
     Verdict,
     gate,
 )
+from prompts_app import contract
 
 RULE_DISABLED = "rule_disabled"
 REQUESTER_INELIGIBLE = "requester_ineligible"
@@ -95,17 +96,20 @@ def facts_of(mandate: Mapping, kinds: Mapping[str, str]) -> Facts:
     )
 
 
-def _message(reasons: Iterable[str], old_version: str | None, new_version: str | None,
+def _message(reasons: Iterable[str], rule: str, new_version: str | None,
              before: Verdict, after: Verdict) -> str:
-    lines = [f"The team's policy changed (version {str(old_version or 'none')[:12]} \u2192 "
-             f"{str(new_version or 'none')[:12]}). For this ticket:"]
-    lines += [f"- {REASON_TEXT[r]}" for r in reasons]
+    """The input for the executor: the code-owned notice text (prompts_app contract
+    ``notice.policy_changed``) filled with what changed; content-free."""
+    effect = "; ".join(REASON_TEXT[r] for r in reasons)
     if before.rule and after.rule and before.rule != after.rule:
-        lines.append(f"- it is now admitted by {_describe(after.rule)} "
-                     f"(was {_describe(before.rule)})")
-    lines.append("Nothing has been cancelled. Decide how to finish or wrap up; new work "
-                 "outside the current policy needs a new request.")
-    return "\n".join(lines)
+        effect += f"; it is now admitted by {_describe(after.rule)}"
+    version = str(new_version or "none")[:12]
+    fixed = contract.get("notice.policy_changed")
+    if fixed is not None:
+        text = fixed.text.format(effect=effect, rule=rule or "\u2014", version=version)
+    else:  # pragma: no cover - the contract always registers it
+        text = f"The policy changed: {effect}. Rule {rule} (policy {version})."
+    return text + " Nothing has been cancelled."
 
 
 def _describe(rule: str) -> str:
@@ -140,7 +144,8 @@ def policy_effects(old: Mapping, new: Mapping, mandates: Iterable[Mapping],
             reasons.append(ACCEPTANCE_CLOSED)
         if reasons:
             out.append(Affected(mandate.get("ticket"), tuple(reasons), before, after,
-                                _message(reasons, old_version, new_version, before, after)))
+                                _message(reasons, mandate.get("rule") or "", new_version,
+                                         before, after)))
     out.sort(key=lambda a: (a.ticket is None, a.ticket or 0))
     return out
 

@@ -25,6 +25,7 @@ from policy.document import (
 from policy.effects import Affected, policy_effects
 from policy.gate import SCOPES, Facts, Policy, Verdict, gate
 from policy.models import PolicyHead, PolicyVersion
+from policy.prompt import describe
 
 
 class StaleBase(Exception):  # noqa: N818 - reads as "the base is stale"
@@ -228,6 +229,14 @@ def check(facts: Facts, document: dict | None = None) -> tuple[Verdict, str | No
         policy = current_policy()
         return gate(facts, policy), policy.version
     return gate(facts, compile_policy(document, sources())), version_of(document)
+
+
+def prompt_part(role: str = "main", **context) -> str:
+    """The policy part of a system prompt, from the current version (prompts_app calls it
+    for every model request)."""
+    cur = current()
+    kinds = {slug: info.kind for slug, info in sources().items()}
+    return describe(cur.document, cur.version, kinds, role)
 
 
 __all__ = ["BadFacts", "PolicyInvalid", "StaleBase", "check", "current", "facts_from",

@@ -260,3 +260,19 @@ def test_the_compiled_current_policy_follows_new_versions(api, gh):
     v = put(api, doc(None, gh=COMMENTS)).json()["version"]
     assert services.current_policy().version == v
     assert services.current_policy() is services.current_policy()
+
+
+def test_every_system_prompt_ends_with_the_current_policy(api, gh):
+    from prompts_app import service as prompts
+
+    before = prompts.current("main").text
+    assert "No source admits anything" in before
+    v = put(api, doc(None, "auto", gh=COMMENTS)).json()["version"]
+    text = prompts.current("main").text
+    policy_part = text[text.index("# Policy"):]
+    assert f"Policy version {v[:12]}" in policy_part
+    assert "Acceptance: automatic" in policy_part
+    assert ("Comments on issues and pull requests: an allowed person @mentions the agent "
+            "\u2192 explicit request") in policy_part
+    assert "Allowed people: octocat." in policy_part
+    assert "dependabot[bot]" in policy_part
