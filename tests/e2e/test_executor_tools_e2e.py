@@ -27,23 +27,6 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True)
-def _flushable_mandates(transactional_db):
-    """SQLite flushes with DELETE, which the mandate guard (tickets migration 0002) refuses;
-    PostgreSQL flushes with TRUNCATE, which row triggers do not see. On SQLite, lift the
-    guard for this test's teardown only."""
-    yield
-    if connection.vendor != "sqlite":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("DROP TRIGGER IF EXISTS tickets_mandate_no_delete")
-        cursor.execute("DELETE FROM tickets_mandate")
-        cursor.execute(
-            "CREATE TRIGGER tickets_mandate_no_delete BEFORE DELETE ON tickets_mandate "
-            "BEGIN SELECT RAISE(ABORT, 'a mandate cannot be changed once written'); END;"
-        )
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
