@@ -32,6 +32,7 @@ kind at a time, and each runs one handler at a time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -248,10 +249,8 @@ def kick() -> None:
         drain_outbox.apply_async(retry=False)
     except Exception:  # broker down: the sweep will find the rows
         log.warning("outbox kick not sent; the periodic sweep will drain", exc_info=True)
-        try:
+        with contextlib.suppress(Exception):
             cache.delete(KICK_FLAG)
-        except Exception:  # pragma: no cover
-            pass
 
 
 def woke() -> None:

@@ -236,7 +236,8 @@ def test_dead_letter_is_retried_from_the_admin(client, django_user_model):
 
     page = client.get("/admin/tickets/effect/?state__exact=dead")
     assert page.status_code == 200
-    assert b"lark unreachable" in page.content and b"Retry the selected dead letters" in page.content
+    assert b"lark unreachable" in page.content
+    assert b"Retry the selected dead letters" in page.content
 
     broken["yes"] = False
     response = client.post(
@@ -344,10 +345,13 @@ def test_a_transaction_kicks_the_drainer_once_after_commit(django_capture_on_com
 
 
 def test_the_kick_is_lost_with_a_rolled_back_transaction(django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks() as callbacks:
-        with pytest.raises(RuntimeError), transaction.atomic():
-            outbox.enqueue("ack", "a", {})
-            raise RuntimeError("refused")
+    with (
+        django_capture_on_commit_callbacks() as callbacks,
+        pytest.raises(RuntimeError),
+        transaction.atomic(),
+    ):
+        outbox.enqueue("ack", "a", {})
+        raise RuntimeError("refused")
     assert callbacks == [] and not Effect.objects.exists()
 
 
