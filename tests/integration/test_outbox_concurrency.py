@@ -65,7 +65,7 @@ def start(rec, *, victim=False, lease=None, seconds=240):
     )
 
 
-def wait_all(procs, timeout=300):
+def wait_all(procs, timeout=600):
     end = time.monotonic() + timeout
     for proc in procs:
         proc.wait(timeout=max(1, end - time.monotonic()))
@@ -85,6 +85,7 @@ def bulk_enqueue(specs):
 
 
 @needs_postgres
+@pytest.mark.timeout(900)
 def test_four_drainers_run_10000_effects_each_to_success_never_twice_at_once(rec):
     specs = []
     for n in range(10_000):
