@@ -16,7 +16,6 @@ should read only live rows through the partial indexes of tickets/models.py.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
 
@@ -54,7 +53,12 @@ def live_pass(compiled) -> dict[str, int]:
     return counts
 
 
-def time_pass() -> float:
+def time_pass() -> tuple[float, float]:
+    """(wall, server): the fastest of RUNS passes as the client sees it (queries sent, rows
+    fetched), and the fastest sum of the server's own execution times (EXPLAIN ANALYZE).
+    The fastest run is the cost; slower ones measured the other tenants of this machine."""
+    from django.db import connection
+
     compiled = {name: qs.query.sql_with_params() for name, qs in live_queries().items()}
     live_pass(compiled)  # warm
     samples = []
@@ -65,7 +69,15 @@ def time_pass() -> float:
     expected = {"tickets": LIVE, "assignments": LIVE, "inputs": 2 * LIVE,
                 "questions": LIVE // 10, "effects": 2 * LIVE}
     assert counts == expected, counts
-    return statistics.median(samples)
+    server = []
+    with connection.cursor() as cursor:
+        for _ in range(RUNS // 3):
+            total = 0.0
+            for sql, params in compiled.values():
+                cursor.execute("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + sql, params)
+                total += cursor.fetchone()[0][0]["Execution Time"] / 1000
+            server.append(total)
+    return min(samples), min(server)
 
 
 def plans() -> list[str]:
@@ -180,19 +192,21 @@ def main() -> None:
         from django.db import connection
 
         build_live()
-        empty = time_pass()
+        empty, empty_server = time_pass()
         print(f"live pass, {LIVE} live tickets, no history: {empty * 1000:.2f} ms"
-              f" (median of {RUNS})")
+              f" (server {empty_server * 1000:.2f} ms; fastest of {RUNS})")
         print("\n".join(plans()))
         started = time.monotonic()
         build_history(history)
         print(f"history of {history:,} ended tickets built in {time.monotonic() - started:.0f} s")
-        full = time_pass()
-        print(f"live pass with {history:,} ended tickets: {full * 1000:.2f} ms (median of {RUNS})")
+        full, full_server = time_pass()
+        print(f"live pass with {history:,} ended tickets: {full * 1000:.2f} ms"
+              f" (server {full_server * 1000:.2f} ms; fastest of {RUNS})")
         print("\n".join(plans()))
         ratio = full / empty
         verdict = "meets" if ratio <= 1.2 else "misses"
-        print(f"ratio with/without history: {ratio:.2f} ({verdict} the goal of <= 1.2)")
+        print(f"ratio with/without history: {ratio:.2f} ({verdict} the goal of <= 1.2);"
+              f" server time alone {full_server / empty_server:.2f}")
         connection.close()
 
 

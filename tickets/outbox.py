@@ -21,10 +21,11 @@ How a drainer works (Sentry's hybrid-cloud outbox is the model):
 - run: the drainer runs its rows one at a time. Before each it checks that at least half
   of the lease is left (else it renews it, or skips a row it no longer holds), so two
   handlers never run for one effect as long as a handler finishes within half its lease.
-- settle: finished rows are deleted in bulk (only if their payload was not replaced while
-  the handler ran; a replaced row is released so the new payload runs too). A drainer that
-  dies loses nothing: its leases expire and another drainer runs the rows again, which is
-  why handlers must be idempotent per effect id.
+- settle: finished rows are deleted in bulk, at most FLUSH_SECONDS after they finish (a
+  row with a channel at once: the next row of its channel waits for that delete). A row
+  whose payload was replaced while its handler ran is released instead, so the new payload
+  runs too. A drainer that dies loses nothing: its leases expire and another drainer runs
+  the rows again, which is why handlers must be idempotent per effect id.
 
 Per-kind concurrency counts drainers: at most `concurrency` drainers hold leases of one
 kind at a time, and each runs one handler at a time.
@@ -459,6 +460,10 @@ def drain(*, owner: str | None = None, batch: int = 50, seconds: float = 30.0) -
                 if not _hold(effect, owner):
                     continue
                 if _call(effect, owner) == "done":
+                    if effect.channel:
+                        # The next row of this channel waits for this delete: do it now.
+                        done += _settle_done([effect], owner)
+                        continue
                     if not finished:
                         first_finished = time.monotonic()
                     finished.append(effect)
