@@ -285,7 +285,7 @@ def lease_seconds(policy: KindPolicy) -> float:
 def claim(owner: str, limit: int = 50) -> list[Effect]:
     """Lease up to `limit` due rows per kind to `owner`, honouring each kind's concurrency
     and the per-channel order of relay and notice. One short transaction."""
-    kinds = [kind for kind in KINDS if kind in _handlers]
+    kinds = [str(kind) for kind in KINDS if kind in _handlers]
     if not kinds:
         return []
     ops = connection.ops
