@@ -362,3 +362,15 @@ def test_drain_stops_at_its_time_budget_and_releases_the_rest():
         outbox.enqueue("ack", f"k{n}", {})
     assert outbox.drain(seconds=0) == 0
     assert Effect.objects.filter(claimed_by="").count() == 5
+
+
+def test_a_kind_is_claimed_by_no_more_drainers_than_its_concurrency():
+    outbox.register("assess")(lambda effect_id, payload: None)
+    for n in range(5):
+        outbox.enqueue("assess", f"eval-{n}", {})
+    assert KINDS["assess"].concurrency == 2
+    first, second = outbox.claim("drainer-a"), outbox.claim("drainer-b")
+    assert len(first) == len(second) == KINDS["assess"].batch
+    assert outbox.claim("drainer-c") == [], "two drainers already run assessments"
+    assert outbox.run_one(first[0], "drainer-a") == "done"
+    assert len(outbox.claim("drainer-c")) == 1, "a slot came free"
