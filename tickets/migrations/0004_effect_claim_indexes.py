@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tickets', '0002_mandate_guard'),
+        ('tickets', '0003_agent_settings'),
     ]
 
     operations = [
