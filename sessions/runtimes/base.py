@@ -179,10 +179,8 @@ async def kill_process_group(proc: asyncio.subprocess.Process | None, tag: str |
     if proc is not None and proc.returncode is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), grace)
-        except TimeoutError:
-            pass
     if proc is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -58,7 +58,8 @@ def test_tool_call_writes_file_then_two_more_messages_in_one_thread(tmp_path, mo
     assert adapter.native_session_id == thread
     # usage: last per call, cumulative = the runtime's own running total
     usage = [e for e in first + second + third if isinstance(e, UsageObserved)]
-    assert usage[0].last["input_tokens"] == 100 and usage[0].cumulative["cumulative_input_tokens"] == 100
+    assert usage[0].last["input_tokens"] == 100
+    assert usage[0].cumulative["cumulative_input_tokens"] == 100
     assert usage[-1].last["input_tokens"] == 100
     assert usage[-1].cumulative["cumulative_input_tokens"] == 100 * len(usage)
     assert_no_leak([adapter.tag])
