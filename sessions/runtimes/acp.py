@@ -261,7 +261,7 @@ class AcpAdapter(RuntimeAdapter):
                 except errors.RuntimeAdapterError:
                     raise
                 except Exception as exc:  # acp.RequestError
-                    text = str(exc).lower()
+                    text = f"{exc} {getattr(exc, 'data', '')}".lower()
                     if "not found" in text or "no such" in text or "-32002" in text:
                         raise errors.NativeSessionNotFound(str(exc)) from exc
                     raise errors.RuntimeStartFailed(f"session/load: {exc}") from exc
@@ -455,6 +455,8 @@ class AcpAdapter(RuntimeAdapter):
             text = _content_text(update.content)
             if text:
                 self.emit(Reasoning(text=text, item_id=getattr(update, "message_id", None)))
+        elif kind == "tool_call" and update.tool_call_id in self._tools:
+            self._tool_progress(update)  # a repeated announcement of a known call
         elif kind == "tool_call":
             self._flush_message()
             state = {"kind": _val(update.kind), "title": update.title,
@@ -465,24 +467,27 @@ class AcpAdapter(RuntimeAdapter):
             if _val(update.status) in ("completed", "failed"):
                 self._tool_done(update.tool_call_id, update)
         elif kind == "tool_call_update":
-            state = self._tools.setdefault(update.tool_call_id, {"done": False})
-            if update.kind is not None:
-                state["kind"] = _val(update.kind)
-            if update.title is not None:
-                state["title"] = update.title
-            if update.raw_input is not None:
-                state["input"] = _dump(update.raw_input)
-            status = _val(update.status)
-            if status in ("completed", "failed"):
-                self._tool_done(update.tool_call_id, update)
-            elif not state["done"]:
-                self.emit(ToolUpdated(call_id=update.tool_call_id, status=status,
-                                      output=_dump(update.raw_output)))
+            self._tool_progress(update)
         elif kind == "usage_update":
             cost = getattr(update, "cost", None)
             self.emit(UsageObserved(context_used=getattr(update, "used", None),
                                     context_window=getattr(update, "size", None),
                                     cost=_dump(cost) if cost is not None else None))
+
+    def _tool_progress(self, update: Any) -> None:
+        state = self._tools.setdefault(update.tool_call_id, {"done": False})
+        if update.kind is not None:
+            state["kind"] = _val(update.kind)
+        if update.title is not None:
+            state["title"] = update.title
+        if update.raw_input is not None:
+            state["input"] = _dump(update.raw_input)
+        status = _val(update.status)
+        if status in ("completed", "failed"):
+            self._tool_done(update.tool_call_id, update)
+        elif not state["done"]:
+            self.emit(ToolUpdated(call_id=update.tool_call_id, status=status,
+                                  output=_dump(update.raw_output)))
 
     def _tool_done(self, call_id: str, update: Any) -> None:
         state = self._tools[call_id]

@@ -21,7 +21,7 @@ from tests.support.runtimes import (
 )
 
 pytestmark = pytest.mark.timeout(240)
-RUNTIMES = ["codex", "pi", "acp"]
+RUNTIMES = ["codex", "pi", "acp", "claude"]
 
 
 @pytest.fixture(params=RUNTIMES)
@@ -63,10 +63,11 @@ def test_tool_call_then_three_messages_in_one_native_conversation(runtime, tmp_p
     usage = [e for e in first + second + third if isinstance(e, UsageObserved)]
     lasts = [u.last for u in usage if u.last]
     cumulative = [u.cumulative for u in usage if u.cumulative]
-    if runtime == "acp":
-        # codex-acp reports context use, no per-call token counts and no cumulative
+    if runtime in ("acp", "claude"):
+        # ACP: only what the agent reports (codex-acp: context use); never a derived total
         assert all(u.cumulative is None for u in usage)
-        assert any(u.context_used is not None for u in usage)
+        if runtime == "acp":
+            assert any(u.context_used is not None for u in usage)
     else:
         assert lasts and all(u["input_tokens"] == 100 for u in lasts)
         # the runtime's own running total, taken as reported (4 model calls, 100 input each)
@@ -105,6 +106,9 @@ def test_interrupt_mid_turn_gives_exactly_one_cancelled_terminal(runtime, tmp_pa
 
 
 def test_resume_the_same_native_session_from_a_fresh_process(runtime, tmp_path, model_server):
+    if runtime == "claude":
+        pytest.xfail("claude-code-acp 0.16.2 writes no transcript here: session/load answers "
+                     "'Session not found' (mapped to NativeSessionNotFound → handoff)")
     model_server.script(Text("first"), Text("second"))
 
     async def main():
