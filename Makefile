@@ -1,0 +1,48 @@
+# amux: `make run` serves the app, `make test` runs the whole suite. Both start from nothing.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export AMUX_DATA_DIR ?= $(CURDIR)/var
+
+.PHONY: venv run runtimes browser test lint clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --upgrade pip
+	@$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+# Agent runtimes pinned in package.json / package-lock.json, installed where amux finds them.
+runtimes:
+	@if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; fi
+
+# Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "browser tests need /usr/bin/chromium: sudo apt-get install chromium"; fi; fi
+
+run: venv
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory runtimes; fi
+	@$(BIN)/python manage.py amux run
+
+lint: venv
+	@$(BIN)/ruff check .
+	@$(BIN)/lint-imports --no-cache
+
+test: export AMUX_DATA_DIR := $(CURDIR)/var/test
+test: venv browser
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory runtimes; fi
+	@$(BIN)/ruff check .
+	@$(BIN)/lint-imports --no-cache
+	@status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
+	  if [ -z "$$REDIS_URL" ]; then $(BIN)/python -m amux_site.embedded_redis stop; fi; \
+	  exit $$status
+
+clean:
+	rm -rf $(VENV) node_modules var

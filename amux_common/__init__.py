@@ -1,0 +1,1 @@
+"""Small building blocks shared by every app (no app imports, no domain rules)."""

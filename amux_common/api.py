@@ -1,0 +1,94 @@
+"""REST API conventions shared by every app: the error shape, permissions, conflicts."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
+from rest_framework import exceptions, permissions, status
+from rest_framework.response import Response
+
+_CODES = {
+    400: "invalid",
+    401: "not_authenticated",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    429: "throttled",
+}
+
+
+class Conflict(exceptions.APIException):
+    """409: the request is well formed but contradicts the current state."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state."
+    default_code = "conflict"
+
+
+class OperatorOrReadOnly(permissions.BasePermission):
+    """Authenticated users read; only staff (operators) change things."""
+
+    def has_permission(self, request, view):
+        user = request.user
+        if not (user and user.is_authenticated):
+            return False
+        if request.method in permissions.SAFE_METHODS:
+            return True
+        return bool(user.is_staff)
+
+
+def _message(detail) -> str:
+    if isinstance(detail, list):
+        return "; ".join(_message(d) for d in detail)
+    if isinstance(detail, dict):
+        return "; ".join(f"{k}: {_message(v)}" for k, v in detail.items())
+    return str(detail)
+
+
+def _fields(detail) -> dict:
+    if isinstance(detail, dict):
+        return {k: v for k, v in detail.items() if k != "non_field_errors"}
+    return {}
+
+
+def error_response(status_code: int, code: str, message: str, fields: dict | None = None):
+    return Response(
+        {"error": {"code": code, "message": message, "fields": fields or {}}},
+        status=status_code,
+    )
+
+
+def exception_handler(exc, context):
+    """Every API error is `{"error": {"code", "message", "fields"}}`."""
+    if isinstance(exc, ValidationError):
+        exc = exceptions.ValidationError(
+            exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        )
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or "Not found.")
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or None)
+    from rest_framework.views import exception_handler as drf_exception_handler
+
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    detail = exc.detail if isinstance(exc, exceptions.APIException) else response.data
+    code = getattr(exc, "default_code", None) or _CODES.get(response.status_code, "error")
+    if isinstance(exc, exceptions.APIException) and isinstance(detail, exceptions.ErrorDetail):
+        code = detail.code or code
+    if isinstance(exc, exceptions.ValidationError):
+        code = "invalid"
+        fields = _fields(detail)
+        message = _message(detail.get("non_field_errors", detail)) if isinstance(
+            detail, dict
+        ) else _message(detail)
+    else:
+        fields = {}
+        message = _message(detail)
+    response.data = {"error": {"code": code, "message": message, "fields": fields}}
+    return response

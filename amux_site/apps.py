@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class AmuxSiteConfig(AppConfig):
+    """The composition root as an app, so its management commands (`amux …`) are found."""
+
+    name = "amux_site"
+    verbose_name = "amux"

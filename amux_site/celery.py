@@ -1,0 +1,16 @@
+"""The Celery application: Redis broker, two fixed queues (`default`, `runtime`), beat."""
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "amux_site.settings")
+
+app = Celery("amux")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.task_queues = (Queue("default"), Queue("runtime"))
+app.conf.beat_schedule = {
+    "outbox-sweep": {"task": "tickets.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
+}
+app.autodiscover_tasks()

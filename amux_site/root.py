@@ -1,0 +1,31 @@
+"""The API root and the glossary page."""
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+from rest_framework.decorators import api_view
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+
+from amux_site.glossary import TERMS
+
+RESOURCES = [
+    "sources", "providers", "runtimes", "policy", "triggers", "evals", "tickets",
+    "sessions", "prompts",
+]
+
+
+@api_view(["GET"])
+def api_root(request, format=None):
+    base = reverse("api-root", request=request)
+    return Response(
+        {
+            "resources": {name: f"{base}{name}/" for name in RESOURCES},
+            "schema": reverse("api-schema", request=request),
+            "docs": reverse("api-docs", request=request),
+        }
+    )
+
+
+@login_required
+def glossary(request):
+    return render(request, "panel/glossary.html", {"terms": TERMS, "tab": "glossary"})

@@ -1,0 +1,51 @@
+"""The URL map: each app owns its API and panel routes; this file only composes them."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.generic import RedirectView, TemplateView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from amux_site import health, root
+from policy import urls as policy_urls
+from prompts_app import urls as prompts_urls
+from sessions import urls as sessions_urls
+from tickets import urls as tickets_urls
+
+api_patterns = [
+    path("", root.api_root, name="api-root"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    *tickets_urls.api_urlpatterns,
+    *sessions_urls.api_urlpatterns,
+    *policy_urls.api_urlpatterns,
+    *prompts_urls.api_urlpatterns,
+]
+
+panel_patterns = [
+    path("", RedirectView.as_view(pattern_name="panel-tickets"), name="panel"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(template_name="registration/login.html"),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("glossary/", root.glossary, name="panel-glossary"),
+    *tickets_urls.panel_urlpatterns,
+    *sessions_urls.panel_urlpatterns,
+    *policy_urls.panel_urlpatterns,
+    *prompts_urls.panel_urlpatterns,
+]
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/panel/"), name="home"),
+    path("healthz/", health.healthz, name="healthz"),
+    path("hooks/", include(tickets_urls.hook_urlpatterns)),
+    path("api/v1/", include(api_patterns)),
+    path("panel/", include(panel_patterns)),
+    path("admin/", admin.site.urls),
+    path("robots.txt", TemplateView.as_view(template_name="robots.txt", content_type="text/plain")),
+]
+
+admin.site.site_header = "amux audit"
+admin.site.site_title = "amux"

@@ -1,0 +1,9 @@
+from django.contrib import admin
+
+from amux_common.admin import ReadOnlyAdmin
+from prompts_app.models import PromptVersion
+
+
+@admin.register(PromptVersion)
+class PromptVersionAdmin(ReadOnlyAdmin):
+    list_display = ["revision", "predecessor", "origin", "author", "at"]

@@ -1,0 +1,30 @@
+"""Shared fixtures. Real PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set, else SQLite
+and the embedded Redis; never mocks of our own database, Redis or Celery."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def operator(django_user_model):
+    return django_user_model.objects.create_user(
+        "operator", password="operator-pass-123", is_staff=True
+    )
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    return django_user_model.objects.create_user("viewer", password="viewer-pass-123")
+
+
+@pytest.fixture
+def api(operator):
+    """An API client authenticated with a real token of an operator."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=operator)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client

@@ -1,0 +1,28 @@
+"""A person logs in and opens every tab of the panel."""
+
+import pytest
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
+
+TABS = ["Tickets", "Triage", "Sources", "Policy", "Prompts", "Sessions"]
+
+
+def test_login_then_every_tab_opens(logged_in_page):
+    page = logged_in_page
+    for label in TABS:
+        page.click(f"nav.tabs a:text-is('{label}')")
+        page.wait_for_load_state()
+        assert page.locator("h1").first.inner_text().startswith(label)
+        current = page.locator("nav.tabs a[aria-current=page]")
+        assert current.inner_text() == label
+    page.click("a[title=Glossary]")
+    assert page.locator("dl.glossary dt#mandate").is_visible()
+
+
+def test_panel_requires_login(page, live_server):
+    page.goto(f"{live_server.url}/panel/policy/")
+    assert "/panel/login/" in page.url
+    page.fill("#id_username", "nobody")
+    page.fill("#id_password", "wrong-password")
+    page.click("button[type=submit]")
+    assert page.locator(".errors").is_visible()

@@ -1,0 +1,60 @@
+"""The skeleton answers: health, slash-optional paths, the API error shape, immutable mandates."""
+
+import pytest
+from django.db import IntegrityError, InternalError, transaction
+
+from tickets.models import ImmutableError, Mandate, Source, Thread, Ticket
+
+pytestmark = pytest.mark.django_db
+
+
+def test_healthz_reports_database_and_redis(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["checks"]["database"]["ok"] and body["checks"]["redis"]["ok"]
+    assert client.get("/healthz/").status_code == 200
+
+
+def test_api_requires_a_token_and_answers_in_the_error_shape(client):
+    response = client.get("/api/v1/")
+    assert response.status_code == 401
+    error = response.json()["error"]
+    assert error["code"] == "not_authenticated" and error["message"]
+
+
+def test_api_root_lists_resources(api):
+    response = api.get("/api/v1")
+    assert response.status_code == 200
+    assert "tickets" in response.json()["resources"]
+
+
+def _ticket():
+    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
+    thread = Thread.objects.create(source=source, key="o/r#1")
+    return Ticket.objects.create(short_name="fix-1", title="Fix", thread=thread)
+
+
+def test_mandate_cannot_be_changed_through_the_model():
+    mandate = Mandate.objects.create(
+        ticket=_ticket(), policy_version="v1", scope="comment", strength="explicit",
+        rule="comment.addressed", requester="octocat",
+    )
+    mandate.scope = "pr_new"
+    with pytest.raises(ImmutableError):
+        mandate.save()
+    with pytest.raises(ImmutableError):
+        mandate.delete()
+
+
+def test_mandate_cannot_be_changed_in_the_database():
+    mandate = Mandate.objects.create(
+        ticket=_ticket(), policy_version="v1", scope="comment", strength="explicit",
+        rule="comment.addressed", requester="octocat",
+    )
+    with pytest.raises((IntegrityError, InternalError)), transaction.atomic():
+        Mandate.objects.filter(pk=mandate.pk).update(scope="pr_new")
+    with pytest.raises((IntegrityError, InternalError)), transaction.atomic():
+        Mandate.objects.filter(pk=mandate.pk).delete()
+    assert Mandate.objects.get(pk=mandate.pk).scope == "comment"

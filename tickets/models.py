@@ -1,0 +1,425 @@
+"""The orchestrator's records (seed 002): five core concepts and six supporting ones.
+
+Only tickets/engine.py writes ticket-domain state. Stage is derived (tickets/core/stage.py),
+never stored. Every table that a pass over live work reads has a partial index on its live
+rows, so a pass costs the same whatever the size of history.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+from amux_common.secrets import EncryptedJSONField
+
+
+class SourceKind(models.TextChoices):
+    GITHUB = "github", "GitHub"
+    LARK = "lark", "Lark"
+    WEBCHAT = "webchat", "Web chat"
+
+
+class Source(models.Model):
+    """Where events come from and replies go; a plugin of tickets/sources/<kind>.py."""
+
+    kind = models.CharField(max_length=20, choices=SourceKind.choices)
+    slug = models.SlugField(max_length=60, unique=True)
+    name = models.CharField(max_length=120)
+    enabled = models.BooleanField(default=True)
+    config = models.JSONField(default=dict, blank=True)
+    secrets = EncryptedJSONField(default=dict, blank=True, editable=False)
+    health = models.JSONField(default=dict, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self):
+        return f"{self.kind}:{self.slug}"
+
+
+class Delivery(models.Model):
+    """One verified webhook delivery, stored raw before any processing (intake)."""
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="deliveries")
+    delivery_id = models.CharField(max_length=200)
+    event = models.CharField(max_length=100, blank=True)
+    mailbox = models.CharField(max_length=400, blank=True, help_text="<source>:<thread>")
+    headers = models.JSONField(default=dict, blank=True)
+    body = models.BinaryField()
+    received_at = models.DateTimeField(auto_now_add=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=40, blank=True)
+    reason = models.CharField(max_length=80, blank=True)
+    trigger = models.ForeignKey(
+        "Trigger", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "delivery_id"], name="delivery_unique_id")
+        ]
+        indexes = [
+            models.Index(
+                fields=["mailbox", "id"],
+                name="delivery_unprocessed",
+                condition=Q(processed_at__isnull=True),
+            )
+        ]
+
+
+class Thread(models.Model):
+    """One conversation in a source: an issue or PR, a Lark thread or chat."""
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="threads")
+    key = models.CharField(max_length=300)
+    title = models.CharField(max_length=300, blank=True)
+    url = models.URLField(max_length=500, blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "key"], name="thread_unique_key")
+        ]
+
+    def __str__(self):
+        return f"{self.source.slug}:{self.key}"
+
+
+class Decision(models.TextChoices):
+    EXPLICIT = "explicit", "explicit request"
+    INFERRED = "inferred", "inferred candidate"
+    IGNORE = "ignore", "ignored"
+
+
+class Strength(models.TextChoices):
+    EXPLICIT = "explicit", "explicit"
+    INFERRED = "inferred", "inferred"
+
+
+class Trigger(models.Model):
+    """One event the policy looked at, with the gate's decision and one content-free reason."""
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="triggers")
+    thread = models.ForeignKey(Thread, on_delete=models.PROTECT, related_name="triggers")
+    external_id = models.CharField(max_length=300)
+    scope = models.CharField(max_length=40)
+    actor = models.CharField(max_length=200, blank=True)
+    is_human = models.BooleanField(default=True)
+    is_bot = models.BooleanField(default=False)
+    addressed = models.BooleanField(default=False)
+    receives_all = models.BooleanField(default=False)
+    text = models.TextField(blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+    decision = models.CharField(max_length=10, choices=Decision.choices, blank=True)
+    strength = models.CharField(max_length=10, choices=Strength.choices, blank=True)
+    rule = models.CharField(max_length=120, blank=True)
+    reason = models.CharField(max_length=80, blank=True)
+    policy_version = models.CharField(max_length=64, blank=True)
+    disposition = models.CharField(
+        max_length=20,
+        blank=True,
+        help_text="What became of it: admitted, ignored, subscribed, evaluating, handed_back…",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "external_id"], name="trigger_unique_id")
+        ]
+
+
+class EvalState(models.TextChoices):
+    RUNNING = "running", "running"
+    DONE = "done", "done"
+    DISCARDED = "discarded", "discarded"
+
+
+class EvalResult(models.TextChoices):
+    ACCEPT = "accept", "accept"
+    DECLINE = "decline", "decline"
+    NEEDS_PERSON = "needs_person", "needs a person"
+
+
+class Eval(models.Model):
+    """Triage of an inferred candidate under one policy version."""
+
+    trigger = models.ForeignKey(Trigger, on_delete=models.PROTECT, related_name="evals")
+    policy_version = models.CharField(max_length=64)
+    state = models.CharField(max_length=10, choices=EvalState.choices, default="running")
+    result = models.CharField(max_length=20, choices=EvalResult.choices, blank=True)
+    note = models.CharField(max_length=300, blank=True, help_text="Routing note, ≤ 30 words")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["id"], name="eval_running", condition=Q(state="running"))
+        ]
+
+
+class ChannelKind(models.TextChoices):
+    THREAD = "thread", "source thread"
+    CHAT = "chat", "chat"
+
+
+class Channel(models.Model):
+    """Where notices and relayed reports go."""
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="channels")
+    kind = models.CharField(max_length=10, choices=ChannelKind.choices, default="thread")
+    address = models.CharField(max_length=300)
+    name = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "address"], name="channel_unique_address")
+        ]
+
+    def __str__(self):
+        return f"{self.source.slug}:{self.address}"
+
+
+class Ticket(models.Model):
+    """Accepted work. Its stage is derived from the facts below, never stored."""
+
+    short_name = models.SlugField(max_length=80, unique=True)
+    title = models.CharField(max_length=300)
+    thread = models.ForeignKey(Thread, on_delete=models.PROTECT, related_name="tickets")
+    channel = models.ForeignKey(
+        Channel, null=True, blank=True, on_delete=models.PROTECT, related_name="tickets"
+    )
+    session = models.ForeignKey(
+        "agent_sessions.Session",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tickets",
+    )
+    pr_url = models.URLField(max_length=500, blank=True)
+    pr_state = models.CharField(max_length=10, blank=True, help_text="open, merged or closed")
+    created_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["id"], name="ticket_live", condition=Q(ended_at__isnull=True))
+        ]
+
+    def __str__(self):
+        return self.short_name
+
+
+class ImmutableError(ValidationError):
+    pass
+
+
+class Mandate(models.Model):
+    """What was allowed when the ticket was opened. Written once, never changed.
+
+    The database refuses UPDATE and DELETE too (migration 0002), so no code path can
+    rewrite history.
+    """
+
+    ticket = models.OneToOneField(Ticket, on_delete=models.PROTECT, related_name="mandate")
+    trigger = models.ForeignKey(
+        Trigger, null=True, blank=True, on_delete=models.PROTECT, related_name="mandates"
+    )
+    policy_version = models.CharField(max_length=64)
+    scope = models.CharField(max_length=40)
+    strength = models.CharField(max_length=10, choices=Strength.choices)
+    rule = models.CharField(max_length=120, blank=True)
+    requester = models.CharField(max_length=200)
+    basis = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise ImmutableError("a mandate cannot be changed once written")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ImmutableError("a mandate cannot be deleted")
+
+
+class Subscription(models.Model):
+    """A thread's follow-ups flow to this ticket (path B); it outlives the ticket's end."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="subscriptions")
+    thread = models.OneToOneField(Thread, on_delete=models.PROTECT, related_name="subscription")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class AssignmentState(models.TextChoices):
+    DISPATCHING = "dispatching", "dispatching"
+    RUNNING = "running", "running"
+    ENDED = "ended", "ended"
+    FAILED = "failed", "failed"
+
+
+LIVE_ASSIGNMENT = Q(state__in=["dispatching", "running"])
+
+
+class Assignment(models.Model):
+    """One run of the ticket's worker session."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="assignments")
+    state = models.CharField(
+        max_length=12, choices=AssignmentState.choices, default="dispatching"
+    )
+    token_hash = models.CharField(max_length=64, blank=True, editable=False)
+    attempt = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=60, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["ticket"], name="assignment_live", condition=LIVE_ASSIGNMENT)
+        ]
+
+
+class InputKind(models.TextChoices):
+    MESSAGE = "message", "message"
+    ANSWER = "answer", "answer to a question"
+    POLICY = "policy", "policy change"
+    OPERATOR = "operator", "operator"
+
+
+class Input(models.Model):
+    """Something for the executor to read; delivered through the outbox (`deliver`)."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="inputs")
+    kind = models.CharField(max_length=10, choices=InputKind.choices, default="message")
+    text = models.TextField()
+    author = models.CharField(max_length=200, blank=True)
+    is_human = models.BooleanField(default=True)
+    trigger = models.ForeignKey(
+        Trigger, null=True, blank=True, on_delete=models.PROTECT, related_name="inputs"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+    failure = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(
+                fields=["ticket"], name="input_undelivered", condition=Q(delivered_at__isnull=True)
+            )
+        ]
+
+
+class ReportStatus(models.TextChoices):
+    PROGRESS = "progress", "progress"
+    DONE = "done", "done"
+    BLOCKED = "blocked", "blocked"
+    FAILED = "failed", "failed"
+
+
+class Report(models.Model):
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="reports")
+    assignment = models.ForeignKey(
+        Assignment, null=True, blank=True, on_delete=models.PROTECT, related_name="reports"
+    )
+    status = models.CharField(max_length=10, choices=ReportStatus.choices)
+    text = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class Question(models.Model):
+    """A structured `ask` (the attention object). Only this makes a ticket wait for a person."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="questions")
+    text = models.TextField()
+    options = models.JSONField(default=list, blank=True)
+    multi = models.BooleanField(default=False)
+    message_ref = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+    answer = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(
+                fields=["ticket"], name="question_open", condition=Q(answered_at__isnull=True)
+            )
+        ]
+
+
+class Correlation(models.Model):
+    """Links an outside object (a PR, a sent message) back to its ticket."""
+
+    kind = models.CharField(max_length=40)
+    key = models.CharField(max_length=300)
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="correlations")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "key"], name="correlation_unique_key")
+        ]
+
+
+class EffectKind(models.TextChoices):
+    DISPATCH = "dispatch", "dispatch an assignment"
+    DELIVER = "deliver", "deliver an input"
+    RELAY = "relay", "relay a report"
+    NOTICE = "notice", "send a notice"
+    ASSESS = "assess", "run an assessment"
+    ACK = "ack", "acknowledge a source event"
+
+
+class EffectState(models.TextChoices):
+    PENDING = "pending", "pending"
+    DEAD = "dead", "dead letter"
+
+
+class Effect(models.Model):
+    """The outbox: one row per (kind, key) of work on the outside world (tickets/outbox.py)."""
+
+    kind = models.CharField(max_length=10, choices=EffectKind.choices)
+    key = models.CharField(max_length=300)
+    payload = models.JSONField(default=dict, blank=True)
+    channel = models.CharField(max_length=300, blank=True, help_text="order key (relay, notice)")
+    state = models.CharField(max_length=10, choices=EffectState.choices, default="pending")
+    version = models.PositiveIntegerField(default=1)
+    attempts = models.PositiveIntegerField(default=0)
+    due_at = models.DateTimeField()
+    claimed_by = models.CharField(max_length=120, blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "key"], name="effect_one_pending", condition=Q(state="pending")
+            )
+        ]
+        indexes = [
+            models.Index(fields=["due_at", "id"], name="effect_due", condition=Q(state="pending")),
+            models.Index(
+                fields=["kind", "channel", "id"],
+                name="effect_ordered",
+                condition=Q(state="pending"),
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.kind}:{self.key}"
