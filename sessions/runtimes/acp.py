@@ -219,9 +219,10 @@ class AcpAdapter(RuntimeAdapter):
         env = minimal_env(cfg, self.tag)
         codex_home = cfg.state_dir / "home" / ".codex"
         codex_home.mkdir(parents=True, exist_ok=True)
-        approval = "untrusted" if cfg.permission_mode == "ask" else "never"
+        approval, sandbox = (("on-request", "workspace-write") if cfg.permission_mode == "ask"
+                             else ("never", "danger-full-access"))
         (codex_home / "config.toml").write_text(
-            render_config(cfg.model, cfg.provider.base_url, approval, "danger-full-access"))
+            render_config(cfg.model, cfg.provider.base_url, approval, sandbox))
         env["CODEX_HOME"] = str(codex_home)
         env[PROVIDER_KEY_ENV] = cfg.provider.api_key or "amux-no-key"
         return env
@@ -315,7 +316,11 @@ class AcpAdapter(RuntimeAdapter):
 
     async def _apply_settings(self) -> None:
         mode = self.preferred_mode()
-        if mode and self.modes is not None:
+        mode_opt = self._option("mode")
+        if mode and mode_opt is not None:
+            if mode in self._values(mode_opt) and mode_opt.current_value != mode:
+                await self.set_config("mode", mode, option=mode_opt)
+        elif mode and self.modes is not None:
             ids = [m.id for m in self.modes.available_modes]
             if mode in ids and self.modes.current_mode_id != mode:
                 await self.conn.set_session_mode(session_id=self._session_id, mode_id=mode)

@@ -164,7 +164,7 @@ class CodexAdapter(RuntimeAdapter):
 
     def _policies(self) -> tuple[str, str]:
         if self.config.permission_mode == "ask":
-            return "untrusted", "danger-full-access"
+            return "on-request", "workspace-write"
         return "never", "danger-full-access"
 
     async def start(self, resume: str | None = None) -> str:

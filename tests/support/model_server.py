@@ -45,6 +45,7 @@ class ToolCall:
     delay: float = 0.0
     usage: dict[str, int] | None = None
     tool: str | None = None  # force a tool name; default: the shell tool the request offers
+    extra: dict[str, Any] | None = None  # more arguments (e.g. Codex sandbox escalation)
 
 
 @dataclass
@@ -88,14 +89,17 @@ def _tool_schema(body: dict[str, Any], name: str) -> dict[str, Any]:
     return {}
 
 
-def shell_arguments(body: dict[str, Any], name: str, command: str) -> dict[str, Any]:
+def shell_arguments(body: dict[str, Any], name: str, command: str,
+                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Arguments for a call of the shell tool ``name`` running ``command``."""
     props = (_tool_schema(body, name).get("properties") or {})
     if "cmd" in props:
-        return {"cmd": command}
-    if "command" in props and props["command"].get("type") == "array":
-        return {"command": ["bash", "-lc", command]}
-    return {"command": command}
+        args: dict[str, Any] = {"cmd": command}
+    elif "command" in props and props["command"].get("type") == "array":
+        args = {"command": ["bash", "-lc", command]}
+    else:
+        args = {"command": command}
+    return {**args, **{k: v for k, v in (extra or {}).items() if not props or k in props}}
 
 
 DEFAULT_USAGE = {"input_tokens": 100, "output_tokens": 10, "cached_input_tokens": 0,
@@ -308,7 +312,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "model": body.get("model", "scripted"), "status": "in_progress", "output": []}
         if isinstance(reply, ToolCall):
             name = self._tool_for(body, reply)
-            args = json.dumps(shell_arguments(body, name, reply.command))
+            args = json.dumps(shell_arguments(body, name, reply.command, reply.extra))
             item = {"type": "function_call", "id": srv._new_id("fc"),
                     "call_id": srv._new_id("call"), "name": name, "arguments": args,
                     "status": "completed"}
@@ -379,7 +383,8 @@ class _Handler(BaseHTTPRequestHandler):
             call = {"id": srv._new_id("call"), "type": "function",
                     "function": {"name": name,
                                  "arguments": json.dumps(shell_arguments(body, name,
-                                                                         reply.command))}}
+                                                                         reply.command,
+                                                                         reply.extra))}}
             message: dict[str, Any] = {"role": "assistant", "content": None,
                                        "tool_calls": [call]}
             finish = "tool_calls"
@@ -420,7 +425,8 @@ class _Handler(BaseHTTPRequestHandler):
             name = self._tool_for(body, reply)
             block: dict[str, Any] = {"type": "tool_use", "id": srv._new_id("toolu"),
                                      "name": name,
-                                     "input": shell_arguments(body, name, reply.command)}
+                                     "input": shell_arguments(body, name, reply.command,
+                                                              reply.extra)}
             stop = "tool_use"
         else:
             block = {"type": "text", "text": reply.text}
