@@ -56,7 +56,7 @@ def default_runtimes_dir() -> Path:
 @dataclass(frozen=True)
 class ProviderSpec:
     """A model provider as the runtime needs it. ``platform``: ``openai-compat`` (Codex uses
-    Responses, Pi Chat Completions) or ``anthropic`` (Claude)."""
+    Responses, Pi Chat Completions) or ``anthropic-compat`` (Claude)."""
 
     platform: str
     base_url: str
@@ -67,7 +67,7 @@ class ProviderSpec:
         return f"ProviderSpec(platform={self.platform!r}, base_url={self.base_url!r})"
 
 
-PLATFORMS = frozenset({"openai-compat", "anthropic"})
+PLATFORMS = frozenset({"openai-compat", "anthropic-compat"})
 
 
 @dataclass(frozen=True)
@@ -163,12 +163,23 @@ def tagged_pids(tag: str) -> list[int]:
     return found
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the process that started it dies, so a
+    killed worker leaves no runtime behind (its descendants are found by tag)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: S110 - best effort, the tag sweep is the backstop
+        pass
+
+
 async def spawn(argv: list[str], env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
     try:
         return await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=env, cwd=str(cwd), start_new_session=True,
-            limit=STREAM_LIMIT)
+            limit=STREAM_LIMIT, preexec_fn=_die_with_parent)
     except OSError as exc:
         raise errors.RuntimeStartFailed(f"{argv[0]}: {exc}") from exc
 

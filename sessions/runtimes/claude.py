@@ -24,7 +24,7 @@ def claude_acp_entry(runtimes_dir: Path) -> Path:
 @register
 class ClaudeAdapter(AcpAdapter):
     name = "claude"
-    platforms = frozenset({"anthropic"})
+    platforms = frozenset({"anthropic-compat"})
 
     @classmethod
     def probe(cls, runtimes_dir: Path | None = None) -> Probe:

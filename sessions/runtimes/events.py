@@ -116,6 +116,14 @@ class QuestionAsked(Event):
 
 
 @dataclass(frozen=True)
+class QuestionAnswered(Event):
+    """A question was answered (the answer itself stays out of the timeline)."""
+
+    type: ClassVar[str] = "question.answered"
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
 class UsageObserved(Event):
     """Usage exactly as the runtime reported it: ``last`` (the latest model call) and,
     when the runtime reports one, its own ``cumulative`` snapshot. Never summed or derived."""
@@ -163,8 +171,8 @@ TERMINAL_TYPES = frozenset({TurnCompleted.type, TurnFailed.type, TurnCancelled.t
 EVENT_TYPES = frozenset(
     cls.type for cls in (TurnStarted, MessageDelta, MessageCompleted, Reasoning, ToolStarted,
                          ToolUpdated, ToolCompleted, PermissionRequested, PermissionAnswered,
-                         QuestionAsked, UsageObserved, ErrorObserved, TurnCompleted, TurnFailed,
-                         TurnCancelled)
+                         QuestionAsked, QuestionAnswered, UsageObserved, ErrorObserved,
+                         TurnCompleted, TurnFailed, TurnCancelled)
 )
 
 
