@@ -13,7 +13,7 @@ from sessions.runtimes.events import Event
 from sessions.runtimes.watchdog import WatchdogConfig
 
 PLATFORM = {"codex": "openai-compat", "pi": "openai-compat", "acp": "openai-compat",
-            "claude": "anthropic"}
+            "claude": "anthropic-compat"}
 MODEL = {"codex": "gpt-5.5", "pi": "scripted-model", "acp": "gpt-5.5",
          "claude": "claude-sonnet-4-5"}
 
