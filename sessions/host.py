@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 
 
 def min_idle_seconds() -> int:
-    return int(getattr(settings, "AMUX_SESSION_MIN_IDLE_SECONDS", 60))
+    """The floor of a session's idle timeout: 60 s (seed 000). Tests lower it."""
+    return int(getattr(settings, "AMUX_SESSION_MIN_IDLE_SECONDS", None)
+               or os.environ.get("AMUX_SESSION_MIN_IDLE_SECONDS") or 60)
 
 
 def should_sleep(*, now: float, last_active: float, idle_timeout: int, queue_empty: bool,

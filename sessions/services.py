@@ -7,6 +7,7 @@ otherwise a new host task is enqueued after commit.
 
 from __future__ import annotations
 
+import os
 import socket
 from datetime import timedelta
 from pathlib import Path
@@ -51,7 +52,9 @@ class Conflict(CommandError):
 
 
 def lease_seconds() -> int:
-    return int(getattr(settings, "AMUX_SESSION_LEASE_SECONDS", 30))
+    """The host lease's time to live (renewed every third of it)."""
+    return int(getattr(settings, "AMUX_SESSION_LEASE_SECONDS", None)
+               or os.environ.get("AMUX_SESSION_LEASE_SECONDS") or 30)
 
 
 def hostname() -> str:

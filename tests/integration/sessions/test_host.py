@@ -12,13 +12,7 @@ from sessions import services, timeline
 from sessions.models import Session, TimelineEvent, Turn
 from sessions.runtimes.base import tagged_pids
 from tests.support.model_server import Text, ToolCall
-from tests.support.sessions import (  # noqa: F401
-    model_server,
-    openai_provider,
-    run_host,
-    session_dirs,
-    wait_for,
-)
+from tests.support.sessions import run_host, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 

@@ -7,7 +7,6 @@ import pytest
 
 from sessions import control, services, timeline
 from sessions.models import ProviderProfile, Session, TimelineEvent, Turn
-from tests.support.sessions import model_server, openai_provider, session_dirs  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
