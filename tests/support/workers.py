@@ -24,8 +24,11 @@ def purge_queues() -> None:
 
 def worker_env(data_dir: Path, **extra: str) -> dict[str, str]:
     db = connection.settings_dict
-    url = (f"postgres://{db['USER']}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}"
-           f"@{db['HOST']}:{db['PORT']}/{db['NAME']}")
+    if "sqlite" in db["ENGINE"]:
+        url = f"sqlite:///{db['NAME']}"
+    else:
+        url = (f"postgres://{db['USER']}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}"
+               f"@{db['HOST']}:{db['PORT']}/{db['NAME']}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update({"DATABASE_URL": url, "REDIS_URL": settings.REDIS_URL,
                 "AMUX_DATA_DIR": str(data_dir), "AMUX_SECRET_KEY": settings.SECRET_KEY,
