@@ -23,7 +23,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import (
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+    connections,
+    transaction,
+)
 from django.db.models import Q
 from django.utils import timezone
 
@@ -139,6 +146,9 @@ def _start_failed(session_id: int, owner: str, exc: Exception) -> None:
             code=getattr(exc, "code", "start_failed"), message="the runtime did not start")])
 
 
+_OPEN = object()  # writer marker: open the turn (turn.started) before its first event
+
+
 def _kill_tag(tag: str) -> None:
     for pid in tagged_pids(tag):
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -158,9 +168,18 @@ class SessionHost:
         self.outcome = ""
 
     async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` on the host's one database thread (one connection, kept open; a
+        broken connection is dropped and the call retried once)."""
+
         def call() -> Any:
-            close_old_connections()
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except (OperationalError, InterfaceError):
+                if connection.in_atomic_block:
+                    raise
+                close_old_connections()
+                connection.close()
+                return fn(*args, **kwargs)
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
@@ -193,6 +212,21 @@ class SessionHost:
                 await self.db(connections.close_all)
             self._executor.shutdown(wait=False)
         return self.outcome
+
+    async def _publish(self, items: list[dict[str, Any]]) -> None:
+        """Send stored (committed) events to the websocket group from this loop, on the
+        channel layer's connection pool that lives as long as the host."""
+        if not items:
+            return
+        try:
+            from channels.layers import get_channel_layer
+
+            layer = get_channel_layer()
+            if layer is not None:
+                await layer.group_send(timeline.group_name(self.session_id),
+                                       {"type": "timeline.events", "events": items})
+        except Exception:
+            log.warning("timeline publish failed", exc_info=True)
 
     async def _renew_loop(self) -> None:
         interval = max(0.5, services.lease_seconds() / 3)
@@ -272,8 +306,9 @@ class SessionHost:
     async def _serve_turn(self, turn: Turn) -> None:
         assert self.adapter is not None
         adapter = self.adapter
-        await self.db(timeline.start_turn, self.session_id, turn.pk)
         queue: asyncio.Queue[Any] = asyncio.Queue()
+        # the turn is opened by the writer (first, in order) while the runtime already works
+        queue.put_nowait(_OPEN)
         images = [(i.get("mime_type", "image/png"), i.get("data", ""))
                   for i in (turn.input or {}).get("images") or []]
         turn_input = TurnInput(text=(turn.input or {}).get("text", ""), images=images)
@@ -296,10 +331,17 @@ class SessionHost:
                 batch = [await queue.get()]
                 while not queue.empty():
                     batch.append(queue.get_nowait())
+                if batch[0] is _OPEN:
+                    batch.pop(0)
+                    await self._publish(await self.db(
+                        timeline.start_turn, self.session_id, turn.pk,
+                        publish_after_commit=False))
                 events = [e for e in batch if e is not None]
                 if events:
-                    await self.db(timeline.record, self.session_id, turn.pk, events)
-                if batch[-1] is None or any(e is None for e in batch):
+                    stored = await self.db(timeline.record, self.session_id, turn.pk, events,
+                                           publish_after_commit=False)
+                    await self._publish(stored)
+                if any(e is None for e in batch):
                     return
 
         async def controls() -> None:

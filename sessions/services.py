@@ -150,7 +150,8 @@ def wake(session_id: int) -> None:
     if session.lifecycle == Lifecycle.ARCHIVED:
         return
     if _lease_alive(session):
-        control.send(session_id, "input")
+        # after commit, or the host could look before the new turn is visible
+        transaction.on_commit(lambda: control.send(session_id, "input"))
         return
     from sessions.tasks import enqueue_host
 

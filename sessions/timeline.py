@@ -60,28 +60,45 @@ def publish(session_id: int, items: list[dict[str, Any]]) -> None:
 
 
 class Writer:
-    """Appends events for one session inside the caller's transaction."""
+    """Appends events for one session inside the caller's transaction (one INSERT for a
+    batch); the events are published after commit."""
 
     def __init__(self, session: Session):
         self.session = session
         last = TimelineEvent.objects.filter(session=session).aggregate(m=Max("seq"))["m"]
         self.next_seq = (last or 0) + 1
+        self.pending: list[tuple[TimelineEvent, int | None]] = []
         self.published: list[dict[str, Any]] = []
 
     def append(self, type_: str, payload: dict[str, Any] | None = None, *,
                turn: Turn | None = None, provenance: dict[str, Any] | None = None
                ) -> TimelineEvent:
-        ev = TimelineEvent.objects.create(session=self.session, seq=self.next_seq, turn=turn,
-                                          type=type_, payload=payload or {},
-                                          provenance=provenance or {})
+        ev = TimelineEvent(session=self.session, seq=self.next_seq, turn=turn,
+                           type=type_, payload=payload or {}, provenance=provenance or {})
         self.next_seq += 1
-        self.published.append(event_data(ev, turn.seq if turn else None))
+        self.pending.append((ev, turn.seq if turn else None))
         return ev
 
-    def commit_publish(self) -> None:
-        items, sid = list(self.published), self.session.pk
-        self.published.clear()
-        transaction.on_commit(lambda: publish(sid, items))
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        TimelineEvent.objects.bulk_create([ev for ev, _ in self.pending])
+        self.published.extend(event_data(ev, seq) for ev, seq in self.pending)
+        self.pending.clear()
+
+    def commit_publish(self, publish_after_commit: bool = True) -> None:
+        self.flush()
+        if publish_after_commit:
+            items, sid = list(self.published), self.session.pk
+            transaction.on_commit(lambda: publish(sid, items))
+
+
+def _relaxed_commit() -> None:
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
 def _locked(session_id: int) -> Session:
@@ -119,12 +136,18 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
 
 
 # ------------------------------------------------------------------------------- runtime
-def record(session_id: int, turn_id: int | None, runtime_events: Iterable[rt.Event]
-           ) -> list[dict[str, Any]]:
-    """Store a batch of runtime events of one turn, in order, in one transaction."""
+def record(session_id: int, turn_id: int | None, runtime_events: Iterable[rt.Event], *,
+           publish_after_commit: bool = True) -> list[dict[str, Any]]:
+    """Store a batch of runtime events of one turn, in order, in one transaction.
+
+    Returns the stored events as published data. With ``publish_after_commit=False`` the
+    caller publishes them itself (the session host does, from its own event loop)."""
+    runtime_events = list(runtime_events)
     with transaction.atomic():
-        session = _locked(session_id)
-        turn = Turn.objects.select_for_update().get(pk=turn_id) if turn_id else None
+        if not any(e.terminal for e in runtime_events):
+            _relaxed_commit()  # progress events: no fsync wait; terminals stay durable
+        session = _locked(session_id)  # the session lock serialises every writer
+        turn = Turn.objects.get(pk=turn_id) if turn_id else None
         writer = Writer(session)
         usage_changed = False
         for event in runtime_events:
@@ -163,7 +186,7 @@ def record(session_id: int, turn_id: int | None, runtime_events: Iterable[rt.Eve
             fields += ["lifecycle", "last_active_at"]
         if fields:
             session.save(update_fields=[*fields, "updated_at"])
-        writer.commit_publish()
+        writer.commit_publish(publish_after_commit)
         return writer.published
 
 
@@ -178,12 +201,13 @@ def _late_terminal(turn: Turn, type_: str, payload: dict[str, Any]) -> None:
     accepted.save(update_fields=["provenance"])
 
 
-def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None) -> None:
+def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None, *,
+               publish_after_commit: bool = True) -> list[dict[str, Any]]:
     with transaction.atomic():
         session = _locked(session_id)
         turn = Turn.objects.select_for_update().get(pk=turn_id)
         if turn.state != TurnState.QUEUED:
-            return
+            return []
         turn.state = TurnState.RUNNING
         turn.started_at = timezone.now()
         turn.save(update_fields=["state", "started_at"])
@@ -193,7 +217,8 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None)
         writer = Writer(session)
         writer.append("turn.started", {"native_turn_id": native_turn_id} if native_turn_id
                       else {}, turn=turn)
-        writer.commit_publish()
+        writer.commit_publish(publish_after_commit)
+        return writer.published
 
 
 def end_turn(session_id: int, turn_id: int, event: rt.Event) -> None:
