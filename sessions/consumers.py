@@ -18,6 +18,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 
 from sessions import timeline
+from sessions.apps import TIMELINE_LAYER
 from sessions.models import Session
 
 
@@ -44,6 +45,7 @@ def render_event(event: dict[str, Any], session_id: int) -> str:
 
 
 class TimelineConsumer(AsyncWebsocketConsumer):
+    channel_layer_alias = TIMELINE_LAYER
     async def connect(self) -> None:
         self.session_id = int(self.scope["url_route"]["kwargs"]["pk"])
         query = parse_qs(self.scope.get("query_string", b"").decode())
@@ -83,7 +85,10 @@ class TimelineConsumer(AsyncWebsocketConsumer):
         return  # commands go through the REST API and the panel forms
 
     async def timeline_events(self, message: dict[str, Any]) -> None:
-        events = [e for e in message["events"] if e["seq"] > self.last]
+        events = message["events"]
+        for event, text in zip(events, message.get("json") or [], strict=False):
+            event["_json"] = text
+        events = [e for e in events if e["seq"] > self.last]
         if not events:
             return
         if events[0]["seq"] != self.last + 1:
@@ -98,6 +103,6 @@ class TimelineConsumer(AsyncWebsocketConsumer):
                 continue
             if self.html:
                 await self.send(text_data=render_event(event, self.session_id))
-            else:
-                await self.send(text_data=json.dumps(event))
+            else:  # serialised once by the publisher, not once per client
+                await self.send(text_data=event.get("_json") or json.dumps(event))
             self.last = event["seq"]

@@ -35,6 +35,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions import control, services, timeline
+from sessions.apps import TIMELINE_LAYER
 from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
 from sessions.runtimes import TurnInput, errors, get_adapter
 from sessions.runtimes.base import RuntimeAdapter, tagged_pids
@@ -221,10 +222,10 @@ class SessionHost:
         try:
             from channels.layers import get_channel_layer
 
-            layer = get_channel_layer()
+            layer = get_channel_layer(TIMELINE_LAYER)
             if layer is not None:
                 await layer.group_send(timeline.group_name(self.session_id),
-                                       {"type": "timeline.events", "events": items})
+                                       timeline.group_message(items))
         except Exception:
             log.warning("timeline publish failed", exc_info=True)
 

@@ -9,6 +9,7 @@ emit typed events (``sessions.runtimes.events``); provider ids are kept as prove
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -17,6 +18,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from sessions.apps import TIMELINE_LAYER
 from sessions.models import Lifecycle, Session, TimelineEvent, Turn, TurnState
 from sessions.runtimes import events as rt
 
@@ -42,6 +44,12 @@ def event_data(ev: TimelineEvent, turn_seq: int | None = None) -> dict[str, Any]
             "at": ev.at.isoformat()}
 
 
+def group_message(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """The channel-layer message for stored events (their JSON rendered once here)."""
+    return {"type": "timeline.events", "events": items,
+            "json": [json.dumps(item) for item in items]}
+
+
 def publish(session_id: int, items: list[dict[str, Any]]) -> None:
     """Send stored events to the session's websocket group (after commit)."""
     if not items:
@@ -50,11 +58,10 @@ def publish(session_id: int, items: list[dict[str, Any]]) -> None:
         from asgiref.sync import async_to_sync
         from channels.layers import get_channel_layer
 
-        layer = get_channel_layer()
+        layer = get_channel_layer(TIMELINE_LAYER)
         if layer is None:
             return
-        async_to_sync(layer.group_send)(group_name(session_id),
-                                        {"type": "timeline.events", "events": items})
+        async_to_sync(layer.group_send)(group_name(session_id), group_message(items))
     except Exception:  # the stored timeline is the truth; the socket catches up on replay
         log.warning("timeline publish failed for session %s", session_id, exc_info=True)
 

@@ -24,7 +24,7 @@ def free_port() -> int:
 
 
 class AsgiServer:
-    def __init__(self, env: dict[str, str], log: Path | None = None):
+    def __init__(self, env: dict[str, str], log: Path | None = None, workers: int = 1):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}"
@@ -33,7 +33,7 @@ class AsgiServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "amux_site.asgi:application", "--host",
              "127.0.0.1", "--port", str(self.port), "--lifespan", "off", "--log-level",
-             "warning", "--ws", "websockets"],
+             "warning", "--ws", "websockets-sansio", "--workers", str(workers)],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 60

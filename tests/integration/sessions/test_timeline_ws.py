@@ -98,6 +98,7 @@ def test_a_published_jump_is_filled_from_the_database(openai_provider, session_d
             writer = timeline.Writer(Session.objects.select_for_update().get(pk=sid))
             for i in range(n):
                 writer.append("error", {"code": f"quiet{i}"})
+            writer.flush()  # stored, not published
             return list(writer.published)
 
     async def main():
