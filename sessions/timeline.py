@@ -9,8 +9,10 @@ emit typed events (``sessions.runtimes.events``); provider ids are kept as prove
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -61,7 +63,16 @@ def publish(session_id: int, items: list[dict[str, Any]]) -> None:
         layer = get_channel_layer(TIMELINE_LAYER)
         if layer is None:
             return
-        async_to_sync(layer.group_send)(group_name(session_id), group_message(items))
+        send = async_to_sync(layer.group_send)
+        message = group_message(items)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            send(group_name(session_id), message)
+        else:  # called from a thread that runs an event loop: send from a helper thread
+            helper = threading.Thread(target=send, args=(group_name(session_id), message))
+            helper.start()
+            helper.join(10)
     except Exception:  # the stored timeline is the truth; the socket catches up on replay
         log.warning("timeline publish failed for session %s", session_id, exc_info=True)
 

@@ -24,11 +24,12 @@ def free_port() -> int:
 
 
 class AsgiServer:
-    def __init__(self, env: dict[str, str], log: Path | None = None, workers: int = 1):
-        self.port = free_port()
+    def __init__(self, env: dict[str, str], log: Path | None = None, workers: int = 1,
+                 port: int | None = None):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}"
-        out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
+        out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
         env = {**env, "AMUX_ALLOWED_HOSTS": "127.0.0.1,localhost"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "amux_site.asgi:application", "--host",
