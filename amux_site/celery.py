@@ -5,6 +5,8 @@ import os
 from celery import Celery
 from kombu import Queue
 
+from amux_site import heartbeat
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "amux_site.settings")
 
 app = Celery("amux")
@@ -13,4 +15,7 @@ app.conf.task_queues = (Queue("default"), Queue("runtime"))
 app.conf.beat_schedule = {
     "outbox-sweep": {"task": "tickets.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
 }
+# Liveness for `/healthz`, `amux status` and `amux doctor` (see amux_site/heartbeat.py).
+app.conf.beat_scheduler = "amux_site.heartbeat:HeartbeatScheduler"
+app.steps["worker"].add(heartbeat.WorkerHeartbeat)
 app.autodiscover_tasks()

@@ -4,11 +4,12 @@ deadlock; `no_key` lets foreign-key inserts of other rows proceed meanwhile."""
 from __future__ import annotations
 
 from tickets.core.errors import NotFound
-from tickets.models import Assignment, Input, Ticket
+from tickets.models import Assignment, Input, Ticket, Trigger
 
 
 def _for_update(queryset):
-    return queryset.select_for_update(no_key=True).order_by("pk")
+    # of=("self",): joined rows (a trigger's source and thread) are read, not locked.
+    return queryset.select_for_update(no_key=True, of=("self",)).order_by("pk")
 
 
 def ticket(ticket_id: int) -> Ticket:
@@ -34,3 +35,14 @@ def ticket_of_input(input_id: int) -> tuple[Ticket, Input]:
         raise NotFound(f"input {input_id} does not exist")
     locked = ticket(ticket_id)
     return locked, Input.objects.get(pk=input_id)
+
+
+def trigger(trigger_id: int) -> Trigger:
+    found = (
+        _for_update(Trigger.objects.filter(pk=trigger_id))
+        .select_related("source", "thread")
+        .first()
+    )
+    if found is None:
+        raise NotFound(f"trigger {trigger_id} does not exist")
+    return found

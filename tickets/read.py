@@ -55,6 +55,20 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
     return facts
 
 
+def assignment_for_token(token: str) -> Assignment | None:
+    """The live assignment a bearer token was issued for, or None."""
+    import hashlib
+
+    if not token or not token.startswith("amx_"):
+        return None
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    return (
+        Assignment.objects.filter(token_hash=digest, state__in=["dispatching", "running"])
+        .select_related("ticket")
+        .first()
+    )
+
+
 def stages(tickets: Iterable[Ticket]) -> dict[int, tuple[Stage, str]]:
     return {pk: (stage, LABELS[stage]) for pk, f in stage_facts(tickets).items()
             for stage in [derive(f)]}

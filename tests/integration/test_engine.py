@@ -2,7 +2,7 @@
 
 import pytest
 
-from tickets import engine
+from tickets import engine, read
 from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound, TicketEnded
 from tickets.models import Assignment, Effect, Input, Mandate, Source, Subscription, Thread, Trigger
 from tickets.read import stages
@@ -32,7 +32,12 @@ def test_opening_a_ticket_writes_mandate_subscription_assignment_and_dispatch(tr
     assert mandate.basis["source"] == "gh" and mandate.basis["addressed"] is True
     assert Subscription.objects.get(thread=trigger.thread).ticket == ticket
     assignment = Assignment.objects.get(ticket=ticket)
-    assert assignment.state == "dispatching" and len(assignment.token_hash) == 64
+    assert assignment.state == "dispatching" and assignment.token_hash == ""
+    token = engine.issue_assignment_token(assignment_id=assignment.pk)
+    assert read.assignment_for_token(token) == assignment
+    assert read.assignment_for_token(token + "x") is None
+    newer = engine.issue_assignment_token(assignment_id=assignment.pk)
+    assert read.assignment_for_token(token) is None and read.assignment_for_token(newer)
     effect = Effect.objects.get(kind="dispatch")
     assert effect.key == f"assignment:{assignment.pk}"
     assert effect.payload == {"assignment": assignment.pk, "ticket": ticket.pk}
