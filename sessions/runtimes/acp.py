@@ -93,6 +93,14 @@ def explicit_input(raw: Any) -> Any:
     return raw
 
 
+def accepts_images(init_response: Any) -> bool:
+    """Seed 000: images only when ``agentCapabilities.promptCapabilities.image`` is exactly
+    ``true``; missing, false or malformed keeps text-only input."""
+    caps = getattr(init_response, "agent_capabilities", None)
+    prompt_caps = getattr(caps, "prompt_capabilities", None) if caps is not None else None
+    return getattr(prompt_caps, "image", None) is True
+
+
 def _usage_fields(usage: Any) -> dict[str, int] | None:
     if usage is None:
         return None
@@ -250,8 +258,7 @@ class AcpAdapter(RuntimeAdapter):
                     terminal=False),
                 client_info=Implementation(name="amux", version="0.1.0")), 60)
             caps = self.init_response.agent_capabilities
-            prompt_caps = getattr(caps, "prompt_capabilities", None) if caps else None
-            self.image_input = getattr(prompt_caps, "image", None) is True
+            self.image_input = accepts_images(self.init_response)
             self.load_session_supported = bool(caps and caps.load_session)
             if resume:
                 if not self.load_session_supported:
