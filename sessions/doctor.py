@@ -37,10 +37,29 @@ def can_start(name: str, timeout: float = 60) -> tuple[bool, str]:
                 await adapter.close()
 
     try:
-        asyncio.run(attempt())
+        _run_in_thread(attempt())
     except (errors.RuntimeAdapterError, TimeoutError, OSError) as exc:
         return False, f"does not start: {getattr(exc, 'code', type(exc).__name__)}: {exc}"[:300]
     return True, "starts"
+
+
+def _run_in_thread(coro) -> None:
+    """asyncio.run on a fresh thread (the caller's thread may already run a loop)."""
+    import threading
+
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            asyncio.run(coro)
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=target, name="amux-doctor")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
 
 
 def runtime_checks(start: bool = True) -> Iterator[Check]:

@@ -175,6 +175,7 @@ class AcpAdapter(RuntimeAdapter):
         self._tools: dict[str, dict[str, Any]] = {}
         self._message_id: str | None = None
         self._message_text: list[str] = []
+        self._permission_seq = 0
 
     # ------------------------------------------------------------------ class API
     @classmethod
@@ -527,7 +528,8 @@ class AcpAdapter(RuntimeAdapter):
             if allow is not None:
                 return RequestPermissionResponse(
                     outcome=AllowedOutcome(outcome="selected", option_id=allow.option_id))
-        request_id = f"acp-{len(self._pending_permissions)}-{tool_call.tool_call_id}"
+        self._permission_seq += 1
+        request_id = f"acp-{self.tag[:8]}-{self._permission_seq}"
         fut = self._new_pending(request_id)
         self.emit(PermissionRequested(
             request_id=request_id, call_id=tool_call.tool_call_id, title=tool_call.title,

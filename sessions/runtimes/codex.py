@@ -361,7 +361,7 @@ class CodexAdapter(RuntimeAdapter):
         offered = [d for d in (params.get("availableDecisions")
                                or ["accept", "acceptForSession", "decline", "cancel"])
                    if isinstance(d, str)]
-        request_id = f"codex-{rid}"
+        request_id = f"codex-{self.tag[:8]}-{rid}"
         fut = self._new_pending(request_id)
         command = params.get("command")
         self.emit(PermissionRequested(
@@ -382,7 +382,7 @@ class CodexAdapter(RuntimeAdapter):
 
     async def _user_input(self, rid: Any, params: dict[str, Any]) -> None:
         assert self._rpc is not None
-        request_id = f"codex-{rid}"
+        request_id = f"codex-{self.tag[:8]}-{rid}"
         fut: asyncio.Future[dict[str, Any] | None] = (
             asyncio.get_running_loop().create_future())
         self._pending_questions[request_id] = fut

@@ -3,7 +3,6 @@ binary generates (`codex app-server generate-json-schema`)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 
@@ -14,7 +13,7 @@ from sessions.runtimes.base import default_runtimes_dir
 from sessions.runtimes.codex import codex_binary
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
-from tests.support.runtimes import adapter_for, collect, make_config
+from tests.support.runtimes import adapter_for, collect, make_config, run_async
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -49,7 +48,7 @@ def test_wire_messages_match_the_pinned_schema(tmp_path, model_server, schema_di
         finally:
             await adapter.close()
 
-    asyncio.run(main())
+    run_async(main())
     client_request = _validator(schema_dir, "ClientRequest")
     client_notification = _validator(schema_dir, "ClientNotification")
     server_notification = _validator(schema_dir, "ServerNotification")

@@ -16,6 +16,7 @@ from tests.support.runtimes import (
     assert_no_leak,
     collect,
     make_config,
+    run_async,
     terminals,
     types,
 )
@@ -47,7 +48,7 @@ def test_tool_call_then_three_messages_in_one_native_conversation(runtime, tmp_p
         finally:
             await adapter.close()
 
-    adapter, native, first, second, third = asyncio.run(main())
+    adapter, native, first, second, third = run_async(main())
     assert (cfg.workdir / "out.txt").read_text() == "hello\n"
     for events in (first, second, third):
         assert types(events)[0] == "turn.started"
@@ -97,7 +98,7 @@ def test_interrupt_mid_turn_gives_exactly_one_cancelled_terminal(runtime, tmp_pa
         finally:
             await adapter.close()
 
-    adapter, events, after = asyncio.run(main())
+    adapter, events, after = run_async(main())
     assert [e.type for e in terminals(events)] == ["turn.cancelled"]
     assert events[-1].type == "turn.cancelled"
     # the next turn is unaffected by the interrupt
@@ -126,7 +127,7 @@ def test_resume_the_same_native_session_from_a_fresh_process(runtime, tmp_path, 
             await two.close()
         return one, two, native, resumed, events
 
-    one, two, native, resumed, events = asyncio.run(main())
+    one, two, native, resumed, events = run_async(main())
     assert resumed == native
     assert [e.type for e in terminals(events)] == ["turn.completed"]
     last_request = str(model_server.tool_requests()[-1].body)
@@ -148,7 +149,7 @@ def test_repeated_identical_tool_call_fails_the_turn_at_the_limit(runtime, tmp_p
         finally:
             await adapter.close()
 
-    adapter, events = asyncio.run(main())
+    adapter, events = run_async(main())
     terms = terminals(events)
     assert [e.type for e in terms] == ["turn.failed"]
     assert terms[0].code == "repeat_tool_loop"

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from sessions.runtimes.events import PermissionAnswered, PermissionRequested, ToolCompleted
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
-from tests.support.runtimes import adapter_for, assert_no_leak, collect, make_config, terminals
+from tests.support.runtimes import (
+    adapter_for,
+    assert_no_leak,
+    collect,
+    make_config,
+    run_async,
+    terminals,
+)
 
 pytestmark = pytest.mark.timeout(240)
 # the model asks to run outside the sandbox, which needs an approval in "ask" mode
@@ -37,7 +42,7 @@ def test_permission_allowed_runs_the_command(runtime, tmp_path, model_server):
         finally:
             await adapter.close()
 
-    adapter, events = asyncio.run(main())
+    adapter, events = run_async(main())
     asked = [e for e in events if isinstance(e, PermissionRequested)]
     assert asked, [e.type for e in events]
     assert any(isinstance(e, PermissionAnswered) for e in events)
@@ -67,7 +72,7 @@ def test_interrupt_while_permission_pending_cancels_it_and_the_turn(runtime, tmp
         finally:
             await adapter.close()
 
-    adapter, events = asyncio.run(main())
+    adapter, events = run_async(main())
     assert any(isinstance(e, PermissionRequested) for e in events)
     assert [e.type for e in terminals(events)] == ["turn.cancelled"]
     assert not (cfg.workdir / "denied.txt").exists()

@@ -63,3 +63,24 @@ def assert_no_leak(tags: list[str]) -> None:
     leaked = {tag: tagged_pids(tag) for tag in tags}
     leaked = {k: v for k, v in leaked.items() if v}
     assert not leaked, f"runtime processes left behind: {leaked}"
+
+
+def run_async(coro):
+    """``asyncio.run`` in a fresh thread: safe even when this thread already runs an event
+    loop (Playwright's sync API keeps one for the rest of the test session)."""
+    import threading
+
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, name="run-async")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")

@@ -3,7 +3,6 @@ private data directory, and helpers to drive a session host in this process."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -39,8 +38,9 @@ def openai_provider(db, model_server):
 
 def run_host(session_id: int, **kwargs) -> str:
     from sessions.host import SessionHost
+    from tests.support.runtimes import run_async
 
-    return asyncio.run(SessionHost(session_id, **kwargs).run())
+    return run_async(SessionHost(session_id, **kwargs).run())
 
 
 def wait_for(predicate, timeout: float = 60.0, interval: float = 0.05):

@@ -14,6 +14,7 @@ from django.db import transaction
 from sessions import services, timeline
 from sessions.models import Session
 from tests.support.asgi import AsgiServer
+from tests.support.runtimes import run_async
 from tests.support.workers import worker_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
@@ -85,7 +86,7 @@ def test_snapshot_live_and_resume_without_gap_or_duplicate(openai_provider, sess
         assert await _nothing(comm)
         await comm.close()
 
-    asyncio.run(main())
+    run_async(main())
 
 
 def test_a_published_jump_is_filled_from_the_database(openai_provider, session_dirs, token,
@@ -114,7 +115,7 @@ def test_a_published_jump_is_filled_from_the_database(openai_provider, session_d
         assert await _nothing(comm)
         await comm.close()
 
-    asyncio.run(main())
+    run_async(main())
 
 
 def test_anonymous_and_unknown_sessions_are_refused(openai_provider, session_dirs, token,
@@ -134,4 +135,4 @@ def test_anonymous_and_unknown_sessions_are_refused(openai_provider, session_dir
         assert await refused(f"{server.ws_url}/ws/sessions/1/timeline")
         assert await refused(f"{server.ws_url}/ws/sessions/999999/timeline?token={token}")
 
-    asyncio.run(main())
+    run_async(main())
