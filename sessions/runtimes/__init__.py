@@ -26,14 +26,7 @@ def load_builtin() -> None:
     if _loaded:
         return
     _loaded = True
-    import importlib
-
-    for name in ("codex", "pi", "acp", "claude"):
-        try:
-            importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:  # pragma: no cover - during development only
-            if exc.name != f"{__name__}.{name}":
-                raise
+    from . import acp, claude, codex, pi  # noqa: F401 - registration side effect
 
 
 __all__ = ["Capabilities", "Probe", "ProviderSpec", "RuntimeAdapter", "RuntimeConfig",
