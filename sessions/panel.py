@@ -68,3 +68,23 @@ def session_permission(request, pk: int, request_id: str):
     except services.CommandError as exc:
         return _result(str(exc), ok=False)
     return _result("Answered.")
+
+
+@login_required
+@require_POST
+def session_question(request, pk: int, request_id: str):
+    """Answers per question id (``q:<id>`` fields); a typed answer wins over a choice."""
+    if not request.user.is_staff:
+        return HttpResponseForbidden("viewers cannot answer")
+    get_object_or_404(Session, pk=pk)
+    answers: dict[str, list[str]] = {}
+    for key in request.POST:
+        if key.startswith("q:"):
+            values = [v for v in request.POST.getlist(key) if v.strip()]
+            if values:
+                answers[key[2:]] = values
+    try:
+        services.answer_question(pk, request_id, answers)
+    except services.CommandError as exc:
+        return _result(str(exc), ok=False)
+    return _result("Answered.")

@@ -28,4 +28,6 @@ panel_urlpatterns = [
          name="panel-session-interrupt"),
     path("sessions/<int:pk>/permission/<str:request_id>/", panel.session_permission,
          name="panel-session-permission"),
+    path("sessions/<int:pk>/question/<str:request_id>/", panel.session_question,
+         name="panel-session-question"),
 ]
