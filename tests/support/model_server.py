@@ -46,6 +46,7 @@ class ToolCall:
     usage: dict[str, int] | None = None
     tool: str | None = None  # force a tool name; default: the shell tool the request offers
     extra: dict[str, Any] | None = None  # more arguments (e.g. Codex sandbox escalation)
+    arguments: dict[str, Any] | None = None  # the exact arguments (for a non-shell tool)
 
 
 @dataclass
@@ -90,8 +91,11 @@ def _tool_schema(body: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def shell_arguments(body: dict[str, Any], name: str, command: str,
-                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                    extra: dict[str, Any] | None = None,
+                    exact: dict[str, Any] | None = None) -> dict[str, Any]:
     """Arguments for a call of the shell tool ``name`` running ``command``."""
+    if exact is not None:
+        return exact
     props = (_tool_schema(body, name).get("properties") or {})
     if "cmd" in props:
         args: dict[str, Any] = {"cmd": command}
@@ -312,7 +316,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "model": body.get("model", "scripted"), "status": "in_progress", "output": []}
         if isinstance(reply, ToolCall):
             name = self._tool_for(body, reply)
-            args = json.dumps(shell_arguments(body, name, reply.command, reply.extra))
+            args = json.dumps(shell_arguments(body, name, reply.command, reply.extra,
+                                                  reply.arguments))
             item = {"type": "function_call", "id": srv._new_id("fc"),
                     "call_id": srv._new_id("call"), "name": name, "arguments": args,
                     "status": "completed"}
@@ -384,7 +389,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "function": {"name": name,
                                  "arguments": json.dumps(shell_arguments(body, name,
                                                                          reply.command,
-                                                                         reply.extra))}}
+                                                                         reply.extra,
+                                                                         reply.arguments))}}
             message: dict[str, Any] = {"role": "assistant", "content": None,
                                        "tool_calls": [call]}
             finish = "tool_calls"
@@ -426,7 +432,7 @@ class _Handler(BaseHTTPRequestHandler):
             block: dict[str, Any] = {"type": "tool_use", "id": srv._new_id("toolu"),
                                      "name": name,
                                      "input": shell_arguments(body, name, reply.command,
-                                                              reply.extra)}
+                                                              reply.extra, reply.arguments)}
             stop = "tool_use"
         else:
             block = {"type": "text", "text": reply.text}
