@@ -11,8 +11,12 @@ from amux_common.secrets import EncryptedJSONField
 class ProviderProfile(models.Model):
     """A model provider: where a runtime sends its model requests, with which key."""
 
+    PLATFORMS = [("openai-compat", "OpenAI-compatible (Responses / Chat Completions)"),
+                 ("anthropic-compat", "Anthropic-compatible (Messages)")]
+
     slug = models.SlugField(max_length=60, unique=True)
-    platform = models.CharField(max_length=30, help_text="openai-compat, anthropic-compat, …")
+    platform = models.CharField(max_length=30, choices=PLATFORMS,
+                                help_text="openai-compat, anthropic-compat")
     base_url = models.URLField(max_length=300)
     secrets = EncryptedJSONField(default=dict, blank=True, editable=False)
     model_names = models.JSONField(default=list, blank=True, help_text="suggested models")
@@ -58,6 +62,9 @@ class Session(models.Model):
     lease_owner = models.CharField(max_length=120, blank=True)
     lease_host = models.CharField(max_length=120, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    runtime_tag = models.CharField(max_length=64, blank=True,
+                                   help_text="marks the runtime processes of the current host")
+    last_active_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -1,0 +1,128 @@
+"""A turn's wall time through amux over driving the same runtime directly (goal ≤ 1.1).
+
+Direct: one Codex app-server adapter, N turns back to back. Through amux: the same runtime
+under a session host (lease, Redis control channel, every event stored in the canonical
+timeline and published), each turn measured from posting the message (what
+`POST sessions/<id>/messages` does) to its terminal event being committed. Each turn is a
+shell tool call then a reply, against the scripted model server answering after
+--model-delay seconds per call.
+
+    python bench/turn_overhead.py [--turns 10] [--model-delay 0.2] [--runtime codex]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from _setup import ROOT, django_setup
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--model-delay", type=float, default=0.2)
+    parser.add_argument("--runtime", default="codex", choices=["codex", "pi", "acp"])
+    args = parser.parse_args()
+    django_setup()
+    from django.conf import settings
+
+    from sessions import services
+    from sessions.host import SessionHost
+    from sessions.models import ProviderProfile, Session, TimelineEvent
+    from tests.support.model_server import ModelServer, Text, ToolCall
+    from tests.support.runtimes import MODEL, adapter_for, collect, make_config
+
+    model = MODEL[args.runtime]
+
+    def script(server: ModelServer, n: int) -> None:
+        for i in range(n):
+            server.script(ToolCall(f"echo {i} >> log.txt", delay=args.model_delay),
+                          Text(f"done {i}", delay=args.model_delay))
+
+    first_call: dict[str, list[float]] = {"direct": [], "amux": []}
+    with ModelServer() as server:
+        # --- direct
+        script(server, args.turns + 1)
+        base = Path(tempfile.mkdtemp(prefix="bench-direct-"))
+
+        async def direct() -> list[float]:
+            adapter = adapter_for(args.runtime, make_config(args.runtime, base,
+                                                            server.base_url))
+            times = []
+            try:
+                await adapter.start()
+                await collect(adapter, "warm up")
+                for i in range(args.turns):
+                    t0, w0 = time.perf_counter(), time.time()
+                    await collect(adapter, f"turn {i}")
+                    times.append(time.perf_counter() - t0)
+                    first_call["direct"].append(_first_request_after(server, w0) - w0)
+            finally:
+                await adapter.close()
+            return times
+
+        direct_times = asyncio.run(direct())
+
+        # --- through amux
+        server.reset()
+        script(server, args.turns + 1)
+        settings.WORK_DIR = Path(settings.DATA_DIR) / "work"
+        Session.objects.filter(provider__slug="bench").delete()
+        ProviderProfile.objects.filter(slug="bench").delete()
+        provider = ProviderProfile.objects.create(slug="bench", platform="openai-compat",
+                                                  base_url=server.base_url)
+        provider.secrets = {"api_key": "bench"}
+        provider.save()
+        session = services.create_session(runtime=args.runtime, provider="bench",
+                                          model=model)
+        services.post_message(session.pk, "warm up")
+        host = SessionHost(session.pk)
+        thread = threading.Thread(target=lambda: asyncio.run(host.run()), daemon=True)
+        thread.start()
+
+        def wait_terminal(turn_seq: int) -> None:
+            while not TimelineEvent.objects.filter(
+                    session=session, turn__seq=turn_seq,
+                    type__in=["turn.completed", "turn.failed",
+                              "turn.cancelled"]).exists():
+                time.sleep(0.002)
+
+        wait_terminal(1)
+        amux_times = []
+        for i in range(args.turns):
+            t0, w0 = time.perf_counter(), time.time()
+            turn = services.post_message(session.pk, f"turn {i}")
+            wait_terminal(turn.seq)
+            amux_times.append(time.perf_counter() - t0)
+            first_call["amux"].append(_first_request_after(server, w0) - w0)
+        services.archive(session.pk)
+        thread.join(30)
+        events = TimelineEvent.objects.filter(session=session).count()
+
+    d, a = statistics.median(direct_times), statistics.median(amux_times)
+    print(f"runtime={args.runtime} turns={args.turns} model_delay={args.model_delay}s "
+          f"(2 model calls + 1 shell tool per turn)")
+    print(f"direct  median {d * 1000:8.1f} ms   (min {min(direct_times) * 1000:.1f})")
+    print(f"amux    median {a * 1000:8.1f} ms   (min {min(amux_times) * 1000:.1f}); "
+          f"{events} timeline events stored")
+    print(f"ratio amux/direct = {a / d:.3f}  (goal <= 1.1)")
+    print("input to first model request, median: direct "
+          f"{statistics.median(first_call['direct']) * 1000:.1f} ms, amux "
+          f"{statistics.median(first_call['amux']) * 1000:.1f} ms")
+
+
+def _first_request_after(server, wall: float) -> float:
+    return min(r.at for r in server.requests if r.at >= wall)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    main()

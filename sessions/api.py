@@ -1,0 +1,251 @@
+"""REST: ``providers/``, ``runtimes/``, ``sessions/`` (CONTRACT.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.shortcuts import get_object_or_404
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from amux_common.api import error_response
+from amux_common.secrets import set_keys
+from sessions import services, timeline
+from sessions.models import ProviderProfile, Session
+from sessions.runtimes import registered
+
+
+def _refused(exc: services.CommandError) -> Response:
+    fields = {exc.field: [str(exc)]} if exc.field else {}
+    return error_response(exc.status, exc.code, str(exc), fields)
+
+
+# ------------------------------------------------------------------------- providers
+class ProviderSerializer(serializers.ModelSerializer):
+    api_key = serializers.CharField(write_only=True, required=False, allow_blank=True,
+                                    trim_whitespace=False)
+    models = serializers.ListField(source="model_names", child=serializers.CharField(),
+                                   required=False)
+    secrets = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ProviderProfile
+        fields = ["slug", "platform", "base_url", "api_key", "models", "secrets", "created_at"]
+        read_only_fields = ["created_at"]
+
+    def get_secrets(self, obj: ProviderProfile) -> dict[str, bool]:
+        return set_keys(obj.secrets)
+
+    def validate_base_url(self, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValidationError("an explicit http(s) base_url is required")
+        return value.rstrip("/")
+
+    def _apply_key(self, instance: ProviderProfile, key: str | None) -> None:
+        if key is not None:
+            secrets = dict(instance.secrets or {})
+            secrets["api_key"] = key
+            instance.secrets = secrets
+            instance.save(update_fields=["secrets"])
+
+    def create(self, validated: dict[str, Any]) -> ProviderProfile:
+        key = validated.pop("api_key", None)
+        with transaction.atomic():
+            instance = super().create(validated)
+            self._apply_key(instance, key)
+        return instance
+
+    def update(self, instance: ProviderProfile, validated: dict[str, Any]) -> ProviderProfile:
+        key = validated.pop("api_key", None)
+        with transaction.atomic():
+            instance = super().update(instance, validated)
+            self._apply_key(instance, key)
+        return instance
+
+
+class ProviderList(generics.ListCreateAPIView):
+    queryset = ProviderProfile.objects.all()
+    serializer_class = ProviderSerializer
+
+
+class ProviderDetail(generics.RetrieveUpdateDestroyAPIView):
+    queryset = ProviderProfile.objects.all()
+    serializer_class = ProviderSerializer
+    lookup_field = "slug"
+
+    def destroy(self, request, *args, **kwargs):
+        provider = self.get_object()
+        if provider.sessions.exists():
+            return error_response(409, "in_use", "sessions still use this provider")
+        return super().destroy(request, *args, **kwargs)
+
+
+# ------------------------------------------------------------------------- runtimes
+def runtime_info(name: str, cls: Any) -> dict[str, Any]:
+    probe = cls.probe()
+    return {"name": name, "installed": probe.installed, "version": probe.version,
+            "error": probe.error, "platforms": sorted(cls.platforms),
+            "capabilities": cls.static_capabilities().as_dict()}
+
+
+class RuntimeList(APIView):
+    def get(self, request):
+        items = [runtime_info(n, c) for n, c in sorted(registered().items())]
+        return Response({"count": len(items), "next": None, "previous": None,
+                         "results": items})
+
+
+class RuntimeDetail(APIView):
+    def get(self, request, name: str):
+        cls = registered().get(name)
+        if cls is None:
+            raise NotFound(f"unknown runtime {name!r}")
+        return Response(runtime_info(name, cls))
+
+
+# ------------------------------------------------------------------------- sessions
+class SessionSerializer(serializers.ModelSerializer):
+    provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    pending = serializers.SerializerMethodField()
+    turns = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Session
+        fields = ["id", "name", "runtime", "provider", "model", "lifecycle", "sleep_reason",
+                  "workdir", "usage", "native_ref", "idle_timeout_s", "snapshot", "turns",
+                  "pending", "lease_host", "lease_expires_at", "created_at", "updated_at"]
+
+    def get_pending(self, obj: Session) -> list[dict[str, Any]]:
+        if self.context.get("list"):
+            return []
+        return [{"request_id": rid, **v} for rid, v in
+                timeline.pending_requests(obj.pk).items()]
+
+    def get_turns(self, obj: Session) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for state in obj.turns.values_list("state", flat=True):
+            counts[state] = counts.get(state, 0) + 1
+        return counts
+
+
+class CreateSession(serializers.Serializer):
+    runtime = serializers.CharField()
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    workdir = serializers.CharField(required=False)
+    name = serializers.CharField(required=False, allow_blank=True, default="")
+    permission_mode = serializers.ChoiceField(["bypass", "ask"], default="bypass")
+    effort = serializers.CharField(required=False, allow_null=True, default=None)
+    idle_timeout_s = serializers.IntegerField(required=False, min_value=60, default=300)
+    watchdog = serializers.DictField(required=False, default=dict)
+
+
+class SessionList(generics.ListAPIView):
+    queryset = Session.objects.select_related("provider")
+    serializer_class = SessionSerializer
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "list": True}
+
+    def post(self, request):
+        data = CreateSession(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            session = services.create_session(**data.validated_data)
+        except services.CommandError as exc:
+            return _refused(exc)
+        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+
+class SessionDetail(generics.RetrieveAPIView):
+    queryset = Session.objects.select_related("provider")
+    serializer_class = SessionSerializer
+
+
+def _session(pk: int) -> Session:
+    return get_object_or_404(Session, pk=pk)
+
+
+class SessionMessages(APIView):
+    def post(self, request, pk: int):
+        _session(pk)
+        text = request.data.get("text") if isinstance(request.data, dict) else None
+        key = request.data.get("key") if isinstance(request.data, dict) else None
+        try:
+            turn = services.post_message(pk, text, key=key)
+        except services.CommandError as exc:
+            return _refused(exc)
+        return Response({"turn": turn.seq, "state": turn.state, "key": turn.key},
+                        status=status.HTTP_202_ACCEPTED)
+
+
+class SessionInterrupt(APIView):
+    def post(self, request, pk: int):
+        _session(pk)
+        try:
+            services.interrupt(pk)
+        except services.CommandError as exc:
+            return _refused(exc)
+        return Response({"interrupt": "requested"}, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionPermission(APIView):
+    def post(self, request, pk: int, request_id: str):
+        _session(pk)
+        option = request.data.get("option") if isinstance(request.data, dict) else None
+        try:
+            services.answer_permission(pk, request_id, option)
+        except services.CommandError as exc:
+            return _refused(exc)
+        return Response({"answered": request_id}, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionQuestion(APIView):
+    def post(self, request, pk: int, request_id: str):
+        _session(pk)
+        answers = request.data.get("answers") if isinstance(request.data, dict) else None
+        try:
+            services.answer_question(pk, request_id, answers)
+        except services.CommandError as exc:
+            return _refused(exc)
+        return Response({"answered": request_id}, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionSleep(APIView):
+    def post(self, request, pk: int):
+        _session(pk)
+        try:
+            services.sleep(pk)
+        except services.CommandError as exc:
+            return _refused(exc)
+        return Response({"sleep": "requested"}, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionArchive(APIView):
+    def post(self, request, pk: int):
+        _session(pk)
+        try:
+            services.archive(pk)
+        except services.CommandError as exc:
+            return _refused(exc)
+        return Response({"lifecycle": "archived"})
+
+
+class SessionTimeline(APIView):
+    def get(self, request, pk: int):
+        _session(pk)
+        try:
+            after = int(request.query_params.get("after", 0))
+            limit = int(request.query_params.get("limit", 1000))
+        except ValueError:
+            return error_response(400, "invalid", "after and limit must be integers",
+                                  {"after": ["an integer"]})
+        if after < 0 or not 0 < limit <= 10000:
+            return error_response(400, "invalid", "after ≥ 0 and 0 < limit ≤ 10000")
+        return Response(timeline.events_after(pk, after, limit))
+
+
+

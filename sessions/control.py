@@ -1,0 +1,55 @@
+"""The control channel from web/API processes to a session's host: a Redis list per session.
+
+Inputs themselves are durable rows (``Turn``); what travels here is a nudge ("input"),
+"interrupt", permission and question answers, "sleep" and "archive". Answers are
+claimed once with ``SET NX`` so a request is never answered twice.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis
+from django.conf import settings
+
+KEY = "amux:session:{id}:control"
+ANSWERED = "amux:session:{id}:answered:{rid}"
+_client: redis.Redis | None = None
+
+
+def client() -> redis.Redis:
+    global _client
+    if _client is None:
+        _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5,
+                                       socket_connect_timeout=5)
+    return _client
+
+
+def key(session_id: int) -> str:
+    return KEY.format(id=session_id)
+
+
+def send(session_id: int, op: str, **data: Any) -> None:
+    client().rpush(key(session_id), json.dumps({"op": op, **data}))
+
+
+def claim_answer(session_id: int, request_id: str) -> bool:
+    """True for the first answer to ``request_id``; False if it was already answered."""
+    return bool(client().set(ANSWERED.format(id=session_id, rid=request_id), "1", nx=True,
+                             ex=7 * 24 * 3600))
+
+
+def clear(session_id: int) -> None:
+    client().delete(key(session_id))
+
+
+async def pop(aclient: Any, session_id: int, timeout: float) -> dict[str, Any] | None:
+    """Wait up to ``timeout`` seconds for the next control message (redis.asyncio client)."""
+    item = await aclient.blpop([key(session_id)], timeout=max(timeout, 0.01))
+    if item is None:
+        return None
+    try:
+        return json.loads(item[1])
+    except ValueError:
+        return None

@@ -1,0 +1,369 @@
+"""The session host: while a session is awake, one host owns its runtime process.
+
+It takes the session's lease in the database (owner + expiry, renewed while it runs), kills
+what a dead predecessor on this machine left behind, reconciles a turn that predecessor left
+running to one terminal event, starts or resumes the native session, then serves the
+session's queued inputs one turn at a time. Interrupts, permission and question answers and
+input nudges arrive through Redis (``sessions.control``). When the session has been idle past
+its timeout (at least 60 s) with an empty queue, no turn in flight and no pending permission
+prompt, the host retires the process and the session sleeps. Losing the lease stops the host
+at once: two hosts never own one session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import (
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+    connections,
+    transaction,
+)
+from django.db.models import Q
+from django.utils import timezone
+
+from sessions import control, services, timeline
+from sessions.apps import TIMELINE_LAYER
+from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
+from sessions.runtimes import TurnInput, errors, get_adapter
+from sessions.runtimes.base import RuntimeAdapter, tagged_pids
+from sessions.runtimes.events import ErrorObserved, QuestionAnswered, TurnFailed
+
+log = logging.getLogger(__name__)
+
+
+def min_idle_seconds() -> int:
+    """The floor of a session's idle timeout: 60 s (seed 000). Tests lower it."""
+    return int(getattr(settings, "AMUX_SESSION_MIN_IDLE_SECONDS", None)
+               or os.environ.get("AMUX_SESSION_MIN_IDLE_SECONDS") or 60)
+
+
+def should_sleep(*, now: float, last_active: float, idle_timeout: int, queue_empty: bool,
+                 turn_in_flight: bool, pending_permission: bool, minimum: int = 60) -> bool:
+    """Seed 000's auto-sleep rule: idle past max(timeout, minimum), queue empty, no turn in
+    flight, no pending permission prompt."""
+    return (queue_empty and not turn_in_flight and not pending_permission
+            and now - last_active >= max(idle_timeout, minimum))
+
+
+# ------------------------------------------------------------------ lease (sync, DB)
+def acquire_lease(session_id: int, owner: str, host: str) -> bool:
+    now = timezone.now()
+    return Session.objects.filter(pk=session_id).exclude(lifecycle=Lifecycle.ARCHIVED).filter(
+        Q(lease_owner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+        | Q(lease_owner=owner)
+    ).update(lease_owner=owner, lease_host=host,
+             lease_expires_at=now + timedelta(seconds=services.lease_seconds())) == 1
+
+
+def renew_lease(session_id: int, owner: str) -> bool:
+    return Session.objects.filter(pk=session_id, lease_owner=owner).update(
+        lease_expires_at=timezone.now() + timedelta(seconds=services.lease_seconds())) == 1
+
+
+def release_lease(session_id: int, owner: str) -> None:
+    Session.objects.filter(pk=session_id, lease_owner=owner).update(
+        lease_owner="", lease_expires_at=None, runtime_tag="")
+
+
+def try_retire(session_id: int, owner: str, reason: str) -> bool:
+    """Sleep the session if nothing is waiting; False if work arrived meanwhile."""
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        if session.lease_owner != owner:
+            return True
+        if session.turns.filter(state__in=[TurnState.QUEUED, TurnState.RUNNING]).exists():
+            return False
+        if session.lifecycle != Lifecycle.ARCHIVED:
+            session.lifecycle = Lifecycle.SLEEPING
+            session.sleep_reason = reason
+        session.lease_owner = ""
+        session.lease_expires_at = None
+        session.runtime_tag = ""
+        session.save(update_fields=["lifecycle", "sleep_reason", "lease_owner",
+                                    "lease_expires_at", "runtime_tag", "updated_at"])
+        if session.lifecycle == Lifecycle.SLEEPING:
+            timeline.note(session_id, "session.sleeping", {"reason": reason})
+    return True
+
+
+def _next_turn(session_id: int) -> Turn | None:
+    return Turn.objects.filter(session_id=session_id, state=TurnState.QUEUED).order_by(
+        "seq").first()
+
+
+def _prepare(session_id: int, owner: str) -> tuple[Session, str | None]:
+    """Kill a dead predecessor's leftovers (this machine) and end its running turn."""
+    session = Session.objects.select_related("provider").get(pk=session_id)
+    stale = session.runtime_tag
+    timeline.reconcile_running(session_id)
+    return session, stale
+
+
+def _started(session_id: int, owner: str, native: str, tag: str) -> None:
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        if session.lease_owner != owner:
+            return
+        session.native_ref = native
+        session.runtime_tag = tag
+        if session.lifecycle in (Lifecycle.CREATED, Lifecycle.SLEEPING, Lifecycle.RUNNING):
+            session.lifecycle = Lifecycle.IDLE
+        session.sleep_reason = ""
+        session.last_active_at = timezone.now()
+        session.save(update_fields=["native_ref", "runtime_tag", "lifecycle", "sleep_reason",
+                                    "last_active_at", "updated_at"])
+
+
+def _start_failed(session_id: int, owner: str, exc: Exception) -> None:
+    timeline.note(session_id, "error", {"code": getattr(exc, "code", "start_failed"),
+                                        "message": str(exc)[:2000]})
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        if session.lease_owner != owner:
+            return
+        if session.lifecycle != Lifecycle.ARCHIVED:
+            session.lifecycle = Lifecycle.SLEEPING
+            session.sleep_reason = SleepReason.RESTART_FAILED
+        session.lease_owner = ""
+        session.lease_expires_at = None
+        session.save(update_fields=["lifecycle", "sleep_reason", "lease_owner",
+                                    "lease_expires_at", "updated_at"])
+    # the queued inputs cannot run: end them, each with its one terminal
+    for turn in Turn.objects.filter(session_id=session_id, state=TurnState.QUEUED):
+        timeline.record(session_id, turn.pk, [TurnFailed(
+            code=getattr(exc, "code", "start_failed"), message="the runtime did not start")])
+
+
+_OPEN = object()  # writer marker: open the turn (turn.started) before its first event
+
+
+def _kill_tag(tag: str) -> None:
+    for pid in tagged_pids(tag):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+class SessionHost:
+    def __init__(self, session_id: int, *, owner: str | None = None, poll: float = 1.0):
+        self.session_id = session_id
+        self.host = services.hostname()
+        self.owner = owner or f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.poll = poll
+        self.lost = False
+        self.adapter: RuntimeAdapter | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-db")
+        self._redis: Any = None
+        self.outcome = ""
+
+    async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` on the host's one database thread (one connection, kept open; a
+        broken connection is dropped and the call retried once)."""
+
+        def call() -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except (OperationalError, InterfaceError):
+                if connection.in_atomic_block:
+                    raise
+                close_old_connections()
+                connection.close()
+                return fn(*args, **kwargs)
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    # ------------------------------------------------------------------ main
+    async def run(self) -> str:
+        import redis.asyncio as aioredis
+
+        try:
+            if not await self.db(acquire_lease, self.session_id, self.owner, self.host):
+                self.outcome = "busy"
+                return self.outcome
+            self._redis = aioredis.from_url(settings.REDIS_URL)
+            renewer = asyncio.create_task(self._renew_loop())
+            try:
+                self.outcome = await self._serve()
+            finally:
+                renewer.cancel()
+                with contextlib.suppress(BaseException):
+                    await renewer
+        finally:
+            if self.adapter is not None:
+                await self.adapter.close()
+            if not self.lost:
+                with contextlib.suppress(Exception):
+                    await self.db(release_lease, self.session_id, self.owner)
+            if self._redis is not None:
+                with contextlib.suppress(Exception):
+                    await self._redis.aclose()
+            with contextlib.suppress(Exception):
+                await self.db(connections.close_all)
+            self._executor.shutdown(wait=False)
+        return self.outcome
+
+    async def _publish(self, items: list[dict[str, Any]]) -> None:
+        """Send stored (committed) events to the websocket group from this loop, on the
+        channel layer's connection pool that lives as long as the host."""
+        if not items:
+            return
+        try:
+            from channels.layers import get_channel_layer
+
+            layer = get_channel_layer(TIMELINE_LAYER)
+            if layer is not None:
+                await layer.group_send(timeline.group_name(self.session_id),
+                                       timeline.group_message(items))
+        except Exception:
+            log.warning("timeline publish failed", exc_info=True)
+
+    async def _renew_loop(self) -> None:
+        interval = max(0.5, services.lease_seconds() / 3)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                ok = await self.db(renew_lease, self.session_id, self.owner)
+            except Exception:
+                log.warning("lease renewal failed", exc_info=True)
+                continue
+            if not ok:
+                self.lost = True
+                if self.adapter is not None:
+                    await self.adapter.close()
+                return
+
+    async def _start_adapter(self, session: Session) -> bool:
+        cfg = services.runtime_config(session)
+        adapter = get_adapter(session.runtime)(cfg)
+        self.adapter = adapter
+        resume = session.native_ref or None
+        try:
+            try:
+                native = await adapter.start(resume=resume)
+            except errors.NativeSessionNotFound as exc:
+                # the saved conversation is gone: one new native conversation (handoff)
+                await self.db(timeline.note, self.session_id, "error", {
+                    "code": exc.code, "message": str(exc)[:2000], "handoff": True})
+                adapter = get_adapter(session.runtime)(services.runtime_config(session))
+                self.adapter = adapter
+                native = await adapter.start()
+        except (errors.RuntimeAdapterError, OSError) as exc:
+            await self.db(_start_failed, self.session_id, self.owner, exc)
+            return False
+        await self.db(_started, self.session_id, self.owner, native, adapter.tag)
+        return True
+
+    async def _serve(self) -> str:
+        session, stale_tag = await self.db(_prepare, self.session_id, self.owner)
+        if stale_tag:
+            await asyncio.to_thread(_kill_tag, stale_tag)
+        if not await self._start_adapter(session):
+            return "start_failed"
+        loop = asyncio.get_running_loop()
+        last_active = loop.time()
+        idle_timeout = max(session.idle_timeout_s, min_idle_seconds())
+        while not self.lost:
+            turn = await self.db(_next_turn, self.session_id)
+            if turn is not None:
+                if self.adapter is None or not self.adapter.alive:
+                    fresh = await self.db(Session.objects.select_related("provider").get,
+                                          pk=self.session_id)
+                    if not await self._start_adapter(fresh):
+                        return "start_failed"
+                await self._serve_turn(turn)
+                last_active = loop.time()
+                continue
+            msg = await control.pop(self._redis, self.session_id, self.poll)
+            if msg is not None:
+                op = msg.get("op")
+                if op == "sleep" and await self.db(try_retire, self.session_id, self.owner,
+                                                   SleepReason.MANUAL):
+                    return "slept"
+                if op == "archive" and await self.db(try_retire, self.session_id,
+                                                     self.owner, SleepReason.MANUAL):
+                    return "archived"
+                continue
+            idle = should_sleep(now=loop.time(), last_active=last_active,
+                                idle_timeout=idle_timeout, queue_empty=True,
+                                turn_in_flight=False, pending_permission=False,
+                                minimum=min_idle_seconds())
+            if idle and await self.db(try_retire, self.session_id, self.owner,
+                                      SleepReason.IDLE_TIMEOUT):
+                return "slept"
+        return "lost_lease"
+
+    async def _serve_turn(self, turn: Turn) -> None:
+        assert self.adapter is not None
+        adapter = self.adapter
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        # the turn is opened by the writer (first, in order) while the runtime already works
+        queue.put_nowait(_OPEN)
+        images = [(i.get("mime_type", "image/png"), i.get("data", ""))
+                  for i in (turn.input or {}).get("images") or []]
+        turn_input = TurnInput(text=(turn.input or {}).get("text", ""), images=images)
+
+        async def consume() -> None:
+            try:
+                async for event in adapter.run_turn(turn_input):
+                    await queue.put(event)
+            except errors.RuntimeAdapterError as exc:
+                await queue.put(TurnFailed(code=exc.code, message=str(exc)))
+            except Exception as exc:  # never leave a turn without its terminal
+                log.exception("turn failed in the host")
+                await queue.put(ErrorObserved(code="host_error", message=repr(exc)[:500]))
+                await queue.put(TurnFailed(code="host_error", message=str(exc)[:500]))
+            finally:
+                await queue.put(None)
+
+        async def write() -> None:
+            while True:
+                batch = [await queue.get()]
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
+                if batch[0] is _OPEN:
+                    batch.pop(0)
+                    await self._publish(await self.db(
+                        timeline.start_turn, self.session_id, turn.pk,
+                        publish_after_commit=False))
+                events = [e for e in batch if e is not None]
+                if events:
+                    stored = await self.db(timeline.record, self.session_id, turn.pk, events,
+                                           publish_after_commit=False)
+                    await self._publish(stored)
+                if any(e is None for e in batch):
+                    return
+
+        async def controls() -> None:
+            while True:
+                msg = await control.pop(self._redis, self.session_id, self.poll)
+                if msg is None:
+                    continue
+                op = msg.get("op")
+                with contextlib.suppress(errors.RuntimeAdapterError):
+                    if op == "interrupt":
+                        await adapter.interrupt()
+                    elif op == "permission":
+                        await adapter.answer_permission(msg["request_id"], msg.get("option_id"))
+                    elif op == "answer":
+                        await adapter.answer_question(msg["request_id"], msg.get("answers"))
+                        await queue.put(QuestionAnswered(request_id=msg["request_id"]))
+
+        control_task = asyncio.create_task(controls())
+        try:
+            await asyncio.gather(consume(), write())
+        finally:
+            control_task.cancel()
+            with contextlib.suppress(BaseException):
+                await control_task

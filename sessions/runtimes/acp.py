@@ -1,0 +1,547 @@
+"""Any ACP v1 agent through the ``agent-client-protocol`` SDK (tested with codex-acp).
+
+* Images go to the agent only when ``initialize`` says
+  ``agentCapabilities.promptCapabilities.image`` is exactly ``true``; otherwise text only.
+* Model/effort map onto advertised ``configOptions`` (select); every requested value must be
+  among the options and be confirmed by the read-back, otherwise ``ConfigRejected`` and the
+  previous value is restored (the process is retired if the restore fails too).
+* ``interrupt`` sends ``session/cancel`` only while the ``session/prompt`` RPC is active and
+  records that as the cancel intent: the prompt's answer then ends the turn cancelled even
+  if the stop reason is ``end_turn``. Every pending and late permission request is answered
+  ``cancelled``.
+* Usage: the prompt's final ``usage`` (snake_case, no cumulative inferred) and the latest
+  ``usage_update`` (context used/size, cost); missing values stay missing.
+* Watchdogs: idle time pauses while a tool runs or a permission is pending; a repeated call
+  counts only completed calls with distinct ids and equal kind, title and accumulated input.
+  A watchdog stop cancels, waits the grace period and always retires the process.
+* Resume: ``session/load`` (history replay is dropped, it is not part of any turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from . import errors
+from .base import (
+    PROVIDER_KEY_ENV,
+    Capabilities,
+    Probe,
+    RuntimeAdapter,
+    RuntimeConfig,
+    minimal_env,
+    register,
+    spawn,
+)
+from .codex import render_config
+from .events import (
+    Event,
+    MessageCompleted,
+    MessageDelta,
+    PermissionOption,
+    PermissionRequested,
+    Reasoning,
+    ToolCompleted,
+    ToolStarted,
+    ToolUpdated,
+    TurnCancelled,
+    TurnCompleted,
+    TurnFailed,
+    TurnInput,
+    TurnStarted,
+    UsageObserved,
+)
+from .watchdog import call_signature
+
+PROTOCOL_VERSION = 1
+
+
+def codex_acp_binary(runtimes_dir: Path) -> Path:
+    # the native binary: the npm wrapper does not forward SIGTERM
+    return runtimes_dir / "@zed-industries" / "codex-acp-linux-x64" / "bin" / "codex-acp"
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    text = getattr(content, "text", None)
+    if isinstance(text, str):
+        return text
+    return ""
+
+
+def _dump(obj: Any) -> Any:
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if isinstance(obj, list):
+        return [_dump(o) for o in obj]
+    return obj
+
+
+# keys an agent adds to a call's raw input that identify the call rather than define it
+VOLATILE_INPUT_KEYS = frozenset({"call_id", "callId", "tool_call_id", "toolCallId", "id",
+                                 "process_id", "processId", "turn_id", "turnId",
+                                 "started_at_ms", "completed_at_ms", "timestamp", "source"})
+
+
+def explicit_input(raw: Any) -> Any:
+    """The call-defining part of a tool call's raw input (identifiers and clocks dropped)."""
+    if isinstance(raw, dict):
+        return {k: explicit_input(v) for k, v in raw.items() if k not in VOLATILE_INPUT_KEYS}
+    return raw
+
+
+def accepts_images(init_response: Any) -> bool:
+    """Seed 000: images only when ``agentCapabilities.promptCapabilities.image`` is exactly
+    ``true``; missing, false or malformed keeps text-only input."""
+    caps = getattr(init_response, "agent_capabilities", None)
+    prompt_caps = getattr(caps, "prompt_capabilities", None) if caps is not None else None
+    return getattr(prompt_caps, "image", None) is True
+
+
+def _usage_fields(usage: Any) -> dict[str, int] | None:
+    if usage is None:
+        return None
+    fields = {"input_tokens": "input_tokens", "output_tokens": "output_tokens",
+              "total_tokens": "total_tokens", "thought_tokens": "reasoning_output_tokens",
+              "cached_read_tokens": "cached_input_tokens",
+              "cached_write_tokens": "cache_creation_input_tokens"}
+    out = {new: getattr(usage, old) for old, new in fields.items()
+           if isinstance(getattr(usage, old, None), int)}
+    return out or None
+
+
+class _Client:
+    """The ACP client side: routes agent callbacks into the adapter."""
+
+    def __init__(self, adapter: AcpAdapter):
+        self.adapter = adapter
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.adapter._on_update(session_id, update)
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any],
+                                 **kwargs: Any) -> Any:
+        return await self.adapter._on_permission(session_id, tool_call, options)
+
+    async def read_text_file(self, *args: Any, **kwargs: Any) -> Any:
+        raise _method_not_found("fs/read_text_file")
+
+    async def write_text_file(self, *args: Any, **kwargs: Any) -> Any:
+        raise _method_not_found("fs/write_text_file")
+
+    async def create_terminal(self, *args: Any, **kwargs: Any) -> Any:
+        raise _method_not_found("terminal/create")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise _method_not_found(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    def on_connect(self, conn: Any) -> None:
+        pass
+
+
+def _method_not_found(name: str) -> Exception:
+    from acp.exceptions import RequestError
+
+    return RequestError.method_not_found(name)
+
+
+@register
+class AcpAdapter(RuntimeAdapter):
+    """ACP v1 agent. The default command is codex-acp's native binary; subclasses (Claude)
+    override ``command()`` and ``agent_env()``."""
+
+    name = "acp"
+    platforms = frozenset({"openai-compat"})
+    pause_idle_during_tools = True
+    retire_after_watchdog = True
+
+    def __init__(self, config: RuntimeConfig):
+        super().__init__(config)
+        self.conn: Any = None
+        self.init_response: Any = None
+        self.image_input = False
+        self.load_session_supported = False
+        self.config_options: list[Any] = []
+        self.modes: Any = None
+        self._session_id: str | None = None
+        self._prompt_task: asyncio.Task[Any] | None = None
+        self._cancel_intent = False
+        self._tools: dict[str, dict[str, Any]] = {}
+        self._message_id: str | None = None
+        self._message_text: list[str] = []
+        self._permission_seq = 0
+
+    # ------------------------------------------------------------------ class API
+    @classmethod
+    def probe(cls, runtimes_dir: Path | None = None) -> Probe:
+        import subprocess
+
+        from .base import default_runtimes_dir
+
+        binary = codex_acp_binary(runtimes_dir or default_runtimes_dir())
+        if not binary.exists():
+            return Probe(cls.name, False, error=f"{binary} not found (run `make runtimes`)")
+        try:
+            out = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                                 timeout=20, stdin=subprocess.DEVNULL,
+                                 env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+            version = out.stdout.strip().rsplit(" ", 1)[-1] if out.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired):
+            version = None
+        if version is None:
+            import json
+
+            pkg = binary.parent.parent / "package.json"
+            with contextlib.suppress(OSError, ValueError):
+                version = json.loads(pkg.read_text()).get("version")
+        return Probe(cls.name, True, version, str(binary))
+
+    @classmethod
+    def static_capabilities(cls) -> Capabilities:
+        return Capabilities(resume=True, interrupt=True, images=False, permissions=True,
+                            questions=False, set_model=True, native_cumulative_usage=False)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        base = self.static_capabilities()
+        return Capabilities(resume=self.load_session_supported or base.resume,
+                            interrupt=True, images=self.image_input,
+                            permissions=True, questions=False,
+                            set_model=bool(self._option("model")),
+                            native_cumulative_usage=False)
+
+    # ------------------------------------------------------------------ process
+    def command(self) -> list[str]:
+        binary = codex_acp_binary(self.config.runtimes_dir)
+        if not binary.exists():
+            raise errors.RuntimeNotInstalled(f"{binary} not found (run `make runtimes`)")
+        return [str(binary)]
+
+    def agent_env(self) -> dict[str, str]:
+        cfg = self.config
+        env = minimal_env(cfg, self.tag)
+        codex_home = cfg.state_dir / "home" / ".codex"
+        codex_home.mkdir(parents=True, exist_ok=True)
+        approval, sandbox = (("on-request", "workspace-write") if cfg.permission_mode == "ask"
+                             else ("never", "danger-full-access"))
+        (codex_home / "config.toml").write_text(
+            render_config(cfg.model, cfg.provider.base_url, approval, sandbox))
+        env["CODEX_HOME"] = str(codex_home)
+        env[PROVIDER_KEY_ENV] = cfg.provider.api_key or "amux-no-key"
+        return env
+
+    def preferred_mode(self) -> str | None:
+        return "full-access" if self.config.permission_mode != "ask" else "auto"
+
+    async def start(self, resume: str | None = None) -> str:
+        from acp import connect_to_agent
+        from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
+
+        cfg = self.config
+        argv = self.command()
+        env = self.agent_env()
+        cfg.workdir.mkdir(parents=True, exist_ok=True)
+        self.proc = await spawn(argv, env, cfg.workdir)
+        self._start_stderr_pump()
+        self.conn = connect_to_agent(_Client(self), self.proc.stdin, self.proc.stdout)
+        self._tasks.append(asyncio.create_task(self._watch_exit()))
+        try:
+            self.init_response = await asyncio.wait_for(self.conn.initialize(
+                protocol_version=PROTOCOL_VERSION,
+                client_capabilities=ClientCapabilities(
+                    fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
+                    terminal=False),
+                client_info=Implementation(name="amux", version="0.1.0")), 60)
+            caps = self.init_response.agent_capabilities
+            self.image_input = accepts_images(self.init_response)
+            self.load_session_supported = bool(caps and caps.load_session)
+            if resume:
+                if not self.load_session_supported:
+                    raise errors.NativeSessionNotFound("the agent cannot load sessions")
+                try:
+                    resp = await asyncio.wait_for(self.conn.load_session(
+                        cwd=str(cfg.workdir), session_id=resume, mcp_servers=[]), 120)
+                except errors.RuntimeAdapterError:
+                    raise
+                except Exception as exc:  # acp.RequestError
+                    text = f"{exc} {getattr(exc, 'data', '')}".lower()
+                    if "not found" in text or "no such" in text or "-32002" in text:
+                        raise errors.NativeSessionNotFound(str(exc)) from exc
+                    raise errors.RuntimeStartFailed(f"session/load: {exc}") from exc
+                self._session_id = resume
+            else:
+                resp = await asyncio.wait_for(self.conn.new_session(
+                    cwd=str(cfg.workdir), mcp_servers=[]), 120)
+                self._session_id = resp.session_id
+            self.config_options = list(getattr(resp, "config_options", None) or [])
+            self.modes = getattr(resp, "modes", None)
+            await self._apply_settings()
+        except errors.RuntimeAdapterError:
+            await self.close()
+            raise
+        except BaseException as exc:
+            await self.close()
+            if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+                raise
+            raise errors.RuntimeStartFailed(f"{type(exc).__name__}: {exc}") from exc
+        self.native_session_id = self._session_id
+        return self._session_id
+
+    async def _watch_exit(self) -> None:
+        assert self.proc is not None
+        await self.proc.wait()
+        await asyncio.sleep(0.05)
+        self._queue.put_nowait(self._exited())
+
+    async def _close_native(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.conn.close(), 2)
+
+    # ------------------------------------------------------------------ settings
+    def _option(self, category_or_id: str) -> Any:
+        for opt in self.config_options:
+            if getattr(opt, "category", None) == category_or_id or opt.id == category_or_id:
+                return opt
+        return None
+
+    @staticmethod
+    def _values(opt: Any) -> list[str]:
+        values: list[str] = []
+        for o in getattr(opt, "options", None) or []:
+            if hasattr(o, "value"):
+                values.append(o.value)
+            for g in getattr(o, "options", None) or []:  # grouped options
+                if hasattr(g, "value"):
+                    values.append(g.value)
+        return values
+
+    async def _apply_settings(self) -> None:
+        mode = self.preferred_mode()
+        mode_opt = self._option("mode")
+        if mode and mode_opt is not None:
+            if mode in self._values(mode_opt) and mode_opt.current_value != mode:
+                await self.set_config("mode", mode, option=mode_opt)
+        elif mode and self.modes is not None:
+            ids = [m.id for m in self.modes.available_modes]
+            if mode in ids and self.modes.current_mode_id != mode:
+                await self.conn.set_session_mode(session_id=self._session_id, mode_id=mode)
+        model_opt = self._option("model")
+        if model_opt is not None and self.config.model:
+            wanted = self._pick_model_value(model_opt, self.config.model, self.config.effort)
+            if wanted is not None:
+                await self.set_config("model", wanted, option=model_opt)
+
+    def _pick_model_value(self, opt: Any, model: str, effort: str | None) -> str | None:
+        values = self._values(opt)
+        candidates = [f"{model}/{effort}"] if effort else []
+        candidates += [model]
+        for c in candidates:
+            if c in values:
+                return c
+        if opt.current_value in candidates or str(opt.current_value).split("/")[0] == model:
+            return None  # already selected
+        # the agent runs the provider's own model name; nothing to map
+        return None
+
+    async def set_config(self, config_id: str, value: str, option: Any = None) -> None:
+        """Set a select config option and confirm it; roll back on failure (seed 000)."""
+        opt = option or self._option(config_id)
+        if opt is None:
+            raise errors.ConfigRejected(f"the agent advertises no {config_id!r} option")
+        if value not in self._values(opt):
+            raise errors.ConfigRejected(f"{value!r} is not among the advertised "
+                                        f"{config_id!r} options")
+        previous = opt.current_value
+        try:
+            resp = await asyncio.wait_for(self.conn.set_config_option(
+                config_id=opt.id, session_id=self._session_id, value=value), 30)
+            self.config_options = list(resp.config_options or self.config_options)
+            confirmed = self._option(opt.id)
+            if confirmed is None or confirmed.current_value != value:
+                raise errors.ConfigRejected(f"{config_id} read back "
+                                            f"{getattr(confirmed, 'current_value', None)!r}")
+        except Exception as exc:
+            try:
+                resp = await asyncio.wait_for(self.conn.set_config_option(
+                    config_id=opt.id, session_id=self._session_id, value=previous), 30)
+                self.config_options = list(resp.config_options or self.config_options)
+            except Exception:
+                await self.close()  # unconfirmed native write: retire the process
+            if isinstance(exc, errors.RuntimeAdapterError):
+                raise
+            raise errors.ConfigRejected(f"{config_id}={value!r}: {exc}") from exc
+
+    async def set_model(self, model: str, effort: str | None = None) -> None:
+        opt = self._option("model")
+        if opt is None:
+            raise errors.ConfigRejected("the agent advertises no model option")
+        value = f"{model}/{effort}" if effort and f"{model}/{effort}" in self._values(opt) \
+            else model
+        await self.set_config("model", value, option=opt)
+        self.config.model = model
+
+    # ------------------------------------------------------------------ turns
+    async def _begin_turn(self, turn_input: TurnInput) -> None:
+        from acp import image_block, text_block
+
+        self._cancel_intent = False
+        self._tools.clear()
+        self._message_id = None
+        self._message_text = []
+        blocks: list[Any] = [text_block(turn_input.text)]
+        if turn_input.images and self.image_input:
+            blocks += [image_block(data, mime) for mime, data in turn_input.images]
+        self.emit(TurnStarted())
+        self._prompt_task = asyncio.create_task(self._prompt(blocks))
+        self._tasks.append(self._prompt_task)
+
+    async def _prompt(self, blocks: list[Any]) -> None:
+        try:
+            resp = await self.conn.prompt(session_id=self._session_id, prompt=blocks)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._flush_message()
+            if self._cancel_intent:
+                self.emit(TurnCancelled(reason="interrupted"))
+            else:
+                self.emit(TurnFailed(code="prompt_failed", message=str(exc)))
+            return
+        self._flush_message()
+        last = _usage_fields(getattr(resp, "usage", None))
+        if last:
+            self.emit(UsageObserved(last=last))
+        stop = str(getattr(resp.stop_reason, "value", resp.stop_reason))
+        if stop == "cancelled" or self._cancel_intent:
+            self.emit(TurnCancelled(reason="interrupted"))
+        elif stop == "refusal":
+            self.emit(TurnFailed(code="refusal", message="the agent refused"))
+        else:
+            self.emit(TurnCompleted(stop_reason=stop))
+
+    async def _cancel_native(self) -> None:
+        # only a cancel sent while the prompt RPC is active counts as the cancel intent
+        if self._prompt_task is not None and not self._prompt_task.done() and self.alive:
+            self._cancel_intent = True
+            with contextlib.suppress(Exception):
+                await self.conn.cancel(session_id=self._session_id)
+
+    def _after_turn(self) -> None:
+        self._prompt_task = None
+
+    def _flush_message(self) -> None:
+        if self._message_text:
+            self.emit(MessageCompleted(text="".join(self._message_text),
+                                       item_id=self._message_id))
+        self._message_text = []
+
+    def _repeat_signature(self, event: Event) -> tuple[str, str] | None:
+        if isinstance(event, ToolCompleted) and event.status == "completed":
+            state = self._tools.get(event.call_id) or {}
+            return event.call_id, call_signature(state.get("kind"), state.get("title"),
+                                                 explicit_input(state.get("input")))
+        return None
+
+    # ------------------------------------------------------------------ inbound
+    def _on_update(self, session_id: str, update: Any) -> None:
+        if session_id != self._session_id or not self._turn_active \
+                or self._prompt_task is None:
+            return  # history replay from session/load, or a late frame
+        kind = getattr(update, "session_update", None)
+        if kind == "agent_message_chunk":
+            mid = getattr(update, "message_id", None)
+            if mid is not None and self._message_id is not None and mid != self._message_id:
+                self._flush_message()
+            self._message_id = mid or self._message_id
+            text = _content_text(update.content)
+            if text:
+                self._message_text.append(text)
+                self.emit(MessageDelta(text=text, item_id=self._message_id))
+        elif kind == "agent_thought_chunk":
+            text = _content_text(update.content)
+            if text:
+                self.emit(Reasoning(text=text, item_id=getattr(update, "message_id", None)))
+        elif kind == "tool_call" and update.tool_call_id in self._tools:
+            self._tool_progress(update)  # a repeated announcement of a known call
+        elif kind == "tool_call":
+            self._flush_message()
+            state = {"kind": _val(update.kind), "title": update.title,
+                     "input": _dump(update.raw_input), "done": False}
+            self._tools[update.tool_call_id] = state
+            self.emit(ToolStarted(call_id=update.tool_call_id, kind=state["kind"],
+                                  title=update.title, input=state["input"]))
+            if _val(update.status) in ("completed", "failed"):
+                self._tool_done(update.tool_call_id, update)
+        elif kind == "tool_call_update":
+            self._tool_progress(update)
+        elif kind == "usage_update":
+            cost = getattr(update, "cost", None)
+            self.emit(UsageObserved(context_used=getattr(update, "used", None),
+                                    context_window=getattr(update, "size", None),
+                                    cost=_dump(cost) if cost is not None else None))
+
+    def _tool_progress(self, update: Any) -> None:
+        state = self._tools.setdefault(update.tool_call_id, {"done": False})
+        if update.kind is not None:
+            state["kind"] = _val(update.kind)
+        if update.title is not None:
+            state["title"] = update.title
+        if update.raw_input is not None:
+            state["input"] = _dump(update.raw_input)
+        status = _val(update.status)
+        if status in ("completed", "failed"):
+            self._tool_done(update.tool_call_id, update)
+        elif not state["done"]:
+            self.emit(ToolUpdated(call_id=update.tool_call_id, status=status,
+                                  output=_dump(update.raw_output)))
+
+    def _tool_done(self, call_id: str, update: Any) -> None:
+        state = self._tools[call_id]
+        if state["done"]:
+            return
+        state["done"] = True
+        output = _dump(update.raw_output)
+        if output is None and update.content:
+            output = _dump(update.content)
+        self.emit(ToolCompleted(call_id=call_id, status=_val(update.status) or "completed",
+                                output=output))
+
+    async def _on_permission(self, session_id: str, tool_call: Any, options: list[Any]) -> Any:
+        from acp import RequestPermissionResponse
+        from acp.schema import AllowedOutcome, DeniedOutcome
+
+        cancelled = RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        if (session_id != self._session_id or not self._turn_active or self._cancel_requested
+                or self._watchdog_code or self._closed):
+            return cancelled  # late requests after an interrupt are answered cancelled
+        ids = {o.option_id: o for o in options}
+        if self.config.permission_mode != "ask":
+            allow = next((o for o in options if _val(o.kind) == "allow_once"), None) or \
+                next((o for o in options if str(_val(o.kind)).startswith("allow")), None)
+            if allow is not None:
+                return RequestPermissionResponse(
+                    outcome=AllowedOutcome(outcome="selected", option_id=allow.option_id))
+        self._permission_seq += 1
+        request_id = f"acp-{self.tag[:8]}-{self._permission_seq}"
+        fut = self._new_pending(request_id)
+        self.emit(PermissionRequested(
+            request_id=request_id, call_id=tool_call.tool_call_id, title=tool_call.title,
+            detail=_dump(tool_call.raw_input),
+            options=tuple(PermissionOption(id=o.option_id, label=o.name, kind=_val(o.kind))
+                          for o in options)))
+        answer = await fut
+        if answer is None or answer not in ids:
+            return cancelled
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected",
+                                                                option_id=answer))
+
+
+def _val(v: Any) -> Any:
+    return getattr(v, "value", v)

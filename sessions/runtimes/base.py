@@ -1,0 +1,531 @@
+"""The runtime adapter interface and what all adapters share.
+
+An adapter drives one native agent session in one child process: ``start()`` (new or resumed
+native session), ``run_turn()`` (an async iterator of typed events ending in exactly one
+terminal), ``interrupt()``, ``answer_permission()``, ``answer_question()``, ``close()``.
+Each runtime runs in its own process group with a private HOME and config directory, a
+minimal environment and the provider key only in its own variable; ``close()`` kills the
+group (and any descendant that moved to another group, found by the per-process tag).
+
+Pure Python: no Django imports anywhere under ``sessions/runtimes/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from . import errors
+from .events import (
+    ErrorObserved,
+    Event,
+    PermissionAnswered,
+    PermissionRequested,
+    QuestionAsked,
+    ToolCompleted,
+    ToolStarted,
+    TurnCancelled,
+    TurnFailed,
+    TurnInput,
+)
+from .watchdog import REPEAT_TOOL_LOOP, RepeatToolCounter, TurnClock, WatchdogConfig
+
+PROVIDER_KEY_ENV = "AMUX_PROVIDER_KEY"
+STREAM_LIMIT = 64 * 1024 * 1024
+CANCEL_GRACE_SECONDS = 10.0
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def default_runtimes_dir() -> Path:
+    env = os.environ.get("AMUX_RUNTIMES_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "node_modules"
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """A model provider as the runtime needs it. ``platform``: ``openai-compat`` (Codex uses
+    Responses, Pi Chat Completions) or ``anthropic-compat`` (Claude)."""
+
+    platform: str
+    base_url: str
+    api_key: str = ""
+    slug: str = "amux"
+
+    def __repr__(self) -> str:  # never show the key
+        return f"ProviderSpec(platform={self.platform!r}, base_url={self.base_url!r})"
+
+
+PLATFORMS = frozenset({"openai-compat", "anthropic-compat"})
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    resume: bool = False
+    interrupt: bool = True
+    images: bool = False
+    permissions: bool = False
+    questions: bool = False
+    set_model: bool = False
+    native_cumulative_usage: bool = False
+
+    def as_dict(self) -> dict[str, bool]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    installed: bool
+    version: str | None = None
+    path: str | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RuntimeConfig:
+    workdir: Path
+    state_dir: Path  # private HOME (and config dirs beneath it) for this session
+    provider: ProviderSpec
+    model: str
+    effort: str | None = None
+    permission_mode: str = "bypass"  # bypass: native bypass; ask: every request is asked
+    watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
+    runtimes_dir: Path | None = None
+    developer_instructions: str | None = None
+    cancel_grace_seconds: float = CANCEL_GRACE_SECONDS
+    wire_observer: Callable[[str, dict[str, Any]], None] | None = None  # ("out"|"in", msg)
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir).resolve()
+        self.state_dir = Path(self.state_dir).resolve()
+        if self.runtimes_dir is None:
+            self.runtimes_dir = default_runtimes_dir()
+
+
+class _Exited:
+    """Queue sentinel: the runtime's output closed."""
+
+    def __init__(self, returncode: int | None, stderr_tail: str = ""):
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+
+
+def minimal_env(config: RuntimeConfig, tag: str, extra_path: list[str] | None = None
+                ) -> dict[str, str]:
+    home = config.state_dir / "home"
+    tmp = config.state_dir / "tmp"
+    home.mkdir(parents=True, exist_ok=True)
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = ":".join([*(extra_path or []), SYSTEM_PATH])
+    return {
+        "HOME": str(home),
+        "PATH": path,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "dumb",
+        "TMPDIR": str(tmp),
+        "NO_COLOR": "1",
+        "AMUX_RUNTIME_TAG": tag,
+    }
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Pids of live processes whose environment carries ``AMUX_RUNTIME_TAG=tag``."""
+    needle = f"AMUX_RUNTIME_TAG={tag}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                env = fh.read()
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if state != b"Z" and needle in env.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the process that started it dies, so a
+    killed worker leaves no runtime behind (its descendants are found by tag)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: S110 - best effort, the tag sweep is the backstop
+        pass
+
+
+async def spawn(argv: list[str], env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
+    try:
+        return await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env, cwd=str(cwd), start_new_session=True,
+            limit=STREAM_LIMIT, preexec_fn=_die_with_parent)
+    except OSError as exc:
+        raise errors.RuntimeStartFailed(f"{argv[0]}: {exc}") from exc
+
+
+async def kill_process_group(proc: asyncio.subprocess.Process | None, tag: str | None,
+                             grace: float = 3.0) -> None:
+    """SIGTERM the group, wait ``grace``, then SIGKILL the group and every tagged straggler."""
+    if proc is not None and proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), grace)
+    if proc is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            if proc.returncode is None:
+                proc.kill()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(proc.wait(), 5)
+    if tag:
+        for _ in range(3):
+            pids = tagged_pids(tag)
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            await asyncio.sleep(0.05)
+
+
+class RuntimeAdapter(ABC):
+    """Base of all adapters. Subclasses implement the native protocol hooks."""
+
+    name: ClassVar[str] = ""
+    platforms: ClassVar[frozenset[str]] = frozenset({"openai-compat"})
+    pause_idle_during_tools: ClassVar[bool] = False
+    retire_after_watchdog: ClassVar[bool] = False
+
+    def __init__(self, config: RuntimeConfig):
+        self.check_provider(config.provider)
+        self.config = config
+        self.tag = uuid.uuid4().hex
+        self.proc: asyncio.subprocess.Process | None = None
+        self.native_session_id: str | None = None
+        self._queue: asyncio.Queue[Event | _Exited] = asyncio.Queue()
+        self._turn_active = False
+        self._cancel_requested = False
+        self._watchdog_code: str | None = None
+        self._pending_permissions: dict[str, asyncio.Future[str | None]] = {}
+        self._pending_questions: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
+        self._stderr_tail: list[str] = []
+        self._closed = False
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    # ---------------------------------------------------------------- class-level API
+    @classmethod
+    def check_provider(cls, provider: ProviderSpec) -> None:
+        if provider.platform not in PLATFORMS:
+            raise errors.ProviderUnsupported(f"unknown provider platform {provider.platform!r}")
+        if provider.platform not in cls.platforms:
+            raise errors.ProviderUnsupported(
+                f"runtime {cls.name!r} cannot use a {provider.platform!r} provider "
+                f"(supported: {', '.join(sorted(cls.platforms))})")
+        if not provider.base_url or not provider.base_url.startswith(("http://", "https://")):
+            raise errors.ProviderUnsupported("the provider needs an explicit http(s) base_url")
+
+    @classmethod
+    @abstractmethod
+    def probe(cls, runtimes_dir: Path | None = None) -> Probe: ...
+
+    @classmethod
+    def static_capabilities(cls) -> Capabilities:
+        return Capabilities()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.static_capabilities()
+
+    # ---------------------------------------------------------------- lifecycle
+    @abstractmethod
+    async def start(self, resume: str | None = None) -> str:
+        """Start the process and a new native session, or resume ``resume``. Returns the
+        native session id. Raises ``NativeSessionNotFound`` when the runtime says the saved
+        conversation does not exist."""
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._release_pending()
+        await self._close_native()
+        for task in self._tasks:
+            task.cancel()
+        await kill_process_group(self.proc, self.tag)
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def __aenter__(self) -> RuntimeAdapter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _close_native(self) -> None:  # noqa: B027 - optional hook
+        """Optional polite shutdown before the group is killed."""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None and not self._closed
+
+    @property
+    def turn_active(self) -> bool:
+        return self._turn_active
+
+    # ---------------------------------------------------------------- native hooks
+    @abstractmethod
+    async def _begin_turn(self, turn_input: TurnInput) -> None:
+        """Send the native request that starts a turn (events then arrive on the queue)."""
+
+    @abstractmethod
+    async def _cancel_native(self) -> None:
+        """Ask the runtime to stop the current turn (interrupt / session/cancel / abort)."""
+
+    def _repeat_signature(self, event: Event) -> tuple[str, str] | None:
+        """(call id, signature) when ``event`` counts toward the repeat limit."""
+        if isinstance(event, ToolStarted):
+            from .watchdog import call_signature
+
+            return event.call_id, call_signature(event.kind, event.title, event.input)
+        return None
+
+    def _map_terminal(self, event: Event) -> Event:
+        """Adapter hook: adjust the native terminal (e.g. ACP cancel intent)."""
+        return event
+
+    def _after_turn(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    # ---------------------------------------------------------------- turn driver
+    def emit(self, event: Event) -> None:
+        self._queue.put_nowait(event)
+
+    async def run_turn(self, turn_input: TurnInput) -> AsyncIterator[Event]:
+        """Run one turn; yields typed events and ends with exactly one terminal event."""
+        if self._turn_active:
+            raise errors.TurnInProgress()
+        if not self.alive:
+            raise errors.RuntimeExited("the runtime process is not running")
+        self._turn_active = True
+        self._cancel_requested = False
+        self._watchdog_code = None
+        wd = self.config.watchdog
+        loop = asyncio.get_running_loop()
+        clock = TurnClock(wd.turn_hard_cap_seconds, wd.turn_idle_timeout_seconds, loop.time())
+        counter = RepeatToolCounter(wd.repeat_tool_call_limit)
+        cancel_deadline: float | None = None
+        # drop leftovers of an earlier turn (late frames are provenance only)
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if isinstance(item, _Exited):
+                self._queue.put_nowait(item)
+                break
+        try:
+            try:
+                await self._begin_turn(turn_input)
+            except errors.RuntimeAdapterError as exc:
+                yield TurnFailed(code=exc.code, message=str(exc))
+                return
+            while True:
+                now = loop.time()
+                timeout = clock.next_deadline(now)
+                if (self._cancel_requested or self._watchdog_code) and cancel_deadline is None:
+                    cancel_deadline = now + self.config.cancel_grace_seconds
+                if cancel_deadline is not None:
+                    left = max(0.0, cancel_deadline - now)
+                    timeout = left if timeout is None else min(timeout, left)
+                try:
+                    item = await asyncio.wait_for(self._queue.get(), timeout)
+                except TimeoutError:
+                    now = loop.time()
+                    if cancel_deadline is not None and now >= cancel_deadline:
+                        # the runtime did not finish the cancelled turn: retire it
+                        await kill_process_group(self.proc, self.tag, grace=1.0)
+                        yield self._final_abort_event()
+                        return
+                    reason = clock.expired(now)
+                    if reason and not self._watchdog_code:
+                        await self._trip(reason)
+                    continue
+                if isinstance(item, _Exited):
+                    self._queue.put_nowait(item)  # keep it for later callers
+                    if self._cancel_requested or self._watchdog_code:
+                        yield self._final_abort_event()
+                    else:
+                        tail = item.stderr_tail.strip().splitlines()[-3:]
+                        yield TurnFailed(code=errors.RuntimeExited.code,
+                                         message=f"runtime exited ({item.returncode}): "
+                                                 + " | ".join(tail))
+                    return
+                event = item
+                clock.touch(loop.time())
+                if isinstance(event, PermissionRequested | QuestionAsked):
+                    clock.pause()
+                elif isinstance(event, PermissionAnswered):
+                    clock.resume(loop.time())
+                elif self.pause_idle_during_tools and isinstance(event, ToolStarted):
+                    clock.pause()
+                elif self.pause_idle_during_tools and isinstance(event, ToolCompleted):
+                    clock.resume(loop.time())
+                if event.terminal:
+                    if self._watchdog_code:
+                        if self.retire_after_watchdog:
+                            await kill_process_group(self.proc, self.tag, grace=1.0)
+                        yield self._final_abort_event()
+                    else:
+                        yield self._map_terminal(event)
+                    return
+                yield event
+                sig = self._repeat_signature(event)
+                if sig and not self._watchdog_code and counter.observe(*sig):
+                    await self._trip(REPEAT_TOOL_LOOP)
+        finally:
+            self._turn_active = False
+            self._release_pending()
+            self._after_turn()
+
+    def _final_abort_event(self) -> Event:
+        if self._watchdog_code:
+            messages = {
+                REPEAT_TOOL_LOOP: "the same tool call repeated "
+                                  f"{self.config.watchdog.repeat_tool_call_limit} times",
+            }
+            return TurnFailed(code=self._watchdog_code,
+                              message=messages.get(self._watchdog_code, self._watchdog_code))
+        return TurnCancelled(reason="interrupted")
+
+    async def _trip(self, code: str) -> None:
+        self._watchdog_code = code
+        self.emit(ErrorObserved(code=code, message=f"watchdog: {code}"))
+        self._release_pending()
+        with contextlib.suppress(errors.RuntimeAdapterError):
+            await self._cancel_native()
+
+    async def interrupt(self) -> None:
+        """Stop the turn in flight. The terminal event comes through ``run_turn``."""
+        if not self._turn_active:
+            raise errors.NoTurnInFlight()
+        if self._cancel_requested:
+            return
+        self._cancel_requested = True
+        self._release_pending()
+        await self._cancel_native()
+
+    # ---------------------------------------------------------------- permissions
+    def _new_pending(self, request_id: str) -> asyncio.Future[str | None]:
+        fut: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._pending_permissions[request_id] = fut
+        return fut
+
+    async def answer_permission(self, request_id: str, option_id: str | None) -> None:
+        """Answer a permission request; ``None`` answers it cancelled."""
+        fut = self._pending_permissions.pop(request_id, None)
+        if fut is None or fut.done():
+            raise errors.UnknownRequest(f"no pending permission request {request_id!r}")
+        fut.set_result(option_id)
+        self.emit(PermissionAnswered(request_id=request_id, option_id=option_id))
+
+    async def answer_question(self, request_id: str, answers: dict[str, Any] | None) -> None:
+        fut = self._pending_questions.pop(request_id, None)
+        if fut is None or fut.done():
+            raise errors.UnknownRequest(f"no pending question {request_id!r}")
+        fut.set_result(answers)
+
+    @property
+    def pending_requests(self) -> list[str]:
+        return [*self._pending_permissions, *self._pending_questions]
+
+    def _release_pending(self) -> None:
+        for fut in list(self._pending_permissions.values()):
+            if not fut.done():
+                fut.set_result(None)
+        self._pending_permissions.clear()
+        for qfut in list(self._pending_questions.values()):
+            if not qfut.done():
+                qfut.set_result(None)
+        self._pending_questions.clear()
+
+    # ---------------------------------------------------------------- helpers
+    def _observe_wire(self, direction: str, msg: dict[str, Any]) -> None:
+        if self.config.wire_observer is not None:
+            self.config.wire_observer(direction, msg)
+
+    def _start_stderr_pump(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        stderr = self.proc.stderr
+
+        async def pump() -> None:
+            while True:
+                line = await stderr.readline()
+                if not line:
+                    return
+                self._stderr_tail.append(line.decode(errors="replace"))
+                del self._stderr_tail[:-50]
+
+        self._tasks.append(asyncio.create_task(pump()))
+
+    def _exited(self) -> _Exited:
+        rc = self.proc.returncode if self.proc else None
+        return _Exited(rc, "".join(self._stderr_tail))
+
+
+def which_node() -> str | None:
+    return shutil.which("node") or (
+        "/usr/bin/node" if os.path.exists("/usr/bin/node") else None)
+
+
+def monotonic() -> float:
+    return time.monotonic()
+
+
+# -- registry ----------------------------------------------------------------------------
+_REGISTRY: dict[str, type[RuntimeAdapter]] = {}
+
+
+def register(cls: type[RuntimeAdapter]) -> type[RuntimeAdapter]:
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"runtime {cls.name!r} registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def get_adapter(name: str) -> type[RuntimeAdapter]:
+    from . import load_builtin
+
+    load_builtin()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise errors.UnknownRuntime(
+            f"unknown runtime {name!r} (known: {', '.join(sorted(_REGISTRY))})") from None
+
+
+def registered() -> dict[str, type[RuntimeAdapter]]:
+    from . import load_builtin
+
+    load_builtin()
+    return dict(_REGISTRY)

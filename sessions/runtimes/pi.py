@@ -1,0 +1,264 @@
+"""Pi (``@mariozechner/pi-coding-agent``) through ``pi --mode rpc`` (JSON lines).
+
+A private ``PI_CODING_AGENT_DIR`` holds ``models.json`` with one provider, ``amux``, that
+points at the session's OpenAI-compatible base URL (Chat Completions) and reads its key from
+``AMUX_PROVIDER_KEY``. The native session is Pi's session file (``--session-dir`` for a new
+one, ``--session <file>`` to resume). A ``prompt`` answer only means accepted; the turn ends
+at ``agent_end``. ``abort`` stops it. Usage: each assistant message's ``usage`` is ``last``;
+``get_session_stats`` (Pi's own running totals) is the cumulative snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from . import errors
+from .base import (
+    PROVIDER_KEY_ENV,
+    Capabilities,
+    Probe,
+    RuntimeAdapter,
+    minimal_env,
+    register,
+    spawn,
+    which_node,
+)
+from .events import (
+    ErrorObserved,
+    MessageCompleted,
+    MessageDelta,
+    Reasoning,
+    ToolCompleted,
+    ToolStarted,
+    ToolUpdated,
+    TurnCancelled,
+    TurnCompleted,
+    TurnFailed,
+    TurnInput,
+    TurnStarted,
+    UsageObserved,
+)
+from .jsonl import JsonLines
+
+PI_FLAGS = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes",
+            "--no-context-files"]
+
+
+def pi_cli(runtimes_dir: Path) -> Path:
+    return runtimes_dir / "@mariozechner" / "pi-coding-agent" / "dist" / "cli.js"
+
+
+def _last_usage(usage: dict[str, Any]) -> dict[str, int]:
+    fields = {"input": "input_tokens", "output": "output_tokens",
+              "cacheRead": "cached_input_tokens", "cacheWrite": "cache_creation_input_tokens",
+              "totalTokens": "total_tokens"}
+    return {new: int(usage[old]) for old, new in fields.items()
+            if isinstance(usage.get(old), int | float)}
+
+
+@register
+class PiAdapter(RuntimeAdapter):
+    name = "pi"
+    platforms = frozenset({"openai-compat"})
+
+    def __init__(self, config):
+        super().__init__(config)
+        self._rpc: JsonLines | None = None
+        self._last_assistant: dict[str, Any] | None = None
+        self._text_item = 0
+
+    @classmethod
+    def probe(cls, runtimes_dir: Path | None = None) -> Probe:
+        from .base import default_runtimes_dir
+
+        cli = pi_cli(runtimes_dir or default_runtimes_dir())
+        node = which_node()
+        if not cli.exists() or node is None:
+            return Probe(cls.name, False, error=f"{cli} or node not found (run `make runtimes`)")
+        pkg = cli.parent.parent / "package.json"
+        try:
+            version = json.loads(pkg.read_text()).get("version")
+        except (OSError, ValueError) as exc:
+            return Probe(cls.name, False, path=str(cli), error=str(exc))
+        try:
+            out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=10,
+                                 stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Probe(cls.name, False, path=str(cli), error=str(exc))
+        return Probe(cls.name, out.returncode == 0, version, str(cli))
+
+    @classmethod
+    def static_capabilities(cls) -> Capabilities:
+        return Capabilities(resume=True, interrupt=True, images=True, permissions=False,
+                            questions=False, set_model=True, native_cumulative_usage=True)
+
+    @property
+    def agent_dir(self) -> Path:
+        return self.config.state_dir / "home" / ".pi" / "agent"
+
+    async def start(self, resume: str | None = None) -> str:
+        cfg = self.config
+        cli = pi_cli(cfg.runtimes_dir)
+        node = which_node()
+        if not cli.exists() or node is None:
+            raise errors.RuntimeNotInstalled(f"{cli} or node not found (run `make runtimes`)")
+        if resume and not Path(resume).exists():
+            raise errors.NativeSessionNotFound(f"Pi session file {resume} does not exist")
+        env = minimal_env(cfg, self.tag, extra_path=[str(Path(node).parent)])
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+        (self.agent_dir / "models.json").write_text(json.dumps({"providers": {"amux": {
+            "baseUrl": cfg.provider.base_url, "api": "openai-completions",
+            "apiKey": PROVIDER_KEY_ENV,
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": [{"id": cfg.model, "contextWindow": 128000, "maxTokens": 16384}]}}},
+            indent=1))
+        env.update({"PI_CODING_AGENT_DIR": str(self.agent_dir), "PI_OFFLINE": "1",
+                    "PI_TELEMETRY": "0",
+                    PROVIDER_KEY_ENV: cfg.provider.api_key or "amux-no-key"})
+        sessions_dir = cfg.state_dir / "pi-sessions"
+        sessions_dir.mkdir(parents=True, exist_ok=True)
+        argv = [node, str(cli), "--mode", "rpc", "--provider", "amux", "--model", cfg.model,
+                *PI_FLAGS, "--session-dir", str(sessions_dir)]
+        if resume:
+            argv += ["--session", resume]
+        if cfg.developer_instructions:
+            argv += ["--append-system-prompt", cfg.developer_instructions]
+        if cfg.effort:
+            argv += ["--thinking", cfg.effort]
+        cfg.workdir.mkdir(parents=True, exist_ok=True)
+        self.proc = await spawn(argv, env, cfg.workdir)
+        self._start_stderr_pump()
+        self._rpc = JsonLines(self.proc, self._on_message, self._on_closed,
+                              observer=self._observe_wire, string_ids=True)
+        try:
+            state = await self._command({"type": "get_state"}, timeout=60)
+        except BaseException:
+            await self.close()
+            raise
+        self.native_session_id = state.get("sessionFile") or state.get("sessionId")
+        if not self.native_session_id:
+            await self.close()
+            raise errors.RuntimeStartFailed("Pi reported no session file")
+        return self.native_session_id
+
+    async def _command(self, cmd: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
+        assert self._rpc is not None
+        msg = await self._rpc.request(cmd, timeout=timeout)
+        if not msg.get("success"):
+            raise errors.ProtocolError(f"{cmd['type']}: {msg.get('error')}")
+        return msg.get("data") or {}
+
+    def _on_closed(self) -> None:
+        self._queue.put_nowait(self._exited())
+
+    async def _begin_turn(self, turn_input: TurnInput) -> None:
+        self._last_assistant = None
+        cmd: dict[str, Any] = {"type": "prompt", "message": turn_input.text}
+        if turn_input.images:
+            cmd["images"] = [{"type": "image", "data": data, "mimeType": mime}
+                             for mime, data in turn_input.images]
+        await self._command(cmd)
+
+    async def _cancel_native(self) -> None:
+        if self._rpc is not None and self.alive:
+            with contextlib.suppress(errors.RuntimeAdapterError):
+                await self._command({"type": "abort"}, timeout=10)
+
+    async def set_model(self, model: str, effort: str | None = None) -> None:
+        await self._command({"type": "set_model", "provider": "amux", "modelId": model})
+        self.config.model = model
+
+    def _on_message(self, msg: dict[str, Any]) -> None:
+        kind = msg.get("type")
+        if kind == "extension_ui_request":
+            # no extensions are loaded; never leave a dialog hanging
+            if self._rpc is not None and msg.get("method") in ("select", "confirm", "input",
+                                                               "editor"):
+                self._tasks.append(asyncio.create_task(self._rpc.send(
+                    {"type": "extension_ui_response", "id": msg.get("id"),
+                     "cancelled": True})))
+            return
+        if not self._turn_active:
+            return
+        if kind == "agent_start":
+            self.emit(TurnStarted())
+        elif kind == "message_update":
+            ev = msg.get("assistantMessageEvent") or {}
+            if ev.get("type") == "text_delta":
+                self.emit(MessageDelta(text=ev.get("delta", ""),
+                                       item_id=f"pi-{self._text_item}"))
+        elif kind == "message_end":
+            message = msg.get("message") or {}
+            if message.get("role") != "assistant":
+                return
+            self._last_assistant = message
+            texts = [c.get("text", "") for c in message.get("content") or []
+                     if c.get("type") == "text"]
+            thoughts = [c.get("thinking", "") for c in message.get("content") or []
+                        if c.get("type") == "thinking"]
+            if thoughts and any(thoughts):
+                self.emit(Reasoning(text="\n".join(thoughts)))
+            if texts and any(texts):
+                self.emit(MessageCompleted(text="".join(texts),
+                                           item_id=f"pi-{self._text_item}"))
+            self._text_item += 1
+            usage = message.get("usage")
+            if isinstance(usage, dict) and message.get("stopReason") not in ("aborted",):
+                self.emit(UsageObserved(last=_last_usage(usage) or None))
+            if message.get("stopReason") == "error":
+                self.emit(ErrorObserved(code="provider_error",
+                                        message=str(message.get("errorMessage", ""))))
+        elif kind == "tool_execution_start":
+            args = msg.get("args")
+            title = args.get("command") if isinstance(args, dict) else None
+            self.emit(ToolStarted(call_id=msg.get("toolCallId", ""), kind=msg.get("toolName"),
+                                  title=title or msg.get("toolName"), input=args))
+        elif kind == "tool_execution_update":
+            self.emit(ToolUpdated(call_id=msg.get("toolCallId", ""), status="in_progress",
+                                  output=_text_of(msg.get("partialResult"))))
+        elif kind == "tool_execution_end":
+            self.emit(ToolCompleted(call_id=msg.get("toolCallId", ""),
+                                    status="failed" if msg.get("isError") else "completed",
+                                    output=_text_of(msg.get("result"))))
+        elif kind == "auto_retry_start":
+            self.emit(ErrorObserved(code="provider_error", will_retry=True,
+                                    message=str(msg.get("errorMessage", ""))))
+        elif kind == "agent_end":
+            self._tasks.append(asyncio.create_task(self._finish()))
+
+    async def _finish(self) -> None:
+        """After ``agent_end``: the native cumulative snapshot, then the one terminal."""
+        last = self._last_assistant or {}
+        stop = last.get("stopReason")
+        with contextlib.suppress(errors.RuntimeAdapterError):
+            stats = await self._command({"type": "get_session_stats"}, timeout=15)
+            tokens = stats.get("tokens") or {}
+            cumulative = {f"cumulative_{k}": v for k, v in _last_usage(
+                {"input": tokens.get("input"), "output": tokens.get("output"),
+                 "cacheRead": tokens.get("cacheRead"), "cacheWrite": tokens.get("cacheWrite"),
+                 "totalTokens": tokens.get("total")}).items()}
+            ctx = stats.get("contextUsage") or {}
+            if cumulative or ctx:
+                self.emit(UsageObserved(cumulative=cumulative or None,
+                                        context_window=ctx.get("contextWindow"),
+                                        context_used=ctx.get("tokens")))
+        if self._cancel_requested or stop == "aborted":
+            self.emit(TurnCancelled(reason="interrupted"))
+        elif stop == "error":
+            self.emit(TurnFailed(code="provider_error",
+                                 message=str(last.get("errorMessage", ""))))
+        else:
+            self.emit(TurnCompleted(stop_reason=stop or "stop"))
+
+
+def _text_of(result: Any) -> str | None:
+    if not isinstance(result, dict):
+        return None
+    parts = [c.get("text", "") for c in result.get("content") or []
+             if isinstance(c, dict) and c.get("type") == "text"]
+    return "".join(parts) if parts else None

@@ -1,0 +1,240 @@
+"""Session commands used by the API, the panel and other apps (one call each).
+
+Each command validates, writes what must survive (rows, timeline) and then wakes or nudges
+the session's host: a live lease means a host serves the session (nudge it through Redis),
+otherwise a new host task is enqueued after commit.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from sessions import control, timeline
+from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
+from sessions.runtimes import ProviderSpec, RuntimeConfig, WatchdogConfig, errors, get_adapter
+from sessions.runtimes.watchdog import (
+    normalize_hard_cap,
+    normalize_idle_timeout,
+    normalize_repeat_limit,
+)
+
+MIN_IDLE_TIMEOUT = 60
+RUNTIME_PLATFORM = {"openai-compat": "openai-compat", "anthropic-compat": "anthropic-compat"}
+
+
+class CommandError(Exception):
+    """A refused command: ``status`` is the HTTP status the API answers with."""
+
+    status = 400
+    code = "invalid"
+
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None,
+                 field: str | None = None):
+        super().__init__(message)
+        if code:
+            self.code = code
+        if status:
+            self.status = status
+        self.field = field
+
+
+class Conflict(CommandError):
+    status = 409
+    code = "conflict"
+
+
+def lease_seconds() -> int:
+    """The host lease's time to live (renewed every third of it)."""
+    return int(getattr(settings, "AMUX_SESSION_LEASE_SECONDS", None)
+               or os.environ.get("AMUX_SESSION_LEASE_SECONDS") or 30)
+
+
+def hostname() -> str:
+    return getattr(settings, "AMUX_HOSTNAME", None) or socket.gethostname()
+
+
+def runtime_root() -> Path:
+    return Path(settings.DATA_DIR) / "runtime"
+
+
+def state_dir(session: Session) -> Path:
+    return runtime_root() / f"session-{session.pk}"
+
+
+# ------------------------------------------------------------------------ creation
+def provider_spec(provider: ProviderProfile) -> ProviderSpec:
+    return ProviderSpec(platform=RUNTIME_PLATFORM.get(provider.platform, provider.platform),
+                        base_url=provider.base_url,
+                        api_key=(provider.secrets or {}).get("api_key", ""),
+                        slug=provider.slug)
+
+
+def create_session(*, runtime: str, provider: str, model: str, workdir: str | None = None,
+                   name: str = "", permission_mode: str = "bypass", effort: str | None = None,
+                   idle_timeout_s: int = 300, watchdog: dict[str, Any] | None = None,
+                   developer_instructions: str | None = None) -> Session:
+    try:
+        adapter_cls = get_adapter(runtime)
+    except errors.UnknownRuntime as exc:
+        raise CommandError(str(exc), code="unknown_runtime", field="runtime") from exc
+    profile = ProviderProfile.objects.filter(slug=provider).first()
+    if profile is None:
+        raise CommandError(f"unknown provider {provider!r}", code="unknown_provider",
+                           field="provider")
+    try:  # an unsupported platform/wire mode fails before any process starts
+        adapter_cls.check_provider(provider_spec(profile))
+    except errors.ProviderUnsupported as exc:
+        raise CommandError(str(exc), code="provider_unsupported", field="provider") from exc
+    if not model:
+        raise CommandError("model is required", field="model")
+    if permission_mode not in ("bypass", "ask"):
+        raise CommandError("permission_mode is 'bypass' or 'ask'", field="permission_mode")
+    if workdir is not None and not Path(workdir).is_absolute():
+        raise CommandError("workdir must be an absolute path", field="workdir")
+    wd = watchdog or {}
+    snapshot = {
+        "runtime": runtime, "model": model, "effort": effort, "provider": profile.slug,
+        "platform": profile.platform, "base_url": profile.base_url,
+        "permission_mode": permission_mode,
+        "watchdog": {
+            "turn_hard_cap_seconds": normalize_hard_cap(wd.get("turn_hard_cap_seconds")),
+            "turn_idle_timeout_seconds": normalize_idle_timeout(
+                wd.get("turn_idle_timeout_seconds")),
+            "repeat_tool_call_limit": normalize_repeat_limit(wd.get("repeat_tool_call_limit")),
+        },
+        "developer_instructions": developer_instructions,
+    }
+    with transaction.atomic():
+        session = Session.objects.create(
+            name=name, runtime=runtime, provider=profile, model=model, snapshot=snapshot,
+            workdir=workdir or "", idle_timeout_s=max(MIN_IDLE_TIMEOUT, int(idle_timeout_s)))
+        if not workdir:
+            session.workdir = str(Path(settings.WORK_DIR) / f"session-{session.pk}")
+            session.save(update_fields=["workdir"])
+        Path(session.workdir).mkdir(parents=True, exist_ok=True)
+        timeline.note(session.pk, "session.created", {"runtime": runtime, "model": model,
+                                                      "provider": profile.slug})
+    return session
+
+
+def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
+    snap = session.snapshot or {}
+    provider = session.provider
+    if provider is None:
+        raise errors.ProviderUnsupported("the session has no provider")
+    return RuntimeConfig(
+        workdir=Path(session.workdir), state_dir=state_dir(session),
+        provider=provider_spec(provider), model=snap.get("model") or session.model,
+        effort=snap.get("effort"), permission_mode=snap.get("permission_mode", "bypass"),
+        watchdog=WatchdogConfig.from_settings(snap.get("watchdog")),
+        developer_instructions=snap.get("developer_instructions"), **overrides)
+
+
+# ------------------------------------------------------------------------ commands
+def _lease_alive(session: Session) -> bool:
+    return bool(session.lease_owner and session.lease_expires_at
+                and session.lease_expires_at > timezone.now())
+
+
+def wake(session_id: int) -> None:
+    """Make sure a host serves the session: nudge a live one or enqueue a new one."""
+    session = Session.objects.get(pk=session_id)
+    if session.lifecycle == Lifecycle.ARCHIVED:
+        return
+    if _lease_alive(session):
+        # after commit, or the host could look before the new turn is visible
+        transaction.on_commit(lambda: control.send(session_id, "input"))
+        return
+    from sessions.tasks import enqueue_host
+
+    transaction.on_commit(lambda: enqueue_host(session_id))
+
+
+def post_message(session_id: int, text: str, *, key: str | None = None,
+                 images: list[dict[str, str]] | None = None):
+    if not isinstance(text, str) or not text.strip():
+        raise CommandError("text must be a non-empty string", field="text")
+    try:
+        with transaction.atomic():
+            turn, created = timeline.enqueue_input(session_id, text, key=key, images=images)
+            if created:
+                wake(session_id)
+    except timeline.SessionArchived as exc:
+        raise Conflict(str(exc), code="session_archived") from exc
+    return turn
+
+
+def interrupt(session_id: int) -> None:
+    turn = timeline.turn_in_flight(session_id)
+    if turn is None:
+        raise Conflict("no turn is in flight", code="no_turn_in_flight")
+    control.send(session_id, "interrupt", turn=turn.seq)
+
+
+def answer_permission(session_id: int, request_id: str, option_id: str | None) -> None:
+    pending = timeline.pending_requests(session_id).get(request_id)
+    if pending is None or pending["type"] != "permission.requested":
+        raise Conflict(f"no open permission request {request_id!r} (already answered?)",
+                       code="not_pending")
+    options = [o["id"] for o in pending["payload"].get("options", [])]
+    if option_id is not None and option_id not in options:
+        raise CommandError(f"option must be one of {options}", field="option")
+    if not control.claim_answer(session_id, request_id):
+        raise Conflict(f"permission request {request_id!r} was already answered",
+                       code="already_answered")
+    control.send(session_id, "permission", request_id=request_id, option_id=option_id)
+
+
+def answer_question(session_id: int, request_id: str, answers: dict[str, Any]) -> None:
+    pending = timeline.pending_requests(session_id).get(request_id)
+    if pending is None or pending["type"] != "question.asked":
+        raise Conflict(f"no open question {request_id!r} (already answered?)",
+                       code="not_pending")
+    if not isinstance(answers, dict):
+        raise CommandError("answers must be an object of question id → answer",
+                           field="answers")
+    if not control.claim_answer(session_id, request_id):
+        raise Conflict(f"question {request_id!r} was already answered",
+                       code="already_answered")
+    control.send(session_id, "answer", request_id=request_id, answers=answers)
+
+
+def sleep(session_id: int) -> None:
+    """Manual sleep: refused while a turn is in flight or inputs are queued."""
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        if session.lifecycle == Lifecycle.ARCHIVED:
+            raise Conflict("the session is archived", code="session_archived")
+        if session.turns.filter(state__in=[TurnState.QUEUED, TurnState.RUNNING]).exists():
+            raise Conflict("the session has work in flight", code="busy")
+        if _lease_alive(session):
+            control.send(session_id, "sleep")
+        else:
+            session.lifecycle = Lifecycle.SLEEPING
+            session.sleep_reason = SleepReason.MANUAL
+            session.save(update_fields=["lifecycle", "sleep_reason", "updated_at"])
+
+
+def archive(session_id: int) -> None:
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        if session.lifecycle == Lifecycle.ARCHIVED:
+            return
+        if session.turns.filter(state__in=[TurnState.QUEUED, TurnState.RUNNING]).exists():
+            raise Conflict("the session has work in flight; interrupt it first", code="busy")
+        session.lifecycle = Lifecycle.ARCHIVED
+        session.save(update_fields=["lifecycle", "updated_at"])
+        timeline.note(session_id, "session.archived", {})
+    control.send(session_id, "archive")
+
+
+def lease_deadline() -> Any:
+    return timezone.now() + timedelta(seconds=lease_seconds())

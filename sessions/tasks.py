@@ -1,0 +1,60 @@
+"""Celery tasks of the session layer: the session host (``runtime`` queue) and the sweep.
+
+Correctness never rests on broker redelivery: a redelivered or duplicate host task finds
+the lease held and returns at once; a dead host's lease expires and the sweep starts a new
+host, which resumes the same native session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from celery import current_app, shared_task
+from django.db.models import Q
+from django.utils import timezone
+
+from sessions.models import Lifecycle, Session, TurnState
+
+log = logging.getLogger(__name__)
+
+HOST_TIME_LIMIT = 8 * 24 * 3600  # beyond the 7-day turn cap
+SWEEP_INTERVAL = 10.0
+
+
+@shared_task(name="sessions.host", queue="runtime", acks_late=True,
+             reject_on_worker_lost=True, time_limit=HOST_TIME_LIMIT, ignore_result=True)
+def run_session_host(*, session_id: int) -> str:
+    from sessions.host import SessionHost
+
+    outcome = asyncio.run(SessionHost(session_id).run())
+    log.info("session %s host ended: %s", session_id, outcome)
+    return outcome
+
+
+def enqueue_host(session_id: int) -> None:
+    run_session_host.apply_async(kwargs={"session_id": session_id}, queue="runtime")
+
+
+@shared_task(name="sessions.sweep", queue="default", acks_late=True, time_limit=60,
+             ignore_result=True)
+def sweep_sessions() -> int:
+    """Start a host for every session whose host died (expired lease) or whose queued input
+    found no host (asleep with work waiting)."""
+    now = timezone.now()
+    expired = Q(lifecycle__in=[Lifecycle.RUNNING, Lifecycle.IDLE]) & (
+        Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
+    waiting = Q(turns__state=TurnState.QUEUED) & ~Q(lifecycle=Lifecycle.ARCHIVED) & (
+        Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
+    ids = list(Session.objects.filter(expired | waiting).values_list("pk", flat=True)
+               .distinct())
+    for session_id in ids:
+        enqueue_host(session_id)
+    return len(ids)
+
+
+current_app.conf.beat_schedule = {
+    **(current_app.conf.beat_schedule or {}),
+    "sessions-sweep": {"task": "sessions.sweep", "schedule": SWEEP_INTERVAL,
+                       "options": {"expires": SWEEP_INTERVAL}},
+}

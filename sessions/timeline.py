@@ -1,0 +1,298 @@
+"""The canonical timeline: the one writer of turns and timeline events.
+
+It assigns turn identity and order (``Turn.seq`` per session) and event order
+(``TimelineEvent.seq`` per session, gapless, under the session row lock), accepts exactly one
+terminal event per turn — a later terminal is kept only as provenance on the accepted one —
+and publishes each stored event to the session's Channels group after commit. Runtime adapters
+emit typed events (``sessions.runtimes.events``); provider ids are kept as provenance only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from sessions.apps import TIMELINE_LAYER
+from sessions.models import Lifecycle, Session, TimelineEvent, Turn, TurnState
+from sessions.runtimes import events as rt
+
+log = logging.getLogger(__name__)
+
+TERMINAL_STATE = {
+    rt.TurnCompleted.type: TurnState.COMPLETED,
+    rt.TurnFailed.type: TurnState.FAILED,
+    rt.TurnCancelled.type: TurnState.CANCELLED,
+}
+ENDED = {TurnState.COMPLETED, TurnState.FAILED, TurnState.CANCELLED}
+USAGE_KEYS = ("last", "cumulative", "context_window", "context_used", "cost")
+
+
+def group_name(session_id: int) -> str:
+    return f"session-timeline-{session_id}"
+
+
+def event_data(ev: TimelineEvent, turn_seq: int | None = None) -> dict[str, Any]:
+    if turn_seq is None and ev.turn_id is not None:
+        turn_seq = ev.turn.seq
+    return {"seq": ev.seq, "turn": turn_seq, "type": ev.type, "payload": ev.payload,
+            "at": ev.at.isoformat()}
+
+
+def group_message(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """The channel-layer message for stored events (their JSON rendered once here)."""
+    return {"type": "timeline.events", "events": items,
+            "json": [json.dumps(item) for item in items]}
+
+
+def publish(session_id: int, items: list[dict[str, Any]]) -> None:
+    """Send stored events to the session's websocket group (after commit)."""
+    if not items:
+        return
+    try:
+        from asgiref.sync import async_to_sync
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer(TIMELINE_LAYER)
+        if layer is None:
+            return
+        send = async_to_sync(layer.group_send)
+        message = group_message(items)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            send(group_name(session_id), message)
+        else:  # called from a thread that runs an event loop: send from a helper thread
+            helper = threading.Thread(target=send, args=(group_name(session_id), message))
+            helper.start()
+            helper.join(10)
+    except Exception:  # the stored timeline is the truth; the socket catches up on replay
+        log.warning("timeline publish failed for session %s", session_id, exc_info=True)
+
+
+class Writer:
+    """Appends events for one session inside the caller's transaction (one INSERT for a
+    batch); the events are published after commit."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        last = TimelineEvent.objects.filter(session=session).aggregate(m=Max("seq"))["m"]
+        self.next_seq = (last or 0) + 1
+        self.pending: list[tuple[TimelineEvent, int | None]] = []
+        self.published: list[dict[str, Any]] = []
+
+    def append(self, type_: str, payload: dict[str, Any] | None = None, *,
+               turn: Turn | None = None, provenance: dict[str, Any] | None = None
+               ) -> TimelineEvent:
+        ev = TimelineEvent(session=self.session, seq=self.next_seq, turn=turn,
+                           type=type_, payload=payload or {}, provenance=provenance or {})
+        self.next_seq += 1
+        self.pending.append((ev, turn.seq if turn else None))
+        return ev
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        TimelineEvent.objects.bulk_create([ev for ev, _ in self.pending])
+        self.published.extend(event_data(ev, seq) for ev, seq in self.pending)
+        self.pending.clear()
+
+    def commit_publish(self, publish_after_commit: bool = True) -> None:
+        self.flush()
+        if publish_after_commit:
+            items, sid = list(self.published), self.session.pk
+            transaction.on_commit(lambda: publish(sid, items))
+
+
+def _relaxed_commit() -> None:
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+def _locked(session_id: int) -> Session:
+    return Session.objects.select_for_update().get(pk=session_id)
+
+
+# ------------------------------------------------------------------------------- inputs
+class TimelineError(Exception):
+    code = "invalid"
+
+
+class SessionArchived(TimelineError):
+    code = "session_archived"
+
+
+def enqueue_input(session_id: int, text: str, *, key: str | None = None,
+                  images: list[dict[str, str]] | None = None) -> tuple[Turn, bool]:
+    """Queue one user input as a new turn. Idempotent on ``key``. Returns (turn, created)."""
+    with transaction.atomic():
+        session = _locked(session_id)
+        if session.lifecycle == Lifecycle.ARCHIVED:
+            raise SessionArchived("the session is archived and takes no more input")
+        if key:
+            existing = Turn.objects.filter(session=session, key=key).first()
+            if existing is not None:
+                return existing, False
+        last = Turn.objects.filter(session=session).aggregate(m=Max("seq"))["m"] or 0
+        turn = Turn.objects.create(session=session, seq=last + 1,
+                                   key=key or f"turn-{last + 1}",
+                                   input={"text": text, "images": images or []})
+        writer = Writer(session)
+        writer.append("turn.queued", {"text": text, "images": len(images or [])}, turn=turn)
+        writer.commit_publish()
+        return turn, True
+
+
+# ------------------------------------------------------------------------------- runtime
+def record(session_id: int, turn_id: int | None, runtime_events: Iterable[rt.Event], *,
+           publish_after_commit: bool = True) -> list[dict[str, Any]]:
+    """Store a batch of runtime events of one turn, in order, in one transaction.
+
+    Returns the stored events as published data. With ``publish_after_commit=False`` the
+    caller publishes them itself (the session host does, from its own event loop)."""
+    runtime_events = list(runtime_events)
+    with transaction.atomic():
+        if not any(e.terminal for e in runtime_events):
+            _relaxed_commit()  # progress events: no fsync wait; terminals stay durable
+        session = _locked(session_id)  # the session lock serialises every writer
+        turn = Turn.objects.get(pk=turn_id) if turn_id else None
+        writer = Writer(session)
+        usage_changed = False
+        for event in runtime_events:
+            payload = event.payload()
+            if event.type == rt.TurnStarted.type:
+                # start_turn already opened the turn; the native id is provenance only
+                if turn is not None and payload.get("native_turn_id"):
+                    TimelineEvent.objects.filter(turn=turn, type="turn.started").update(
+                        provenance={"native_turn_id": payload["native_turn_id"]})
+                continue
+            if event.terminal:
+                if turn is None:
+                    continue
+                if turn.state in ENDED:
+                    _late_terminal(turn, event.type, payload)
+                    continue
+                turn.state = TERMINAL_STATE[event.type]
+                turn.ended_at = timezone.now()
+                turn.error_code = payload.get("code", "") if event.type != \
+                    rt.TurnCompleted.type else ""
+                if event.type == rt.TurnCancelled.type:
+                    turn.error_code = ""
+                turn.save(update_fields=["state", "ended_at", "error_code"])
+                session.lifecycle = Lifecycle.IDLE
+                session.last_active_at = timezone.now()
+            if event.type == rt.UsageObserved.type:
+                usage = dict(session.usage or {})
+                for k in USAGE_KEYS:  # the latest report replaces; never summed
+                    if payload.get(k) is not None:
+                        usage[k] = payload[k]
+                session.usage = usage
+                usage_changed = True
+            writer.append(event.type, payload, turn=turn)
+        fields = ["usage"] if usage_changed else []
+        if session.lifecycle == Lifecycle.IDLE:
+            fields += ["lifecycle", "last_active_at"]
+        if fields:
+            session.save(update_fields=[*fields, "updated_at"])
+        writer.commit_publish(publish_after_commit)
+        return writer.published
+
+
+def _late_terminal(turn: Turn, type_: str, payload: dict[str, Any]) -> None:
+    accepted = TimelineEvent.objects.filter(turn=turn, type__in=list(TERMINAL_STATE)).first()
+    if accepted is None:
+        return
+    prov = dict(accepted.provenance or {})
+    prov.setdefault("late", []).append({"type": type_, "payload": payload,
+                                        "at": timezone.now().isoformat()})
+    accepted.provenance = prov
+    accepted.save(update_fields=["provenance"])
+
+
+def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None, *,
+               publish_after_commit: bool = True) -> list[dict[str, Any]]:
+    with transaction.atomic():
+        session = _locked(session_id)
+        turn = Turn.objects.select_for_update().get(pk=turn_id)
+        if turn.state != TurnState.QUEUED:
+            return []
+        turn.state = TurnState.RUNNING
+        turn.started_at = timezone.now()
+        turn.save(update_fields=["state", "started_at"])
+        session.lifecycle = Lifecycle.RUNNING
+        session.sleep_reason = ""
+        session.save(update_fields=["lifecycle", "sleep_reason", "updated_at"])
+        writer = Writer(session)
+        writer.append("turn.started", {"native_turn_id": native_turn_id} if native_turn_id
+                      else {}, turn=turn)
+        writer.commit_publish(publish_after_commit)
+        return writer.published
+
+
+def end_turn(session_id: int, turn_id: int, event: rt.Event) -> None:
+    record(session_id, turn_id, [event])
+
+
+def reconcile_running(session_id: int, code: str = "host_lost",
+                      message: str = "the runtime host stopped during this turn") -> int:
+    """Give every turn left running by a dead host its one terminal event."""
+    ended = 0
+    for turn_id in Turn.objects.filter(session_id=session_id,
+                                       state=TurnState.RUNNING).values_list("pk", flat=True):
+        record(session_id, turn_id, [rt.TurnFailed(code=code, message=message)])
+        ended += 1
+    return ended
+
+
+def note(session_id: int, type_: str, payload: dict[str, Any]) -> None:
+    """A session-level event (no turn), e.g. an error at start-up or a lifecycle change."""
+    with transaction.atomic():
+        session = _locked(session_id)
+        writer = Writer(session)
+        writer.append(type_, payload)
+        writer.commit_publish()
+
+
+# ------------------------------------------------------------------------------- reads
+def events_after(session_id: int, after: int = 0, limit: int | None = None
+                 ) -> list[dict[str, Any]]:
+    qs = (TimelineEvent.objects.filter(session_id=session_id, seq__gt=after)
+          .select_related("turn").order_by("seq"))
+    if limit:
+        qs = qs[:limit]
+    return [event_data(ev) for ev in qs]
+
+
+def last_seq(session_id: int) -> int:
+    return TimelineEvent.objects.filter(session_id=session_id).aggregate(
+        m=Max("seq"))["m"] or 0
+
+
+def pending_requests(session_id: int) -> dict[str, dict[str, Any]]:
+    """Permission requests and questions of running turns that have no answer yet."""
+    open_events = TimelineEvent.objects.filter(
+        session_id=session_id, turn__state=TurnState.RUNNING,
+        type__in=["permission.requested", "question.asked", "permission.answered",
+                  "question.answered"]).order_by("seq")
+    pending: dict[str, dict[str, Any]] = {}
+    for ev in open_events:
+        rid = ev.payload.get("request_id")
+        if ev.type in ("permission.requested", "question.asked"):
+            pending[rid] = {"type": ev.type, "payload": ev.payload, "seq": ev.seq}
+        else:
+            pending.pop(rid, None)
+    return pending
+
+
+def turn_in_flight(session_id: int) -> Turn | None:
+    return Turn.objects.filter(session_id=session_id, state=TurnState.RUNNING).first()

@@ -1,0 +1,144 @@
+"""The session host in this process, with the real Codex app-server and Pi against the
+scripted model server: turns in order in one native conversation, interrupts and permission
+answers through Redis, watchdogs, idle sleep and wake, usage, no leaked processes."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from sessions import services, timeline
+from sessions.models import Session, TimelineEvent, Turn
+from sessions.runtimes.base import tagged_pids
+from tests.support.model_server import Text, ToolCall
+from tests.support.sessions import run_host, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+
+
+@pytest.fixture(autouse=True)
+def fast_idle(settings):
+    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
+    settings.AMUX_SESSION_LEASE_SECONDS = 6
+
+
+def _session(runtime="codex", model="gpt-5.5", **kwargs):
+    session = services.create_session(runtime=runtime, provider="scripted", model=model,
+                                      **kwargs)
+    Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
+    return Session.objects.get(pk=session.pk)
+
+
+def _terminals(session_id):
+    return list(TimelineEvent.objects.filter(
+        session_id=session_id, type__in=["turn.completed", "turn.failed", "turn.cancelled"])
+        .values_list("turn__seq", "type"))
+
+
+def _host_in_thread(session_id):
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("outcome",
+                                                                run_host(session_id)))
+    thread.start()
+    return thread, result
+
+
+@pytest.mark.parametrize("runtime,model", [("codex", "gpt-5.5"), ("pi", "scripted-model")])
+def test_three_messages_one_conversation_then_idle_sleep_and_wake(runtime, model,
+                                                                  openai_provider,
+                                                                  session_dirs,
+                                                                  model_server):
+    session = _session(runtime, model)
+    model_server.script(ToolCall("echo hello > out.txt"), Text("one"), Text("two"),
+                        Text("three"), Text("four"))
+    for text in ("write out.txt", "second", "third"):
+        services.post_message(session.pk, text)
+    assert run_host(session.pk) == "slept"
+    session.refresh_from_db()
+    assert session.lifecycle == "sleeping" and session.sleep_reason == "idle_timeout"
+    assert session.native_ref and not session.lease_owner
+    assert (session_dirs / "work" / f"session-{session.pk}" / "out.txt").read_text() == \
+        "hello\n"
+    assert _terminals(session.pk) == [(1, "turn.completed"), (2, "turn.completed"),
+                                      (3, "turn.completed")]
+    texts = [e.payload["text"] for e in TimelineEvent.objects.filter(
+        session=session, type="message.completed").order_by("seq")]
+    assert texts == ["one", "two", "three"]
+    seqs = list(TimelineEvent.objects.filter(session=session).values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+    usage = session.usage
+    assert usage["last"]["input_tokens"] == 100
+    assert usage["cumulative"]["cumulative_input_tokens"] == 400  # 4 model calls, as reported
+    native = session.native_ref
+    # wake: a new input, a new host, the same native conversation
+    services.post_message(session.pk, "fourth")
+    assert run_host(session.pk) == "slept"
+    session.refresh_from_db()
+    assert session.native_ref == native
+    assert _terminals(session.pk)[-1] == (4, "turn.completed")
+    assert "write out.txt" in str(model_server.tool_requests()[-1].body)
+    assert not tagged_pids(session.runtime_tag or "none")
+
+
+def test_interrupt_through_redis_gives_one_cancelled_terminal(openai_provider, session_dirs,
+                                                              model_server):
+    session = _session()
+    model_server.script(Text("slow", delay=30))
+    services.post_message(session.pk, "take your time")
+    thread, result = _host_in_thread(session.pk)
+    try:
+        model_server.wait_for_requests(1, timeout=60)
+        wait_for(lambda: timeline.turn_in_flight(session.pk))
+        services.interrupt(session.pk)
+        wait_for(lambda: _terminals(session.pk), timeout=30)
+        with pytest.raises(services.Conflict):
+            services.interrupt(session.pk)  # nothing in flight any more
+    finally:
+        thread.join(60)
+    assert result["outcome"] == "slept"
+    assert _terminals(session.pk) == [(1, "turn.cancelled")]
+    assert Turn.objects.get(session=session, seq=1).state == "cancelled"
+
+
+def test_permission_answered_once_from_the_api(openai_provider, session_dirs, model_server):
+    session = _session(permission_mode="ask")
+    model_server.script(ToolCall("echo ok > allowed.txt",
+                                 extra={"sandbox_permissions": "require_escalated",
+                                        "justification": "outside the sandbox"}),
+                        Text("done"))
+    services.post_message(session.pk, "write allowed.txt")
+    thread, result = _host_in_thread(session.pk)
+    try:
+        pending = wait_for(lambda: timeline.pending_requests(session.pk), timeout=60)
+        (request_id, request), = pending.items()
+        allow = next(o for o in request["payload"]["options"] if o["kind"] == "allow_once")
+        services.answer_permission(session.pk, request_id, allow["id"])
+        with pytest.raises(services.Conflict):
+            services.answer_permission(session.pk, request_id, allow["id"])
+        wait_for(lambda: _terminals(session.pk), timeout=60)
+    finally:
+        thread.join(60)
+    assert _terminals(session.pk) == [(1, "turn.completed")]
+    assert TimelineEvent.objects.filter(session=session, type="permission.answered").count() == 1
+    assert (session_dirs / "work" / f"session-{session.pk}" / "allowed.txt").exists()
+
+
+def test_repeated_tool_call_loop_fails_the_turn(openai_provider, session_dirs, model_server):
+    session = _session(watchdog={"repeat_tool_call_limit": 3})
+    model_server.script(*[ToolCall("echo again >> loop.txt") for _ in range(10)])
+    services.post_message(session.pk, "loop")
+    assert run_host(session.pk) == "slept"
+    terminal = TimelineEvent.objects.get(session=session, type="turn.failed")
+    assert terminal.payload["code"] == "repeat_tool_loop"
+    assert Turn.objects.get(session=session).error_code == "repeat_tool_loop"
+
+
+def test_a_second_host_does_not_take_a_live_lease(openai_provider, session_dirs):
+    from sessions.host import acquire_lease
+
+    session = _session()
+    assert acquire_lease(session.pk, "host-a", "here")
+    assert run_host(session.pk) == "busy"
+    session.refresh_from_db()
+    assert session.lease_owner == "host-a"

@@ -1,0 +1,138 @@
+"""WS /ws/sessions/<id>/timeline?after=<seq>: snapshot, live events, and a reconnect with no
+gap and no duplicate — over the real Redis channel layer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import websockets
+from channels.db import database_sync_to_async
+from django.db import transaction
+
+from sessions import services, timeline
+from sessions.models import Session
+from tests.support.asgi import AsgiServer
+from tests.support.runtimes import run_async
+from tests.support.workers import worker_env
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def server(session_dirs, tmp_path):
+    srv = AsgiServer(worker_env(session_dirs), log=tmp_path / "uvicorn.log")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def token(operator):
+    from rest_framework.authtoken.models import Token
+
+    return Token.objects.create(user=operator).key
+
+
+async def _connect(server, session_id, token, after=0):
+    comm = await websockets.connect(f"{server.ws_url}/ws/sessions/{session_id}/timeline"
+                                    f"?after={after}&token={token}", open_timeout=10,
+                                    origin=server.url)
+    snapshot = json.loads(await asyncio.wait_for(comm.recv(), 10))
+    assert snapshot["type"] == "snapshot"
+    return comm, snapshot
+
+
+async def _receive(comm, count):
+    return [json.loads(await asyncio.wait_for(comm.recv(), 10)) for _ in range(count)]
+
+
+async def _nothing(comm, timeout=0.3):
+    try:
+        await asyncio.wait_for(comm.recv(), timeout)
+    except TimeoutError:
+        return True
+    return False
+
+
+def _note(session_id, n, prefix="e"):
+    for i in range(n):
+        timeline.note(session_id, "error", {"code": f"{prefix}{i}", "message": ""})
+
+
+def test_snapshot_live_and_resume_without_gap_or_duplicate(openai_provider, session_dirs,
+                                                           token, server):
+    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    sid = session.pk
+    _note(sid, 3)  # seq 2..4 after session.created (1)
+
+    async def main():
+        comm, snap = await _connect(server, sid, token)
+        assert snap["session"]["lifecycle"] == "created" and snap["session"]["last_seq"] == 4
+        first = await _receive(comm, 4)
+        assert [e["seq"] for e in first] == [1, 2, 3, 4]
+        await database_sync_to_async(_note)(sid, 2, "live")
+        live = await _receive(comm, 2)
+        assert [e["seq"] for e in live] == [5, 6]
+        assert live[0]["payload"]["code"] == "live0" and live[0]["type"] == "error"
+        await comm.close()
+        # events while the client is away
+        await database_sync_to_async(_note)(sid, 3, "away")
+        comm, _ = await _connect(server, sid, token, after=6)
+        replay = await _receive(comm, 3)
+        assert [e["seq"] for e in replay] == [7, 8, 9]
+        await database_sync_to_async(_note)(sid, 1, "again")
+        assert [e["seq"] for e in await _receive(comm, 1)] == [10]
+        assert await _nothing(comm)
+        await comm.close()
+
+    run_async(main())
+
+
+def test_a_published_jump_is_filled_from_the_database(openai_provider, session_dirs, token,
+                                                     server):
+    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    sid = session.pk
+
+    def store_quietly(n):
+        with transaction.atomic():
+            writer = timeline.Writer(Session.objects.select_for_update().get(pk=sid))
+            for i in range(n):
+                writer.append("error", {"code": f"quiet{i}"})
+            writer.flush()  # stored, not published
+            return list(writer.published)
+
+    async def main():
+        comm, _ = await _connect(server, sid, token)
+        assert [e["seq"] for e in await _receive(comm, 1)] == [1]
+        stored = await database_sync_to_async(store_quietly)(3)
+        # only the last of the three is published (as if the others' messages were late)
+        await database_sync_to_async(timeline.publish)(sid, stored[-1:])
+        got = await _receive(comm, 3)
+        assert [e["seq"] for e in got] == [2, 3, 4]
+        # the late messages arrive after all: nothing is sent twice
+        await database_sync_to_async(timeline.publish)(sid, stored[:2])
+        assert await _nothing(comm)
+        await comm.close()
+
+    run_async(main())
+
+
+def test_anonymous_and_unknown_sessions_are_refused(openai_provider, session_dirs, token,
+                                                    server):
+    async def refused(url):
+        try:
+            comm = await websockets.connect(url, open_timeout=10, origin=server.url)
+        except websockets.exceptions.InvalidStatus:
+            return True
+        try:
+            await asyncio.wait_for(comm.recv(), 5)
+        except websockets.exceptions.ConnectionClosed:
+            return True
+        return False
+
+    async def main():
+        assert await refused(f"{server.ws_url}/ws/sessions/1/timeline")
+        assert await refused(f"{server.ws_url}/ws/sessions/999999/timeline?token={token}")
+
+    run_async(main())

@@ -1,0 +1,76 @@
+"""Real Celery workers as child processes of a test, against the test's database and Redis."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def purge_queues() -> None:
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete("runtime", "default", "unacked", "unacked_index", "unacked_mutex")
+
+
+def worker_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    db = connection.settings_dict
+    if "sqlite" in db["ENGINE"]:
+        url = f"sqlite:///{db['NAME']}"
+    else:
+        url = (f"postgres://{db['USER']}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}"
+               f"@{db['HOST']}:{db['PORT']}/{db['NAME']}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update({"DATABASE_URL": url, "REDIS_URL": settings.REDIS_URL,
+                "AMUX_DATA_DIR": str(data_dir), "AMUX_SECRET_KEY": settings.SECRET_KEY,
+                "DJANGO_SETTINGS_MODULE": "amux_site.settings", **extra})
+    return env
+
+
+class Worker:
+    def __init__(self, name: str, env: dict[str, str], queues: str = "runtime,default",
+                 beat: bool = False, log: Path | None = None):
+        argv = [sys.executable, "-m", "celery", "-A", "amux_site", "worker", "-Q", queues,
+                "-c", "1", "-n", f"{name}@%h", "--without-gossip", "--without-mingle",
+                "--without-heartbeat", "-l", "info"]
+        if beat:
+            argv += ["-B", "-s", str(Path(env["AMUX_DATA_DIR"]) / f"beat-{name}")]
+        self.log_path = log
+        out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.kill(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path else ""
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError("condition not reached")
