@@ -80,7 +80,9 @@ def provider_spec(provider: ProviderProfile) -> ProviderSpec:
 def create_session(*, runtime: str, provider: str, model: str, workdir: str | None = None,
                    name: str = "", permission_mode: str = "bypass", effort: str | None = None,
                    idle_timeout_s: int = 300, watchdog: dict[str, Any] | None = None,
-                   developer_instructions: str | None = None) -> Session:
+                   developer_instructions: str | None = None,
+                   env: dict[str, str] | None = None, path: list[str] | None = None
+                   ) -> Session:
     try:
         adapter_cls = get_adapter(runtime)
     except errors.UnknownRuntime as exc:
@@ -111,6 +113,8 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
             "repeat_tool_call_limit": normalize_repeat_limit(wd.get("repeat_tool_call_limit")),
         },
         "developer_instructions": developer_instructions,
+        "env": dict(env or {}),
+        "path": list(path or []),
     }
     with transaction.atomic():
         session = Session.objects.create(
@@ -135,7 +139,9 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         provider=provider_spec(provider), model=snap.get("model") or session.model,
         effort=snap.get("effort"), permission_mode=snap.get("permission_mode", "bypass"),
         watchdog=WatchdogConfig.from_settings(snap.get("watchdog")),
-        developer_instructions=snap.get("developer_instructions"), **overrides)
+        developer_instructions=snap.get("developer_instructions"),
+        extra_env=dict(snap.get("env") or {}), extra_path=list(snap.get("path") or []),
+        **overrides)
 
 
 # ------------------------------------------------------------------------ commands

@@ -189,6 +189,7 @@ def record(session_id: int, turn_id: int | None, runtime_events: Iterable[rt.Eve
                 if event.type == rt.TurnCancelled.type:
                     turn.error_code = ""
                 turn.save(update_fields=["state", "ended_at", "error_code"])
+                _announce_turn_end(session_id, turn)
                 session.lifecycle = Lifecycle.IDLE
                 session.last_active_at = timezone.now()
             if event.type == rt.UsageObserved.type:
@@ -206,6 +207,14 @@ def record(session_id: int, turn_id: int | None, runtime_events: Iterable[rt.Eve
             session.save(update_fields=[*fields, "updated_at"])
         writer.commit_publish(publish_after_commit)
         return writer.published
+
+
+def _announce_turn_end(session_id: int, turn: Turn) -> None:
+    from sessions.signals import turn_ended
+
+    state, code, turn_id = turn.state, turn.error_code, turn.pk
+    transaction.on_commit(lambda: turn_ended.send(
+        sender=Turn, session_id=session_id, turn_id=turn_id, state=state, error_code=code))
 
 
 def _late_terminal(turn: Turn, type_: str, payload: dict[str, Any]) -> None:

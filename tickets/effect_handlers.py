@@ -6,10 +6,15 @@ A handler makes one engine call to report what happened; it never writes ticket 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
-from tickets import engine, outbox, triage
-from tickets.models import Eval
+from django.dispatch import receiver
+
+from sessions.signals import turn_ended
+from tickets import engine, outbox, triage, worker
+from tickets.models import Assignment, Eval, Input
+from tickets.tools import install_worker_bin
 
 log = logging.getLogger(__name__)
 
@@ -35,3 +40,80 @@ def assess_candidate(effect_id: int, payload: dict) -> None:
     except triage.TriageUnavailable:
         verdict = triage.Verdict("needs_person", "No triage model is configured.")
     engine.eval_finished(eval_id=evaluation.pk, result=verdict.result, note=verdict.note)
+
+
+@outbox.register("dispatch")
+def dispatch_assignment(effect_id: int, payload: dict) -> None:
+    """Start (or stop) a ticket's worker run: its session, directory, tools and brief."""
+    from sessions import services as sessions
+    from sessions.models import Session
+
+    assignment = (
+        Assignment.objects.select_related("ticket__thread__source", "ticket__mandate__trigger")
+        .filter(pk=payload.get("assignment"))
+        .first()
+    )
+    if assignment is None:
+        return
+    ticket = assignment.ticket
+    if payload.get("action") == "stop":
+        if ticket.session_id:
+            # No turn in flight means nothing to interrupt.
+            with contextlib.suppress(sessions.CommandError):
+                sessions.interrupt(ticket.session_id)
+        engine.assignment_ended(assignment_id=assignment.pk, reason="stopped")
+        return
+    if assignment.state != "dispatching" or ticket.ended_at is not None:
+        return  # started already, or stopped meanwhile
+    try:
+        config = worker.choose()
+    except worker.WorkerNotConfigured as exc:
+        engine.assignment_ended(assignment_id=assignment.pk, reason=str(exc)[:60], failed=True)
+        return
+    install_worker_bin(worker.bin_dir())
+    worker.write_token(ticket, engine.issue_assignment_token(assignment_id=assignment.pk))
+    session = ticket.session or Session.objects.filter(name=worker.session_name(ticket)).first()
+    if session is None:
+        workdir = worker.work_dir(ticket)
+        workdir.mkdir(parents=True, exist_ok=True)
+        from prompts_app import service as prompts
+
+        session = sessions.create_session(
+            runtime=config.worker_runtime,
+            provider=config.worker_provider.slug,
+            model=config.worker_model,
+            workdir=str(workdir),
+            name=worker.session_name(ticket),
+            developer_instructions=prompts.current("worker").text,
+            env=worker.environment(ticket),
+            path=[str(worker.bin_dir())],
+        )
+    sessions.post_message(
+        session.pk, worker.brief(ticket, assignment), key=f"assignment:{assignment.pk}"
+    )
+    engine.assignment_started(assignment_id=assignment.pk, session_id=session.pk)
+
+
+@outbox.register("deliver")
+def deliver_input(effect_id: int, payload: dict) -> None:
+    """Put an input into the ticket's worker session as the next turn (once per input)."""
+    from sessions import services as sessions
+
+    item = Input.objects.select_related("ticket").filter(pk=payload.get("input")).first()
+    if item is None or item.delivered_at is not None:
+        return
+    session_id = item.ticket.session_id
+    if session_id is None:
+        raise outbox.Later(5, "the worker session is not started yet")
+    author = f"{item.author}: " if item.author else ""
+    try:
+        sessions.post_message(session_id, f"{author}{item.text}", key=f"input:{item.pk}")
+    except sessions.CommandError as exc:
+        engine.delivery_failed(input_id=item.pk, reason=str(exc))
+        return
+    engine.input_delivered(input_id=item.pk)
+
+
+@receiver(turn_ended)
+def worker_turn_ended(sender, *, session_id, turn_id, state, error_code="", **kwargs):
+    engine.worker_turn_ended(session_id=session_id, state=state, error_code=error_code)

@@ -207,6 +207,33 @@ def assignment_ended(*, assignment_id: int, reason: str = "", failed: bool = Fal
         _end_if_due(ticket)
 
 
+def worker_turn_ended(*, session_id: int, state: str, error_code: str = "") -> None:
+    """Fact: the worker session of a ticket finished a turn. A failed turn fails the run
+    (the stage says so until a person speaks); any end of turn answers the messages the
+    worker owned, so a closed PR may now end the ticket."""
+    ticket_id = (
+        Ticket.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
+    )
+    if ticket_id is None:
+        return  # not a worker session
+    with transaction.atomic(durable=True):
+        ticket = locks.ticket(ticket_id)
+        assignment = (
+            Assignment.objects.filter(LIVE_ASSIGNMENT, ticket=ticket).order_by("-pk").first()
+        )
+        if assignment is None:
+            return
+        assignment.last_turn_at = clock()
+        fields = ["last_turn_at"]
+        if state == "failed":
+            assignment.state = "failed"
+            assignment.ended_at = assignment.last_turn_at
+            assignment.end_reason = (error_code or "turn_failed")[:60]
+            fields += ["state", "ended_at", "end_reason"]
+        assignment.save(update_fields=fields)
+        _end_if_due(ticket)
+
+
 def input_delivered(*, input_id: int) -> None:
     with transaction.atomic(durable=True):
         _ticket, item = locks.ticket_of_input(input_id)
@@ -514,15 +541,7 @@ def _end_if_due(ticket: Ticket) -> None:
     if ticket.ended_at is not None or ticket.pr_state not in ("merged", "closed"):
         return
     in_flight = Assignment.objects.filter(ticket=ticket, state="dispatching").exists()
-    last_answer = (
-        Report.objects.filter(ticket=ticket).exclude(status="progress")
-        .order_by("-id").values_list("created_at", flat=True).first()
-    )
-    last_run_end = (
-        Assignment.objects.filter(ticket=ticket, ended_at__isnull=False)
-        .order_by("-ended_at").values_list("ended_at", flat=True).first()
-    )
-    answered_at = max([t for t in (last_answer, last_run_end) if t], default=None)
+    answered_at = _last_answer_at(ticket)
     unanswered = Input.objects.filter(ticket=ticket, is_human=True, kind="message")
     if answered_at is not None:
         unanswered = unanswered.filter(created_at__gt=answered_at)
@@ -532,6 +551,17 @@ def _end_if_due(ticket: Ticket) -> None:
     ticket.end_reason = "merged" if ticket.pr_state == "merged" else "pr_closed"
     ticket.save(update_fields=["ended_at", "end_reason"])
     _notice_result(ticket)
+
+
+def _last_answer_at(ticket: Ticket):
+    """When the executor last answered: a non-progress report, the end of a turn or run."""
+    report = (
+        Report.objects.filter(ticket=ticket).exclude(status="progress")
+        .order_by("-id").values_list("created_at", flat=True).first()
+    )
+    runs = Assignment.objects.filter(ticket=ticket).values_list("ended_at", "last_turn_at")
+    times = [t for t in (report, *(x for pair in runs for x in pair)) if t]
+    return max(times, default=None)
 
 
 def _notice_result(ticket: Ticket) -> None:

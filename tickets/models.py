@@ -292,6 +292,9 @@ class Assignment(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=60, blank=True)
+    last_turn_at = models.DateTimeField(
+        null=True, blank=True, help_text="when the worker last finished a turn"
+    )
 
     class Meta:
         ordering = ["-id"]

@@ -35,14 +35,21 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
         .values_list("ticket_id", "at")
     )
     assignment: dict[int, str] = {}
-    for ticket_id, state in Assignment.objects.filter(ticket_id__in=ids).order_by(
+    assignment_end: dict[int, object] = {}
+    for ticket_id, state, ended in Assignment.objects.filter(ticket_id__in=ids).order_by(
         "ticket_id", "id"
-    ).values_list("ticket_id", "state"):
+    ).values_list("ticket_id", "state", "ended_at"):
         assignment[ticket_id] = state
+        assignment_end[ticket_id] = ended
     facts = {}
     for t in tickets:
         report = latest_report.get(t.pk)
-        spoke = bool(report and last_human.get(t.pk) and last_human[t.pk] > report[1])
+        # A person spoke after the executor's last word (a report, or a failed run).
+        last_word = max(
+            [x for x in (report[1] if report else None, assignment_end.get(t.pk)) if x],
+            default=None,
+        )
+        spoke = bool(last_word and last_human.get(t.pk) and last_human[t.pk] > last_word)
         facts[t.pk] = StageFacts(
             ended=t.ended_at is not None,
             open_question=t.pk in open_questions,

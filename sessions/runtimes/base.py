@@ -107,6 +107,9 @@ class RuntimeConfig:
     watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
     runtimes_dir: Path | None = None
     developer_instructions: str | None = None
+    # Extra, non-secret variables and PATH entries for the runtime (e.g. a worker's tools).
+    extra_env: dict[str, str] = field(default_factory=dict)
+    extra_path: list[str] = field(default_factory=list)
     cancel_grace_seconds: float = CANCEL_GRACE_SECONDS
     wire_observer: Callable[[str, dict[str, Any]], None] | None = None  # ("out"|"in", msg)
 
@@ -131,8 +134,9 @@ def minimal_env(config: RuntimeConfig, tag: str, extra_path: list[str] | None = 
     tmp = config.state_dir / "tmp"
     home.mkdir(parents=True, exist_ok=True)
     tmp.mkdir(parents=True, exist_ok=True)
-    path = ":".join([*(extra_path or []), SYSTEM_PATH])
+    path = ":".join([*config.extra_path, *(extra_path or []), SYSTEM_PATH])
     return {
+        **config.extra_env,
         "HOME": str(home),
         "PATH": path,
         "LANG": "C.UTF-8",

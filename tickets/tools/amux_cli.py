@@ -2,10 +2,11 @@
 """amux — the worker's command for talking to amux about its one ticket.
 
 Standard library only: it is copied into the worker's bin directory and runs with whatever
-python3 the worker has. It reads two variables from its environment:
+python3 the worker has. It reads from its environment:
 
-  AMUX_API_URL           amux's API root, e.g. http://127.0.0.1:8000/api/v1
-  AMUX_ASSIGNMENT_TOKEN  the bearer token of this worker's assignment
+  AMUX_API_URL                amux's API root, e.g. http://127.0.0.1:8000/api/v1
+  AMUX_ASSIGNMENT_TOKEN       the bearer token of this worker's assignment, or
+  AMUX_ASSIGNMENT_TOKEN_FILE  a file holding it (amux rewrites it when it re-dispatches)
 
 Exit status: 0 done, 1 refused by amux, 2 wrong usage or configuration, 3 amux unreachable.
 """
@@ -57,8 +58,15 @@ def api_root() -> str:
 
 def token() -> str:
     value = os.environ.get("AMUX_ASSIGNMENT_TOKEN", "").strip()
+    path = os.environ.get("AMUX_ASSIGNMENT_TOKEN_FILE", "").strip()
+    if not value and path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                value = fh.read().strip()
+        except OSError as exc:
+            raise Failure(f"AMUX_ASSIGNMENT_TOKEN_FILE cannot be read: {exc}", 2) from exc
     if not value:
-        raise Failure("AMUX_ASSIGNMENT_TOKEN is not set", 2)
+        raise Failure("neither AMUX_ASSIGNMENT_TOKEN nor AMUX_ASSIGNMENT_TOKEN_FILE is set", 2)
     return value
 
 

@@ -130,6 +130,8 @@ class Command(BaseCommand):
 
         env = os.environ.copy()
         env.pop("AMUX_EMBEDDED_REDIS", None)
+        # AMUX_URL: where workers' tools reach this server (kept if the operator set it).
+        env.setdefault("AMUX_URL", f"http://127.0.0.1:{port}")
         env.update(AMUX_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1",
                    DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE",
                                                          "amux_site.settings"))
@@ -157,7 +159,7 @@ class Command(BaseCommand):
         manager.add_process(
             "web",
             f"exec {python} -m uvicorn amux_site.asgi:application --host 127.0.0.1 "
-            f"--port {port} --ws websockets-sansio --lifespan off --no-access-log",
+            f"--port {port} --ws websockets-sansio --lifespan on --no-access-log",
             env=env, cwd=cwd,
         )
         manager.add_process(

@@ -1,0 +1,101 @@
+"""A ticket's worker: one agent session named `worker-<ticket id>` working in one
+directory, `<data dir>/work/<ticket short name>` (seed 002, 执行器).
+
+The worker reaches amux only through its tools: the `amux` command first on its PATH and a
+bearer token scoped to its assignment, kept in a file amux rewrites on every dispatch. Its
+environment holds no GitHub or Lark credential.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.conf import settings
+
+from tickets.models import AgentSettings, Assignment, Ticket
+
+
+class WorkerNotConfigured(RuntimeError):
+    pass
+
+
+def work_dir(ticket: Ticket) -> Path:
+    return Path(settings.WORK_DIR) / ticket.short_name
+
+
+def bin_dir() -> Path:
+    return Path(settings.DATA_DIR) / "worker-bin"
+
+
+def token_file(ticket: Ticket) -> Path:
+    return Path(settings.DATA_DIR) / "run" / "worker-tokens" / f"ticket-{ticket.pk}"
+
+
+def amux_url() -> str:
+    """Where the worker's tools reach amux (`make run` sets AMUX_URL for its processes)."""
+    return (os.environ.get("AMUX_URL") or "http://127.0.0.1:8000").rstrip("/")
+
+
+def session_name(ticket: Ticket) -> str:
+    return f"worker-{ticket.pk}"
+
+
+def write_token(ticket: Ticket, token: str) -> Path:
+    path = token_file(ticket)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    partial = path.with_suffix(".partial")
+    partial.write_text(token)
+    partial.chmod(0o600)
+    os.replace(partial, path)
+    return path
+
+
+def environment(ticket: Ticket) -> dict[str, str]:
+    return {
+        "AMUX_API_URL": f"{amux_url()}/api/v1",
+        "AMUX_MCP_URL": f"{amux_url()}/mcp",
+        "AMUX_ASSIGNMENT_TOKEN_FILE": str(token_file(ticket)),
+        "AMUX_TICKET": str(ticket.pk),
+    }
+
+
+def brief(ticket: Ticket, assignment: Assignment) -> str:
+    """The first message of a run: where the work came from, in the source's own words.
+
+    The worker derives requirements from the original source and standing policy, so the
+    brief carries the original message, not a plan."""
+    mandate = getattr(ticket, "mandate", None)
+    thread = ticket.thread
+    origin = mandate.trigger if mandate and mandate.trigger_id else None
+    lines = [
+        f"Ticket {ticket.short_name}: {ticket.title}",
+        f"Source: {thread.source.name} ({thread.source.kind}), thread {thread.key}"
+        + (f" — {thread.url}" if thread.url else ""),
+    ]
+    if mandate:
+        lines.append(
+            f"Requested by {mandate.requester} ({mandate.strength} request, scope "
+            f"{mandate.scope})."
+        )
+    if origin is not None and origin.text:
+        lines += ["", "The original message:", origin.text]
+    if assignment.attempt > 1:
+        lines += ["", "This ticket was picked up again; read the new messages below and "
+                  "the thread with `amux context`."]
+    lines += [
+        "",
+        f"Work in {work_dir(ticket)}. Use the `amux` command to report progress, ask a "
+        "person a structured question, hand back work outside this ticket, or reply on "
+        "the thread.",
+    ]
+    return "\n".join(lines)
+
+
+def choose() -> AgentSettings:
+    config = AgentSettings.current()
+    if config.worker_provider is None or not config.worker_model:
+        raise WorkerNotConfigured(
+            "no worker provider and model are configured (Triage → agent settings)"
+        )
+    return config
