@@ -1,1 +1,127 @@
 """The only writer of ticket-domain state (ARCHITECTURE.md "The engine")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.db import IntegrityError, connection, transaction
+
+from amux_common import clock
+from tickets.core import intake as intake_core
+from tickets.models import Delivery, OutgoingMessage, Source, Thread, Ticket, Trigger
+
+# --- intake (tickets/intake.py) -------------------------------------------------------------
+
+
+def delivery_received(
+    *, source_id: int, delivery_id: str, event: str, mailbox: str, headers: dict, body: bytes
+) -> tuple[int | None, bool]:
+    """Fact: a verified delivery arrived. Stored raw, unique on (source, delivery id);
+    answers (pk, True), or (None, False) when that delivery id was already stored."""
+    try:
+        with transaction.atomic(durable=True):
+            delivery = Delivery.objects.create(
+                source_id=source_id, delivery_id=delivery_id, event=event, mailbox=mailbox,
+                headers=headers, body=body,
+            )
+    except IntegrityError:
+        return None, False
+    return delivery.pk, True
+
+
+def _lock_mailbox(mailbox: str) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [0x696E74, mailbox])
+    # SQLite: write transactions are IMMEDIATE, already serialised.
+
+
+def mailbox_processed(
+    *,
+    mailbox: str,
+    translate: Callable[[Delivery], object],
+    decide: Callable[[Source, object], dict | None],
+    limit: int = 100,
+) -> dict[int, intake_core.Outcome]:
+    """Fact: the stored deliveries of one mailbox (`<source>:<thread>`) were processed, in
+    order. `translate` turns a stored delivery into TriggerFacts or Ignored (pure plugin
+    code); `decide` is the gate seam. A trigger id seen before makes no second trigger."""
+    results: dict[int, intake_core.Outcome] = {}
+    with transaction.atomic(durable=True):
+        _lock_mailbox(mailbox)
+        pending = list(
+            Delivery.objects.select_for_update()
+            .filter(mailbox=mailbox, processed_at__isnull=True)
+            .select_related("source")
+            .order_by("pk")[:limit]
+        )
+        now = clock.now()
+        for delivery in pending:
+            result = translate(delivery)
+            outcome = _record(delivery, result, decide, now)
+            delivery.processed_at = now
+            delivery.outcome, delivery.reason = outcome.outcome, outcome.reason
+            delivery.trigger_id = outcome.trigger
+            delivery.save(update_fields=["processed_at", "outcome", "reason", "trigger"])
+            results[delivery.pk] = outcome
+    return results
+
+
+def _record(delivery: Delivery, result, decide, now) -> intake_core.Outcome:
+    source = delivery.source
+    facts = intake_core.thread_facts(result)
+    thread = None
+    if (result.thread and facts) or intake_core.is_trigger(result):
+        thread, _ = Thread.objects.get_or_create(
+            source=source, key=(result.thread or "-")[:300],
+            defaults=intake_core.thread_defaults(result),
+        )
+        if facts:
+            thread.meta = {**thread.meta, **facts}
+            thread.save(update_fields=["meta"])
+            if "pr_state" in facts:
+                Ticket.objects.filter(thread=thread, ended_at__isnull=True).update(
+                    pr_state=facts["pr_state"]
+                )
+    if not intake_core.is_trigger(result):
+        return intake_core.Outcome("ignored", result.reason)
+    if Trigger.objects.filter(source=source, external_id=result.external_id[:300]).exists():
+        return intake_core.Outcome("duplicate", "already_seen")
+    decision = decide(source, result) or {}
+    trigger = Trigger.objects.create(
+        source=source, thread=thread, **intake_core.trigger_fields(result, decision)
+    )
+    return intake_core.Outcome("admitted", decision.get("reason") or "", trigger.pk)
+
+
+def source_event_rejected(*, source_id: int, reason: str, error: bool = False) -> None:
+    """Fact: a request for this source was refused before anything was stored (or its
+    processing failed); kept as one content-free reason in the source's health."""
+    with transaction.atomic(durable=True):
+        source = Source.objects.select_for_update().filter(pk=source_id).first()
+        if source is None:
+            return
+        source.health = intake_core.note_rejection(source.health, reason, clock.now(), error)
+        source.save(update_fields=["health"])
+
+
+def source_cursor_moved(*, source_id: int, name: str, cursor: str | None) -> None:
+    """Fact: a catch-up poll stored its triggers; its cursor moves now, never before."""
+    with transaction.atomic(durable=True):
+        source = Source.objects.select_for_update().filter(pk=source_id).first()
+        if source is None:
+            return
+        source.health = intake_core.note_cursor(source.health, name, cursor, clock.now())
+        source.save(update_fields=["health"])
+
+
+def outgoing_stored(*, source_id: int, thread: str, message_id: str, text: str) -> bool:
+    """Fact: a reply kept by amux itself (web chat) was written; once per message id."""
+    try:
+        with transaction.atomic(durable=True):
+            OutgoingMessage.objects.create(
+                source_id=source_id, thread_key=thread, message_id=message_id, text=text
+            )
+    except IntegrityError:
+        return False
+    return True

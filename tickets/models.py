@@ -423,3 +423,21 @@ class Effect(models.Model):
 
     def __str__(self):
         return f"{self.kind}:{self.key}"
+
+
+class OutgoingMessage(models.Model):
+    """A reply kept by amux itself (web chat), once per message id."""
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="outgoing")
+    thread_key = models.CharField(max_length=300)
+    message_id = models.CharField(max_length=200)
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "message_id"], name="outgoing_unique_message"
+            )
+        ]

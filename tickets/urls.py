@@ -1,9 +1,18 @@
-from django.urls import path
+from django.urls import include, path
+from rest_framework.routers import SimpleRouter
 
-from tickets import panel
+from tickets import panel, source_views
 
-api_urlpatterns: list = []
-hook_urlpatterns: list = []
+router = SimpleRouter()
+router.register("sources", source_views.SourceViewSet, basename="source")
+
+api_urlpatterns: list = [
+    path("", include(router.urls)),
+]
+hook_urlpatterns: list = [
+    path("github/<slug:slug>/", source_views.github_hook, name="hook-github"),
+    path("lark/<slug:slug>/", source_views.lark_hook, name="hook-lark"),
+]
 panel_urlpatterns = [
     path("tickets/", panel.tickets_tab, name="panel-tickets"),
     path("triage/", panel.triage_tab, name="panel-triage"),
