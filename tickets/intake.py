@@ -17,6 +17,7 @@ import uuid
 from django.db.models import Count
 
 from tickets import engine, gate_seam
+from tickets.core.intake import Outcome
 from tickets.models import Delivery, Source
 from tickets.sources import plugin
 from tickets.sources.base import (
@@ -81,6 +82,11 @@ def accept(source: Source, env: Envelope, headers: dict | None = None) -> tuple[
     except Exception:  # stored: the sweep processes it later; the sender is answered
         log.exception("processing delivery %s failed; the sweep will retry", pk)
         outcome = None
+    if outcome is None:  # processed by a concurrent request of the same mailbox?
+        row = Delivery.objects.filter(pk=pk, processed_at__isnull=False).values(
+            "outcome", "reason", "trigger_id").first()
+        if row:
+            outcome = Outcome(row["outcome"], row["reason"], row["trigger_id"])
     if outcome is None:
         return 202, {"delivery": env.delivery_id, "trigger": None, "outcome": "queued",
                      "reason": "processing_later"}
