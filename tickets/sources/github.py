@@ -282,7 +282,7 @@ class GitHub(SourceKind):
         repo, _, number = thread.partition("#")
         if not number.isdigit():
             raise ValueError(f"thread {thread!r} is not an issue or PR")
-        return gh.get_repo(repo, lazy=True).get_issue(int(number))
+        return gh.withLazy(True).get_repo(repo).get_issue(int(number))
 
     def send(self, message: Message, ctx: Context) -> SendResult:
         """Post a comment once per message id: a hidden marker carries the id, and a
