@@ -15,6 +15,7 @@ import logging
 import uuid
 
 from django.db.models import Count
+from django.utils import timezone
 
 from tickets import engine, gate_seam
 from tickets.core.intake import Outcome
@@ -156,6 +157,10 @@ def poll(source: Source) -> int:
     if not hasattr(plug, "poll"):
         return 0
     cursor = ((source.health.get("cursors") or {}).get("poll") or {}).get("value")
+    if not cursor:  # a new source starts from now; history is not replayed
+        engine.source_cursor_moved(source_id=source.pk, name="poll",
+                                   cursor=timezone.now().isoformat())
+        return 0
     envs, new_cursor = plug.poll(cursor)
     for env in envs:
         status, _ = accept(source, env, {})
@@ -203,3 +208,18 @@ def health(source: Source) -> dict:
         "unprocessed": Delivery.objects.filter(source=source, processed_at__isnull=True).count(),
         "missing_secrets": sorted(missing),
     }
+
+
+def poll_all() -> int:
+    """Poll every enabled source that catches up by polling; one failing source never
+    stops the others (its error is kept in its health)."""
+    total = 0
+    for source in Source.objects.filter(enabled=True, kind="github"):
+        if not source.config.get("poll", True):
+            continue
+        try:
+            total += poll(source)
+        except Exception as exc:
+            log.warning("polling %s failed: %s", source.slug, type(exc).__name__)
+            engine.source_event_rejected(source_id=source.pk, reason="poll_failed", error=True)
+    return total

@@ -11,7 +11,9 @@ from pathlib import Path
 from tickets.sources.github import sign
 
 VERSION = "7.6.1"
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / f"octokit-webhooks-examples-{VERSION}"
+FIXTURES = (
+    Path(__file__).resolve().parent.parent / "fixtures" / f"octokit-webhooks-examples-{VERSION}"
+)
 
 
 @cache

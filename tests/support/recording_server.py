@@ -103,6 +103,39 @@ class RecordingServer:
                 del self.state.fail_next[i]
                 return status, {"message": "injected failure"}
         base = self.url
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)", r.path)
+        if m and r.method == "GET":
+            owner, name = m.group(1).split("/")
+            return 200, {"full_name": m.group(1), "name": name, "owner": {"login": owner},
+                         "url": f"{base}/repos/{m.group(1)}"}
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues", r.path)
+        if m and r.method == "GET":
+            since = (r.query.get("since") or [""])[0]
+            out = []
+            for (repo, number), issue in sorted(self.state.issues.items()):
+                if repo != m.group(1) or issue.get("updated_at", "") < since.replace("+00:00", "Z"):
+                    continue
+                out.append({"id": 500 + number, "number": number, "title": issue.get("title"),
+                            "body": issue.get("body"), "user": issue.get("user", {
+                                "login": "octocat", "type": "User"}),
+                            "created_at": issue.get("created_at", "2026-11-01T00:00:00Z"),
+                            "updated_at": issue.get("updated_at", "2026-11-01T00:00:00Z"),
+                            "url": f"{base}/repos/{repo}/issues/{number}",
+                            **({"pull_request": {"url": "x"}} if issue.get("is_pr") else {})})
+            return 200, out
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/comments", r.path)
+        if m and r.method == "GET":
+            since = (r.query.get("since") or [""])[0].replace("+00:00", "Z")
+            out = []
+            for (repo, number), comments in sorted(self.state.comments.items()):
+                for c in comments:
+                    if repo == m.group(1) and c.get("updated_at", "") >= since:
+                        out.append({"url": f"{base}/repos/{repo}/issues/comments/{c['id']}",
+                                    **c, "issue_url": f"{base}/repos/{repo}/issues/{number}"})
+            return 200, out
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)", r.path)
+        if m and r.method == "GET":
+            return 200, {"id": 9000 + int(m.group(2)), "number": int(m.group(2))}
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)", r.path)
         if m and r.method == "GET":
             repo, number = m.group(1), int(m.group(2))

@@ -334,7 +334,7 @@ class GitHub(SourceKind):
             if since:
                 kwargs["since"] = since
             for issue in repo.get_issues(**kwargs):
-                raw = issue.raw_data
+                raw = _raw(issue)
                 newest = max(filter(None, [newest, issue.updated_at]))
                 if since and issue.created_at <= since:
                     continue
@@ -352,7 +352,7 @@ class GitHub(SourceKind):
             if since:
                 ckw["since"] = since
             for comment in repo.get_issues_comments(**ckw):
-                raw = comment.raw_data
+                raw = _raw(comment)
                 newest = max(filter(None, [newest, comment.updated_at]))
                 if since and comment.created_at <= since:
                     continue
@@ -363,6 +363,12 @@ class GitHub(SourceKind):
                                      "issue_comment", self.thread_of("issue_comment", payload),
                                      payload))
         return envs, (newest.isoformat() if newest else cursor)
+
+
+def _raw(obj) -> dict:
+    # The JSON a list page returned; `raw_data` would fetch each object again.
+    raw = getattr(obj, "_rawData", None)
+    return raw if isinstance(raw, dict) else obj.raw_data
 
 
 def _pr_id(repo, raw) -> object:
