@@ -36,47 +36,78 @@ def _lock_mailbox(mailbox: str) -> None:
     # SQLite: write transactions are IMMEDIATE, already serialised.
 
 
+class DuplicateDelivery(Exception):  # noqa: N818 - a fact about input, not an error
+    """The delivery id was stored before: nothing new is written."""
+
+
 def mailbox_processed(
     *,
+    source: Source,
     mailbox: str,
     translate: Callable[[Delivery], object],
     decide: Callable[[Source, object], dict | None],
+    arrived: dict | None = None,
     limit: int = 100,
-) -> dict[int, intake_core.Outcome]:
+) -> dict[int | None, intake_core.Outcome]:
     """Fact: the stored deliveries of one mailbox (`<source>:<thread>`) were processed, in
     order. `translate` turns a stored delivery into TriggerFacts or Ignored (pure plugin
-    code); `decide` is the gate seam. A trigger id seen before makes no second trigger."""
-    results: dict[int, intake_core.Outcome] = {}
+    code); `decide` is the gate seam. A trigger id seen before makes no second trigger.
+
+    `arrived` (a delivery just verified, with its translation as `result`) is processed
+    after the stored ones and stored already processed, in the same transaction: one
+    commit per webhook. Its delivery id stored before raises DuplicateDelivery and writes
+    nothing. Its outcome is under the key None."""
+    results: dict[int | None, intake_core.Outcome] = {}
     with transaction.atomic(durable=True):
         _lock_mailbox(mailbox)
         pending = list(
             Delivery.objects.select_for_update()
             .filter(mailbox=mailbox, processed_at__isnull=True)
-            .select_related("source")
             .order_by("pk")[:limit]
         )
         now = clock.now()
         for delivery in pending:
-            result = translate(delivery)
-            outcome = _record(delivery, result, decide, now)
+            delivery.source = source
+            outcome = _record(source, translate(delivery), decide)
             delivery.processed_at = now
             delivery.outcome, delivery.reason = outcome.outcome, outcome.reason
             delivery.trigger_id = outcome.trigger
             delivery.save(update_fields=["processed_at", "outcome", "reason", "trigger"])
             results[delivery.pk] = outcome
+        if arrived is not None:
+            outcome = _record(source, arrived["result"], decide)
+            try:
+                with transaction.atomic():
+                    Delivery.objects.create(
+                        source=source, delivery_id=arrived["delivery_id"],
+                        event=arrived["event"], mailbox=mailbox, headers=arrived["headers"],
+                        body=arrived["body"], processed_at=now, outcome=outcome.outcome,
+                        reason=outcome.reason, trigger_id=outcome.trigger,
+                    )
+            except IntegrityError:
+                raise DuplicateDelivery(arrived["delivery_id"]) from None
+            results[None] = outcome
     return results
 
 
-def _record(delivery: Delivery, result, decide, now) -> intake_core.Outcome:
-    source = delivery.source
+def _thread_id(source: Source, result) -> int:
+    """The thread's id, created if new (one round trip: insert or keep the existing row)."""
+    thread = Thread(source=source, key=(result.thread or "-")[:300],
+                    **intake_core.thread_defaults(result))
+    Thread.objects.bulk_create([thread], update_conflicts=True,
+                               unique_fields=["source", "key"], update_fields=["key"])
+    if thread.pk is None:  # a backend that returns no id for a conflicting row
+        thread = Thread.objects.get(source=source, key=thread.key)
+    return thread.pk
+
+
+def _record(source: Source, result, decide) -> intake_core.Outcome:
     facts = intake_core.thread_facts(result)
-    thread = None
+    thread_id = None
     if (result.thread and facts) or intake_core.is_trigger(result):
-        thread, _ = Thread.objects.get_or_create(
-            source=source, key=(result.thread or "-")[:300],
-            defaults=intake_core.thread_defaults(result),
-        )
+        thread_id = _thread_id(source, result)
         if facts:
+            thread = Thread.objects.select_for_update().get(pk=thread_id)
             thread.meta = {**thread.meta, **facts}
             thread.save(update_fields=["meta"])
             if "pr_state" in facts:
@@ -89,7 +120,7 @@ def _record(delivery: Delivery, result, decide, now) -> intake_core.Outcome:
         return intake_core.Outcome("duplicate", "already_seen")
     decision = decide(source, result) or {}
     trigger = Trigger.objects.create(
-        source=source, thread=thread, **intake_core.trigger_fields(result, decision)
+        source=source, thread_id=thread_id, **intake_core.trigger_fields(result, decision)
     )
     return intake_core.Outcome("admitted", decision.get("reason") or "", trigger.pk)
 

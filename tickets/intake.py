@@ -18,7 +18,6 @@ from django.db.models import Count
 from django.utils import timezone
 
 from tickets import engine, gate_seam
-from tickets.core.intake import Outcome
 from tickets.models import Delivery, Source
 from tickets.sources import plugin
 from tickets.sources.base import (
@@ -68,27 +67,32 @@ def receive(kind: str, slug: str, headers: dict[str, str], body: bytes) -> tuple
 
 
 def accept(source: Source, env: Envelope, headers: dict | None = None) -> tuple[int, dict]:
-    """Store a verified event, then process its mailbox; answer 202 or 200 duplicate."""
+    """Store a verified event and process its mailbox; answer 202, or 200 duplicate.
+
+    Fast path: one transaction stores the delivery already processed (after any stored,
+    unprocessed deliveries of the same mailbox). If processing fails, the raw delivery is
+    stored alone and the sweep processes it later: nothing accepted is lost."""
     raw = json.dumps(env.payload, separators=(",", ":"), ensure_ascii=False).encode()
     mailbox = f"{source.slug}:{env.thread}"[:400]
-    pk, created = engine.delivery_received(
-        source_id=source.pk, delivery_id=env.delivery_id, event=env.event[:100],
-        mailbox=mailbox, headers=headers or {}, body=raw,
-    )
-    if not created:
-        return 200, {"duplicate": True, "delivery": env.delivery_id}
+    plug = plugin(source.kind, source.config, source.secrets)
+    arrived = {"delivery_id": env.delivery_id, "event": env.event[:100],
+               "headers": headers or {}, "body": raw, "result": _safe_translate(plug, env)}
     try:
-        results = process_mailbox(source, mailbox)
-        outcome = results.get(pk)
-    except Exception:  # stored: the sweep processes it later; the sender is answered
-        log.exception("processing delivery %s failed; the sweep will retry", pk)
-        outcome = None
-    if outcome is None:  # processed by a concurrent request of the same mailbox?
-        row = Delivery.objects.filter(pk=pk, processed_at__isnull=False).values(
-            "outcome", "reason", "trigger_id").first()
-        if row:
-            outcome = Outcome(row["outcome"], row["reason"], row["trigger_id"])
-    if outcome is None:
+        outcome = engine.mailbox_processed(
+            source=source, mailbox=mailbox, translate=_translate_with(plug),
+            decide=gate_seam.decide, arrived=arrived,
+        )[None]
+    except engine.DuplicateDelivery:
+        return 200, {"duplicate": True, "delivery": env.delivery_id}
+    except Exception:  # store it raw; the sweep processes it later
+        log.exception("processing delivery %s of %s failed; stored for the sweep",
+                      env.delivery_id, source.slug)
+        _pk, created = engine.delivery_received(
+            source_id=source.pk, delivery_id=env.delivery_id, event=env.event[:100],
+            mailbox=mailbox, headers=headers or {}, body=raw,
+        )
+        if not created:
+            return 200, {"duplicate": True, "delivery": env.delivery_id}
         return 202, {"delivery": env.delivery_id, "trigger": None, "outcome": "queued",
                      "reason": "processing_later"}
     if outcome.outcome == "duplicate":
@@ -97,25 +101,32 @@ def accept(source: Source, env: Envelope, headers: dict | None = None) -> tuple[
                  "outcome": outcome.outcome, "reason": outcome.reason or None}
 
 
-def _translate_with(source: Source):
-    plug = plugin(source.kind, source.config, source.secrets)
+def _safe_translate(plug, env: Envelope):
+    try:
+        return plug.translate(env)
+    except Exception:
+        log.exception("translating %s failed", env.delivery_id)
+        return Ignored("unreadable_event", env.thread)
 
+
+def _translate_with(plug):
     def translate(delivery: Delivery):
         try:
             payload = json.loads(bytes(delivery.body))
-            thread = delivery.mailbox.partition(":")[2]
-            env = Envelope("event", delivery.delivery_id, delivery.event, thread, payload)
-            return plug.translate(env)
-        except Exception:
-            log.exception("translating delivery %s failed", delivery.pk)
+        except ValueError:
             return Ignored("unreadable_event", delivery.mailbox.partition(":")[2])
+        thread = delivery.mailbox.partition(":")[2]
+        env = Envelope("event", delivery.delivery_id, delivery.event, thread, payload)
+        return _safe_translate(plug, env)
 
     return translate
 
 
 def process_mailbox(source: Source, mailbox: str):
+    plug = plugin(source.kind, source.config, source.secrets)
     return engine.mailbox_processed(
-        mailbox=mailbox, translate=_translate_with(source), decide=gate_seam.decide
+        source=source, mailbox=mailbox, translate=_translate_with(plug),
+        decide=gate_seam.decide,
     )
 
 
