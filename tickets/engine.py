@@ -57,6 +57,23 @@ def mailbox_processed(
     after the stored ones and stored already processed, in the same transaction: one
     commit per webhook. Its delivery id stored before raises DuplicateDelivery and writes
     nothing. Its outcome is under the key None."""
+    try:
+        return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, True)
+    except IntegrityError as exc:
+        if "delivery_unique_id" in str(exc) or "tickets_delivery.source_id" in str(exc):
+            raise DuplicateDelivery(arrived["delivery_id"] if arrived else "") from None
+        if "trigger_unique_id" not in str(exc) and "tickets_trigger.source_id" not in str(exc):
+            raise
+    # The optimistic insert met a trigger seen before: do it again, checking first.
+    try:
+        return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, False)
+    except IntegrityError as exc:
+        if "delivery_unique_id" in str(exc) or "tickets_delivery.source_id" in str(exc):
+            raise DuplicateDelivery(arrived["delivery_id"] if arrived else "") from None
+        raise
+
+
+def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optimistic):
     results: dict[int | None, intake_core.Outcome] = {}
     with transaction.atomic(durable=True):
         _lock_mailbox(mailbox)
@@ -68,24 +85,21 @@ def mailbox_processed(
         now = clock.now()
         for delivery in pending:
             delivery.source = source
-            outcome = _record(source, translate(delivery), decide)
+            outcome = _record(source, translate(delivery), decide, optimistic=False)
             delivery.processed_at = now
             delivery.outcome, delivery.reason = outcome.outcome, outcome.reason
             delivery.trigger_id = outcome.trigger
             delivery.save(update_fields=["processed_at", "outcome", "reason", "trigger"])
             results[delivery.pk] = outcome
         if arrived is not None:
-            outcome = _record(source, arrived["result"], decide)
-            try:
-                with transaction.atomic():
-                    Delivery.objects.create(
-                        source=source, delivery_id=arrived["delivery_id"],
-                        event=arrived["event"], mailbox=mailbox, headers=arrived["headers"],
-                        body=arrived["body"], processed_at=now, outcome=outcome.outcome,
-                        reason=outcome.reason, trigger_id=outcome.trigger,
-                    )
-            except IntegrityError:
-                raise DuplicateDelivery(arrived["delivery_id"]) from None
+            outcome = _record(source, arrived["result"], decide, optimistic=optimistic)
+            # No savepoint: a duplicate delivery id rolls the whole transaction back.
+            Delivery.objects.create(
+                source=source, delivery_id=arrived["delivery_id"],
+                event=arrived["event"], mailbox=mailbox, headers=arrived["headers"],
+                body=arrived["body"], processed_at=now, outcome=outcome.outcome,
+                reason=outcome.reason, trigger_id=outcome.trigger,
+            )
             results[None] = outcome
     return results
 
@@ -101,7 +115,7 @@ def _thread_id(source: Source, result) -> int:
     return thread.pk
 
 
-def _record(source: Source, result, decide) -> intake_core.Outcome:
+def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.Outcome:
     facts = intake_core.thread_facts(result)
     thread_id = None
     if (result.thread and facts) or intake_core.is_trigger(result):
@@ -116,7 +130,9 @@ def _record(source: Source, result, decide) -> intake_core.Outcome:
                 )
     if not intake_core.is_trigger(result):
         return intake_core.Outcome("ignored", result.reason)
-    if Trigger.objects.filter(source=source, external_id=result.external_id[:300]).exists():
+    if not optimistic and Trigger.objects.filter(
+        source=source, external_id=result.external_id[:300]
+    ).exists():
         return intake_core.Outcome("duplicate", "already_seen")
     decision = decide(source, result) or {}
     trigger = Trigger.objects.create(
