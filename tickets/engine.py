@@ -29,11 +29,24 @@ def delivery_received(
     return delivery.pk, True
 
 
-def _lock_mailbox(mailbox: str) -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [0x696E74, mailbox])
-    # SQLite: write transactions are IMMEDIATE, already serialised.
+def _lock_mailbox(mailbox: str) -> bool:
+    """Serialise processing of one mailbox; answers whether it has unprocessed deliveries.
+
+    PostgreSQL: an advisory transaction lock, and the check in the same round trip (two
+    statements; the second takes its snapshot after the lock is held). SQLite: write
+    transactions are IMMEDIATE, already serialised."""
+    pending = Delivery.objects.filter(mailbox=mailbox, processed_at__isnull=True)
+    if connection.vendor != "postgresql":
+        return pending.exists()
+    sql, params = pending.values("id")[:1].query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT pg_advisory_xact_lock(%s, hashtext(%s)); SELECT EXISTS({sql})",
+            [0x696E74, mailbox, *params],
+        )
+        if not cursor.nextset():  # pragma: no cover - a driver without multiple results
+            return pending.exists()
+        return bool(cursor.fetchone()[0])
 
 
 class DuplicateDelivery(Exception):  # noqa: N818 - a fact about input, not an error
@@ -76,12 +89,12 @@ def mailbox_processed(
 def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optimistic):
     results: dict[int | None, intake_core.Outcome] = {}
     with transaction.atomic(durable=True):
-        _lock_mailbox(mailbox)
+        has_pending = _lock_mailbox(mailbox)
         pending = list(
             Delivery.objects.select_for_update()
             .filter(mailbox=mailbox, processed_at__isnull=True)
             .order_by("pk")[:limit]
-        )
+        ) if has_pending else []
         now = clock.now()
         for delivery in pending:
             delivery.source = source
