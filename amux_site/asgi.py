@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels."""
+"""ASGI entry point: HTTP through Django, websockets through Channels, the executor's MCP
+server at /mcp (and /mcp/) with its ASGI lifespan."""
 
 import os
 
@@ -12,8 +13,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from amux_site.routing import websocket_urlpatterns  # noqa: E402
+from tickets.tools.mcp_server import McpApp, is_mcp_path  # noqa: E402
 
-application = ProtocolTypeRouter(
+channels_app = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
@@ -21,3 +23,14 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+mcp_app = McpApp()
+
+
+async def application(scope, receive, send):
+    """/mcp goes to the MCP server; the ASGI lifespan runs its session manager; everything
+    else goes to Channels (Django for http, consumers for websockets)."""
+    kind = scope["type"]
+    if kind == "lifespan" or (kind == "http" and is_mcp_path(scope["path"])):
+        await mcp_app(scope, receive, send)
+    else:
+        await channels_app(scope, receive, send)

@@ -5,6 +5,8 @@ import os
 from celery import Celery
 from kombu import Queue
 
+from amux_site import heartbeat
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "amux_site.settings")
 
 app = Celery("amux")
@@ -15,4 +17,7 @@ app.conf.beat_schedule = {
     "intake-sweep": {"task": "tickets.intake_sweep", "schedule": 30.0, "options": {"expires": 30}},
     "source-poll": {"task": "tickets.poll_sources", "schedule": 300.0, "options": {"expires": 300}},
 }
+# Liveness for `/healthz`, `amux status` and `amux doctor` (see amux_site/heartbeat.py).
+app.conf.beat_scheduler = "amux_site.heartbeat:HeartbeatScheduler"
+app.steps["worker"].add(heartbeat.WorkerHeartbeat)
 app.autodiscover_tasks()

@@ -79,6 +79,36 @@ def running_url(data_dir: Path) -> str | None:
     return None
 
 
+# Where a process that must not start a server (the `amux` operations commands) points
+# when no embedded Redis is running: a loopback port nothing listens on, so Redis checks
+# fail fast and honestly instead of spawning a stray server.
+UNREACHABLE_URL = "redis://127.0.0.1:1/0"
+
+
+def settings_url(data_dir: Path) -> str:
+    """The URL settings use: attach-only under AMUX_EMBEDDED_REDIS=attach, else ensure()."""
+    if os.environ.get("AMUX_EMBEDDED_REDIS") == "attach":
+        return running_url(data_dir) or UNREACHABLE_URL
+    return ensure(data_dir)
+
+
+def record(data_dir: Path, pid: int, port: int) -> None:
+    """Publish a server started by someone else (`amux run`) so other processes attach."""
+    (data_dir / "run").mkdir(parents=True, exist_ok=True)
+    _state_file(data_dir).write_text(json.dumps({"pid": pid, "port": port}))
+
+
+def forget(data_dir: Path, pid: int) -> None:
+    """Remove the published state if it still names `pid`."""
+    state = _state_file(data_dir)
+    try:
+        info = json.loads(state.read_text())
+    except (OSError, ValueError):
+        return
+    if int(info.get("pid", 0)) == pid:
+        state.unlink(missing_ok=True)
+
+
 def ensure(data_dir: Path) -> str:
     """Return the URL of this data directory's embedded Redis, starting it if needed."""
     url = running_url(data_dir)

@@ -30,4 +30,8 @@ TERMS = [
      "so that a crash loses nothing and a retry sends nothing twice."),
     ("Session", "One conversation with an agent runtime, made of turns. It sleeps when idle "
      "and wakes on the next input."),
+    ("Prompt revision", "One saved version of all prompt texts (team sections, skills, "
+     "overrides). Every save makes a new one; sessions read the latest on every request."),
+    ("Default updated", "An upgrade changed a built-in prompt text that your team overrides. "
+     "Your override stays in effect until you keep it or take the new default."),
 ]

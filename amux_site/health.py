@@ -37,15 +37,33 @@ def check_redis() -> dict:
 REQUIRED_CHECKS = {"database": check_database, "redis": check_redis}
 
 
+def _optional_checks() -> dict:
+    from amux_site import heartbeat
+
+    checks = {f"worker:{q}": (lambda q=q: heartbeat.queue_check(q))
+              for q in heartbeat.EXPECTED_QUEUES}
+    checks["beat"] = heartbeat.beat_check
+    return checks
+
+
 def run_checks() -> dict[str, dict]:
-    return {name: check() for name, check in REQUIRED_CHECKS.items()}
+    """Required checks (a failure means 503), then informational ones (never 503)."""
+    results = {name: {**check(), "required": True} for name, check in REQUIRED_CHECKS.items()}
+    if results["redis"]["ok"]:
+        for name, check in _optional_checks().items():
+            results[name] = {**check(), "required": False}
+    else:
+        for name in _optional_checks():
+            results[name] = {"ok": False, "error": "redis unavailable", "required": False}
+    return results
 
 
 @require_GET
 def healthz(request):
     checks = run_checks()
-    healthy = all(c["ok"] for c in checks.values())
-    return JsonResponse(
-        {"status": "ok" if healthy else "failing", "checks": checks},
-        status=200 if healthy else 503,
-    )
+    healthy = all(c["ok"] for c in checks.values() if c["required"])
+    body = {"status": "ok" if healthy else "failing", "checks": checks}
+    degraded = [name for name, c in checks.items() if not c["required"] and not c["ok"]]
+    if healthy and degraded:
+        body["degraded"] = degraded
+    return JsonResponse(body, status=200 if healthy else 503)

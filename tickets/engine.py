@@ -1,14 +1,503 @@
-"""The only writer of ticket-domain state (ARCHITECTURE.md "The engine")."""
+"""The only writer of ticket-domain state (ARCHITECTURE.md "The engine").
+
+Each public function is one command (imperative; may be refused with a typed error from
+tickets.core.errors) or one fact reported by an executor (past tense; never refused). Each
+runs in one durable transaction, locks its aggregate root through tickets.locks, lets the
+pure rules in tickets.core decide, saves, and enqueues external work as outbox rows in the
+same transaction; the outbox kicks a drainer on commit.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from collections.abc import Callable
 
 from django.db import IntegrityError, connection, transaction
 
-from amux_common import clock
+from amux_common.clock import now as clock
+from prompts_app.contract import clip_routing_note
+from tickets import locks, outbox, policy_port
 from tickets.core import intake as intake_core
-from tickets.models import Delivery, OutgoingMessage, Source, Thread, Ticket, Trigger
+from tickets.core import messages, rules
+from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound
+from tickets.core.routing import EndFacts, Route, RoutingFacts, may_end, route
+from tickets.models import (
+    LIVE_ASSIGNMENT,
+    Assignment,
+    Channel,
+    Delivery,
+    Eval,
+    Input,
+    Mandate,
+    OutgoingMessage,
+    Question,
+    Report,
+    Source,
+    Subscription,
+    Thread,
+    Ticket,
+    Trigger,
+)
+
+
+def _enqueue(plan: rules.Plan) -> None:
+    for effect in plan.effects:
+        outbox.enqueue(effect.kind, effect.key, effect.payload, channel=effect.channel)
+
+
+def _view(ticket: Ticket) -> rules.TicketView:
+    live = (
+        Assignment.objects.filter(LIVE_ASSIGNMENT, ticket=ticket)
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    return rules.TicketView(id=ticket.pk, ended=ticket.ended_at is not None, live_assignment=live)
+
+
+def _new_assignment(ticket: Ticket, attempt: int = 1) -> Assignment:
+    return Assignment.objects.create(ticket=ticket, attempt=attempt)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def issue_assignment_token(*, assignment_id: int) -> str:
+    """A new bearer token scoped to one assignment (the executor's tools use it). Issued at
+    dispatch; issuing again (a re-dispatch after a crash) invalidates the old one. Only the
+    hash is stored."""
+    token = "amx_" + secrets.token_urlsafe(32)
+    with transaction.atomic(durable=True):
+        _ticket, assignment = locks.ticket_of_assignment(assignment_id)
+        assignment.token_hash = token_hash(token)
+        assignment.save(update_fields=["token_hash"])
+    return token
+
+
+# --- commands ---------------------------------------------------------------------------
+
+
+def open_ticket(*, trigger_id: int, title: str) -> Ticket:
+    """Accept a trigger as work: the ticket, its immutable mandate, the subscription to its
+    thread and the first assignment, dispatched through the outbox."""
+    with transaction.atomic(durable=True):
+        trigger = locks.trigger(trigger_id)
+        return _open(trigger, title)
+
+
+def _open(trigger: Trigger, title: str) -> Ticket:
+    title = (title or "").strip()
+    if not title:
+        raise InvalidCommand("title must not be empty")
+    if trigger.decision not in ("explicit", "inferred") or not trigger.strength:
+        raise InvalidCommand(f"trigger {trigger.pk} was not admitted by the policy")
+    if Subscription.objects.filter(thread=trigger.thread).exists():
+        raise ThreadAlreadyBound(
+            f"thread {trigger.thread} already belongs to a ticket; follow-ups flow there"
+        )
+    ticket = Ticket.objects.create(
+        short_name=f"pending-{secrets.token_hex(8)}", title=title[:300], thread=trigger.thread,
+        channel=_chat_channel_of(trigger),
+    )
+    ticket.short_name = rules.short_name(ticket.pk, title)
+    ticket.save(update_fields=["short_name"])
+    Mandate.objects.create(
+        ticket=ticket,
+        trigger=trigger,
+        policy_version=trigger.policy_version,
+        scope=trigger.scope,
+        strength=trigger.strength,
+        rule=trigger.rule,
+        requester=trigger.actor,
+        basis={
+            "source": trigger.source.slug,
+            "source_kind": trigger.source.kind,
+            "scope": trigger.scope,
+            "addressed": trigger.addressed,
+            "receives_all": trigger.receives_all,
+            "trigger": trigger.external_id,
+        },
+    )
+    Subscription.objects.create(ticket=ticket, thread=trigger.thread)
+    trigger.disposition = "admitted"
+    trigger.save(update_fields=["disposition"])
+    assignment = _new_assignment(ticket)
+    _enqueue(rules.open_plan(ticket.pk, assignment.pk))
+    return ticket
+
+
+def _chat_channel_of(trigger: Trigger) -> Channel | None:
+    """A request that came from a chat (Lark, web chat) hears the result there."""
+    if trigger.source.kind == "github":
+        return None
+    channel, _ = Channel.objects.get_or_create(
+        source=trigger.source, address=trigger.thread.key,
+        defaults={"kind": "chat", "name": trigger.thread.title[:200]},
+    )
+    return channel
+
+
+def bind_thread(*, ticket_id: int, thread_id: int) -> Subscription:
+    """Subscribe one more thread to a ticket (e.g. the PR it opened): its follow-ups flow in."""
+    with transaction.atomic(durable=True):
+        ticket = locks.ticket(ticket_id)
+        thread = Thread.objects.filter(pk=thread_id).first()
+        if thread is None:
+            raise NotFound(f"thread {thread_id} does not exist")
+        existing = Subscription.objects.filter(thread=thread).first()
+        if existing is not None:
+            if existing.ticket_id == ticket.pk:
+                return existing
+            raise ThreadAlreadyBound(f"thread {thread} belongs to ticket {existing.ticket_id}")
+        try:
+            with transaction.atomic():
+                return Subscription.objects.create(ticket=ticket, thread=thread)
+        except IntegrityError as exc:
+            raise ThreadAlreadyBound(f"thread {thread} was bound meanwhile") from exc
+
+
+def stop_ticket(*, ticket_id: int, by: str) -> Ticket:
+    """An operator ends a ticket now; its live assignment is told to stop."""
+    with transaction.atomic(durable=True):
+        ticket = locks.ticket(ticket_id)
+        plan = rules.stop(_view(ticket), by=by, now=clock())
+        for name, value in plan.changes.items():
+            setattr(ticket, name, value)
+        ticket.save(update_fields=list(plan.changes))
+        _enqueue(plan)
+    return ticket
+
+
+def add_input(*, ticket_id: int, text: str, author: str, kind: str = "operator",
+              is_human: bool = True) -> Input:
+    """Give the executor something to read; delivered into its session by the outbox."""
+    with transaction.atomic(durable=True):
+        ticket = locks.ticket(ticket_id)
+        rules.add_input(_view(ticket), text=text)
+        item = Input.objects.create(
+            ticket=ticket, kind=kind, text=text, author=author, is_human=is_human
+        )
+        effect = rules.deliver(item.pk, ticket.pk)
+        outbox.enqueue(effect.kind, effect.key, effect.payload)
+    return item
+
+
+# --- facts ------------------------------------------------------------------------------
+
+
+def assignment_started(*, assignment_id: int, session_id: int | None = None) -> None:
+    with transaction.atomic(durable=True):
+        ticket, assignment = locks.ticket_of_assignment(assignment_id)
+        if assignment.state in ("ended", "failed"):
+            return  # stopped meanwhile: the late fact changes nothing
+        assignment.state = "running"
+        assignment.started_at = assignment.started_at or clock()
+        assignment.save(update_fields=["state", "started_at"])
+        if session_id is not None and ticket.session_id != session_id:
+            ticket.session_id = session_id
+            ticket.save(update_fields=["session"])
+
+
+def assignment_ended(*, assignment_id: int, reason: str = "", failed: bool = False) -> None:
+    with transaction.atomic(durable=True):
+        ticket, assignment = locks.ticket_of_assignment(assignment_id)
+        if assignment.state in ("ended", "failed"):
+            return
+        assignment.state = "failed" if failed else "ended"
+        assignment.ended_at = clock()
+        assignment.end_reason = reason[:60]
+        assignment.save(update_fields=["state", "ended_at", "end_reason"])
+        _end_if_due(ticket)
+
+
+def input_delivered(*, input_id: int) -> None:
+    with transaction.atomic(durable=True):
+        _ticket, item = locks.ticket_of_input(input_id)
+        if item.delivered_at is None:
+            item.delivered_at = clock()
+            item.failed_at = None
+            item.failure = ""
+            item.save(update_fields=["delivered_at", "failed_at", "failure"])
+
+
+def delivery_failed(*, input_id: int, reason: str) -> None:
+    with transaction.atomic(durable=True):
+        _ticket, item = locks.ticket_of_input(input_id)
+        if item.delivered_at is not None:
+            return  # a late failure after a success changes nothing
+        item.failed_at = clock()
+        item.failure = reason[:200]
+        item.save(update_fields=["failed_at", "failure"])
+
+
+# --- routing: the two fates of a message (seed 002) ------------------------------------
+
+
+def route_trigger(*, trigger_id: int) -> str:
+    """Fact: a trigger was recorded and the gate decided. Route it: follow-up, revival,
+    a new ticket, an eval, or nothing. Returns the route taken (the trigger's disposition)."""
+    with transaction.atomic(durable=True):
+        trigger = locks.trigger(trigger_id)
+        if trigger.disposition:
+            return trigger.disposition  # routed already: a redelivery changes nothing
+        subscription = Subscription.objects.filter(thread=trigger.thread).first()
+        ticket = locks.ticket(subscription.ticket_id) if subscription else None
+        taken = route(
+            RoutingFacts(
+                decision=trigger.decision or "ignore",
+                acceptance=policy_port.acceptance_mode(),
+                is_human=trigger.is_human and not trigger.is_bot,
+                own_message=bool(trigger.meta.get("own_message")),
+                subscribed_ticket=ticket.pk if ticket else None,
+                ticket_ended=bool(ticket and ticket.ended_at),
+            )
+        )
+        if taken in (Route.FOLLOW_UP, Route.REVIVE, Route.RECORD):
+            if taken is Route.REVIVE:
+                _revive(ticket)
+            _input_from_trigger(ticket, trigger, deliver=taken is not Route.RECORD)
+        elif taken is Route.EVALUATE:
+            _start_eval(trigger)
+        if taken is Route.OPEN:
+            _open(trigger, _title(trigger))  # sets the disposition "admitted"
+        else:
+            trigger.disposition = "evaluating" if taken is Route.EVALUATE else str(taken)
+            trigger.save(update_fields=["disposition"])
+        return trigger.disposition
+
+
+def _title(trigger: Trigger) -> str:
+    return trigger.thread.title or (trigger.text or "").strip().splitlines()[0][:120] or (
+        f"{trigger.scope} from {trigger.actor}"
+    )
+
+
+def _input_from_trigger(ticket: Ticket, trigger: Trigger, *, deliver: bool) -> Input:
+    item = Input.objects.create(
+        ticket=ticket,
+        kind="message",
+        text=trigger.text,
+        author=trigger.actor,
+        is_human=trigger.is_human and not trigger.is_bot,
+        trigger=trigger,
+    )
+    if deliver:
+        effect = rules.deliver(item.pk, ticket.pk)
+        outbox.enqueue(effect.kind, effect.key, effect.payload)
+    return item
+
+
+def _revive(ticket: Ticket) -> None:
+    """Same mandate, a new run: no new eval, no new authority."""
+    ticket.ended_at = None
+    ticket.end_reason = ""
+    ticket.save(update_fields=["ended_at", "end_reason"])
+    attempt = ticket.assignments.count() + 1
+    assignment = _new_assignment(ticket, attempt=attempt)
+    _enqueue(rules.open_plan(ticket.pk, assignment.pk))
+
+
+def _start_eval(trigger: Trigger) -> Eval:
+    evaluation = Eval.objects.create(
+        trigger=trigger, policy_version=trigger.policy_version or policy_port.current_version()
+    )
+    outbox.enqueue("assess", f"eval:{evaluation.pk}", {"eval": evaluation.pk})
+    return evaluation
+
+
+def eval_finished(*, eval_id: int, result: str, note: str = "") -> str:
+    """Fact: triage of an inferred candidate ended. A discarded eval's result is dropped."""
+    if result not in ("accept", "decline", "needs_person"):
+        raise InvalidCommand(f"unknown eval result {result!r}")
+    with transaction.atomic(durable=True):
+        evaluation = (
+            Eval.objects.select_for_update(no_key=True).select_related("trigger")
+            .filter(pk=eval_id).first()
+        )
+        if evaluation is None:
+            raise NotFound(f"eval {eval_id} does not exist")
+        if evaluation.state != "running":
+            return evaluation.state
+        evaluation.state = "done"
+        evaluation.result = result
+        evaluation.note = clip_routing_note(note)
+        evaluation.finished_at = clock()
+        evaluation.save(update_fields=["state", "result", "note", "finished_at"])
+        trigger = locks.trigger(evaluation.trigger_id)
+        accepted = result == "accept" and policy_port.acceptance_mode() == "auto"
+        if accepted and not Subscription.objects.filter(thread=trigger.thread).exists():
+            _open(trigger, _title(trigger))
+        else:
+            trigger.disposition = {"decline": "declined", "needs_person": "needs_person"}.get(
+                result, "not_accepted"
+            )
+            trigger.save(update_fields=["disposition"])
+        return trigger.disposition
+
+
+# --- what the executor reports (through its scoped tools) ------------------------------
+
+
+def report_received(*, assignment_id: int, status: str, text: str = "") -> Report:
+    """Fact: the executor reported. Blocked and failed reports are relayed to the thread;
+    progress and done are not (the PR speaks for itself)."""
+    messages.check_report(status, text)
+    with transaction.atomic(durable=True):
+        ticket, assignment = locks.ticket_of_assignment(assignment_id)
+        report = Report.objects.create(
+            ticket=ticket, assignment=assignment, status=status, text=text
+        )
+        if status in ("blocked", "failed") and text.strip():
+            _relay(ticket, f"report:{report.pk}", text)
+        _end_if_due(ticket)
+    return report
+
+
+def question_asked(*, assignment_id: int, text: str, options: list | None = None,
+                   multi: bool = False, message_ref: str = "") -> Question:
+    """Fact: the executor asked a structured question; only this waits for a person."""
+    options = messages.check_question(text, options)
+    with transaction.atomic(durable=True):
+        ticket, _assignment = locks.ticket_of_assignment(assignment_id)
+        question = Question.objects.create(
+            ticket=ticket, text=text, options=options, multi=multi, message_ref=message_ref[:300]
+        )
+        body = text if not options else text + "\n" + "\n".join(f"- {o}" for o in options)
+        _relay(ticket, f"question:{question.pk}", body)
+    return question
+
+
+def answer_question(*, question_id: int, answer, by: str) -> Input:
+    """A person answers an open question; the answer reaches the executor as an input."""
+    with transaction.atomic(durable=True):
+        ticket_id = Question.objects.filter(pk=question_id).values_list("ticket_id", flat=True)
+        ticket_id = ticket_id.first()
+        if ticket_id is None:
+            raise NotFound(f"question {question_id} does not exist")
+        ticket = locks.ticket(ticket_id)
+        question = Question.objects.get(pk=question_id)
+        if question.answered_at is not None:
+            raise InvalidCommand("this question has already been answered")
+        text = answer if isinstance(answer, str) else ", ".join(map(str, answer or []))
+        messages.check_text(text, "answer")
+        rules.add_input(_view(ticket), text=text)
+        question.answered_at = clock()
+        question.answer = answer
+        question.save(update_fields=["answered_at", "answer"])
+        item = Input.objects.create(
+            ticket=ticket, kind="answer", text=f"Answer to “{question.text}”: {text}", author=by
+        )
+        effect = rules.deliver(item.pk, ticket.pk)
+        outbox.enqueue(effect.kind, effect.key, effect.payload)
+    return item
+
+
+def reply_requested(*, assignment_id: int, text: str) -> None:
+    """The executor posts on its thread through the source (ordered per thread)."""
+    messages.check_text(text, "reply text")
+    with transaction.atomic(durable=True):
+        ticket, assignment = locks.ticket_of_assignment(assignment_id)
+        _relay(ticket, f"reply:{assignment.pk}:{secrets.token_hex(8)}", text)
+
+
+def hand_back(*, assignment_id: int, trigger_id: int, reason: str) -> Trigger:
+    """Work outside the mandate goes back; only now may it become an eval candidate."""
+    messages.check_text(reason, "reason")
+    with transaction.atomic(durable=True):
+        ticket, _assignment = locks.ticket_of_assignment(assignment_id)
+        trigger = Trigger.objects.select_for_update(no_key=True).filter(pk=trigger_id).first()
+        if trigger is None or not Input.objects.filter(ticket=ticket, trigger=trigger).exists():
+            raise NotFound(f"trigger {trigger_id} is not a message this ticket received")
+        trigger.disposition = "handed_back"
+        trigger.reason = reason[:80]
+        trigger.save(update_fields=["disposition", "reason"])
+        if policy_port.acceptance_mode() == "auto":
+            _start_eval(trigger)
+    return trigger
+
+
+# --- what the sources report about pull requests ----------------------------------------
+
+
+def pr_linked(*, ticket_id: int, pr_thread_id: int, url: str = "") -> None:
+    """Fact: a PR for this ticket exists (opened by the agent, or by hand linking the
+    ticket's thread). Its thread joins the ticket's subscriptions."""
+    with transaction.atomic(durable=True):
+        ticket = locks.ticket(ticket_id)
+        thread = Thread.objects.get(pk=pr_thread_id)
+        holder = Subscription.objects.filter(thread=thread).first()
+        if holder is None:
+            Subscription.objects.create(ticket=ticket, thread=thread)
+        ticket.pr_url = url or thread.url or ticket.pr_url
+        ticket.pr_state = "open"
+        ticket.save(update_fields=["pr_url", "pr_state"])
+
+
+def pr_closed(*, pr_thread_id: int, merged: bool) -> Ticket | None:
+    """Fact: the PR was merged or closed. The ticket ends when nothing is in flight;
+    otherwise it ends as soon as the executor answers or its run ends."""
+    subscription = Subscription.objects.filter(thread_id=pr_thread_id).first()
+    if subscription is None:
+        return None
+    with transaction.atomic(durable=True):
+        ticket = locks.ticket(subscription.ticket_id)
+        ticket.pr_state = "merged" if merged else "closed"
+        ticket.save(update_fields=["pr_state"])
+        _end_if_due(ticket)
+    return ticket
+
+
+def _end_if_due(ticket: Ticket) -> None:
+    if ticket.ended_at is not None or ticket.pr_state not in ("merged", "closed"):
+        return
+    in_flight = Assignment.objects.filter(ticket=ticket, state="dispatching").exists()
+    last_answer = (
+        Report.objects.filter(ticket=ticket).exclude(status="progress")
+        .order_by("-id").values_list("created_at", flat=True).first()
+    )
+    last_run_end = (
+        Assignment.objects.filter(ticket=ticket, ended_at__isnull=False)
+        .order_by("-ended_at").values_list("ended_at", flat=True).first()
+    )
+    answered_at = max([t for t in (last_answer, last_run_end) if t], default=None)
+    unanswered = Input.objects.filter(ticket=ticket, is_human=True, kind="message")
+    if answered_at is not None:
+        unanswered = unanswered.filter(created_at__gt=answered_at)
+    if not may_end(EndFacts(True, in_flight, unanswered.exists())):
+        return
+    ticket.ended_at = clock()
+    ticket.end_reason = "merged" if ticket.pr_state == "merged" else "pr_closed"
+    ticket.save(update_fields=["ended_at", "end_reason"])
+    _notice_result(ticket)
+
+
+def _notice_result(ticket: Ticket) -> None:
+    """One notice of the final result to the chat channel; GitHub already shows the PR."""
+    channel = ticket.channel or Channel.objects.filter(kind="chat").order_by("pk").first()
+    if channel is None:
+        return
+    verb = "merged" if ticket.pr_state == "merged" else "closed without merging"
+    text = f"{ticket.title}: pull request {verb}. {ticket.pr_url}".strip()
+    outbox.enqueue(
+        "notice",
+        f"ticket:{ticket.pk}:end:{ticket.assignments.count()}",
+        {"ticket": ticket.pk, "channel": channel.pk, "text": text},
+        channel=f"channel:{channel.pk}",
+    )
+
+
+def _relay(ticket: Ticket, key: str, text: str) -> None:
+    thread = ticket.thread
+    outbox.enqueue(
+        "relay",
+        f"ticket:{ticket.pk}:{key}",
+        {"ticket": ticket.pk, "thread": thread.pk, "text": text},
+        channel=messages.channel_key(thread.source.slug, thread.key),
+    )
+
+
 
 # --- intake (tickets/intake.py) -------------------------------------------------------------
 
@@ -95,7 +584,7 @@ def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optim
             .filter(mailbox=mailbox, processed_at__isnull=True)
             .order_by("pk")[:limit]
         ) if has_pending else []
-        now = clock.now()
+        now = clock()
         for delivery in pending:
             delivery.source = source
             outcome = _record(source, translate(delivery), decide, optimistic=False)
@@ -133,25 +622,23 @@ def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.
     thread_id = None
     if (result.thread and facts) or intake_core.is_trigger(result):
         thread_id = _thread_id(source, result)
-        if facts:
+        if facts:  # the thread's own state; tickets learn it through pr_closed after commit
             thread = Thread.objects.select_for_update().get(pk=thread_id)
             thread.meta = {**thread.meta, **facts}
             thread.save(update_fields=["meta"])
-            if "pr_state" in facts:
-                Ticket.objects.filter(thread=thread, ended_at__isnull=True).update(
-                    pr_state=facts["pr_state"]
-                )
     if not intake_core.is_trigger(result):
-        return intake_core.Outcome("ignored", result.reason)
+        return intake_core.Outcome("ignored", result.reason, thread=thread_id, facts=facts)
     if not optimistic and Trigger.objects.filter(
         source=source, external_id=result.external_id[:300]
     ).exists():
-        return intake_core.Outcome("duplicate", "already_seen")
+        return intake_core.Outcome("duplicate", "already_seen", thread=thread_id)
     decision = decide(source, result) or {}
     trigger = Trigger.objects.create(
         source=source, thread_id=thread_id, **intake_core.trigger_fields(result, decision)
     )
-    return intake_core.Outcome("admitted", decision.get("reason") or "", trigger.pk)
+    return intake_core.Outcome("admitted", decision.get("reason") or "", trigger.pk,
+                               thread=thread_id, facts=facts,
+                               decided=bool(decision.get("decision")))
 
 
 def source_event_rejected(*, source_id: int, reason: str, error: bool = False) -> None:
@@ -161,7 +648,7 @@ def source_event_rejected(*, source_id: int, reason: str, error: bool = False) -
         source = Source.objects.select_for_update().filter(pk=source_id).first()
         if source is None:
             return
-        source.health = intake_core.note_rejection(source.health, reason, clock.now(), error)
+        source.health = intake_core.note_rejection(source.health, reason, clock(), error)
         source.save(update_fields=["health"])
 
 
@@ -171,7 +658,7 @@ def source_cursor_moved(*, source_id: int, name: str, cursor: str | None) -> Non
         source = Source.objects.select_for_update().filter(pk=source_id).first()
         if source is None:
             return
-        source.health = intake_core.note_cursor(source.health, name, cursor, clock.now())
+        source.health = intake_core.note_cursor(source.health, name, cursor, clock())
         source.save(update_fields=["health"])
 
 

@@ -221,6 +221,16 @@ class ImmutableError(ValidationError):
     pass
 
 
+class ImmutableQuerySet(models.QuerySet):
+    """Bulk updates and deletes are refused like single ones."""
+
+    def update(self, **kwargs):
+        raise ImmutableError(f"{self.model._meta.verbose_name} rows cannot be changed")
+
+    def delete(self):
+        raise ImmutableError(f"{self.model._meta.verbose_name} rows cannot be deleted")
+
+
 class Mandate(models.Model):
     """What was allowed when the ticket was opened. Written once, never changed.
 
@@ -239,6 +249,8 @@ class Mandate(models.Model):
     requester = models.CharField(max_length=200)
     basis = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ImmutableQuerySet.as_manager()
 
     def save(self, *args, **kwargs):
         if not self._state.adding:
@@ -423,6 +435,39 @@ class Effect(models.Model):
 
     def __str__(self):
         return f"{self.kind}:{self.key}"
+
+
+class AgentSettings(models.Model):
+    """Who does the work: the model that triages candidates and the runtime, provider and
+    model of each ticket's worker session. One row (pk 1), edited in the panel or the API."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    triage_provider = models.ForeignKey(
+        "agent_sessions.ProviderProfile",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    triage_model = models.CharField(max_length=120, blank=True)
+    worker_runtime = models.CharField(max_length=20, default="codex")
+    worker_provider = models.ForeignKey(
+        "agent_sessions.ProviderProfile",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    worker_model = models.CharField(max_length=120, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "agent settings"
+
+    @classmethod
+    def current(cls) -> AgentSettings:
+        settings, _ = cls.objects.get_or_create(pk=1)
+        return settings
 
 
 class OutgoingMessage(models.Model):

@@ -1,13 +1,29 @@
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
-from tickets import panel, source_views
+from tickets import api, panel, source_views
+from tickets.tools import rest as tools_rest
 
 router = SimpleRouter()
+router.register("tickets", api.TicketViewSet, basename="ticket")
+router.register("triggers", api.TriggerViewSet, basename="trigger")
+router.register("evals", api.EvalViewSet, basename="eval")
 router.register("sources", source_views.SourceViewSet, basename="source")
 
-api_urlpatterns: list = [
+tool_urlpatterns = [
+    path("report/", tools_rest.ReportView.as_view(), name="tool-report"),
+    path("ask/", tools_rest.AskView.as_view(), name="tool-ask"),
+    path("hand_back/", tools_rest.HandBackView.as_view(), name="tool-hand-back"),
+    path("hand-back/", tools_rest.HandBackDashView.as_view(), name="tool-hand-back-dash"),
+    path("reply/", tools_rest.ReplyView.as_view(), name="tool-reply"),
+    path("context/", tools_rest.ContextView.as_view(), name="tool-context"),
+    path("whoami/", tools_rest.ContextView.as_view(), name="tool-whoami"),
+]
+
+api_urlpatterns = [
+    path("settings/agents/", api.AgentSettingsView.as_view(), name="agent-settings"),
     path("", include(router.urls)),
+    path("tools/", include(tool_urlpatterns)),
 ]
 hook_urlpatterns: list = [
     path("github/<slug:slug>/", source_views.github_hook, name="hook-github"),
@@ -15,7 +31,11 @@ hook_urlpatterns: list = [
 ]
 panel_urlpatterns = [
     path("tickets/", panel.tickets_tab, name="panel-tickets"),
+    path("tickets/<int:pk>/", panel.ticket_page, name="panel-ticket"),
+    path("tickets/<int:pk>/stop/", panel.ticket_stop, name="panel-ticket-stop"),
+    path("tickets/<int:pk>/inputs/", panel.ticket_input, name="panel-ticket-input"),
     path("triage/", panel.triage_tab, name="panel-triage"),
+    path("settings/agents/", panel.agent_settings, name="panel-agent-settings"),
     path("sources/", panel.sources_tab, name="panel-sources"),
     path("sources/new/<str:kind>/", panel.source_form, name="panel-source-new"),
     path("sources/<slug:slug>/edit/", panel.source_form, name="panel-source-edit"),

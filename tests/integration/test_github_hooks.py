@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.github_payloads import example, signed
 from tickets import engine, intake
-from tickets.models import Delivery, Source, Thread, Ticket, Trigger
+from tickets.models import Delivery, Source, Subscription, Thread, Ticket, Trigger
 from tickets.sources.github import GitHub
 
 pytestmark = pytest.mark.django_db
@@ -93,6 +93,7 @@ def test_merged_and_closed_prs_are_facts_for_tickets(client, gh):
     closed = example("pull_request", "closed")
     thread = Thread.objects.create(source=gh, key=f"{REPO}#{closed['number']}")
     ticket = Ticket.objects.create(short_name="t1", title="t", thread=thread, pr_state="open")
+    Subscription.objects.create(ticket=ticket, thread=thread)  # the PR's thread follows it
     response = post(client, "pull_request", closed)
     assert response.json() | {"delivery": None} == {
         "delivery": None, "trigger": None, "outcome": "ignored", "reason": "pr_closed"}
@@ -100,6 +101,10 @@ def test_merged_and_closed_prs_are_facts_for_tickets(client, gh):
     assert ticket.pr_state == "closed"
     merged = example("pull_request", "closed")  # the corpus has no merged PR
     merged["pull_request"]["merged"] = True
+    merged["number"] = merged["pull_request"]["number"] = 99
+    thread = Thread.objects.create(source=gh, key=f"{REPO}#99")
+    ticket = Ticket.objects.create(short_name="t2", title="t", thread=thread, pr_state="open")
+    Subscription.objects.create(ticket=ticket, thread=thread)
     response = post(client, "pull_request", merged)
     assert response.json()["reason"] == "pr_merged"
     ticket.refresh_from_db()

@@ -1,7 +1,7 @@
 """The skeleton answers: health, slash-optional paths, the API error shape, immutable mandates."""
 
 import pytest
-from django.db import IntegrityError, InternalError, transaction
+from django.db import IntegrityError, InternalError, connection, transaction
 
 from tickets.models import ImmutableError, Mandate, Source, Thread, Ticket
 
@@ -48,13 +48,28 @@ def test_mandate_cannot_be_changed_through_the_model():
         mandate.delete()
 
 
-def test_mandate_cannot_be_changed_in_the_database():
+def test_mandate_cannot_be_changed_in_bulk():
     mandate = Mandate.objects.create(
         ticket=_ticket(), policy_version="v1", scope="comment", strength="explicit",
         rule="comment.addressed", requester="octocat",
     )
-    with pytest.raises((IntegrityError, InternalError)), transaction.atomic():
+    with pytest.raises(ImmutableError):
         Mandate.objects.filter(pk=mandate.pk).update(scope="pr_new")
-    with pytest.raises((IntegrityError, InternalError)), transaction.atomic():
+    with pytest.raises(ImmutableError):
         Mandate.objects.filter(pk=mandate.pk).delete()
+
+
+def test_mandate_cannot_be_changed_in_the_database():
+    """Even SQL that bypasses the model is refused by the database."""
+    mandate = Mandate.objects.create(
+        ticket=_ticket(), policy_version="v1", scope="comment", strength="explicit",
+        rule="comment.addressed", requester="octocat",
+    )
+    table = Mandate._meta.db_table
+    refused = (IntegrityError, InternalError)
+    with pytest.raises(refused), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET scope = 'pr_new' WHERE id = %s", [mandate.pk])
+    if connection.vendor == "postgresql":
+        with pytest.raises(refused), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {table} WHERE id = %s", [mandate.pk])
     assert Mandate.objects.get(pk=mandate.pk).scope == "comment"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Errors worth remembering in health are content-free: a reason code and a time.
 MAX_REASONS = 50
@@ -13,6 +13,9 @@ class Outcome:
     outcome: str  # admitted, ignored, duplicate
     reason: str = ""
     trigger: int | None = None
+    thread: int | None = None
+    facts: dict = field(default_factory=dict)
+    decided: bool = False  # the gate decided (the trigger can be routed)
 
 
 def is_trigger(result) -> bool:

@@ -1,0 +1,188 @@
+"""What `manage.py amux run|status|stop` share: the data directory's run lock and state.
+
+DATA_DIR/run/ holds
+- `amux.lock` — flock()ed exclusively by `amux run` for its whole life (and by the helper
+  processes it forks, so it stays held while any child it started is alive);
+- `state.json` — pid, port and start time of the running `amux run`;
+- `stopped` — written by `amux stop`, removed by the next `amux run`: "stopped on purpose".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+# Exit codes of `amux status` (CONTRACT.md).
+HEALTHY, DOWN, DEGRADED, STOPPED = 0, 1, 2, 3
+
+
+class AlreadyRunning(RuntimeError):
+    pass
+
+
+def run_dir(data_dir: Path) -> Path:
+    path = Path(data_dir) / "run"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def lock_path(data_dir: Path) -> Path:
+    return run_dir(data_dir) / "amux.lock"
+
+
+def state_path(data_dir: Path) -> Path:
+    return run_dir(data_dir) / "state.json"
+
+
+def marker_path(data_dir: Path) -> Path:
+    return run_dir(data_dir) / "stopped"
+
+
+def acquire_lock(data_dir: Path):
+    """Hold the data directory for this process; AlreadyRunning if someone else does."""
+    handle = open(lock_path(data_dir), "a+")  # noqa: SIM115 - held for the process's life
+    for attempt in range(5):
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if attempt == 4:
+                handle.close()
+                state = read_state(data_dir) or {}
+                where = f", pid {state['pid']}" if "pid" in state else ""
+                url = f", serving http://127.0.0.1:{state['port']}" if "port" in state else ""
+                raise AlreadyRunning(
+                    f"amux is already running on data directory {data_dir}{where}{url}. "
+                    "Stop it first (Ctrl-C in its terminal or `manage.py amux stop`), or set "
+                    "AMUX_DATA_DIR to another directory."
+                ) from None
+            time.sleep(0.05)  # a concurrent `amux status` probe holds it for microseconds
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
+def is_running(data_dir: Path) -> bool:
+    """Whether an `amux run` (or a child it started) holds the data directory's lock."""
+    path = Path(data_dir) / "run" / "amux.lock"
+    if not path.exists():
+        return False
+    with open(path) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def write_state(data_dir: Path, **info) -> None:
+    path = state_path(data_dir)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info))
+    tmp.replace(path)
+
+
+def read_state(data_dir: Path) -> dict | None:
+    try:
+        return json.loads((Path(data_dir) / "run" / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def clear_state(data_dir: Path) -> None:
+    (Path(data_dir) / "run" / "state.json").unlink(missing_ok=True)
+
+
+def mark_stopped(data_dir: Path) -> None:
+    marker_path(data_dir).write_text(
+        json.dumps({"at": datetime.now(UTC).isoformat(timespec="seconds")})
+    )
+
+
+def clear_stopped(data_dir: Path) -> None:
+    marker_path(data_dir).unlink(missing_ok=True)
+
+
+def stopped_at(data_dir: Path) -> str | None:
+    try:
+        return json.loads((Path(data_dir) / "run" / "stopped").read_text()).get("at", "?")
+    except (OSError, ValueError):
+        return None
+
+
+def fetch_health(port: int, host: str = "127.0.0.1", timeout: float = 5.0) -> dict | None:
+    """GET /healthz of the running server: its JSON (200 or 503), or None if no answer."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/healthz", headers={"Host": host, "Accept": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return {"http": response.status, **json.loads(response.read())}
+    except urllib.error.HTTPError as exc:
+        try:
+            return {"http": exc.code, **json.loads(exc.read())}
+        except ValueError:
+            return {"http": exc.code, "checks": {}}
+    except (OSError, ValueError):
+        return None
+
+
+def _failing(body: dict, required: bool) -> str:
+    parts = []
+    for name, check in body.get("checks", {}).items():
+        if not check.get("ok") and check.get("required", True) == required:
+            parts.append(f"{name} ({check.get('error', 'failing')})")
+    return ", ".join(parts)
+
+
+def status(data_dir: Path, host: str = "127.0.0.1") -> tuple[int, str]:
+    """(exit code, one line to print or "") for `amux status`."""
+    if not is_running(data_dir):
+        at = stopped_at(data_dir)
+        if at is not None:
+            return STOPPED, f"amux was stopped by an operator at {at} (`amux run` starts it)"
+        return DOWN, f"down: amux is not running on data directory {data_dir}"
+    state = read_state(data_dir)
+    if not state or "port" not in state:
+        return DOWN, "down: amux is starting or its run state is missing"
+    body = fetch_health(int(state["port"]), host)
+    if body is None:
+        return DOWN, f"down: /healthz on port {state['port']} does not answer"
+    if body["http"] != 200:
+        return DOWN, f"down: /healthz answers {body['http']}: {_failing(body, True)}"
+    if body.get("degraded"):
+        return DEGRADED, f"degraded: {_failing(body, False)}"
+    return HEALTHY, ""
+
+
+def stop(data_dir: Path, timeout: float = 60.0) -> tuple[int, str]:
+    """Mark the installation stopped on purpose and stop a running `amux run`."""
+    mark_stopped(data_dir)
+    if not is_running(data_dir):
+        return 0, "amux was not running; marked as stopped on purpose"
+    state = read_state(data_dir) or {}
+    pid = state.get("pid")
+    if pid is None:
+        try:
+            pid = int(lock_path(data_dir).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return 1, "amux is running but its pid is unknown; stop it with Ctrl-C"
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(int(pid), signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while is_running(data_dir):
+        if time.monotonic() > deadline:
+            return 1, f"amux (pid {pid}) is still running after {timeout:.0f} s"
+        time.sleep(0.2)
+    return 0, "amux stopped"

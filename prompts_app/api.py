@@ -1,0 +1,216 @@
+"""REST: `prompts/` (fragments) and `prompts/versions/` (CONTRACT.md)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from amux_common.api import error_response
+from prompts_app import assembly, core, service
+from prompts_app.models import PromptVersion
+
+
+def _invalid(exc: core.Invalid):
+    return error_response(400, "invalid", str(exc), exc.fields)
+
+
+def _stale(exc: service.Stale, key: str | None = None):
+    response = error_response(
+        409, "conflict",
+        f"Revision {exc.latest} was saved after your base revision {exc.base}; nothing was "
+        "written. Review what changed and save again with the new base_revision.",
+        {"base_revision": f"Stale: the latest revision is {exc.latest}."},
+    )
+    response.data["revision"] = exc.latest
+    response.data["changes"] = [{"key": c.key, "diff": c.diff}
+                                for c in service.changes_between(exc.base, exc.latest)]
+    if key is not None:
+        response.data["fragment"] = service.fragment(key)
+    return response
+
+
+def _body(request) -> dict:
+    if not isinstance(request.data, dict):
+        raise core.Invalid({"body": "Expected a JSON object."})
+    return request.data
+
+
+def _author(request) -> str:
+    return getattr(request.user, "username", "") or ""
+
+
+class FragmentSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    kind = serializers.ChoiceField(["builtin", "team", "skill", "fixed"])
+    category = serializers.CharField(help_text="builtin, team, skill, or tools/notice/card/"
+                                               "contract for texts in code")
+    title = serializers.CharField()
+    help = serializers.CharField()
+    roles = serializers.ListField(child=serializers.CharField())
+    required = serializers.BooleanField()
+    editable = serializers.BooleanField()
+    state = serializers.ChoiceField(["default", "overridden", "default_updated"])
+    text = serializers.CharField(help_text="the text in effect")
+    default_text = serializers.CharField()
+    default_hash = serializers.CharField(allow_null=True)
+    base_hash = serializers.CharField(allow_null=True, help_text="the built-in's hash the "
+                                      "override was written against")
+    base_text = serializers.CharField(allow_null=True, help_text="that built-in's text, when "
+                                      "state is default_updated")
+    revision = serializers.IntegerField(help_text="the configuration revision read")
+
+
+class WriteSerializer(serializers.Serializer):
+    base_revision = serializers.IntegerField(min_value=0)
+    text = serializers.CharField(max_length=core.MAX_TEXT_CHARS)
+
+
+class BaseSerializer(serializers.Serializer):
+    base_revision = serializers.IntegerField(min_value=0)
+
+
+class FragmentList(APIView):
+    """Every fragment: team sections, skills, built-ins (editable) and texts in code."""
+
+    @extend_schema(operation_id="prompts_list", responses=inline_serializer("FragmentPage", {
+        "count": serializers.IntegerField(), "next": serializers.CharField(allow_null=True),
+        "previous": serializers.CharField(allow_null=True),
+        "revision": serializers.IntegerField(), "results": FragmentSerializer(many=True)}))
+    def get(self, request):
+        results = service.fragments()
+        return Response({"count": len(results), "next": None, "previous": None,
+                         "revision": service.latest_revision(), "results": results})
+
+
+class FragmentDetail(APIView):
+    """One fragment; `PUT {"base_revision", "text"}` saves a new revision."""
+
+    @extend_schema(responses=FragmentSerializer)
+    def get(self, request, key):
+        try:
+            found = service.fragment(key)
+        except core.Invalid as exc:
+            return error_response(404, "not_found", str(exc), exc.fields)
+        if found["kind"] == "skill" and found["state"] == "default":
+            return error_response(404, "not_found", f"There is no skill {key[6:]!r}.")
+        return Response(found)
+
+    @extend_schema(request=WriteSerializer, responses=FragmentSerializer)
+    def put(self, request, key):
+        try:
+            core.check_editable(key)
+            body = _body(request)
+            if "text" not in body:
+                raise core.Invalid({"text": "The text is required."})
+            service.save(key, body.get("text"), body.get("base_revision"), origin="api",
+                         author=_author(request))
+        except core.Invalid as exc:
+            return _invalid(exc)
+        except service.Stale as exc:
+            return _stale(exc, key)
+        return Response(service.fragment(key))
+
+
+class FragmentAction(APIView):
+    """`restore` (back to the default; "take the new default") and `keep` ("keep mine")."""
+
+    action = "restore"
+
+    @extend_schema(request=BaseSerializer, responses=FragmentSerializer)
+    def post(self, request, key):
+        do = service.restore if self.action == "restore" else service.keep_mine
+        try:
+            do(key, _body(request).get("base_revision"), origin="api", author=_author(request))
+        except core.Invalid as exc:
+            return _invalid(exc)
+        except service.Stale as exc:
+            return _stale(exc, key)
+        return Response(service.fragment(key))
+
+
+class VersionSerializer(serializers.ModelSerializer):
+    predecessor = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PromptVersion
+        fields = ["revision", "predecessor", "at", "origin", "author", "summary"]
+
+    def get_predecessor(self, obj) -> int | None:
+        return obj.predecessor.revision if obj.predecessor_id else None
+
+
+class VersionList(APIView):
+    @extend_schema(responses=VersionSerializer(many=True))
+    def get(self, request):
+        paginator = LimitOffsetPagination()
+        queryset = PromptVersion.objects.select_related("predecessor").order_by("-revision")
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response(VersionSerializer(page, many=True).data)
+
+
+class VersionDetail(APIView):
+    @extend_schema(responses=VersionSerializer)
+    def get(self, request, revision):
+        found = service.version(revision)
+        if found is None:
+            return error_response(404, "not_found", f"There is no revision {revision}.")
+        return Response({**VersionSerializer(found).data, "config": found.config})
+
+
+class VersionRestore(APIView):
+    """A new version holding the configuration of `revision`."""
+
+    @extend_schema(request=BaseSerializer, responses=inline_serializer("Restored", {
+        "revision": serializers.IntegerField(), "created": serializers.BooleanField()}))
+    def post(self, request, revision):
+        try:
+            saved = service.restore_version(revision, _body(request).get("base_revision"),
+                                            origin="api", author=_author(request))
+        except core.Invalid as exc:
+            return _invalid(exc)
+        except service.Stale as exc:
+            return _stale(exc)
+        return Response({"revision": saved.revision, "created": saved.created})
+
+
+class VersionDiff(APIView):
+    @extend_schema(responses=inline_serializer("VersionDiff", {
+        "from": serializers.IntegerField(), "to": serializers.IntegerField(),
+        "changes": serializers.ListField(child=serializers.DictField())}))
+    def get(self, request, a, b):
+        try:
+            changes = service.changes_between(a, b)
+        except core.Invalid as exc:
+            return error_response(404, "not_found", str(exc), exc.fields)
+        return Response({"from": a, "to": b, "changes": [
+            {"key": c.key, "before": c.before, "after": c.after, "diff": c.diff}
+            for c in changes]})
+
+
+class Preview(APIView):
+    """The assembled system prompt of a role, each part marked with its layer;
+    `?revision=N` shows it as of an older version (what a turn worked under)."""
+
+    @extend_schema(responses=inline_serializer("Preview", {
+        "role": serializers.CharField(), "revision": serializers.IntegerField(),
+        "text": serializers.CharField(), "prefix_hash": serializers.CharField(),
+        "parts": serializers.ListField(child=serializers.DictField())}))
+    def get(self, request, role):
+        if role not in assembly.ORDER:
+            return error_response(404, "not_found", f"Unknown role {role!r}.",
+                                  {"role": "main or worker"})
+        wanted = request.query_params.get("revision")
+        if wanted is not None:
+            if not wanted.isdigit() or (int(wanted) and service.version(int(wanted)) is None):
+                return error_response(404, "not_found", f"There is no revision {wanted}.",
+                                      {"revision": "an existing revision"})
+            wanted = int(wanted)
+        result, revision = service.preview(role, revision=wanted)
+        return Response({"role": role, "revision": revision, "text": result.text,
+                         "prefix_hash": result.prefix_hash, "parts": [
+                             {"key": p.key, "title": p.title, "layer": p.layer,
+                              "layer_name": p.layer_name, "source": p.source, "text": p.text}
+                             for p in result.parts]})

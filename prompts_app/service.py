@@ -1,0 +1,293 @@
+"""The prompt configuration's only writer and the per-request reader other apps call.
+
+Writes: `save`, `restore`, `keep_mine`, `restore_version`. Each takes the revision it is
+based on; a stale base raises `Stale` and writes nothing; bad input raises `core.Invalid`
+and writes nothing; otherwise it creates exactly one new immutable `PromptVersion`.
+Saving touches nothing outside this app: it never restarts, cancels or wakes a session.
+
+Reads: `current(role)` for every model request (every turn, for native runtimes): the
+assembled system prompt of the latest version, the revision it came from, and its parts.
+Sessions record the revisions each turn used (`note_revision`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from prompts_app import assembly, contract, core, library
+from prompts_app.core import Invalid
+from prompts_app.models import BuiltinText, PromptVersion
+
+ORIGINS = ("panel", "api", "tool")
+
+__all__ = ["Invalid", "Stale", "current", "save", "restore", "keep_mine", "restore_version",
+           "fragments", "fragment", "note_revision", "set_policy_provider"]
+
+
+class Stale(Exception):
+    """The save was based on an older revision than the latest; nothing was written."""
+
+    def __init__(self, latest: int, base: int):
+        super().__init__(f"revision {latest} was saved after base revision {base}")
+        self.latest = latest
+        self.base = base
+
+
+class Saved(NamedTuple):
+    revision: int
+    created: bool
+
+
+class Current(NamedTuple):
+    text: str
+    revision: int
+    parts: tuple[assembly.Part, ...]
+
+
+# --- built-in defaults -------------------------------------------------------------------
+
+def defaults_dir() -> Path:
+    """Where the built-in fragment files are read from (`PROMPTS_DEFAULTS_DIR`, for tests
+    and for installations that ship their own)."""
+    return Path(getattr(settings, "PROMPTS_DEFAULTS_DIR", None) or library.PACKAGED)
+
+
+def defaults() -> dict[str, library.Default]:
+    return library.load(defaults_dir())
+
+
+def _remember(defs: dict[str, library.Default]) -> None:
+    BuiltinText.objects.bulk_create(
+        [BuiltinText(hash=d.hash, key=d.key, text=d.text) for d in defs.values()],
+        ignore_conflicts=True,
+    )
+
+
+def defaults_of(version: PromptVersion | None) -> dict[str, library.Default]:
+    """The built-in texts as they were when `version` was saved (current ones otherwise)."""
+    now = defaults()
+    if version is None:
+        return now
+    hashes = (version.config or {}).get("defaults") or {}
+    known = {b.hash: b.text for b in BuiltinText.objects.filter(hash__in=hashes.values())}
+    out = dict(now)
+    for key, digest in hashes.items():
+        if key in out and digest in known:
+            out[key] = library.Default(key, known[digest], digest)
+    return out
+
+
+# --- reading -----------------------------------------------------------------------------
+
+def latest() -> PromptVersion | None:
+    return PromptVersion.objects.order_by("-revision").first()
+
+
+def latest_revision() -> int:
+    head = latest()
+    return head.revision if head else 0
+
+
+def version(revision: int) -> PromptVersion | None:
+    if revision == 0:
+        return None
+    return PromptVersion.objects.filter(revision=revision).first()
+
+
+def _view(key: str, config: dict, defs: dict, revision: int) -> dict:
+    kind = core.kind_of(key)
+    view = {"key": key, "kind": kind, "revision": revision, "base_hash": None,
+            "base_text": None, "default_hash": None}
+    if kind == "fixed":
+        fixed = contract.get(key)
+        return {**view, "category": fixed.kind, "title": fixed.title, "help": "In code; part "
+                "of amux's contract.", "roles": list(fixed.roles), "required": True,
+                "editable": False, "state": "default", "text": fixed.text,
+                "default_text": fixed.text}
+    if kind == "builtin":
+        meta = next(b for b in core.BUILTINS if b.key == key)
+        override = config["fragments"].get(key) or {}
+        view.update(title=meta.title, help=meta.help, roles=list(meta.roles), required=True,
+                    default_text=defs[key].text, default_hash=defs[key].hash,
+                    base_hash=override.get("base_hash"))
+    elif kind == "team":
+        meta = next(s for s in core.TEAM_SECTIONS if s.key == key)
+        view.update(title=meta.title, help=meta.help, roles=list(meta.roles),
+                    required=meta.required, default_text="")
+    else:
+        slug = key[len("skill."):]
+        view.update(title=f"Skill: {slug}", help="Team reference material, read when relevant.",
+                    roles=list(core.ROLES), required=False, default_text="")
+    state = core.state(config, key, defs)
+    if state == "default_updated":
+        view["base_text"] = config["fragments"][key].get("base_text")
+    return {**view, "category": kind, "editable": True, "state": state,
+            "text": core.text_in_effect(config, key, defs)}
+
+
+def fragments(revision: int | None = None) -> list[dict]:
+    """Every fragment (team sections, skills, built-ins, then texts in code) with its state,
+    as of `revision` (default: the latest)."""
+    head = latest() if revision is None else version(revision)
+    rev = head.revision if head else 0
+    config = core.as_config(head.config if head else None)
+    defs = defaults()
+    keys = [*core.keys_of(config), *contract.fixed_texts()]
+    return [_view(key, config, defs, rev) for key in keys]
+
+
+def fragment(key: str) -> dict:
+    """One fragment as of the latest revision. Unknown keys raise Invalid; a well-formed
+    skill key that does not exist yet reads as an empty skill in state "default"."""
+    core.kind_of(key)
+    head = latest()
+    return _view(key, core.as_config(head.config if head else None), defaults(),
+                 head.revision if head else 0)
+
+
+PREVIEW_POLICY = ("(The policy part is generated from the current policy for every request; "
+                  "no request is being made here.)")
+
+_policy_provider: Callable[..., str] | None = None
+
+
+def set_policy_provider(provider: Callable[..., str] | None) -> None:
+    """The policy app registers `provider(role=..., **context) -> str`, called on every
+    request to regenerate the policy part (prompts_app cannot import policy)."""
+    global _policy_provider
+    _policy_provider = provider
+
+
+def current(role: str, policy: str | None = None, **context) -> Current:
+    """The system prompt for one model request of `role` ("main", "worker" or "triage"), from the
+    latest version: (text, revision, parts). Call it for every request, never cache it
+    across requests; record `revision` on the turn (see `note_revision`)."""
+    head = latest()
+    if policy is None and _policy_provider is not None:
+        policy = _policy_provider(role=role, **context)
+    result = assembly.assemble(role, head.config if head else {}, defaults(), policy)
+    return Current(result.text, head.revision if head else 0, result.parts)
+
+
+def preview(role: str, revision: int | None = None, policy: str | None = None):
+    head = latest() if revision is None else version(revision)
+    defs = defaults() if revision is None else defaults_of(head)
+    if policy is None and _policy_provider is not None:
+        try:
+            policy = _policy_provider(role=role)
+        except Exception:  # noqa: BLE001 - a preview must render even without context
+            policy = None
+    if policy is None:
+        policy = PREVIEW_POLICY
+    result = assembly.assemble(role, head.config if head else {}, defs, policy)
+    return result, head.revision if head else 0
+
+
+def note_revision(revisions: list | None, revision: int) -> list[int]:
+    """The list of prompt revisions a turn used, with `revision` added if it is new; a turn
+    whose requests straddle a save lists both."""
+    out = list(revisions or [])
+    if revision not in out:
+        out.append(revision)
+    return out
+
+
+# --- writing -----------------------------------------------------------------------------
+
+def _base(base_revision) -> int:
+    if isinstance(base_revision, bool) or base_revision is None:
+        raise Invalid({"base_revision": "The revision this save is based on is required "
+                                        "(0 when nothing has been saved yet)."})
+    try:
+        value = int(base_revision)
+    except (TypeError, ValueError):
+        raise Invalid({"base_revision": "Must be a whole number."}) from None
+    if value < 0 or (isinstance(base_revision, float) and base_revision != value):
+        raise Invalid({"base_revision": "Must be a whole number of at least 0."})
+    return value
+
+
+def _commit(base_revision, make, *, origin: str, author: str, summary: str) -> Saved:
+    base = _base(base_revision)
+    if origin not in ORIGINS:
+        raise Invalid({"origin": f"One of {', '.join(ORIGINS)}."})
+    defs = defaults()
+    try:
+        with transaction.atomic():
+            head = PromptVersion.objects.select_for_update().order_by("-revision").first()
+            head_rev = head.revision if head else 0
+            if base > head_rev:
+                raise Invalid({"base_revision": f"There is no revision {base}; the latest is "
+                                                f"{head_rev}."})
+            if base != head_rev:
+                raise Stale(head_rev, base)
+            old = core.as_config(head.config if head else None)
+            new = make(old, defs)
+            if core.comparable(new) == core.comparable(old):
+                return Saved(head_rev, False)
+            _remember(defs)
+            created = PromptVersion(revision=head_rev + 1, predecessor=head, config=new,
+                                    origin=origin, author=author[:150], summary=summary[:300])
+            created.save(force_insert=True)
+    except IntegrityError:
+        raise Stale(latest_revision(), base) from None
+    return Saved(created.revision, True)
+
+
+def save(key: str, text, base_revision, *, origin: str = "api", author: str = "") -> Saved:
+    core.check_editable(key)
+    return _commit(base_revision, lambda config, defs: core.with_text(config, key, text, defs),
+                   origin=origin, author=author, summary=f"{key}: saved")
+
+
+def restore(key: str, base_revision, *, origin: str = "api", author: str = "") -> Saved:
+    """Back to the default ("take the new default" for a default-updated fragment)."""
+    kind = core.check_editable(key)
+    what = {"builtin": "default restored", "team": "cleared", "skill": "removed"}[kind]
+    return _commit(base_revision, lambda config, defs: core.restored(config, key, defs),
+                   origin=origin, author=author, summary=f"{key}: {what}")
+
+
+def keep_mine(key: str, base_revision, *, origin: str = "api", author: str = "") -> Saved:
+    """Keep the override of a default-updated fragment, now against the new default."""
+    core.check_editable(key)
+    return _commit(base_revision, lambda config, defs: core.kept(config, key, defs),
+                   origin=origin, author=author, summary=f"{key}: kept over the new default")
+
+
+def restore_version(revision, base_revision, *, origin: str = "api",
+                    author: str = "") -> Saved:
+    """A new version holding the configuration of an older one."""
+    try:
+        wanted = int(revision)
+    except (TypeError, ValueError):
+        raise Invalid({"revision": "Must be a whole number."}) from None
+    old = version(wanted)
+    if wanted != 0 and old is None:
+        raise Invalid({"revision": f"There is no revision {wanted}."})
+    source = core.as_config(old.config if old else None)
+
+    def make(config, defs):
+        new = core.as_config(config)
+        for part in ("fragments", "team", "skills"):
+            new[part] = source[part]
+        return core.stamped(new, defs)
+
+    return _commit(base_revision, make, origin=origin, author=author,
+                   summary=f"revision {wanted} restored")
+
+
+def changes_between(a: int, b: int) -> list[core.Change]:
+    """What differs in effect between revisions a and b (0 = built-ins only, as now)."""
+    va, vb = version(a), version(b)
+    for rev, v, field in ((a, va, "from"), (b, vb, "to")):
+        if rev != 0 and v is None:
+            raise Invalid({field: f"There is no revision {rev}."})
+    return core.changes(core.as_config(va.config if va else None),
+                        core.as_config(vb.config if vb else None),
+                        defaults_of(va), defaults_of(vb), f"r{a}", f"r{b}")

@@ -1,0 +1,203 @@
+"""`manage.py amux run` (what `make run` calls) as an operator meets it.
+
+A fresh data directory, a free port, no DATABASE_URL/REDIS_URL: SQLite and the embedded
+Redis under honcho together with the web server, both workers and beat.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+
+from amux_site import embedded_redis
+
+pytestmark = pytest.mark.e2e
+
+MANAGE = [sys.executable, "manage.py", "amux"]
+
+
+def _env(data_dir: Path, port: int) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"DATABASE_URL", "REDIS_URL", "AMUX_EMBEDDED_REDIS",
+                        "AMUX_ADMIN_PASSWORD"}}
+    env.update(AMUX_DATA_DIR=str(data_dir), AMUX_PORT=str(port), PYTHONUNBUFFERED="1",
+               DJANGO_SETTINGS_MODULE="amux_site.settings")
+    return env
+
+
+def _amux(env, *args, timeout=60):
+    return subprocess.run([*MANAGE, *args], env=env, cwd=settings.BASE_DIR, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def _start(env, log: Path):
+    # A process group of its own, like a shell job: signals go to the whole group, as
+    # Ctrl-C or a closing terminal does.
+    return subprocess.Popen([*MANAGE, "run"], env=env, cwd=settings.BASE_DIR,
+                            stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _wait_healthz(proc, port, log: Path, within: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < within:
+        assert proc.poll() is None, f"amux run exited early:\n{log.read_text()[-3000:]}"
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    pytest.fail(f"/healthz did not answer 200 within {within} s:\n{log.read_text()[-3000:]}")
+
+
+def _wait_status(env, code, within=45.0):
+    deadline = time.monotonic() + within
+    while True:
+        result = _amux(env, "status")
+        if result.returncode == code or time.monotonic() > deadline:
+            return result
+        time.sleep(1)
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _login(port: int, password: str) -> int:
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+        page = client.get("/panel/login/")
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        answer = client.post("/panel/login/", data={
+            "username": "admin", "password": password, "csrfmiddlewaretoken": csrf})
+        return answer.status_code
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    yield tmp_path / "data"
+    # Whatever happened, leave no process behind.
+    state = tmp_path / "data" / "run" / "state.json"
+    if state.exists():
+        subprocess.run([*MANAGE, "stop"], env=_env(tmp_path / "data", 1),
+                       cwd=settings.BASE_DIR, capture_output=True, timeout=90)
+
+
+def test_amux_run_serves_refuses_a_second_run_and_stops_cleanly(data_dir, tmp_path):
+    port = embedded_redis.free_port()
+    env = _env(data_dir, port)
+    log = tmp_path / "run-1.log"
+    proc = _start(env, log)
+    try:
+        took = _wait_healthz(proc, port, log, within=60)
+        print(f"/healthz answered 200 after {took:.1f} s")
+
+        status = _wait_status(env, 0)
+        assert status.returncode == 0, status.stderr
+        assert status.stdout == ""
+
+        second = _amux(env, "run")
+        assert second.returncode != 0
+        assert "already running on data directory" in second.stderr
+
+        printed = re.findall(r"password: (\S+)", log.read_text())
+        assert len(printed) == 1
+        assert _login(port, printed[0]) == 302
+
+        tree = _descendants(proc.pid)
+        assert len(tree) >= 5  # redis, web, two workers, beat (and their helpers)
+        redis_port = int(re.search(r"Running mode=standalone, port=(\d+)",
+                                   log.read_text()).group(1))
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = [pid for pid in tree if _alive(pid)]
+    assert left == [], f"processes left behind: {left}"
+    assert not embedded_redis._answers(redis_port)
+
+    after = _amux(env, "status")
+    assert after.returncode == 1, after.stderr
+    assert "not running" in after.stderr
+
+
+def test_amux_stop_is_a_stop_on_purpose(data_dir, tmp_path):
+    port = embedded_redis.free_port()
+    env = _env(data_dir, port)
+    first = _start(env, tmp_path / "run-1.log")
+    _wait_healthz(first, port, tmp_path / "run-1.log", within=60)
+    tree = _descendants(first.pid)
+    os.killpg(first.pid, signal.SIGHUP)  # the terminal closes: no orphans either
+    assert first.wait(timeout=60) == 0
+    assert [pid for pid in tree if _alive(pid)] == []
+    assert _amux(env, "status").returncode == 1
+
+    log = tmp_path / "run-2.log"
+    proc = _start(env, log)
+    try:
+        _wait_healthz(proc, port, log, within=60)
+        assert "password" not in log.read_text()  # printed once, on the first run only
+        tree = _descendants(proc.pid)
+        stop = _amux(env, "stop", timeout=90)
+        assert stop.returncode == 0, stop.stderr
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [pid for pid in tree if _alive(pid)] == []
+    status = _amux(env, "status")
+    assert status.returncode == 3
+    assert "stopped by an operator" in status.stderr
+
+
+def test_a_process_that_dies_stops_everything_and_run_fails(data_dir, tmp_path):
+    port = embedded_redis.free_port()
+    env = _env(data_dir, port)
+    log = tmp_path / "run.log"
+    proc = _start(env, log)
+    try:
+        _wait_healthz(proc, port, log, within=60)
+        tree = _descendants(proc.pid)
+        web = next(pid for pid in tree
+                   if b"uvicorn" in Path(f"/proc/{pid}/cmdline").read_bytes())
+        os.kill(web, signal.SIGKILL)
+        assert proc.wait(timeout=60) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [pid for pid in tree if _alive(pid)] == []
+    assert "a process exited on its own" in log.read_text()
+    assert _amux(env, "status").returncode == 1

@@ -1,0 +1,2 @@
+def checks():
+    raise RuntimeError("cannot reach the provider")

@@ -1,0 +1,46 @@
+"""Triage of inferred candidates runs from the outbox and reports one verdict."""
+
+import pytest
+
+from policy.models import PolicyVersion
+from tickets import engine, outbox, triage
+from tickets.models import Eval, Source, Thread, Ticket, Trigger
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def candidate():
+    PolicyVersion.objects.create(version="auto1", document={"acceptance": "auto"})
+    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
+    thread = Thread.objects.create(source=source, key="octo/app#3", title="Typo in docs")
+    trigger = Trigger.objects.create(
+        source=source, thread=thread, external_id="i3", scope="issue_new", actor="octocat",
+        text="The README says 'teh'.", decision="inferred", strength="inferred",
+        rule="gh.issue_new.unaddressed_allowed", policy_version="auto1",
+    )
+    assert engine.route_trigger(trigger_id=trigger.pk) == "evaluating"
+    return trigger
+
+
+def test_without_a_triage_model_the_candidate_needs_a_person(candidate):
+    outbox.drain(seconds=10)
+    evaluation = Eval.objects.get()
+    assert evaluation.state == "done" and evaluation.result == "needs_person"
+    assert evaluation.note == "No triage model is configured."
+    candidate.refresh_from_db()
+    assert candidate.disposition == "needs_person"
+    assert not Ticket.objects.exists()
+
+
+def test_a_discarded_eval_is_not_decided(candidate):
+    Eval.objects.update(state="discarded")
+    outbox.drain(seconds=10)
+    assert Eval.objects.get().result == ""
+
+
+def test_unreadable_answers_are_a_persons_call():
+    assert triage.parse("not json").result == "needs_person"
+    assert triage.parse('{"result": "maybe", "note": "x"}').result == "needs_person"
+    verdict = triage.parse('{"result": "accept", "note": "' + "word " * 50 + '"}')
+    assert verdict.result == "accept" and len(verdict.note.split()) == 30

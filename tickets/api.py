@@ -1,0 +1,172 @@
+"""REST resources of the orchestrator: tickets, triggers, evals."""
+
+from __future__ import annotations
+
+from rest_framework import generics, mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import APIException
+from rest_framework.response import Response
+
+from sessions.models import ProviderProfile
+from tickets import engine
+from tickets.core.errors import CommandRefused, NotFound
+from tickets.models import AgentSettings, Eval, Mandate, Thread, Ticket, Trigger
+from tickets.read import stages
+
+WORKER_RUNTIMES = ["codex", "claude", "pi", "acp"]
+
+
+class Refused(APIException):
+    def __init__(self, refusal: CommandRefused):
+        self.status_code = refusal.status
+        super().__init__(detail=refusal.message, code=refusal.code)
+
+
+def run_command(fn, **kwargs):
+    """One engine call; its typed refusal becomes the API's error shape."""
+    try:
+        return fn(**kwargs)
+    except CommandRefused as refusal:
+        raise Refused(refusal) from refusal
+
+
+class ThreadSerializer(serializers.ModelSerializer):
+    source = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = Thread
+        fields = ["id", "source", "key", "title", "url"]
+
+
+class MandateSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Mandate
+        fields = ["id", "policy_version", "scope", "strength", "rule", "requester", "basis",
+                  "created_at"]
+
+
+class TicketSerializer(serializers.ModelSerializer):
+    stage = serializers.SerializerMethodField()
+    label = serializers.SerializerMethodField()
+    thread = ThreadSerializer(read_only=True)
+    mandate = MandateSerializer(read_only=True)
+
+    class Meta:
+        model = Ticket
+        fields = ["id", "short_name", "title", "stage", "label", "thread", "session", "mandate",
+                  "pr_url", "pr_state", "created_at", "ended_at", "end_reason"]
+
+    def _stage(self, obj):
+        known = self.context.setdefault("stages", {})
+        if obj.pk not in known:
+            known.update(stages([obj]))
+        return known[obj.pk]
+
+    def get_stage(self, obj) -> str:
+        return str(self._stage(obj)[0])
+
+    def get_label(self, obj) -> str:
+        return self._stage(obj)[1]
+
+
+class InputSerializer(serializers.Serializer):
+    text = serializers.CharField(max_length=100_000, trim_whitespace=False)
+
+
+class TicketViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = TicketSerializer
+
+    def get_queryset(self):
+        return Ticket.objects.select_related("thread__source", "mandate").order_by("-id")
+
+    def paginate_queryset(self, queryset):
+        page = super().paginate_queryset(queryset)
+        if page is not None:
+            self._stages = stages(page)
+        return page
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        context["stages"] = getattr(self, "_stages", {})
+        return context
+
+    @action(detail=True, methods=["post"])
+    def stop(self, request, pk=None):
+        ticket = run_command(engine.stop_ticket, ticket_id=self._id(pk), by=request.user.username)
+        return Response(self.get_serializer(ticket).data)
+
+    @action(detail=True, methods=["post"])
+    def inputs(self, request, pk=None):
+        body = InputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        item = run_command(
+            engine.add_input,
+            ticket_id=self._id(pk),
+            text=body.validated_data["text"],
+            author=request.user.username,
+        )
+        return Response(
+            {"id": item.pk, "ticket": item.ticket_id, "text": item.text,
+             "created_at": item.created_at, "delivered": item.delivered_at is not None},
+            status=status.HTTP_201_CREATED,
+        )
+
+    @staticmethod
+    def _id(pk) -> int:
+        try:
+            return int(pk)
+        except (TypeError, ValueError):
+            raise Refused(NotFound(f"ticket {pk!r} does not exist")) from None
+
+
+class TriggerSerializer(serializers.ModelSerializer):
+    source = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    thread = ThreadSerializer(read_only=True)
+
+    class Meta:
+        model = Trigger
+        fields = ["id", "source", "thread", "external_id", "scope", "actor", "is_human", "is_bot",
+                  "addressed", "decision", "strength", "rule", "reason", "disposition",
+                  "policy_version", "created_at"]
+
+
+class TriggerViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = TriggerSerializer
+    queryset = Trigger.objects.select_related("source", "thread__source").order_by("-id")
+
+
+class EvalSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Eval
+        fields = ["id", "trigger", "policy_version", "state", "result", "note", "created_at",
+                  "finished_at"]
+
+
+class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = EvalSerializer
+    queryset = Eval.objects.order_by("-id")
+
+
+class AgentSettingsSerializer(serializers.ModelSerializer):
+    triage_provider = serializers.SlugRelatedField(
+        slug_field="slug", queryset=ProviderProfile.objects.all(), allow_null=True, required=False
+    )
+    worker_provider = serializers.SlugRelatedField(
+        slug_field="slug", queryset=ProviderProfile.objects.all(), allow_null=True, required=False
+    )
+    worker_runtime = serializers.ChoiceField(choices=WORKER_RUNTIMES, required=False)
+
+    class Meta:
+        model = AgentSettings
+        fields = ["triage_provider", "triage_model", "worker_runtime", "worker_provider",
+                  "worker_model", "updated_at"]
+        read_only_fields = ["updated_at"]
+
+
+class AgentSettingsView(generics.RetrieveUpdateAPIView):
+    """Who does the work: the triage model and the worker sessions' runtime and model."""
+
+    serializer_class = AgentSettingsSerializer
+
+    def get_object(self):
+        return AgentSettings.current()

@@ -1,0 +1,90 @@
+"""Pure rules of the ticket aggregate: given its state, a command and `now`, what changes
+and which effects to enqueue. No Django, no I/O, no clock."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tickets.core.errors import InvalidCommand, TicketEnded
+
+MAX_INPUT_CHARS = 100_000
+
+
+@dataclass(frozen=True)
+class EffectSpec:
+    kind: str
+    key: str
+    payload: dict
+    channel: str = ""
+
+
+@dataclass(frozen=True)
+class TicketView:
+    """What the rules need to know about one ticket aggregate."""
+
+    id: int
+    ended: bool
+    live_assignment: int | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The outcome of one command: field changes, facts (past tense) and effects."""
+
+    changes: dict = field(default_factory=dict)
+    facts: tuple[str, ...] = ()
+    effects: tuple[EffectSpec, ...] = ()
+
+
+def short_name(ticket_id: int, title: str) -> str:
+    """A readable, unique directory-safe name: `t<id>-<first words of the title>`."""
+    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    words = re.sub(r"[^a-z0-9]+", "-", ascii_title.lower()).strip("-")
+    words = words[:40].rstrip("-")
+    return f"t{ticket_id}-{words}" if words else f"t{ticket_id}"
+
+
+def dispatch(assignment_id: int, ticket_id: int) -> EffectSpec:
+    payload = {"assignment": assignment_id, "ticket": ticket_id}
+    return EffectSpec("dispatch", f"assignment:{assignment_id}", payload)
+
+
+def open_plan(ticket_id: int, assignment_id: int) -> Plan:
+    return Plan(facts=("ticket_opened",), effects=(dispatch(assignment_id, ticket_id),))
+
+
+def stop(view: TicketView, *, by: str, now: datetime) -> Plan:
+    if view.ended:
+        raise TicketEnded(f"ticket {view.id} has already ended")
+    effects: tuple[EffectSpec, ...] = ()
+    if view.live_assignment is not None:
+        # A command, never coalesced with other work on the assignment: a key of its own.
+        effects = (
+            EffectSpec(
+                "dispatch",
+                f"assignment:{view.live_assignment}:stop",
+                {"assignment": view.live_assignment, "ticket": view.id, "action": "stop"},
+            ),
+        )
+    return Plan(
+        changes={"ended_at": now, "end_reason": "stopped"},
+        facts=("ticket_stopped",),
+        effects=effects,
+    )
+
+
+def add_input(view: TicketView, *, text: str) -> None:
+    """Refuse what cannot become an input; the engine then stores it and enqueues delivery."""
+    if view.ended:
+        raise TicketEnded(f"ticket {view.id} has ended; a new message on its thread revives it")
+    if not text or not text.strip():
+        raise InvalidCommand("text must not be empty")
+    if len(text) > MAX_INPUT_CHARS:
+        raise InvalidCommand(f"text is longer than {MAX_INPUT_CHARS} characters")
+
+
+def deliver(input_id: int, ticket_id: int) -> EffectSpec:
+    return EffectSpec("deliver", f"input:{input_id}", {"input": input_id, "ticket": ticket_id})

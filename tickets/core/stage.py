@@ -1,0 +1,68 @@
+"""A ticket's stage, derived from facts (seed 002: 七个阶段, first match wins).
+
+There is no status field: if the facts are right, the label is right. Only a structured
+question makes a ticket wait for a person; free text never changes the stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Stage(StrEnum):
+    ENDED = "ended"
+    WAITING_FOR_PERSON = "waiting_for_person"
+    INPUT_NOT_DELIVERED = "input_not_delivered"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    AWAITING_REVIEW = "awaiting_review"
+    WORKING = "working"
+    QUEUED = "queued"
+
+
+# Labels say who is waited on and for what, never internal codes.
+LABELS = {
+    Stage.ENDED: "Ended",
+    Stage.WAITING_FOR_PERSON: "Waiting for your answer",
+    Stage.INPUT_NOT_DELIVERED: "Input not delivered",
+    Stage.FAILED: "Failed — needs a look",
+    Stage.BLOCKED: "Blocked — needs a person",
+    Stage.AWAITING_REVIEW: "Awaiting your review",
+    Stage.WORKING: "Agent working",
+    Stage.QUEUED: "Queued for the agent",
+}
+
+NEEDS_ME = (Stage.WAITING_FOR_PERSON, Stage.INPUT_NOT_DELIVERED, Stage.FAILED, Stage.BLOCKED)
+MOVING = (Stage.WORKING, Stage.QUEUED, Stage.AWAITING_REVIEW)
+
+
+@dataclass(frozen=True)
+class StageFacts:
+    ended: bool = False
+    open_question: bool = False
+    undelivered_failed_input: bool = False
+    latest_report: str | None = None  # progress / done / blocked / failed
+    person_spoke_since_report: bool = False
+    assignment: str | None = None  # dispatching / running / ended / failed
+    pr_open: bool = False
+
+
+def derive(f: StageFacts) -> Stage:
+    if f.ended:
+        return Stage.ENDED
+    if f.open_question:
+        return Stage.WAITING_FOR_PERSON
+    if f.undelivered_failed_input:
+        return Stage.INPUT_NOT_DELIVERED
+    # A new message from a person hands a failed or blocked ticket back to the executor.
+    if not f.person_spoke_since_report:
+        if f.latest_report == "failed" or (f.assignment == "failed" and not f.latest_report):
+            return Stage.FAILED
+        if f.latest_report == "blocked":
+            return Stage.BLOCKED
+        if f.latest_report == "done" and f.pr_open:
+            return Stage.AWAITING_REVIEW
+    if f.assignment == "running":
+        return Stage.WORKING
+    return Stage.QUEUED

@@ -1,0 +1,74 @@
+"""The read side of tickets: stage facts gathered from the database in a few queries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db.models import Max
+
+from tickets.core.stage import LABELS, Stage, StageFacts, derive
+from tickets.models import Assignment, Input, Question, Report, Ticket
+
+
+def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
+    tickets = list(tickets)
+    ids = [t.pk for t in tickets]
+    open_questions = set(
+        Question.objects.filter(ticket_id__in=ids, answered_at__isnull=True).values_list(
+            "ticket_id", flat=True
+        )
+    )
+    undelivered_failed = set(
+        Input.objects.filter(
+            ticket_id__in=ids, delivered_at__isnull=True, failed_at__isnull=False
+        ).values_list("ticket_id", flat=True)
+    )
+    latest_report: dict[int, tuple[str, object]] = {}
+    for ticket_id, status, created in Report.objects.filter(ticket_id__in=ids).order_by(
+        "ticket_id", "id"
+    ).values_list("ticket_id", "status", "created_at"):
+        latest_report[ticket_id] = (status, created)
+    last_human = dict(
+        Input.objects.filter(ticket_id__in=ids, is_human=True)
+        .values("ticket_id")
+        .annotate(at=Max("created_at"))
+        .values_list("ticket_id", "at")
+    )
+    assignment: dict[int, str] = {}
+    for ticket_id, state in Assignment.objects.filter(ticket_id__in=ids).order_by(
+        "ticket_id", "id"
+    ).values_list("ticket_id", "state"):
+        assignment[ticket_id] = state
+    facts = {}
+    for t in tickets:
+        report = latest_report.get(t.pk)
+        spoke = bool(report and last_human.get(t.pk) and last_human[t.pk] > report[1])
+        facts[t.pk] = StageFacts(
+            ended=t.ended_at is not None,
+            open_question=t.pk in open_questions,
+            undelivered_failed_input=t.pk in undelivered_failed,
+            latest_report=report[0] if report else None,
+            person_spoke_since_report=spoke,
+            assignment=assignment.get(t.pk),
+            pr_open=t.pr_state == "open",
+        )
+    return facts
+
+
+def assignment_for_token(token: str) -> Assignment | None:
+    """The live assignment a bearer token was issued for, or None."""
+    import hashlib
+
+    if not token or not token.startswith("amx_"):
+        return None
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    return (
+        Assignment.objects.filter(token_hash=digest, state__in=["dispatching", "running"])
+        .select_related("ticket")
+        .first()
+    )
+
+
+def stages(tickets: Iterable[Ticket]) -> dict[int, tuple[Stage, str]]:
+    return {pk: (stage, LABELS[stage]) for pk, f in stage_facts(tickets).items()
+            for stage in [derive(f)]}

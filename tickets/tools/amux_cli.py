@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""amux — the worker's command for talking to amux about its one ticket.
+
+Standard library only: it is copied into the worker's bin directory and runs with whatever
+python3 the worker has. It reads two variables from its environment:
+
+  AMUX_API_URL           amux's API root, e.g. http://127.0.0.1:8000/api/v1
+  AMUX_ASSIGNMENT_TOKEN  the bearer token of this worker's assignment
+
+Exit status: 0 done, 1 refused by amux, 2 wrong usage or configuration, 3 amux unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+TIMEOUT = 60
+
+EPILOG = """\
+examples:
+  amux context
+  amux report progress "tests written, fixing the parser"
+  amux report done "PR opened: fixes the login crash"
+  amux ask "Which branch should the fix target?" --option main --option release-2.x
+  amux ask "Is dropping Python 3.9 acceptable?" --answers input:12
+  amux hand-back 42 "asks for a new feature, not this bug"
+  amux reply "Reproduced; a fix is on its way."
+"""
+
+
+class Failure(Exception):
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def api_root() -> str:
+    url = os.environ.get("AMUX_API_URL", "").strip()
+    if not url:
+        raise Failure("AMUX_API_URL is not set (amux's API root, e.g. "
+                      "http://127.0.0.1:8000/api/v1)", 2)
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise Failure(f"AMUX_API_URL is not an http(s) URL: {url!r}", 2)
+    path = parts.path.rstrip("/")
+    if not path.endswith("/api/v1"):
+        path += "/api/v1"
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def token() -> str:
+    value = os.environ.get("AMUX_ASSIGNMENT_TOKEN", "").strip()
+    if not value:
+        raise Failure("AMUX_ASSIGNMENT_TOKEN is not set", 2)
+    return value
+
+
+def call(method: str, tool: str, body: dict | None = None) -> dict:
+    url = f"{api_root()}/tools/{tool}/"
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {token()}")
+    request.add_header("Accept", "application/json")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            return json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        raise Failure(_refusal(error), 1) from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise Failure(f"cannot reach amux at {url}: {reason}", 3) from None
+
+
+def _refusal(error: urllib.error.HTTPError) -> str:
+    try:
+        payload = json.loads(error.read() or b"{}")
+        detail = payload["error"]
+        message = detail.get("message") or error.reason
+        code = detail.get("code") or "error"
+    except (ValueError, KeyError, TypeError, AttributeError):
+        message, code = error.reason, "error"
+    return f"refused ({error.code} {code}): {message}"
+
+
+def _print_context(ctx: dict) -> None:
+    ticket, thread, mandate = ctx["ticket"], ctx["thread"], ctx.get("mandate") or {}
+    print(f"Ticket {ticket['id']} ({ticket['short_name']}): {ticket['title']}")
+    print(f"Stage: {ticket['label']}")
+    if ticket.get("pr_url"):
+        print(f"Pull request: {ticket['pr_url']} ({ticket.get('pr_state') or 'unknown'})")
+    where = thread.get("url") or thread["key"]
+    print(f"Thread: {thread['source']} {where} — {thread.get('title') or ''}".rstrip(" —"))
+    if mandate:
+        print(f"Mandate: {mandate['strength']} request by {mandate['requester']} "
+              f"({mandate['scope']}, rule {mandate.get('rule') or '-'}, "
+              f"policy {mandate['policy_version'][:12]})")
+    request = ctx.get("request")
+    if request:
+        print(f"\nRequest (trigger {request['trigger']}, from {request['actor']}):")
+        print(_indent(request["text"]))
+    for title, items in (("Pending messages", ctx["pending_inputs"]),
+                         ("Recent messages", ctx["recent_inputs"])):
+        if items:
+            print(f"\n{title}:")
+            for item in items:
+                trigger = f", trigger {item['trigger']}" if item.get("trigger") else ""
+                print(f"- {item['ref']} {item['kind']} from {item['author'] or '?'}{trigger}:")
+                print(_indent(item["text"], "    "))
+    if ctx["open_questions"]:
+        print("\nOpen questions (waiting for a person):")
+        for q in ctx["open_questions"]:
+            options = f" [{' | '.join(q['options'])}]" if q["options"] else ""
+            print(f"- {q['text']}{options}")
+
+
+def _indent(text: str, prefix: str = "  ") -> str:
+    return "\n".join(prefix + line for line in (text or "").splitlines() or [""])
+
+
+def _text_arg(value: str) -> str:
+    """`-` reads the text from standard input (for long texts)."""
+    return sys.stdin.read() if value == "-" else value
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog="amux", description="Tell amux about your ticket: report, ask, hand back, reply.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    root.add_argument("--json", action="store_true", help="print amux's answer as JSON")
+    # `--json` also after the command; SUPPRESS keeps a flag given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print amux's answer as JSON")
+    sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    report = sub.add_parser("report", parents=[common],
+                            help="report progress, done, blocked or failed")
+    report.add_argument("status", help="progress, done, blocked or failed")
+    report.add_argument("text", nargs="?", default="", help="what happened ('-' reads stdin)")
+
+    ask = sub.add_parser("ask", parents=[common], help="ask a person a structured question")
+    ask.add_argument("question", help="the question ('-' reads stdin)")
+    ask.add_argument("--option", action="append", dest="options", default=[],
+                     metavar="TEXT", help="one choice (repeat for more)")
+    ask.add_argument("--multi", action="store_true", help="several options may be chosen")
+    ask.add_argument("--answers", dest="message_ref", default="", metavar="MESSAGE_REF",
+                     help="the message this question is about, e.g. input:12")
+
+    hand = sub.add_parser("hand-back", parents=[common], aliases=["hand_back"],
+                          help="hand back a message that is outside this ticket's mandate")
+    hand.add_argument("trigger", metavar="TRIGGER_ID", help="the message's trigger id")
+    hand.add_argument("reason", help="why it is outside the mandate")
+
+    reply = sub.add_parser("reply", parents=[common], help="post a message on the ticket's thread")
+    reply.add_argument("text", help="the message ('-' reads stdin)")
+
+    sub.add_parser("context", parents=[common], aliases=["whoami"],
+                   help="show your ticket, mandate and messages")
+    return root
+
+
+def run(args: argparse.Namespace) -> dict:
+    command = args.command
+    if command == "report":
+        result = call("POST", "report", {"status": args.status, "text": _text_arg(args.text)})
+        summary = f"reported {result['status']} on ticket {result['ticket']} ({result['label']})"
+    elif command == "ask":
+        body = {"question": _text_arg(args.question), "options": args.options,
+                "multi": args.multi, "message_ref": args.message_ref}
+        result = call("POST", "ask", body)
+        summary = (f"question {result['question']} asked on ticket {result['ticket']}; "
+                   "the answer will arrive as a new message")
+    elif command in ("hand-back", "hand_back"):
+        result = call("POST", "hand_back", {"trigger": args.trigger, "reason": args.reason})
+        summary = f"trigger {result['trigger']} handed back ({result['disposition']})"
+    elif command == "reply":
+        result = call("POST", "reply", {"text": _text_arg(args.text)})
+        summary = f"reply queued on the thread of ticket {result['ticket']}"
+    else:
+        result = call("GET", "context")
+        summary = None
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    elif summary is None:
+        _print_context(result)
+    else:
+        print(summary)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        run(args)
+    except Failure as failure:
+        print(f"amux: {failure.message}", file=sys.stderr)
+        return failure.code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

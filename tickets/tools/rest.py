@@ -1,0 +1,169 @@
+"""REST door to the executor's tools: /api/v1/tools/… with `Authorization: Bearer <token>`.
+
+Only the assignment token authenticates here (an operator's API token or login does not),
+and an assignment token authenticates nowhere else (the operator endpoints use DRF's
+`Token` scheme and sessions). The logic is tickets.tools.service, shared with MCP.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import extend_schema
+from rest_framework import authentication, exceptions, permissions, serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from amux_common.api import error_response
+from tickets.tools import service
+from tickets.tools.service import ToolRefused
+
+
+class AssignmentPrincipal:
+    """The caller: one worker session acting for one live assignment."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+
+    def __init__(self, assignment):
+        self.assignment = assignment
+        self.username = f"assignment-{assignment.pk}"
+
+    def __str__(self):
+        return self.username
+
+
+class AssignmentTokenAuthentication(authentication.BaseAuthentication):
+    """`Authorization: Bearer amx_…` → the live assignment it was issued for."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed(
+                "Authorization must be 'Bearer <assignment token>'."
+            )
+        try:
+            token = header[1].decode()
+        except UnicodeError:
+            raise exceptions.AuthenticationFailed("the token is not valid text") from None
+        try:
+            assignment = service.resolve_token(token)
+        except ToolRefused as refused:
+            if refused.status == 401:
+                raise exceptions.AuthenticationFailed(refused.message) from None
+            raise exceptions.PermissionDenied(refused.message) from None
+        return AssignmentPrincipal(assignment), token
+
+    def authenticate_header(self, request):
+        return f'{self.keyword} realm="amux assignment"'
+
+
+class AssignmentTokenScheme(OpenApiAuthenticationExtension):
+    target_class = AssignmentTokenAuthentication
+    name = "assignmentToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer",
+                "description": "The bearer token of one assignment (issued at dispatch)."}
+
+
+class IsAssignment(permissions.BasePermission):
+    def has_permission(self, request, view):
+        return isinstance(request.user, AssignmentPrincipal)
+
+
+class ToolView(APIView):
+    authentication_classes = [AssignmentTokenAuthentication]
+    permission_classes = [IsAssignment]
+    tool = ""
+
+    def _data(self, request) -> dict:
+        data = request.data if request.method != "GET" else request.query_params
+        if not hasattr(data, "get"):
+            raise ToolRefused(400, "invalid", "the body must be a JSON object")
+        return data
+
+    def _run(self, request, call, status: int = 200) -> Response:
+        try:
+            data = self._data(request)
+            assignment = request.user.assignment
+            service.check_named(assignment, data.get("assignment"))
+            return Response(call(assignment, data), status=status)
+        except ToolRefused as refused:
+            return error_response(refused.status, refused.code, refused.message, refused.fields)
+
+
+class ReportSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["progress", "done", "blocked", "failed"])
+    text = serializers.CharField(required=False, allow_blank=True)
+
+
+class AskSerializer(serializers.Serializer):
+    question = serializers.CharField()
+    options = serializers.ListField(child=serializers.CharField(), required=False)
+    multi = serializers.BooleanField(required=False)
+    message_ref = serializers.CharField(required=False, allow_blank=True)
+
+
+class HandBackSerializer(serializers.Serializer):
+    trigger = serializers.IntegerField()
+    reason = serializers.CharField()
+
+
+class ReplySerializer(serializers.Serializer):
+    text = serializers.CharField()
+
+
+class ReportView(ToolView):
+    @extend_schema(request=ReportSerializer, responses=dict,
+                   description=service.DESCRIPTIONS["report"])
+    def post(self, request):
+        return self._run(request, lambda a, d: service.report(
+            a, status=d.get("status"), text=d.get("text")), status=201)
+
+
+class AskView(ToolView):
+    @extend_schema(request=AskSerializer, responses=dict, description=service.DESCRIPTIONS["ask"])
+    def post(self, request):
+        return self._run(request, lambda a, d: service.ask(
+            a, question=d.get("question"), options=_list(d, "options"), multi=d.get("multi"),
+            message_ref=d.get("message_ref")), status=201)
+
+
+class HandBackView(ToolView):
+    @extend_schema(request=HandBackSerializer, responses=dict,
+                   description=service.DESCRIPTIONS["hand_back"])
+    def post(self, request):
+        return self._run(request, lambda a, d: service.hand_back(
+            a, trigger=d.get("trigger"), reason=d.get("reason")))
+
+
+@extend_schema(exclude=True)
+class HandBackDashView(HandBackView):
+    """`hand-back`, the spelling of the command, answers the same."""
+
+
+class ReplyView(ToolView):
+    @extend_schema(request=ReplySerializer, responses=dict,
+                   description=service.DESCRIPTIONS["reply"])
+    def post(self, request):
+        return self._run(request, lambda a, d: service.reply(a, text=d.get("text")),
+                         status=202)
+
+
+class ContextView(ToolView):
+    @extend_schema(responses=dict, description=service.DESCRIPTIONS["context"])
+    def get(self, request):
+        return self._run(request, lambda a, d: service.context(a))
+
+
+def _list(data, name):
+    """A JSON list, or repeated form fields."""
+    if hasattr(data, "getlist") and not isinstance(data.get(name), list):
+        values = data.getlist(name)
+        return values or None
+    return data.get(name)

@@ -1,0 +1,295 @@
+"""The executor's tools, once: token resolution, input validation and the one engine call
+of each tool. REST (tickets.tools.rest) and MCP (tickets.tools.mcp_server) only translate
+their transport to these functions and ToolRefused back, so the two cannot diverge.
+
+Every function is synchronous (Django ORM); the MCP side calls it through sync_to_async.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+from tickets import engine
+from tickets.core import messages
+from tickets.core.errors import CommandRefused
+from tickets.models import Assignment, Input, Question
+from tickets.read import assignment_for_token, stages
+
+# Fixed text, shown to the model by MCP and printed by `amux --help`. Not editable prompts:
+# they describe the contract of each tool, which only changes with the code.
+DESCRIPTIONS = {
+    "report": (
+        "Report the state of your ticket to amux. status is one of progress, done, blocked, "
+        "failed; text says what happened in a sentence or two. 'done' means the work is "
+        "finished and (for code) a pull request is open; 'blocked' and 'failed' are posted "
+        "on the ticket's thread so people can help. Free text never asks a person anything: "
+        "use ask for that."
+    ),
+    "ask": (
+        "Ask a person a structured question and wait for the answer (the ticket shows as "
+        "waiting for a person until it is answered; the answer arrives as a new message). "
+        "question is required; options are the choices if there are any; multi allows "
+        "several choices; message_ref names the message the question is about "
+        "(e.g. 'input:12' from context)."
+    ),
+    "hand_back": (
+        "Hand back a message that asks for work outside this ticket's mandate. trigger is "
+        "the message's trigger id (from context); reason says in a few words why it is "
+        "outside the mandate. amux then decides separately whether to take it on."
+    ),
+    "reply": (
+        "Post a short message on the ticket's thread (the GitHub issue/PR or chat it came "
+        "from), through amux. Use it sparingly: the pull request speaks for itself."
+    ),
+    "context": (
+        "Read your task: the ticket's title, stage, mandate (what was allowed and by whom), "
+        "its thread, the messages it received (pending ones first) and open questions."
+    ),
+}
+
+REF_INPUT = re.compile(r"^input:(\d+)$")
+RECENT_INPUTS = 20
+
+
+@dataclass
+class ToolRefused(Exception):
+    """A tool call that does nothing; `status` is the HTTP status REST answers with."""
+
+    status: int
+    code: str
+    message: str
+    fields: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _invalid(name: str, message: str) -> ToolRefused:
+    return ToolRefused(400, "invalid", f"{name}: {message}", {name: [message]})
+
+
+def _refusal(refusal: CommandRefused) -> ToolRefused:
+    return ToolRefused(refusal.status, refusal.code, refusal.message)
+
+
+# --- who is calling ---------------------------------------------------------------------
+
+
+def resolve_token(token: str | None) -> Assignment:
+    """The live assignment this bearer token was issued for. Unknown token: 401; a token of
+    an assignment that has ended (or whose ticket ended): 403."""
+    if not token:
+        raise ToolRefused(401, "not_authenticated", "an assignment bearer token is required")
+    assignment = assignment_for_token(token)
+    if assignment is not None:
+        return assignment
+    if token.startswith("amx_") and Assignment.objects.filter(
+        token_hash=hashlib.sha256(token.encode()).hexdigest()
+    ).exists():
+        raise ToolRefused(403, "assignment_ended", "this assignment has ended")
+    raise ToolRefused(401, "not_authenticated", "unknown or replaced assignment token")
+
+
+def check_named(assignment: Assignment, named) -> None:
+    """A request that names an assignment must name the token's own: 403 otherwise."""
+    if named in (None, ""):
+        return
+    try:
+        named_id = int(named)
+    except (TypeError, ValueError):
+        raise _invalid("assignment", "must be an assignment id") from None
+    if named_id != assignment.pk:
+        raise ToolRefused(
+            403, "permission_denied", "this token belongs to another assignment"
+        )
+
+
+# --- validation (field-named, before the engine sees anything) --------------------------
+
+
+def _text(value, name: str, *, required: bool) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise _invalid(name, "must be a string")
+    if required and not value.strip():
+        raise _invalid(name, "must not be empty")
+    if len(value) > messages.MAX_TEXT:
+        raise _invalid(name, f"is longer than {messages.MAX_TEXT} characters")
+    return value
+
+
+def _status(value) -> str:
+    if not isinstance(value, str) or value not in messages.REPORT_STATUSES:
+        raise _invalid(
+            "status",
+            f"unknown report status {value!r}; use one of {', '.join(messages.REPORT_STATUSES)}",
+        )
+    return value
+
+
+def _options(value) -> list[str]:
+    if value in (None, ""):
+        return []
+    if not isinstance(value, list | tuple):
+        raise _invalid("options", "must be a list of strings")
+    if not all(isinstance(o, str) and o.strip() for o in value):
+        raise _invalid("options", "each option must be a non-empty string")
+    if len(value) > messages.MAX_OPTIONS:
+        raise _invalid("options", f"at most {messages.MAX_OPTIONS} options")
+    if len(set(value)) != len(value):
+        raise _invalid("options", "options must be different from each other")
+    return list(value)
+
+
+def _bool(value, name: str) -> bool:
+    if value in (None, ""):
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise _invalid(name, "must be true or false")
+
+
+def _message_ref(assignment: Assignment, value) -> str:
+    ref = _text(value, "message_ref", required=False).strip()
+    if len(ref) > 300:
+        raise _invalid("message_ref", "is longer than 300 characters")
+    found = REF_INPUT.match(ref)
+    if found and not Input.objects.filter(
+        pk=int(found.group(1)), ticket_id=assignment.ticket_id
+    ).exists():
+        raise _invalid("message_ref", f"{ref} is not a message of this ticket")
+    return ref
+
+
+def _trigger_id(value) -> int:
+    if isinstance(value, bool):
+        raise _invalid("trigger", "must be a trigger id")
+    try:
+        trigger_id = int(value)
+    except (TypeError, ValueError):
+        raise _invalid("trigger", "must be a trigger id") from None
+    if trigger_id <= 0:
+        raise _invalid("trigger", "must be a trigger id")
+    return trigger_id
+
+
+def _ticket_open(assignment: Assignment) -> None:
+    """Asking, replying and handing back need a ticket that has not ended; a report (a
+    fact) is still recorded after the end."""
+    ticket = assignment.ticket
+    ticket.refresh_from_db(fields=["ended_at"])
+    if ticket.ended_at is not None:
+        raise ToolRefused(409, "ticket_ended", f"ticket {ticket.pk} has ended")
+
+
+def _stage(assignment: Assignment) -> tuple[str, str]:
+    ticket = assignment.ticket
+    ticket.refresh_from_db()
+    stage, label = stages([ticket])[ticket.pk]
+    return str(stage), label
+
+
+# --- the tools --------------------------------------------------------------------------
+
+
+def report(assignment: Assignment, *, status, text=None) -> dict:
+    status = _status(status)
+    text = _text(text, "text", required=False)
+    try:
+        item = engine.report_received(assignment_id=assignment.pk, status=status, text=text)
+    except CommandRefused as refusal:
+        raise _refusal(refusal) from refusal
+    stage, label = _stage(assignment)
+    return {"report": item.pk, "ticket": assignment.ticket_id, "status": item.status,
+            "stage": stage, "label": label}
+
+
+def ask(assignment: Assignment, *, question, options=None, multi=None, message_ref=None) -> dict:
+    question = _text(question, "question", required=True)
+    options = _options(options)
+    multi = _bool(multi, "multi")
+    if multi and not options:
+        raise _invalid("multi", "a multiple-choice question needs options")
+    ref = _message_ref(assignment, message_ref)
+    _ticket_open(assignment)
+    try:
+        item = engine.question_asked(
+            assignment_id=assignment.pk, text=question, options=options, multi=multi,
+            message_ref=ref,
+        )
+    except CommandRefused as refusal:
+        raise _refusal(refusal) from refusal
+    stage, label = _stage(assignment)
+    return {"question": item.pk, "ticket": assignment.ticket_id, "stage": stage,
+            "label": label}
+
+
+def hand_back(assignment: Assignment, *, trigger, reason) -> dict:
+    trigger_id = _trigger_id(trigger)
+    reason = _text(reason, "reason", required=True)
+    _ticket_open(assignment)
+    try:
+        item = engine.hand_back(assignment_id=assignment.pk, trigger_id=trigger_id,
+                                reason=reason)
+    except CommandRefused as refusal:
+        raise _refusal(refusal) from refusal
+    return {"trigger": item.pk, "ticket": assignment.ticket_id,
+            "disposition": item.disposition}
+
+
+def reply(assignment: Assignment, *, text) -> dict:
+    text = _text(text, "text", required=True)
+    _ticket_open(assignment)
+    try:
+        engine.reply_requested(assignment_id=assignment.pk, text=text)
+    except CommandRefused as refusal:
+        raise _refusal(refusal) from refusal
+    return {"ticket": assignment.ticket_id, "queued": True}
+
+
+def _input(item: Input) -> dict:
+    return {"id": item.pk, "ref": f"input:{item.pk}", "kind": item.kind, "author": item.author,
+            "text": item.text, "trigger": item.trigger_id,
+            "delivered": item.delivered_at is not None, "at": item.created_at.isoformat()}
+
+
+def context(assignment: Assignment) -> dict:
+    ticket = assignment.ticket
+    ticket.refresh_from_db()
+    thread = ticket.thread
+    mandate = getattr(ticket, "mandate", None)
+    stage, label = stages([ticket])[ticket.pk]
+    inputs = Input.objects.filter(ticket=ticket)
+    pending = [_input(i) for i in inputs.filter(delivered_at__isnull=True).order_by("id")]
+    recent = [_input(i) for i in reversed(inputs.order_by("-id")[:RECENT_INPUTS])]
+    request = None
+    if mandate is not None and mandate.trigger_id:
+        trigger = mandate.trigger
+        request = {"trigger": trigger.pk, "actor": trigger.actor, "text": trigger.text}
+    return {
+        "assignment": {"id": assignment.pk, "attempt": assignment.attempt,
+                       "state": assignment.state},
+        "ticket": {"id": ticket.pk, "short_name": ticket.short_name, "title": ticket.title,
+                   "stage": str(stage), "label": label, "pr_url": ticket.pr_url,
+                   "pr_state": ticket.pr_state},
+        "mandate": None if mandate is None else {
+            "id": mandate.pk, "policy_version": mandate.policy_version, "scope": mandate.scope,
+            "strength": mandate.strength, "rule": mandate.rule,
+            "requester": mandate.requester, "basis": mandate.basis,
+        },
+        "request": request,
+        "thread": {"source": thread.source.slug, "kind": thread.source.kind, "key": thread.key,
+                   "title": thread.title, "url": thread.url},
+        "pending_inputs": pending,
+        "recent_inputs": recent,
+        "open_questions": [
+            {"id": q.pk, "text": q.text, "options": q.options, "multi": q.multi,
+             "message_ref": q.message_ref}
+            for q in Question.objects.filter(ticket=ticket, answered_at__isnull=True)
+        ],
+    }
