@@ -205,6 +205,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the 200/s run")
+    parser.add_argument("--low-rate", type=float, default=20.0,
+                        help="also measure latency at this rate (service time without queueing)")
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         raise SystemExit("set DATABASE_URL to a PostgreSQL database")
@@ -223,6 +225,9 @@ def main() -> None:
         total = int(args.rate * args.seconds)
         lat, s5 = asyncio.run(open_loop(port, requests(total, 1000 + 2 * n), args.rate))
         blat, s6 = asyncio.run(open_loop(port, bare_requests(total), args.rate))
+        low = int(args.low_rate * args.seconds)
+        llat, _ = asyncio.run(open_loop(port, requests(low, 1000 + 2 * n + total), args.low_rate))
+        lblat, _ = asyncio.run(open_loop(port, bare_requests(low), args.low_rate))
     finally:
         server.terminate()
         server.wait(timeout=20)
@@ -236,6 +241,11 @@ def main() -> None:
           f"p99 {pct(lat, 99):.1f} ms  (goal p99 < 50 ms; statuses {s5})")
     print(f"bare at {args.rate:.0f}/s: p50 {pct(blat, 50):.1f} ms, p99 {pct(blat, 99):.1f} ms "
           f"(statuses {s6})")
+    print(f"at {args.low_rate:.0f}/s: deliveries p50 {pct(llat, 50):.1f} ms, "
+          f"p99 {pct(llat, 99):.1f} ms; bare p50 {pct(lblat, 50):.1f} ms, "
+          f"p99 {pct(lblat, 99):.1f} ms")
+    print(f"machine load average during the run: {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":
