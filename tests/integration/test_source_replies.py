@@ -161,3 +161,14 @@ def test_webchat_replies_are_kept_once_per_message_id():
     assert intake.send(source, message_id="m7", thread="t1", text="hi") == "sent"
     assert intake.send(source, message_id="m7", thread="t1", text="hi") == "sent"
     assert OutgoingMessage.objects.filter(source=source).count() == 1
+
+
+def test_lark_thread_context_reads_the_chat(server):
+    source = lark_source(server.url)
+    server.state.lark_history = [("om_1", "the build is red"), ("om_2", "since this morning")]
+    plug = Lark(source.config, source.secrets)
+    context = plug.thread_context("oc_team", {}, None)
+    assert [c["text"] for c in context] == ["the build is red", "since this morning"]
+    listed = server.matching("GET", r"/open-apis/im/v1/messages")[0]
+    assert listed.query["container_id_type"] == ["chat"]
+    assert listed.query["container_id"] == ["oc_team"]

@@ -31,6 +31,7 @@ class State:
     comments: dict = field(default_factory=dict)  # (repo, number) -> [comment]
     issues: dict = field(default_factory=dict)  # (repo, number) -> issue dict
     lark_messages: dict = field(default_factory=dict)  # uuid -> message
+    lark_history: list = field(default_factory=list)  # [(message_id, text)] oldest first
     next_id: int = 1000
     fail_next: list = field(default_factory=list)  # [(method, path regex, status)]
 
@@ -169,6 +170,15 @@ class RecordingServer:
             return 201, {"token": "ghs_installation", "expires_at": expires}
         if r.path == "/open-apis/auth/v3/tenant_access_token/internal":
             return 200, {"code": 0, "msg": "ok", "tenant_access_token": "t-test", "expire": 7200}
+        if r.path == "/open-apis/im/v1/messages" and r.method == "GET":
+            items = [
+                {"message_id": mid, "msg_type": "text", "create_time": str(1700000000000 + i),
+                 "sender": {"id": "ou_alice", "id_type": "open_id", "sender_type": "user"},
+                 "body": {"content": json.dumps({"text": text})}, "mentions": []}
+                for i, (mid, text) in enumerate(self.state.lark_history)
+            ]
+            return 200, {"code": 0, "msg": "success",
+                         "data": {"items": list(reversed(items)), "has_more": False}}
         m = re.fullmatch(r"/open-apis/im/v1/messages(?:/([^/]+)/reply)?", r.path)
         if m and r.method == "POST":
             if r.headers.get("authorization") != "Bearer t-test":

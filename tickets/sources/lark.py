@@ -295,6 +295,26 @@ class Lark(SourceKind):
         log.warning("lark send %s: code %s", message.id, resp.code)
         return SendResult.RETRY
 
+    def thread_context(self, thread, meta, ctx, limit=20):
+        """The latest messages of the topic thread (or the chat), oldest first."""
+        from lark_oapi.api.im.v1 import ListMessageRequest
+
+        chat = thread.partition(":")[0]
+        container = ("thread", meta["thread_id"]) if meta.get("thread_id") else ("chat", chat)
+        req = (ListMessageRequest.builder().container_id_type(container[0])
+               .container_id(container[1]).sort_type("ByCreateTimeDesc").page_size(limit)
+               .build())
+        resp = self.client().im.v1.message.list(req)
+        if not resp.success():
+            raise RuntimeError(f"lark message list: code {resp.code}")
+        out = []
+        for item in reversed((resp.data.items if resp.data else None) or []):
+            mentions = [{"key": m.key, "name": m.name} for m in item.mentions or []]
+            body = {"content": item.body.content if item.body else ""}
+            out.append({"author": item.sender.id if item.sender else "",
+                        "text": _text(body, mentions), "at": item.create_time or ""})
+        return out
+
 
 def _json(body: bytes) -> dict:
     try:
