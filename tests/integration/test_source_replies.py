@@ -172,3 +172,36 @@ def test_lark_thread_context_reads_the_chat(server):
     listed = server.matching("GET", r"/open-apis/im/v1/messages")[0]
     assert listed.query["container_id_type"] == ["chat"]
     assert listed.query["container_id"] == ["oc_team"]
+
+
+def test_relay_handler_posts_once_when_replayed_after_a_crash(server):
+    """The registered relay handler, run again for the same effect (the crash came after
+    the send, before the row was settled), posts one comment."""
+    from django.db import transaction
+
+    from tickets import reply_handlers
+    from tickets.models import Thread
+
+    source = github_source(server.url)
+    thread = Thread.objects.create(source=source, key=f"{REPO}#7")
+    with transaction.atomic():
+        effect = outbox.enqueue("relay", "r-1", {"ticket": 0, "thread": thread.pk,
+                                                 "text": "Blocked: need a token"})
+    reply_handlers.relay(effect.pk, effect.payload)  # sent; then the process died
+    outbox.drain(seconds=5)  # the replay finds the marker
+    assert not Effect.objects.exists()
+    assert len(server.matching("POST", rf"/repos/{REPO}/issues/7/comments")) == 1
+
+
+def test_notice_handler_to_a_web_chat_channel():
+    from django.db import transaction
+
+    from tickets.models import Channel
+
+    source = Source.objects.create(kind="webchat", slug="chat", name="Chat")
+    channel = Channel.objects.create(source=source, kind="chat", address="t1")
+    with transaction.atomic():
+        outbox.enqueue("notice", "n-9", {"ticket": 0, "channel": channel.pk, "text": "Merged"},
+                       channel=f"channel:{channel.pk}")
+    outbox.drain(seconds=5)
+    assert list(OutgoingMessage.objects.values_list("thread_key", "text")) == [("t1", "Merged")]
