@@ -16,6 +16,9 @@ app.conf.beat_schedule = {
     "outbox-sweep": {"task": "tickets.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
     "intake-sweep": {"task": "tickets.intake_sweep", "schedule": 30.0, "options": {"expires": 30}},
     "source-poll": {"task": "tickets.poll_sources", "schedule": 300.0, "options": {"expires": 300}},
+    "policy-effects-sweep": {
+        "task": "policy.apply_pending", "schedule": 30.0, "options": {"expires": 30}
+    },
 }
 # Liveness for `/healthz`, `amux status` and `amux doctor` (see amux_site/heartbeat.py).
 app.conf.beat_scheduler = "amux_site.heartbeat:HeartbeatScheduler"

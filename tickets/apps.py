@@ -6,7 +6,10 @@ class TicketsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from tickets import (
-            effect_handlers,  # noqa: F401 - registers the outbox handlers
-            reply_handlers,  # noqa: F401 - relay and notice through sources
+        from tickets import (  # noqa: F401 - outbox handlers
+            effect_handlers,
+            policy_hooks,
+            reply_handlers,  # relay and notice through the sources
         )
+
+        policy_hooks.register()  # source facts and live mandates for policy/

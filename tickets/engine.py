@@ -17,7 +17,7 @@ from django.db import IntegrityError, connection, transaction
 
 from amux_common.clock import now as clock
 from prompts_app.contract import clip_routing_note
-from tickets import locks, outbox, policy_port
+from tickets import locks, outbox, policy_hooks, policy_port
 from tickets.core import intake as intake_core
 from tickets.core import messages, rules
 from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound
@@ -242,30 +242,35 @@ def route_trigger(*, trigger_id: int) -> str:
         trigger = locks.trigger(trigger_id)
         if trigger.disposition:
             return trigger.disposition  # routed already: a redelivery changes nothing
-        subscription = Subscription.objects.filter(thread=trigger.thread).first()
-        ticket = locks.ticket(subscription.ticket_id) if subscription else None
-        taken = route(
-            RoutingFacts(
-                decision=trigger.decision or "ignore",
-                acceptance=policy_port.acceptance_mode(),
-                is_human=trigger.is_human and not trigger.is_bot,
-                own_message=bool(trigger.meta.get("own_message")),
-                subscribed_ticket=ticket.pk if ticket else None,
-                ticket_ended=bool(ticket and ticket.ended_at),
-            )
+        return _route(trigger)
+
+
+def _route(trigger: Trigger) -> str:
+    """Route a locked trigger that has no disposition yet; returns its disposition."""
+    subscription = Subscription.objects.filter(thread=trigger.thread).first()
+    ticket = locks.ticket(subscription.ticket_id) if subscription else None
+    taken = route(
+        RoutingFacts(
+            decision=trigger.decision or "ignore",
+            acceptance=policy_port.acceptance_mode(),
+            is_human=trigger.is_human and not trigger.is_bot,
+            own_message=bool(trigger.meta.get("own_message")),
+            subscribed_ticket=ticket.pk if ticket else None,
+            ticket_ended=bool(ticket and ticket.ended_at),
         )
-        if taken in (Route.FOLLOW_UP, Route.REVIVE, Route.RECORD):
-            if taken is Route.REVIVE:
-                _revive(ticket)
-            _input_from_trigger(ticket, trigger, deliver=taken is not Route.RECORD)
-        elif taken is Route.EVALUATE:
-            _start_eval(trigger)
-        if taken is Route.OPEN:
-            _open(trigger, _title(trigger))  # sets the disposition "admitted"
-        else:
-            trigger.disposition = "evaluating" if taken is Route.EVALUATE else str(taken)
-            trigger.save(update_fields=["disposition"])
-        return trigger.disposition
+    )
+    if taken in (Route.FOLLOW_UP, Route.REVIVE, Route.RECORD):
+        if taken is Route.REVIVE:
+            _revive(ticket)
+        _input_from_trigger(ticket, trigger, deliver=taken is not Route.RECORD)
+    elif taken is Route.EVALUATE:
+        _start_eval(trigger)
+    if taken is Route.OPEN:
+        _open(trigger, _title(trigger))  # sets the disposition "admitted"
+    else:
+        trigger.disposition = "evaluating" if taken is Route.EVALUATE else str(taken)
+        trigger.save(update_fields=["disposition"])
+    return trigger.disposition
 
 
 def _title(trigger: Trigger) -> str:
@@ -299,9 +304,10 @@ def _revive(ticket: Ticket) -> None:
     _enqueue(rules.open_plan(ticket.pk, assignment.pk))
 
 
-def _start_eval(trigger: Trigger) -> Eval:
+def _start_eval(trigger: Trigger, policy_version: str = "") -> Eval:
     evaluation = Eval.objects.create(
-        trigger=trigger, policy_version=trigger.policy_version or policy_port.current_version()
+        trigger=trigger,
+        policy_version=policy_version or trigger.policy_version or policy_port.current_version(),
     )
     outbox.enqueue("assess", f"eval:{evaluation.pk}", {"eval": evaluation.pk})
     return evaluation
@@ -335,6 +341,66 @@ def eval_finished(*, eval_id: int, result: str, note: str = "") -> str:
             )
             trigger.save(update_fields=["disposition"])
         return trigger.disposition
+
+
+# --- a new policy version (seed 002 策略版本) -------------------------------------------
+
+
+def policy_changed(*, old_version: str | None, new_version: str) -> dict:
+    """Fact: a new policy version was saved. Every running eval is discarded and its trigger
+    decided and routed again under the new version (an old judgement does not hold under new
+    rules); each live ticket the change affects (policy.effects) receives one input telling
+    its executor what changed, delivered through the outbox. Nothing is cancelled and nobody
+    else is told. One transaction per eval and per ticket (each its own aggregate); telling
+    the same change twice adds nothing."""
+    change = policy_hooks.change(old_version, new_version)
+    running = Eval.objects.filter(state="running").order_by("pk").values_list("pk", flat=True)
+    requeued = [pk for pk in list(running) if _requeue_eval(pk, change) is not None]
+    informed = [a.ticket for a in change.affected if _tell_policy_change(a, new_version)]
+    return {"requeued_evals": requeued, "informed_tickets": informed}
+
+
+def _requeue_eval(eval_id: int, change: policy_hooks.PolicyChange) -> str | None:
+    with transaction.atomic(durable=True):
+        evaluation = Eval.objects.select_for_update(no_key=True).filter(pk=eval_id).first()
+        if evaluation is None or evaluation.state != "running":
+            return None  # finished meanwhile
+        if evaluation.policy_version == change.new_version:
+            return None  # started under the new rules already
+        evaluation.state = "discarded"
+        evaluation.finished_at = clock()
+        evaluation.save(update_fields=["state", "finished_at"])
+        trigger = locks.trigger(evaluation.trigger_id)
+        if trigger.disposition == "handed_back":
+            # handed back by a ticket: no gate, it is a candidate again if acceptance allows
+            if change.policy.auto:
+                _start_eval(trigger, policy_version=change.new_version)
+            return trigger.disposition
+        verdict = policy_hooks.decide(trigger, change.policy)
+        trigger.decision = verdict.decision
+        trigger.strength = verdict.strength or ""
+        trigger.rule = verdict.rule or ""
+        trigger.reason = verdict.reason or ""
+        trigger.policy_version = change.new_version
+        trigger.disposition = ""
+        trigger.save(update_fields=["decision", "strength", "rule", "reason", "policy_version",
+                                    "disposition"])
+        return _route(trigger)
+
+
+def _tell_policy_change(affected, new_version: str) -> bool:
+    author = f"policy {new_version[:12]}"
+    with transaction.atomic(durable=True):
+        ticket = locks.ticket(affected.ticket)
+        if ticket.ended_at is not None:
+            return False  # ended meanwhile: nothing to tell
+        if Input.objects.filter(ticket=ticket, kind="policy", author=author).exists():
+            return False  # told already
+        item = Input.objects.create(ticket=ticket, kind="policy", text=affected.text,
+                                    author=author, is_human=False)
+        effect = rules.deliver(item.pk, ticket.pk)
+        outbox.enqueue(effect.kind, effect.key, effect.payload)
+    return True
 
 
 # --- what the executor reports (through its scoped tools) ------------------------------

@@ -1,0 +1,76 @@
+"""OpenAPI descriptions of the policy endpoints (documentation only; validation lives in
+policy/document.py and policy/services.py so the API and the panel share it)."""
+
+from rest_framework import serializers
+
+
+class CellsSerializer(serializers.Serializer):
+    addressed = serializers.BooleanField(required=False)
+    unaddressed_allowed = serializers.BooleanField(required=False)
+    unaddressed_anyone = serializers.BooleanField(required=False)
+
+
+class SourcePartSerializer(serializers.Serializer):
+    allowed = serializers.ListField(child=serializers.CharField(), required=False)
+    bots = serializers.ListField(child=serializers.CharField(), required=False)
+    rows = serializers.DictField(child=CellsSerializer(), required=False,
+                                 help_text="scope → cells")
+
+
+class PolicyDocumentSerializer(serializers.Serializer):
+    version = serializers.CharField(read_only=True, allow_null=True)
+    base_version = serializers.CharField(allow_null=True,
+                                         help_text="the version this edit is based on")
+    acceptance = serializers.ChoiceField(choices=["manual", "auto"])
+    sources = serializers.DictField(child=SourcePartSerializer(), help_text="slug → part")
+
+
+class VersionSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    version = serializers.CharField()
+    base_version = serializers.CharField(allow_null=True)
+    author = serializers.CharField()
+    origin = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    current = serializers.BooleanField()
+
+
+class CheckRequestSerializer(serializers.Serializer):
+    source = serializers.CharField()
+    scope = serializers.CharField()
+    actor = serializers.CharField(required=False)
+    is_bot = serializers.BooleanField(required=False)
+    is_human = serializers.BooleanField(required=False)
+    addressed = serializers.BooleanField(required=False)
+    receives_all = serializers.BooleanField(required=False,
+                                            help_text="default: from the source's config")
+    is_self = serializers.BooleanField(required=False)
+    version = serializers.CharField(required=False, help_text="default: the current version")
+
+
+class CheckResponseSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["explicit", "inferred", "ignore"])
+    strength = serializers.CharField(allow_null=True)
+    rule = serializers.CharField(allow_null=True)
+    reason = serializers.CharField(allow_null=True)
+    version = serializers.CharField(allow_null=True)
+
+
+class ChangeSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    text = serializers.CharField()
+
+
+class DiffSerializer(serializers.Serializer):
+    changes = ChangeSerializer(many=True)
+
+
+class AffectedSerializer(serializers.Serializer):
+    ticket = serializers.IntegerField()
+    reasons = serializers.ListField(child=serializers.CharField())
+    text = serializers.CharField()
+
+
+class PreviewSerializer(PolicyDocumentSerializer):
+    changes = ChangeSerializer(many=True)
+    affected = AffectedSerializer(many=True)

@@ -1,0 +1,243 @@
+"""Reading and saving the policy (the only writer of policy/ models).
+
+``save`` validates against the sources the tickets app reports, compares-and-swaps the head
+so a stale base writes nothing, appends one immutable version, and after commit tells the
+listeners (the engine's ``policy_changed``) so running evals are discarded and affected live
+tickets get one input each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+
+from policy import hooks
+from policy.document import (
+    PolicyInvalid,
+    SourceInfo,
+    compile_policy,
+    diff,
+    empty_document,
+    validate,
+    version_of,
+)
+from policy.effects import Affected, policy_effects
+from policy.gate import SCOPES, Facts, Policy, Verdict, gate
+from policy.models import PolicyHead, PolicyVersion
+from policy.prompt import describe
+
+
+class StaleBase(Exception):  # noqa: N818 - reads as "the base is stale"
+    def __init__(self, base: str | None, current: str | None):
+        self.base, self.current = base, current
+        super().__init__(f"the policy changed since {base or 'none'}: "
+                         f"the current version is {current or 'none'}")
+
+
+@dataclass(frozen=True)
+class Current:
+    version: str | None
+    base_version: str | None
+    document: dict
+    entry: PolicyVersion | None
+
+    def as_dict(self) -> dict:
+        out = {"version": self.version, "base_version": self.base_version,
+               "acceptance": self.document["acceptance"], "sources": self.document["sources"]}
+        if self.entry is not None:
+            out.update(saved_at=self.entry.created_at.isoformat(), author=self.entry.author,
+                       origin=self.entry.origin)
+        return out
+
+
+def _head() -> PolicyHead:
+    try:
+        head, _ = PolicyHead.objects.get_or_create(pk=1)
+    except IntegrityError:  # two first readers raced; the other one created it
+        head = PolicyHead.objects.get(pk=1)
+    return head
+
+
+def current() -> Current:
+    head = PolicyHead.objects.select_related("entry").filter(pk=1).first()
+    if head is None or head.entry is None:
+        return Current(None, None, empty_document(), None)
+    entry = head.entry
+    return Current(entry.version, entry.base_version or None, entry.document, entry)
+
+
+def document_of(version: str | None) -> dict:
+    """The canonical document of a version hash (the empty policy for None)."""
+    if not version:
+        return empty_document()
+    entry = PolicyVersion.objects.filter(version=version).order_by("-id").first()
+    if entry is None:
+        raise KeyError(version)
+    return entry.document
+
+
+def sources() -> dict[str, SourceInfo]:
+    return hooks.sources()
+
+
+def check_document(document) -> dict:
+    """Validate and return the canonical form (raises PolicyInvalid)."""
+    return validate(document, sources())
+
+
+def save(document, base_version: str | None, author: str = "", origin: str = "api") -> Current:
+    """Store a new version on top of ``base_version`` (None: on top of no policy).
+
+    Raises PolicyInvalid (nothing written) or StaleBase (nothing written). Equal content to
+    the current version is not a new version: the current one is answered.
+    """
+    canonical = check_document(document)
+    new_version = version_of(canonical)
+    base = base_version or ""
+    _head()
+    with transaction.atomic():
+        head = PolicyHead.objects.select_for_update().get(pk=1)
+        if head.version != base:
+            raise StaleBase(base_version, head.version or None)
+        if head.version == new_version:
+            return current()
+        entry = PolicyVersion.objects.create(
+            version=new_version, base_version=base, document=canonical,
+            author=author[:150], origin=origin)
+        swapped = PolicyHead.objects.filter(pk=1, version=base).update(
+            version=new_version, entry=entry)
+        if swapped != 1:  # lost a race the row lock did not prevent (SQLite): write nothing
+            raise StaleBase(base_version, PolicyHead.objects.get(pk=1).version or None)
+        old = base or None
+        transaction.on_commit(apply_pending)
+    return Current(new_version, old, canonical, entry)
+
+
+def apply_pending() -> tuple[str | None, str] | None:
+    """Apply the effects of the current version on live work if not done yet: after each
+    save's commit, and from a periodic sweep (so a crash between the commit and the engine
+    call only delays them). Effects are computed from the last applied version to the
+    current one; the engine's policy_changed is idempotent. Returns (old, new) when it ran."""
+    head = PolicyHead.objects.filter(pk=1).first()
+    if head is None or not head.version or head.version == head.applied_version:
+        return None
+    old, new = head.applied_version or None, head.version
+    if hooks.new_version_saved(old, new):
+        PolicyHead.objects.filter(pk=1, applied_version=head.applied_version).update(
+            applied_version=new)
+    return old, new
+
+
+def preview(document) -> tuple[dict, str, list[dict], list[Affected]]:
+    """What saving ``document`` would do: (canonical, version, changes, affected tickets)."""
+    canonical = check_document(document)
+    cur = current()
+    infos = sources()
+    affected = policy_effects(cur.document, canonical, hooks.live_mandates(), infos,
+                              cur.version, version_of(canonical))
+    return canonical, version_of(canonical), diff(cur.document, canonical), affected
+
+
+def ticket_labels(affected: list[Affected]) -> dict:
+    """Readable names of affected tickets (short name and title) for the preview."""
+    wanted = {a.ticket for a in affected}
+    return {m["ticket"]: " — ".join(x for x in (m.get("short_name"), m.get("title")) if x)
+            for m in hooks.live_mandates() if m.get("ticket") in wanted}
+
+
+def compiled(document: dict | None = None, version: str | None = None) -> Policy:
+    if document is None:
+        return current_policy()
+    return compile_policy(document, sources(), version=version)
+
+
+_COMPILED: dict[tuple, Policy] = {}
+
+
+def current_policy() -> Policy:
+    """The current version, compiled once per (version, source kinds) and reused: what
+    intake calls before each `gate(facts, policy)`; ``policy.version`` is the hash to store
+    on the trigger."""
+    cur = current()
+    infos = sources()
+    key = (cur.version, tuple(sorted((slug, i.kind) for slug, i in infos.items())))
+    found = _COMPILED.get(key)
+    if found is None:
+        if len(_COMPILED) > 16:
+            _COMPILED.clear()
+        found = _COMPILED[key] = compile_policy(cur.document, infos, version=cur.version)
+    return found
+
+
+class BadFacts(ValueError):
+    def __init__(self, fields: dict[str, str]):
+        self.fields = fields
+        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
+
+
+BOOL_FACTS = ("is_bot", "is_human", "addressed", "receives_all", "is_self")
+
+
+def facts_from(data) -> Facts:
+    """Trigger facts from request data (the `policy/check` body); raises BadFacts."""
+    if not isinstance(data, dict):
+        raise BadFacts({"body": "must be a JSON object"})
+    errors: dict[str, str] = {}
+    infos = sources()
+    slug = data.get("source")
+    info = infos.get(slug) if isinstance(slug, str) else None
+    if not isinstance(slug, str) or not slug:
+        errors["source"] = "required: a source slug"
+    elif info is None:
+        errors["source"] = "unknown source"
+    scope = data.get("scope")
+    if not isinstance(scope, str) or not scope:
+        errors["scope"] = "required"
+    elif info is not None and scope not in SCOPES.get(info.kind, ()):
+        errors["scope"] = (f"unknown scope for a {info.kind} source "
+                           f"(known: {', '.join(SCOPES.get(info.kind, ()))})")
+    actor = data.get("actor", "")
+    if actor is None:
+        actor = ""
+    if not isinstance(actor, str) or len(actor) > 200:
+        errors["actor"] = "must be a string of at most 200 characters"
+    flags = {}
+    for name in BOOL_FACTS:
+        value = data.get(name)
+        if value is not None and not isinstance(value, bool):
+            errors[name] = "must be true or false"
+        flags[name] = value
+    for key in data:
+        if key not in ("source", "scope", "actor", "version", *BOOL_FACTS):
+            errors[str(key)] = "unknown fact"
+    if errors:
+        raise BadFacts(errors)
+    is_bot = bool(flags["is_bot"])
+    receives_all = flags["receives_all"]
+    if receives_all is None:
+        receives_all = scope in info.receives_all
+    return Facts(source=slug, kind=info.kind, scope=scope, actor=actor.strip(),
+                 is_human=(not is_bot) if flags["is_human"] is None else flags["is_human"],
+                 is_bot=is_bot, addressed=bool(flags["addressed"]),
+                 receives_all=bool(receives_all), is_self=bool(flags["is_self"]))
+
+
+def check(facts: Facts, document: dict | None = None) -> tuple[Verdict, str | None]:
+    """The gate's decision for ``facts`` under the current version (or ``document``)."""
+    if document is None:
+        policy = current_policy()
+        return gate(facts, policy), policy.version
+    return gate(facts, compile_policy(document, sources())), version_of(document)
+
+
+def prompt_part(role: str = "main", **context) -> str:
+    """The policy part of a system prompt, from the current version (prompts_app calls it
+    for every model request)."""
+    cur = current()
+    kinds = {slug: info.kind for slug, info in sources().items()}
+    return describe(cur.document, cur.version, kinds, role)
+
+
+__all__ = ["BadFacts", "PolicyInvalid", "StaleBase", "check", "current", "facts_from",
+           "preview", "save"]

@@ -1,0 +1,148 @@
+"""A new policy version's effects on live work, through the real engine and outbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from tickets import engine
+from tickets.models import Effect, Eval, Input, Source, Thread, Ticket, Trigger
+
+pytestmark = pytest.mark.django_db
+
+ROWS = {"comment": {"addressed": True, "unaddressed_allowed": True},
+        "issue_new": {"addressed": True}}
+
+
+@pytest.fixture
+def gh():
+    return Source.objects.create(kind="github", slug="gh", name="Repo",
+                                 config={"repo": "acme/app", "receive_all": True})
+
+
+def save(api, base, acceptance="auto", allowed=("octocat", "bob"), rows=ROWS):
+    r = api.put("/api/v1/policy/", {"base_version": base, "acceptance": acceptance,
+                                    "sources": {"gh": {"allowed": list(allowed), "rows": rows}}},
+                format="json")
+    assert r.status_code == 200, r.content
+    return r.json()["version"]
+
+
+def trigger(source, n, version, *, scope="comment", actor="octocat", addressed=True):
+    thread = Thread.objects.create(source=source, key=f"acme/app#{n}", title=f"Thing {n}")
+    cell = "addressed" if addressed else "unaddressed_allowed"
+    decision = "explicit" if addressed else "inferred"
+    return Trigger.objects.create(
+        source=source, thread=thread, external_id=f"e{n}", scope=scope, actor=actor,
+        addressed=addressed, receives_all=True, text="please", decision=decision,
+        strength=decision, rule=f"gh.{scope}.{cell}", policy_version=version)
+
+
+@pytest.fixture
+def live(api, gh, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        v1 = save(api, None)
+    comment_ticket = trigger(gh, 1, v1)
+    issue_ticket = trigger(gh, 2, v1, scope="issue_new")
+    candidate = trigger(gh, 3, v1, actor="bob", addressed=False)
+    assert engine.route_trigger(trigger_id=comment_ticket.pk) == "admitted"
+    assert engine.route_trigger(trigger_id=issue_ticket.pk) == "admitted"
+    assert engine.route_trigger(trigger_id=candidate.pk) == "evaluating"
+    return {"v1": v1, "comment": Ticket.objects.get(thread=comment_ticket.thread),
+            "issue": Ticket.objects.get(thread=issue_ticket.thread), "candidate": candidate}
+
+
+def policy_inputs(ticket):
+    return list(Input.objects.filter(ticket=ticket, kind="policy"))
+
+
+def test_closing_a_rule_tells_only_the_tickets_resting_on_it(
+        api, live, django_capture_on_commit_callbacks):
+    effects_before = set(Effect.objects.values_list("kind", "key"))
+    rows = {**ROWS, "comment": {"addressed": False, "unaddressed_allowed": True}}
+    with django_capture_on_commit_callbacks(execute=True):
+        v2 = save(api, live["v1"], rows=rows)
+    (item,) = policy_inputs(live["comment"])
+    # octocat is allowed and the source receives all: still admitted, now as inferred
+    assert "has changed" in item.text and "now admitted by" in item.text
+    assert not item.is_human
+    assert policy_inputs(live["issue"]) == []
+    new_effects = set(Effect.objects.values_list("kind", "key")) - effects_before
+    # one deliver for the affected ticket; the discarded eval's trigger is assessed again
+    assert ("deliver", f"input:{item.pk}") in new_effects
+    assert {kind for kind, _ in new_effects} == {"deliver", "assess"}
+    # nothing is cancelled
+    assert Ticket.objects.filter(ended_at__isnull=True).count() == 2
+    # the running eval was discarded and its trigger queued again under the new version
+    old_eval = Eval.objects.order_by("pk").first()
+    assert old_eval.state == "discarded"
+    new_eval = Eval.objects.order_by("pk").last()
+    assert new_eval.state == "running" and new_eval.policy_version == v2
+    candidate = Trigger.objects.get(pk=live["candidate"].pk)
+    assert candidate.policy_version == v2 and candidate.disposition == "evaluating"
+
+
+def test_telling_the_same_change_twice_adds_nothing(api, live,
+                                                    django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        v2 = save(api, live["v1"], allowed=("bob",))
+    assert len(policy_inputs(live["comment"])) == 1
+    assert len(policy_inputs(live["issue"])) == 1
+    again = engine.policy_changed(old_version=live["v1"], new_version=v2)
+    assert again == {"requeued_evals": [], "informed_tickets": []}
+    assert Input.objects.filter(kind="policy").count() == 2
+
+
+def test_closing_acceptance_tells_inferred_tickets_and_drops_candidates(
+        api, gh, live, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        save(api, live["v1"], acceptance="manual")
+    # both live tickets are explicit: nobody is told
+    assert Input.objects.filter(kind="policy").count() == 0
+    # the candidate's eval is discarded; under manual acceptance it is not accepted
+    assert Eval.objects.get().state == "discarded"
+    assert Trigger.objects.get(pk=live["candidate"].pk).disposition == "not_accepted"
+
+
+def test_a_stale_save_changes_no_live_work(api, live, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        v2 = save(api, live["v1"], allowed=("octocat",))
+    inputs = Input.objects.count()
+    with django_capture_on_commit_callbacks(execute=True):
+        r = api.put("/api/v1/policy/", {"base_version": live["v1"], "acceptance": "manual",
+                                        "sources": {}}, format="json")
+    assert r.status_code == 409
+    assert Input.objects.count() == inputs
+    assert api.get("/api/v1/policy/").json()["version"] == v2
+
+
+def test_revalidation_needs_the_source_to_listen_not_to_receive_all(api, gh, live):
+    from tickets.policy_hooks import revalidate_ticket
+
+    ticket = live["comment"]
+    assert revalidate_ticket(ticket.pk).ok
+    # receiving every message is switched off: the ticket may still resume
+    Source.objects.filter(pk=gh.pk).update(config={"repo": "acme/app", "receive_all": False})
+    assert revalidate_ticket(ticket.pk).ok
+    # the repository is no longer watched: it may not
+    Source.objects.filter(pk=gh.pk).update(config={"repo": ["acme/other"]})
+    assert revalidate_ticket(ticket.pk).reason == "not_listening"
+    Source.objects.filter(pk=gh.pk).update(enabled=False, config={"repo": "acme/app"})
+    assert revalidate_ticket(ticket.pk).reason == "source_disabled"
+
+
+def test_effects_lost_after_commit_are_applied_by_the_sweep(api, live):
+    """A crash (or a failing engine call) between the save's commit and its effects only
+    delays them: the periodic sweep applies them once."""
+    from policy import services
+    from policy.models import PolicyHead
+
+    # saved without running the after-commit call (as if the process died right there)
+    v2 = save(api, live["v1"], allowed=("bob",))
+    head = PolicyHead.objects.get(pk=1)
+    assert head.version == v2 and head.applied_version == live["v1"]
+    assert Input.objects.filter(kind="policy").count() == 0
+    assert services.apply_pending() == (live["v1"], v2)
+    assert Input.objects.filter(kind="policy").count() == 2
+    assert PolicyHead.objects.get(pk=1).applied_version == v2
+    assert services.apply_pending() is None
+    assert Input.objects.filter(kind="policy").count() == 2

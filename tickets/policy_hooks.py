@@ -1,0 +1,119 @@
+"""What the policy app needs from tickets, registered at start-up (TicketsConfig.ready).
+
+policy/ never imports tickets; tickets fills policy.hooks with source facts and the live
+tickets' mandates as plain data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from policy import hooks
+from policy.document import SourceInfo, compile_policy, receives_all_scopes
+from policy.effects import Affected, policy_effects, revalidate
+from policy.gate import Facts, Policy, Verdict, gate
+
+
+def source_infos() -> dict[str, SourceInfo]:
+    from tickets.models import Source
+
+    return {
+        s.slug: SourceInfo(slug=s.slug, kind=s.kind, enabled=s.enabled, name=s.name,
+                           receives_all=receives_all_scopes(s.kind, s.config))
+        for s in Source.objects.all()
+    }
+
+
+def live_mandates() -> list[dict]:
+    from tickets.models import Mandate
+
+    rows = (Mandate.objects.filter(ticket__ended_at__isnull=True)
+            .select_related("ticket__thread__source").order_by("ticket_id"))
+    return [
+        {"ticket": m.ticket_id, "short_name": m.ticket.short_name, "title": m.ticket.title,
+         "source": m.ticket.thread.source.slug, "scope": m.scope, "strength": m.strength,
+         "rule": m.rule, "requester": m.requester, "basis": m.basis or {},
+         "policy_version": m.policy_version}
+        for m in rows
+    ]
+
+
+def register() -> None:
+    hooks.provide_sources(source_infos)
+    hooks.provide_live_mandates(live_mandates)
+    hooks.on_new_version(_apply)
+
+
+# --- what the engine's policy_changed needs (plain data; the engine does the writing) ---
+
+
+@dataclass(frozen=True)
+class PolicyChange:
+    old_version: str | None
+    new_version: str
+    policy: Policy  # the new version, compiled
+    affected: tuple[Affected, ...]
+
+
+def change(old_version: str | None, new_version: str) -> PolicyChange:
+    """The new version compiled and the live tickets the change affects (policy_effects)."""
+    from policy import services
+
+    infos = source_infos()
+    old_doc = services.document_of(old_version)
+    new_doc = services.document_of(new_version)
+    affected = policy_effects(old_doc, new_doc, live_mandates(), infos, old_version,
+                              new_version)
+    return PolicyChange(old_version, new_version,
+                        compile_policy(new_doc, infos, version=new_version), tuple(affected))
+
+
+def decide(trigger, policy: Policy) -> Verdict:
+    """The gate's decision for a stored trigger under a (new) policy."""
+    return gate(Facts(source=trigger.source.slug, kind=trigger.source.kind, scope=trigger.scope,
+                      actor=trigger.actor, is_human=trigger.is_human, is_bot=trigger.is_bot,
+                      addressed=trigger.addressed, receives_all=trigger.receives_all,
+                      is_self=bool((trigger.meta or {}).get("own_message"))), policy)
+
+
+def _apply(old_version: str | None, new_version: str) -> None:
+    from tickets import engine
+
+    engine.policy_changed(old_version=old_version, new_version=new_version)
+
+
+# --- revalidation before a ticket resumes (seed 002) ------------------------------------
+
+
+def thread_listened(source, thread_key: str, meta: dict | None, scope: str) -> bool:
+    """Does the source still listen to this thread? Only its config and the thread's stored
+    key/meta count (a source plugin's scope() should take this over when it has one).
+
+    github: the thread's repository (``owner/name#n``) is still one of ``repo``. lark: a
+    configured group's chat is still in ``groups``; direct chats, other groups and document
+    comments reach the bot whenever it is mentioned, so they are listened to while enabled.
+    """
+    config = source.config or {}
+    meta = meta or {}
+    if source.kind == "github":
+        repos = config.get("repo") or []
+        repos = [repos] if isinstance(repos, str) else list(repos)
+        repo = meta.get("repo") or thread_key.split("#", 1)[0]
+        return not repos or repo.lower() in {r.lower() for r in repos}
+    if source.kind == "lark" and scope == "group_configured":
+        chat = meta.get("chat_id") or thread_key.split(":", 1)[0]
+        return chat in (config.get("groups") or [])
+    return True
+
+
+def revalidate_ticket(ticket_id: int):
+    """May this ticket resume? (policy.effects.revalidate with the ticket's facts.)"""
+    from tickets.models import Ticket
+
+    ticket = Ticket.objects.select_related("thread__source", "mandate").get(pk=ticket_id)
+    source = ticket.thread.source
+    info = source_infos().get(source.slug)
+    mandate = ticket.mandate
+    listens = thread_listened(source, ticket.thread.key, ticket.thread.meta, mandate.scope)
+    return revalidate({"ticket": ticket.pk, "scope": mandate.scope, "rule": mandate.rule},
+                      info, listens)
