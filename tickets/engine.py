@@ -702,7 +702,9 @@ def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.
     trigger = Trigger.objects.create(
         source=source, thread_id=thread_id, **intake_core.trigger_fields(result, decision)
     )
-    return intake_core.Outcome("admitted", decision.get("reason") or "", trigger.pk,
+    ignored = decision.get("decision") == "ignore"
+    return intake_core.Outcome("ignored" if ignored else "admitted",
+                               decision.get("reason") or "", trigger.pk,
                                thread=thread_id, facts=facts,
                                decided=bool(decision.get("decision")))
 

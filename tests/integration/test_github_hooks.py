@@ -46,14 +46,15 @@ def test_new_issue_becomes_a_trigger_on_its_thread(client, gh):
     response = post(client, "issues", payload)
     assert response.status_code == 202
     body = response.json()
-    assert body["outcome"] == "admitted" and body["trigger"]
+    # No policy yet: the gate ignores it, with its reason; the trigger is kept.
+    assert body["outcome"] == "ignored" and body["trigger"] and body["reason"]
     trigger = Trigger.objects.get(pk=body["trigger"])
     assert trigger.scope == "issue_new"
     assert trigger.actor == "Codertocat" and trigger.is_human and not trigger.is_bot
     assert trigger.thread.key == f"{REPO}#{payload['issue']['number']}"
     assert trigger.thread.title == payload["issue"]["title"]
     assert trigger.external_id == f"issue:{payload['issue']['id']}"
-    assert trigger.decision == ""  # left for the gate
+    assert trigger.decision == "ignore" and trigger.reason == body["reason"]
     delivery = Delivery.objects.get(delivery_id=body["delivery"])
     assert delivery.processed_at and delivery.trigger_id == trigger.pk
     assert json.loads(bytes(delivery.body)) == payload
@@ -307,3 +308,26 @@ def test_deliveries_of_one_thread_are_processed_in_order(gh):
     intake.process_pending()
     ids = list(Trigger.objects.order_by("pk").values_list("external_id", flat=True))
     assert ids == ["issue_comment:10", "issue_comment:11", "issue_comment:12"]
+
+
+def test_the_gate_decides_and_an_explicit_request_opens_a_ticket(client, gh):
+    from policy import services
+
+    services.save({"acceptance": "manual", "sources": {"gh": {
+        "allowed": ["Codertocat"],
+        "rows": {"comment": {"addressed": True, "unaddressed_allowed": False,
+                             "unaddressed_anyone": False}}}}}, None)
+    payload = example("issue_comment", "created")
+    payload["comment"]["body"] = "@amux-bot please fix the typo"
+    body = post(client, "issue_comment", payload).json()
+    assert body["outcome"] == "admitted" and body["reason"] is None
+    trigger = Trigger.objects.get(pk=body["trigger"])
+    assert (trigger.decision, trigger.strength) == ("explicit", "explicit")
+    assert trigger.rule and trigger.policy_version == services.current().version
+    assert trigger.disposition == "admitted"  # routed: a ticket was opened
+    assert Ticket.objects.get().thread == trigger.thread
+    unaddressed = example("issue_comment", "created", 1)
+    unaddressed["comment"]["id"] += 7
+    body = post(client, "issue_comment", unaddressed).json()
+    assert body["outcome"] == "ignored" and body["reason"]
+    assert Ticket.objects.count() == 1
