@@ -17,7 +17,7 @@ from django.db import IntegrityError, connection, transaction
 
 from amux_common.clock import now as clock
 from prompts_app.contract import clip_routing_note
-from tickets import locks, outbox, policy_hooks, policy_port
+from tickets import locks, outbox, policy_hooks
 from tickets.core import intake as intake_core
 from tickets.core import messages, rules
 from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound
@@ -252,7 +252,7 @@ def _route(trigger: Trigger) -> str:
     taken = route(
         RoutingFacts(
             decision=trigger.decision or "ignore",
-            acceptance=policy_port.acceptance_mode(),
+            acceptance=policy_hooks.acceptance_mode(),
             is_human=trigger.is_human and not trigger.is_bot,
             own_message=bool(trigger.meta.get("own_message")),
             subscribed_ticket=ticket.pk if ticket else None,
@@ -307,7 +307,7 @@ def _revive(ticket: Ticket) -> None:
 def _start_eval(trigger: Trigger, policy_version: str = "") -> Eval:
     evaluation = Eval.objects.create(
         trigger=trigger,
-        policy_version=policy_version or trigger.policy_version or policy_port.current_version(),
+        policy_version=policy_version or trigger.policy_version or policy_hooks.current_version(),
     )
     outbox.enqueue("assess", f"eval:{evaluation.pk}", {"eval": evaluation.pk})
     return evaluation
@@ -332,7 +332,7 @@ def eval_finished(*, eval_id: int, result: str, note: str = "") -> str:
         evaluation.finished_at = clock()
         evaluation.save(update_fields=["state", "result", "note", "finished_at"])
         trigger = locks.trigger(evaluation.trigger_id)
-        accepted = result == "accept" and policy_port.acceptance_mode() == "auto"
+        accepted = result == "accept" and policy_hooks.acceptance_mode() == "auto"
         if accepted and not Subscription.objects.filter(thread=trigger.thread).exists():
             _open(trigger, _title(trigger))
         else:
@@ -479,7 +479,7 @@ def hand_back(*, assignment_id: int, trigger_id: int, reason: str) -> Trigger:
         trigger.disposition = "handed_back"
         trigger.reason = reason[:80]
         trigger.save(update_fields=["disposition", "reason"])
-        if policy_port.acceptance_mode() == "auto":
+        if policy_hooks.acceptance_mode() == "auto":
             _start_eval(trigger)
     return trigger
 

@@ -402,7 +402,12 @@ class EffectState(models.TextChoices):
 
 
 class Effect(models.Model):
-    """The outbox: one row per (kind, key) of work on the outside world (tickets/outbox.py)."""
+    """The outbox: one row per (kind, key) of work on the outside world (tickets/outbox.py).
+
+    A row lives from the transaction that decided the work until its handler returns; then
+    it is deleted. `claimed_by`/`claimed_until` are a drainer's lease, `version` grows each
+    time the payload is replaced, `state` is `dead` once the attempts are used up.
+    """
 
     kind = models.CharField(max_length=10, choices=EffectKind.choices)
     key = models.CharField(max_length=300)
@@ -425,11 +430,19 @@ class Effect(models.Model):
             )
         ]
         indexes = [
-            models.Index(fields=["due_at", "id"], name="effect_due", condition=Q(state="pending")),
+            # The line of one kind, in order (claim).
+            models.Index(fields=["kind", "id"], name="effect_line", condition=Q(state="pending")),
+            # Is anything ahead of this row in its channel? (relay and notice share channels)
             models.Index(
-                fields=["kind", "channel", "id"],
+                fields=["channel", "id"],
                 name="effect_ordered",
-                condition=Q(state="pending"),
+                condition=Q(state="pending", kind__in=["relay", "notice"]),
+            ),
+            # Who holds leases of a kind (per-kind concurrency).
+            models.Index(
+                fields=["kind", "claimed_until"],
+                name="effect_leased",
+                condition=Q(state="pending", claimed_until__isnull=False),
             ),
         ]
 

@@ -3,17 +3,40 @@
 Every side effect is first an `Effect` row written in the same transaction as the decision
 that caused it, then executed by a drainer after commit (and by a periodic sweep, so a lost
 wake-up only delays). One pending row per (kind, key): enqueueing the same key again
-replaces the payload and makes it due now without changing its place in line. A handler
-gets the effect's id as its idempotency key; it raises `Later` for "not now", any other
-exception counts as a failed attempt (exponential backoff with jitter, then dead letter).
-Relay and notice rows are ordered per channel: a row runs only when no earlier row of the
-same channel is pending, so a failing head holds back the rows behind it.
+replaces the payload and makes it due now without changing its place in line (its id). A
+handler gets the effect's id as its idempotency key; it raises `Later` for "not now", any
+other exception counts as a failed attempt (exponential backoff with jitter, then a dead
+letter that an operator can retry from the admin).
+
+Relay and notice rows are ordered per channel (the two kinds share channels): a row runs
+only when no earlier pending row of its channel exists, so a failing head holds back the
+rows behind it while other channels proceed. A dead letter no longer holds its channel.
+
+How a drainer works (Sentry's hybrid-cloud outbox is the model):
+
+- claim: one short transaction, serialised across drainers by one advisory lock on
+  PostgreSQL (SQLite serialises write transactions itself), picks due rows of every kind
+  that has a handler with `FOR UPDATE SKIP LOCKED` and leases them to the drainer
+  (`claimed_by`, `claimed_until`) in a single `UPDATE … RETURNING`.
+- run: the drainer runs its rows one at a time. Before each it checks that at least half
+  of the lease is left (else it renews it, or skips a row it no longer holds), so two
+  handlers never run for one effect as long as a handler finishes within half its lease.
+- settle: finished rows are deleted in bulk, at most FLUSH_SECONDS after they finish (a
+  row with a channel at once: the next row of its channel waits for that delete). A row
+  whose payload was replaced while its handler ran is released instead, so the new payload
+  runs too. A drainer that dies loses nothing: its leases expire and another drainer runs
+  the rows again, which is why handlers must be idempotent per effect id.
+
+Per-kind concurrency counts drainers: at most `concurrency` drainers hold leases of one
+kind at a time, and each runs one handler at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import os
 import random
 import socket
@@ -23,8 +46,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from tickets.models import Effect, EffectKind
@@ -33,7 +56,9 @@ log = logging.getLogger(__name__)
 
 
 class Later(Exception):  # noqa: N818 - a signal, not an error
-    """Not now (no free worker slot, a peer is busy): try again after `delay` seconds."""
+    """Not now (no free worker slot, a peer is busy): try again after `delay` seconds.
+
+    Not a failure: the attempt count does not change and the row keeps its place."""
 
     def __init__(self, delay: float = 5.0, reason: str = ""):
         super().__init__(reason or "later")
@@ -46,34 +71,44 @@ class EffectError(ValueError):
 
 @dataclass(frozen=True)
 class KindPolicy:
-    concurrency: int
-    base_backoff: float
+    concurrency: int  # drainers that may run this kind at once
+    base_backoff: float  # seconds before the 2nd attempt; doubles per attempt, with jitter
     max_backoff: float
-    max_attempts: int
-    lease_seconds: float
-    ordered: bool = False
+    max_attempts: int  # failed attempts before the row becomes a dead letter
+    lease_seconds: float  # a claim's lifetime; a handler must finish within half of it
+    batch: int = 50  # rows of this kind one drainer claims at a time
+    ordered: bool = False  # serial per channel
 
 
 KINDS: dict[str, KindPolicy] = {
-    EffectKind.DISPATCH: KindPolicy(4, 5, 600, 12, 900),
+    EffectKind.DISPATCH: KindPolicy(4, 5, 600, 12, 600, batch=10),
     EffectKind.DELIVER: KindPolicy(16, 2, 300, 15, 300),
-    EffectKind.RELAY: KindPolicy(16, 2, 300, 15, 120, ordered=True),
-    EffectKind.NOTICE: KindPolicy(16, 2, 300, 15, 120, ordered=True),
-    EffectKind.ASSESS: KindPolicy(2, 10, 900, 8, 600),
-    EffectKind.ACK: KindPolicy(16, 2, 300, 15, 120),
+    EffectKind.RELAY: KindPolicy(16, 2, 300, 15, 300, ordered=True),
+    EffectKind.NOTICE: KindPolicy(16, 2, 300, 15, 300, ordered=True),
+    EffectKind.ASSESS: KindPolicy(2, 10, 900, 8, 900, batch=1),
+    EffectKind.ACK: KindPolicy(16, 2, 300, 15, 300),
 }
-ORDERED_KINDS = [kind for kind, policy in KINDS.items() if policy.ordered]
+ORDERED_KINDS = [str(kind) for kind, policy in KINDS.items() if policy.ordered]
+MAX_KEY = 300
+MAX_CHANNEL = 300
+FLUSH_SECONDS = 1.0  # finished rows are deleted at the latest this long after they finish
+CLAIM_LOCK = 0x616D7578  # "amux": the advisory lock that serialises claims on PostgreSQL
+KICK_FLAG = "amux:outbox:kick"
+KICK_FLAG_SECONDS = 10
 
 Handler = Callable[[int, dict], None]
 _handlers: dict[str, Handler] = {}
 
 
 def register(kind: str) -> Callable[[Handler], Handler]:
-    """Declare the handler of one effect kind; it must be idempotent per effect id."""
+    """Declare the handler of one effect kind: `fn(effect_id, payload)`.
+
+    It must be idempotent per effect id (a replay after a crash may call it again). Rows
+    of a kind without a handler are not claimed: they wait, visible in the admin."""
     _check_kind(kind)
 
     def decorate(fn: Handler) -> Handler:
-        _handlers[kind] = fn
+        _handlers[str(kind)] = fn
         return fn
 
     return decorate
@@ -83,8 +118,8 @@ def handlers() -> dict[str, Handler]:
     return dict(_handlers)
 
 
-def _check_kind(kind: str) -> None:
-    if kind not in KINDS:
+def _check_kind(kind) -> None:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise EffectError(f"unknown effect kind {kind!r}; expected one of {sorted(KINDS)}")
 
 
@@ -98,135 +133,237 @@ def _check_payload(payload) -> dict:
     return payload
 
 
+# -- writing ---------------------------------------------------------------------------------
+
+
 def enqueue(kind: str, key: str, payload: dict, *, channel: str = "", delay: float = 0) -> Effect:
     """Store an effect in the caller's transaction; it runs after commit.
 
     The same (kind, key) while a row is pending replaces its payload and makes it due now
-    (or after `delay`), keeping its place in line.
+    (or after `delay`), keeping its place in line (and its channel); the replaced row gets
+    a fresh count of attempts. Bad input raises `EffectError` and writes nothing.
     """
     _check_kind(kind)
     payload = _check_payload(payload)
-    if not key or len(key) > 300:
-        raise EffectError("effect key must be 1 to 300 characters")
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY:
+        raise EffectError(f"effect key must be a string of 1 to {MAX_KEY} characters")
+    if not isinstance(channel, str) or len(channel) > MAX_CHANNEL:
+        raise EffectError(f"effect channel must be a string of at most {MAX_CHANNEL} characters")
     if channel and not KINDS[kind].ordered:
         raise EffectError(f"only ordered kinds ({', '.join(ORDERED_KINDS)}) take a channel")
-    due = timezone.now() + timedelta(seconds=delay)
-    with transaction.atomic():
-        effect = _replace(kind, key, payload, due)
-        if effect is None:
-            try:
-                with transaction.atomic():
-                    effect = Effect.objects.create(
-                        kind=kind, key=key, payload=payload, channel=channel, due_at=due
-                    )
-            except IntegrityError:
-                effect = _replace(kind, key, payload, due)
-                if effect is None:  # pragma: no cover - the row vanished between the two
-                    raise
-        transaction.on_commit(kick)
-    return effect
-
-
-def _replace(kind: str, key: str, payload: dict, due) -> Effect | None:
-    effect = (
-        Effect.objects.select_for_update()
-        .filter(kind=kind, key=key, state="pending")
-        .first()
+    if (
+        isinstance(delay, bool)
+        or not isinstance(delay, int | float)
+        or not math.isfinite(delay)
+        or delay < 0
+    ):
+        raise EffectError("effect delay must be a number of seconds, 0 or more")
+    now = timezone.now()
+    ops = connection.ops
+    table = connection.ops.quote_name(Effect._meta.db_table)
+    payload_db = Effect._meta.get_field("payload").get_db_prep_value(payload, connection)
+    # One statement: insert, or replace the pending row of this (kind, key) in place.
+    sql = (
+        f"INSERT INTO {table} (kind, key, payload, channel, state, version, attempts, due_at,"
+        " claimed_by, claimed_until, last_error, created_at)"
+        " VALUES (%s, %s, %s, %s, 'pending', 1, 0, %s, '', NULL, '', %s)"
+        " ON CONFLICT (kind, key) WHERE state = 'pending' DO UPDATE SET"
+        f" payload = excluded.payload, version = {table}.version + 1,"
+        " due_at = excluded.due_at, attempts = 0"
+        " RETURNING *"
     )
-    if effect is None:
-        return None
-    effect.payload = payload
-    effect.version += 1
-    effect.due_at = due
-    effect.save(update_fields=["payload", "version", "due_at"])
+    params = [
+        str(kind), key, payload_db, channel,
+        ops.adapt_datetimefield_value(now + timedelta(seconds=delay)),
+        ops.adapt_datetimefield_value(now),
+    ]
+    effect = list(Effect.objects.raw(sql, params))[0]
+    _schedule_kick()
     return effect
+
+
+def retry_dead(ids: Iterable[int]) -> int:
+    """Put dead letters back in line, due now, with a fresh count of attempts (admin).
+
+    A dead letter whose (kind, key) has a pending row again (a newer payload superseded
+    it), or an older dead letter of the same key, is left dead. Returns how many went back.
+    """
+    ids = list(ids)
+    count = 0
+    with transaction.atomic():
+        dead = list(
+            Effect.objects.select_for_update()
+            .filter(pk__in=ids, state="dead")
+            .order_by("-id")
+            .only("id", "kind", "key")
+        )
+        seen: set[tuple[str, str]] = set()
+        now = timezone.now()
+        for effect in dead:
+            pair = (effect.kind, effect.key)
+            if pair in seen or Effect.objects.filter(
+                kind=effect.kind, key=effect.key, state="pending"
+            ).exists():
+                continue
+            seen.add(pair)
+            count += Effect.objects.filter(pk=effect.pk, state="dead").update(
+                state="pending", attempts=0, due_at=now, claimed_by="", claimed_until=None
+            )
+        if count:
+            _schedule_kick()
+    return count
+
+
+# -- waking a drainer ------------------------------------------------------------------------
+
+
+def _schedule_kick() -> None:
+    """Kick a drainer after the current transaction commits, once per transaction."""
+    if connection.in_atomic_block:
+        current = set(connection.savepoint_ids)
+        try:
+            for sids, func, *_ in connection.run_on_commit:
+                # Already registered at this level or an outer one: it commits with us.
+                if func is kick and set(sids) <= current:
+                    return
+        except (AttributeError, TypeError, ValueError):  # pragma: no cover - Django internals
+            pass
+    transaction.on_commit(kick)
 
 
 def kick() -> None:
-    """Wake a drainer now. Losing this only delays: the beat sweep drains too."""
+    """Wake a drainer now. Losing this only delays: the beat sweep drains too.
+
+    Debounced through a Redis flag: while one drain task is queued and not yet started,
+    further kicks send nothing (that task will see every row committed before it starts,
+    because it clears the flag before it claims)."""
+    from django.core.cache import cache
+
     from tickets.tasks import drain_outbox
 
+    try:
+        if not cache.add(KICK_FLAG, 1, KICK_FLAG_SECONDS):
+            return
+    except Exception:  # Redis down: send the task anyway
+        log.warning("outbox kick flag not set", exc_info=True)
     try:
         drain_outbox.apply_async(retry=False)
     except Exception:  # broker down: the sweep will find the rows
         log.warning("outbox kick not sent; the periodic sweep will drain", exc_info=True)
+        with contextlib.suppress(Exception):
+            cache.delete(KICK_FLAG)
 
 
-def retry_dead(ids: Iterable[int]) -> int:
-    """Put dead letters back in line, due now (admin action)."""
-    with transaction.atomic():
-        count = Effect.objects.filter(pk__in=list(ids), state="dead").update(
-            state="pending", attempts=0, due_at=timezone.now(), claimed_by="", claimed_until=None
-        )
-    if count:
-        transaction.on_commit(kick)
-    return count
+def woke() -> None:
+    """A drain task starts: later kicks must send a new task (see `kick`)."""
+    from django.core.cache import cache
+
+    try:
+        cache.delete(KICK_FLAG)
+    except Exception:  # the flag expires by itself
+        log.warning("outbox kick flag not cleared", exc_info=True)
+
+
+# -- draining --------------------------------------------------------------------------------
 
 
 def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"[:120]
 
 
 def backoff(policy: KindPolicy, attempts: int) -> float:
+    """Seconds before the next try after `attempts` failures: doubling, capped, jittered."""
     delay = min(policy.max_backoff, policy.base_backoff * (2 ** max(0, attempts - 1)))
     return delay * random.uniform(0.5, 1.0)
 
 
-def _lock_kind(kind: str) -> None:
-    """Serialise claims of one kind across drainers so its concurrency limit is exact."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [0x616D75, kind])
-    # SQLite: every write transaction is IMMEDIATE, already serialised.
-
-
-def claim(owner: str, limit: int = 50) -> list[Effect]:
-    """Claim up to `limit` due effects for `owner` (a lease per row), honouring each kind's
-    free concurrency and per-channel order."""
-    claimed: list[Effect] = []
-    for kind, policy in KINDS.items():
-        if len(claimed) >= limit:
-            break
-        with transaction.atomic():
-            now = timezone.now()
-            _lock_kind(kind)
-            in_flight = Effect.objects.filter(
-                kind=kind, state="pending", claimed_until__gt=now
-            ).count()
-            free = min(policy.concurrency - in_flight, limit - len(claimed))
-            if free <= 0:
-                continue
-            due = Effect.objects.filter(kind=kind, state="pending", due_at__lte=now).filter(
-                Q(claimed_until__isnull=True) | Q(claimed_until__lte=now)
-            )
-            if policy.ordered:
-                earlier = Effect.objects.filter(
-                    kind__in=ORDERED_KINDS,
-                    state="pending",
-                    channel=OuterRef("channel"),
-                    id__lt=OuterRef("id"),
-                )
-                due = due.filter(Q(channel="") | ~Exists(earlier))
-            ids = list(
-                due.order_by("id")
-                .select_for_update(skip_locked=True)
-                .values_list("id", flat=True)[:free]
-            )
-            if not ids:
-                continue
-            until = now + timedelta(seconds=_lease_seconds(policy))
-            Effect.objects.filter(id__in=ids).update(claimed_by=owner, claimed_until=until)
-            claimed.extend(Effect.objects.filter(id__in=ids).order_by("id"))
-    return claimed
-
-
-def _lease_seconds(policy: KindPolicy) -> float:
+def lease_seconds(policy: KindPolicy) -> float:
     override = os.environ.get("AMUX_OUTBOX_LEASE_SECONDS")
     return float(override) if override else policy.lease_seconds
 
 
-def run_one(effect: Effect, owner: str) -> str:
-    """Run one claimed effect's handler and settle its row. Returns the outcome."""
+def claim(owner: str, limit: int = 50) -> list[Effect]:
+    """Lease up to `limit` due rows per kind to `owner`, honouring each kind's concurrency
+    and the per-channel order of relay and notice. One short transaction."""
+    kinds = [str(kind) for kind in KINDS if kind in _handlers]
+    if not kinds:
+        return []
+    ops = connection.ops
+    table = ops.quote_name(Effect._meta.db_table)
+    postgres = connection.vendor == "postgresql"
+    lock = " FOR UPDATE SKIP LOCKED" if postgres else ""
+    now = timezone.now()
+    now_db = ops.adapt_datetimefield_value(now)
+    ordered_in = ", ".join(f"'{kind}'" for kind in ORDERED_KINDS)
+    ctes, params, until_cases = [], [], []
+    for n, kind in enumerate(kinds):
+        policy = KINDS[kind]
+        order = ""
+        if policy.ordered:
+            order = (
+                f" AND (e.channel = '' OR NOT EXISTS (SELECT 1 FROM {table} a"
+                f" WHERE a.state = 'pending' AND a.kind IN ({ordered_in})"
+                " AND a.channel = e.channel AND a.id < e.id))"
+            )
+        ctes.append(
+            f"c{n} AS (SELECT e.id FROM {table} e"
+            " WHERE e.state = 'pending' AND e.kind = %s AND e.due_at <= %s"
+            " AND (e.claimed_until IS NULL OR e.claimed_until <= %s)"
+            f"{order}"
+            f" AND (SELECT count(DISTINCT h.claimed_by) FROM {table} h WHERE h.state = 'pending'"
+            " AND h.kind = %s AND h.claimed_until > %s AND h.claimed_by <> %s) < %s"
+            f" ORDER BY e.id LIMIT %s{lock})"
+        )
+        params += [
+            kind, now_db, now_db, kind, now_db, owner, policy.concurrency,
+            max(1, min(policy.batch, limit)),
+        ]
+        until_cases.append(
+            (kind, ops.adapt_datetimefield_value(now + timedelta(seconds=lease_seconds(policy))))
+        )
+    picked = " UNION ALL ".join(f"SELECT id FROM c{n}" for n in range(len(kinds)))
+    case = " ".join("WHEN %s THEN %s" for _ in until_cases)
+    sql = (
+        f"WITH {', '.join(ctes)} UPDATE {table} SET claimed_by = %s,"
+        f" claimed_until = CASE kind {case} END"
+        f" WHERE id IN ({picked}) RETURNING *"
+    )
+    params += [owner] + [value for pair in until_cases for value in pair]
+    with transaction.atomic():
+        if postgres:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK])
+        effects = list(Effect.objects.raw(sql, params))
+    effects.sort(key=lambda effect: effect.pk)
+    return effects
+
+
+def _hold(effect: Effect, owner: str) -> bool:
+    """True when `owner` may run `effect` now: at least half its lease is left (renewed if
+    needed). False when the lease was lost (another drainer may have the row)."""
+    lease = lease_seconds(KINDS[effect.kind])
+    now = timezone.now()
+    if effect.claimed_until and now + timedelta(seconds=lease / 2) <= effect.claimed_until:
+        return True
+    until = now + timedelta(seconds=lease)
+    held = Effect.objects.filter(
+        pk=effect.pk, claimed_by=owner, claimed_until__gt=now, state="pending"
+    ).update(claimed_until=until)
+    if held:
+        effect.claimed_until = until
+    return bool(held)
+
+
+def _release(effects: Iterable[Effect], owner: str) -> None:
+    ids = [effect.pk for effect in effects]
+    if ids:
+        Effect.objects.filter(pk__in=ids, claimed_by=owner).update(
+            claimed_by="", claimed_until=None
+        )
+
+
+def _call(effect: Effect, owner: str) -> str:
+    """Run the handler; settle the row unless it is done (the caller deletes done rows)."""
     policy = KINDS[effect.kind]
     mine = Effect.objects.filter(pk=effect.pk, claimed_by=owner)
     handler = _handlers.get(effect.kind)
@@ -235,38 +372,77 @@ def run_one(effect: Effect, owner: str) -> str:
             raise EffectError(f"no handler registered for effect kind {effect.kind!r}")
         handler(effect.pk, effect.payload)
     except Later as later:
-        mine.update(
+        settled = mine.filter(version=effect.version).update(
             claimed_by="",
             claimed_until=None,
-            due_at=timezone.now() + timedelta(seconds=later.delay),
+            due_at=timezone.now() + timedelta(seconds=max(0.0, later.delay)),
         )
+        if not settled:
+            mine.update(claimed_by="", claimed_until=None)
+            return "replaced"
         return "later"
     except Exception as exc:
         attempts = effect.attempts + 1
         error = f"{type(exc).__name__}: {exc}"[:2000]
+        current = mine.filter(version=effect.version)
         if attempts >= policy.max_attempts:
-            mine.update(state="dead", attempts=attempts, last_error=error,
-                        claimed_by="", claimed_until=None)
-            log.error("effect %s %s is a dead letter: %s", effect.kind, effect.pk, error)
-            return "dead"
-        mine.update(
-            attempts=attempts,
-            last_error=error,
-            claimed_by="",
-            claimed_until=None,
-            due_at=timezone.now() + timedelta(seconds=backoff(policy, attempts)),
-        )
-        return "failed"
-    deleted, _ = mine.filter(version=effect.version).delete()
-    if not deleted:
-        # Replaced while it ran: release it so the new payload runs too.
-        mine.update(claimed_by="", claimed_until=None)
-        return "replaced"
+            settled = current.update(
+                state="dead", attempts=attempts, last_error=error,
+                claimed_by="", claimed_until=None,
+            )
+            outcome = "dead"
+            if settled:
+                log.error("effect %s %s is a dead letter: %s", effect.kind, effect.pk, error)
+        else:
+            settled = current.update(
+                attempts=attempts,
+                last_error=error,
+                claimed_by="",
+                claimed_until=None,
+                due_at=timezone.now() + timedelta(seconds=backoff(policy, attempts)),
+            )
+            outcome = "failed"
+            log.warning("effect %s %s failed (attempt %s): %s",
+                        effect.kind, effect.pk, attempts, error)
+        if not settled:
+            # Replaced while it ran: the new payload has not been tried yet.
+            mine.update(claimed_by="", claimed_until=None, last_error=error)
+            return "replaced"
+        return outcome
     return "done"
 
 
+def _settle_done(effects: list[Effect], owner: str) -> int:
+    """Delete finished rows in one statement; release the ones replaced while they ran."""
+    if not effects:
+        return 0
+    match = Q()
+    by_version: dict[int, list[int]] = {}
+    for effect in effects:
+        by_version.setdefault(effect.version, []).append(effect.pk)
+    for version, ids in by_version.items():
+        match |= Q(pk__in=ids, version=version)
+    deleted, _ = Effect.objects.filter(match, claimed_by=owner).delete()
+    if deleted < len(effects):
+        _release(effects, owner)  # what is left was replaced (or its lease was lost)
+    return deleted
+
+
+def run_one(effect: Effect, owner: str) -> str:
+    """Run one claimed effect's handler and settle its row at once. Returns the outcome:
+    done, later, failed, dead, replaced or lost (the lease was no longer ours)."""
+    if not _hold(effect, owner):
+        return "lost"
+    outcome = _call(effect, owner)
+    if outcome == "done" and not _settle_done([effect], owner):
+        return "replaced"
+    return outcome
+
+
 def drain(*, owner: str | None = None, batch: int = 50, seconds: float = 30.0) -> int:
-    """Drain due effects until none is claimable or the time budget is spent."""
+    """Drain due effects until none is claimable or the time budget is spent.
+
+    Returns how many effects finished (handler returned and row deleted)."""
     owner = owner or worker_id()
     deadline = time.monotonic() + seconds
     done = 0
@@ -274,7 +450,29 @@ def drain(*, owner: str | None = None, batch: int = 50, seconds: float = 30.0) -
         effects = claim(owner, batch)
         if not effects:
             break
-        for effect in effects:
-            if run_one(effect, owner) == "done":
-                done += 1
+        finished: list[Effect] = []
+        first_finished = 0.0
+        position = 0
+        try:
+            for position, effect in enumerate(effects):  # noqa: B007 - used in finally
+                if time.monotonic() >= deadline:
+                    break
+                if not _hold(effect, owner):
+                    continue
+                if _call(effect, owner) == "done":
+                    if effect.channel:
+                        # The next row of this channel waits for this delete: do it now.
+                        done += _settle_done([effect], owner)
+                        continue
+                    if not finished:
+                        first_finished = time.monotonic()
+                    finished.append(effect)
+                    if time.monotonic() - first_finished >= FLUSH_SECONDS:
+                        done += _settle_done(finished, owner)
+                        finished = []
+            else:
+                position = len(effects)
+        finally:
+            done += _settle_done(finished, owner)
+            _release(effects[position:], owner)
     return done

@@ -14,6 +14,19 @@ from policy.effects import Affected, policy_effects, revalidate
 from policy.gate import Facts, Policy, Verdict, gate
 
 
+def acceptance_mode() -> str:
+    """`manual` (inferred candidates never become work) unless the policy says `auto`."""
+    from policy import services
+
+    return "auto" if services.current().document.get("acceptance") == "auto" else "manual"
+
+
+def current_version() -> str:
+    from policy import services
+
+    return services.current().version or ""
+
+
 def source_infos() -> dict[str, SourceInfo]:
     from tickets.models import Source
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from policy.models import PolicyVersion
+from policy import services as policy_services
 from tickets import engine
 from tickets.core.errors import InvalidCommand, NotFound
 from tickets.models import (
@@ -115,7 +115,7 @@ def test_an_inferred_candidate_in_manual_mode_makes_no_ticket(source):
 
 
 def test_in_auto_mode_an_inferred_candidate_is_evaluated_then_accepted(source):
-    PolicyVersion.objects.create(version="v2", document={"acceptance": "auto"})
+    policy_services.save({"acceptance": "auto", "sources": {}}, None)
     t = make_trigger(source, 1, decision="inferred")
     assert engine.route_trigger(trigger_id=t.pk) == "evaluating"
     evaluation = Eval.objects.get()
@@ -163,7 +163,7 @@ def test_bad_tool_input_is_refused_with_a_reason(source):
 
 
 def test_handing_back_makes_a_candidate_only_then(source):
-    PolicyVersion.objects.create(version="v2", document={"acceptance": "auto"})
+    policy_services.save({"acceptance": "auto", "sources": {}}, None)
     engine.route_trigger(trigger_id=make_trigger(source, 1).pk)
     assignment = Assignment.objects.get()
     other = make_trigger(source, 2, decision="ignore", text="can you also redo the CSS?")

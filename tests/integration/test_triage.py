@@ -2,7 +2,7 @@
 
 import pytest
 
-from policy.models import PolicyVersion
+from policy import services as policy_services
 from tickets import engine, outbox, triage
 from tickets.models import Eval, Source, Thread, Ticket, Trigger
 
@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def candidate():
-    PolicyVersion.objects.create(version="auto1", document={"acceptance": "auto"})
+    policy_services.save({"acceptance": "auto", "sources": {}}, None)
     source = Source.objects.create(kind="github", slug="gh", name="GitHub")
     thread = Thread.objects.create(source=source, key="octo/app#3", title="Typo in docs")
     trigger = Trigger.objects.create(

@@ -7,7 +7,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tickets', '0003_agent_settings'),
+        ("tickets", "0003_agent_settings"),
+        ("tickets", "0003_effect_claim_indexes"),
     ]
 
     operations = [
