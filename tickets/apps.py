@@ -6,6 +6,10 @@ class TicketsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from tickets import effect_handlers, policy_hooks  # noqa: F401 - outbox handlers
+        from tickets import (  # noqa: F401 - outbox handlers
+            effect_handlers,
+            policy_hooks,
+            reply_handlers,  # relay and notice through the sources
+        )
 
         policy_hooks.register()  # source facts and live mandates for policy/

@@ -484,3 +484,21 @@ class AgentSettings(models.Model):
     def current(cls) -> AgentSettings:
         settings, _ = cls.objects.get_or_create(pk=1)
         return settings
+
+
+class OutgoingMessage(models.Model):
+    """A reply kept by amux itself (web chat), once per message id."""
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="outgoing")
+    thread_key = models.CharField(max_length=300)
+    message_id = models.CharField(max_length=200)
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "message_id"], name="outgoing_unique_message"
+            )
+        ]

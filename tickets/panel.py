@@ -1,5 +1,9 @@
 """Panel pages of the orchestrator: Tickets, Triage and Sources tabs."""
 
+import re
+import uuid
+from urllib.parse import urlencode
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -11,7 +15,7 @@ from tickets import engine
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
-from tickets.models import AgentSettings, Eval, Source, Ticket, Trigger
+from tickets.models import AgentSettings, Eval, Source, Thread, Ticket, Trigger
 from tickets.read import stages
 
 
@@ -121,8 +125,175 @@ def triage_tab(request):
     )
 
 
+
+
+# --- Sources tab ------------------------------------------------------------------------------
+
+def _source_rows(request):
+    from tickets import intake
+    from tickets.source_views import webhook_url
+
+    rows = []
+    for source in Source.objects.all():
+        health = intake.health(source)
+        rows.append({"source": source, "health": health,
+                     "webhook_url": webhook_url(request, source),
+                     "rejected": sorted(health["rejected"].items(), key=lambda kv: -kv[1]),
+                     "cursors": sorted(health["cursors"].items())})
+    return rows
+
+
 @login_required
 def sources_tab(request):
-    return render(
-        request, "panel/sources.html", {"tab": "sources", "sources": Source.objects.all()}
-    )
+    from tickets.sources import KINDS
+
+    return render(request, "panel/sources.html", {
+        "tab": "sources", "rows": _source_rows(request), "sources": Source.objects.all(),
+        "kinds": [(k, cls.label) for k, cls in KINDS.items()],
+        "can_edit": request.user.is_staff,
+    })
+
+
+def _form_values(plug_cls, post) -> dict:
+    config = {}
+    for f in plug_cls.fields:
+        if f.type == "bool":
+            config[f.name] = f.name in post
+        elif f.name in post:
+            config[f.name] = post.get(f.name, "")
+    return config
+
+
+def _form_context(plug_cls, source, config, errors, secrets_set):
+    fields = []
+    for f in plug_cls.fields:
+        value = config.get(f.name, f.default)
+        if f.type == "list" and isinstance(value, list):
+            value = "\n".join(value)
+        fields.append({"f": f, "value": "" if value is None else value,
+                       "error": errors.get(f"config.{f.name}")})
+    secrets = [{"f": f, "set": bool(secrets_set.get(f.name)),
+                "error": errors.get(f"secrets.{f.name}")} for f in plug_cls.secret_fields]
+    return {"fields": fields, "secret_fields": secrets}
+
+
+@login_required
+def source_form(request, kind=None, slug=None):
+    from django.core.exceptions import PermissionDenied
+    from django.http import Http404
+    from django.shortcuts import redirect
+
+    from tickets.sources import KINDS
+    from tickets.sources.base import ConfigError
+
+    if not request.user.is_staff:
+        raise PermissionDenied("only operators change sources")
+    source = Source.objects.filter(slug=slug).first() if slug else None
+    if slug and source is None:
+        raise Http404("no such source")
+    kind = source.kind if source else kind
+    if kind not in KINDS:
+        raise Http404("no such kind")
+    plug_cls = KINDS[kind]
+    errors: dict = {}
+    config = dict(source.config) if source else plug_cls.defaults()
+    meta = {"slug": source.slug if source else "", "name": source.name if source else "",
+            "enabled": source.enabled if source else True}
+    if request.method == "POST":
+        config = _form_values(plug_cls, request.POST)
+        meta = {"slug": (request.POST.get("slug") or "").strip(),
+                "name": (request.POST.get("name") or "").strip(),
+                "enabled": "enabled" in request.POST}
+        if not source:
+            from django.core.validators import validate_slug
+
+            try:
+                validate_slug(meta["slug"])
+            except Exception:
+                errors["slug"] = "letters, digits, - and _ only"
+            if Source.objects.filter(slug=meta["slug"]).exists():
+                errors["slug"] = "is taken"
+        if not meta["name"]:
+            errors["name"] = "is required"
+        try:
+            clean = plug_cls.validate_config(config)
+        except ConfigError as exc:
+            errors.update(exc.fields)
+        if not errors:
+            target = source or Source(kind=kind, slug=meta["slug"])
+            secrets = dict(target.secrets or {})
+            for f in plug_cls.secret_fields:
+                if request.POST.get(f"clear_{f.name}"):
+                    secrets.pop(f.name, None)
+                elif request.POST.get(f"secret_{f.name}"):
+                    secrets[f.name] = request.POST[f"secret_{f.name}"]
+            target.name, target.enabled, target.config = meta["name"], meta["enabled"], clean
+            target.secrets = secrets
+            target.save()
+            return redirect("panel-sources")
+    ctx = _form_context(plug_cls, source, config, errors,
+                        (source.secrets if source else {}) or {})
+    return render(request, "panel/sources_form.html", {
+        "tab": "sources", "kind": kind, "label": plug_cls.label, "source": source,
+        "meta": meta, "errors": errors, **ctx,
+    }, status=400 if errors else 200)
+
+
+@login_required
+def source_toggle(request, slug):
+    from django.core.exceptions import PermissionDenied
+    from django.shortcuts import get_object_or_404, redirect
+
+    if request.method != "POST" or not request.user.is_staff:
+        raise PermissionDenied("only operators change sources")
+    source = get_object_or_404(Source, slug=slug)
+    source.enabled = not source.enabled
+    source.save(update_fields=["enabled", "updated_at"])
+    return redirect("panel-sources")
+
+
+@login_required
+def source_test(request, slug):
+    from django.core.exceptions import PermissionDenied
+    from django.shortcuts import get_object_or_404
+
+    from tickets.source_views import send_test_event
+
+    if request.method != "POST" or not request.user.is_staff:
+        raise PermissionDenied("only operators change sources")
+    source = get_object_or_404(Source, slug=slug)
+    status, body = send_test_event(source)
+    return render(request, "panel/sources_test_result.html",
+                  {"status": status, "ok": status < 300, "body": body})
+
+
+@login_required
+def source_chat(request, slug):
+    from django.shortcuts import get_object_or_404, redirect
+
+    from tickets import intake
+    from tickets.source_views import chat_messages
+
+    source = get_object_or_404(Source, slug=slug, kind="webchat")
+    thread = request.GET.get("thread") or request.POST.get("thread") or ""
+    error = ""
+    if request.method == "POST":
+        text = request.POST.get("text", "")
+        if not text.strip():
+            error = "Write a message first."
+        elif not source.enabled:
+            error = "This source is disabled."
+        else:
+            if thread and not re.fullmatch(r"[A-Za-z0-9_.:-]{1,200}", thread):
+                thread = ""
+            mid = uuid.uuid4().hex
+            thread = thread or f"chat-{mid[:12]}"
+            intake.post_chat_message(source, author=request.user.get_username(), text=text,
+                                     thread=thread, message_id=mid)
+            return redirect(f"{request.path}?{urlencode({'thread': thread})}")
+    threads = list(Thread.objects.filter(source=source).order_by("-id").values_list(
+        "key", flat=True)[:50])
+    return render(request, "panel/sources_chat.html", {
+        "tab": "sources", "source": source, "thread": thread, "threads": threads,
+        "messages_": chat_messages(source, thread) if thread else [], "error": error,
+    }, status=400 if error else 200)

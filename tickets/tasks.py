@@ -20,3 +20,35 @@ def drain_outbox() -> int:
     """Kicked after each commit that wrote effects, and swept every 5 s by beat."""
     outbox.woke()
     return outbox.drain(seconds=60)
+
+
+@shared_task(
+    name="tickets.intake_sweep",
+    queue="default",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=120,
+    time_limit=180,
+    ignore_result=True,
+)
+def intake_sweep() -> int:
+    """Process stored deliveries left unprocessed (a crash after the answer)."""
+    from tickets import intake
+
+    return intake.process_pending()
+
+
+@shared_task(
+    name="tickets.poll_sources",
+    queue="default",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=240,
+    time_limit=300,
+    ignore_result=True,
+)
+def poll_sources() -> int:
+    """Catch up on events missed while down (GitHub sources with polling on)."""
+    from tickets import intake
+
+    return intake.poll_all()

@@ -1,13 +1,14 @@
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
-from tickets import api, panel
+from tickets import api, panel, source_views
 from tickets.tools import rest as tools_rest
 
 router = SimpleRouter()
 router.register("tickets", api.TicketViewSet, basename="ticket")
 router.register("triggers", api.TriggerViewSet, basename="trigger")
 router.register("evals", api.EvalViewSet, basename="eval")
+router.register("sources", source_views.SourceViewSet, basename="source")
 
 tool_urlpatterns = [
     path("report/", tools_rest.ReportView.as_view(), name="tool-report"),
@@ -24,7 +25,10 @@ api_urlpatterns = [
     path("", include(router.urls)),
     path("tools/", include(tool_urlpatterns)),
 ]
-hook_urlpatterns: list = []
+hook_urlpatterns: list = [
+    path("github/<slug:slug>/", source_views.github_hook, name="hook-github"),
+    path("lark/<slug:slug>/", source_views.lark_hook, name="hook-lark"),
+]
 panel_urlpatterns = [
     path("tickets/", panel.tickets_tab, name="panel-tickets"),
     path("tickets/<int:pk>/", panel.ticket_page, name="panel-ticket"),
@@ -33,4 +37,9 @@ panel_urlpatterns = [
     path("triage/", panel.triage_tab, name="panel-triage"),
     path("settings/agents/", panel.agent_settings, name="panel-agent-settings"),
     path("sources/", panel.sources_tab, name="panel-sources"),
+    path("sources/new/<str:kind>/", panel.source_form, name="panel-source-new"),
+    path("sources/<slug:slug>/edit/", panel.source_form, name="panel-source-edit"),
+    path("sources/<slug:slug>/toggle/", panel.source_toggle, name="panel-source-toggle"),
+    path("sources/<slug:slug>/test/", panel.source_test, name="panel-source-test"),
+    path("sources/<slug:slug>/chat/", panel.source_chat, name="panel-source-chat"),
 ]

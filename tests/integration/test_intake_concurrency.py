@@ -1,0 +1,66 @@
+"""50 concurrent identical deliveries on PostgreSQL make one delivery and one trigger."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, connections
+from django.test import Client
+
+from tests.support.github_payloads import example, signed
+from tickets.models import Delivery, Source, Trigger
+from tickets.sources.github import GitHub
+
+SECRET = "s3cret"
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="needs PostgreSQL"),
+]
+
+
+def _source():
+    source = Source(kind="github", slug="gh", name="GitHub",
+                    config=GitHub.validate_config({"repo": ["Codertocat/Hello-World"]}))
+    source.secrets = {"webhook_secret": SECRET, "token": "t"}
+    source.save()
+    return source
+
+
+def _storm(requests):
+    barrier = threading.Barrier(len(requests))
+    results = [None] * len(requests)
+
+    def run(i, body, headers):
+        try:
+            barrier.wait()
+            response = Client().post("/hooks/github/gh", data=body,
+                                     content_type="application/json", **headers)
+            results[i] = response.status_code
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(i, *req)) for i, req in enumerate(requests)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_fifty_concurrent_identical_deliveries_make_one_trigger():
+    _source()
+    body, headers = signed("issue_comment", example("issue_comment", "created"), SECRET, "same")
+    results = _storm([(body, headers)] * 50)
+    assert sorted(results) == [200] * 49 + [202]
+    assert Delivery.objects.count() == 1 and Trigger.objects.count() == 1
+
+
+def test_fifty_concurrent_deliveries_of_one_comment_under_new_ids_make_one_trigger():
+    _source()
+    payload = example("issue_comment", "created")
+    results = _storm([signed("issue_comment", payload, SECRET) for _ in range(50)])
+    assert sorted(results) == [200] * 49 + [202]
+    assert Delivery.objects.count() == 50 and Trigger.objects.count() == 1
+    assert not Delivery.objects.filter(processed_at__isnull=True).exists()

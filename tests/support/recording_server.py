@@ -1,0 +1,194 @@
+"""A local HTTP server that records requests, standing in for api.github.com and
+open.feishu.cn. The real SDKs (PyGithub, lark-oapi) are pointed at it.
+
+It keeps just enough state to answer like the platform: GitHub issues and their comments,
+an App installation and its access token; Lark's tenant token and messages, deduplicated
+by the `uuid` request field as Lark does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict
+    headers: dict
+    body: object
+
+
+@dataclass
+class State:
+    comments: dict = field(default_factory=dict)  # (repo, number) -> [comment]
+    issues: dict = field(default_factory=dict)  # (repo, number) -> issue dict
+    lark_messages: dict = field(default_factory=dict)  # uuid -> message
+    lark_history: list = field(default_factory=list)  # [(message_id, text)] oldest first
+    next_id: int = 1000
+    fail_next: list = field(default_factory=list)  # [(method, path regex, status)]
+
+
+class RecordingServer:
+    def __init__(self, prefix: str = ""):
+        self.prefix = prefix.rstrip("/")
+        self.requests: list[Recorded] = []
+        self.state = State()
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _handle(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode(errors="replace")
+                url = urlsplit(self.path)
+                path = url.path
+                if server.prefix and path.startswith(server.prefix):
+                    path = path[len(server.prefix):]
+                rec = Recorded(self.command, path, parse_qs(url.query),
+                               {k.lower(): v for k, v in self.headers.items()}, body)
+                with server.lock:
+                    server.requests.append(rec)
+                    status, payload = server.answer(rec)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _handle
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{self.prefix}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def matching(self, method: str, pattern: str) -> list[Recorded]:
+        return [r for r in self.requests if r.method == method and re.fullmatch(pattern, r.path)]
+
+    def _id(self) -> int:
+        self.state.next_id += 1
+        return self.state.next_id
+
+    # -- the platform's answers ------------------------------------------------------------
+    def answer(self, r: Recorded):
+        for i, (method, pattern, status) in enumerate(self.state.fail_next):
+            if method == r.method and re.fullmatch(pattern, r.path):
+                del self.state.fail_next[i]
+                return status, {"message": "injected failure"}
+        base = self.url
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)", r.path)
+        if m and r.method == "GET":
+            owner, name = m.group(1).split("/")
+            return 200, {"full_name": m.group(1), "name": name, "owner": {"login": owner},
+                         "url": f"{base}/repos/{m.group(1)}"}
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues", r.path)
+        if m and r.method == "GET":
+            since = (r.query.get("since") or [""])[0]
+            out = []
+            for (repo, number), issue in sorted(self.state.issues.items()):
+                if repo != m.group(1) or issue.get("updated_at", "") < since.replace("+00:00", "Z"):
+                    continue
+                out.append({"id": 500 + number, "number": number, "title": issue.get("title"),
+                            "body": issue.get("body"), "user": issue.get("user", {
+                                "login": "octocat", "type": "User"}),
+                            "created_at": issue.get("created_at", "2026-11-01T00:00:00Z"),
+                            "updated_at": issue.get("updated_at", "2026-11-01T00:00:00Z"),
+                            "url": f"{base}/repos/{repo}/issues/{number}",
+                            **({"pull_request": {"url": "x"}} if issue.get("is_pr") else {})})
+            return 200, out
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/comments", r.path)
+        if m and r.method == "GET":
+            since = (r.query.get("since") or [""])[0].replace("+00:00", "Z")
+            out = []
+            for (repo, number), comments in sorted(self.state.comments.items()):
+                for c in comments:
+                    if repo == m.group(1) and c.get("updated_at", "") >= since:
+                        out.append({"url": f"{base}/repos/{repo}/issues/comments/{c['id']}",
+                                    **c, "issue_url": f"{base}/repos/{repo}/issues/{number}"})
+            return 200, out
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)", r.path)
+        if m and r.method == "GET":
+            return 200, {"id": 9000 + int(m.group(2)), "number": int(m.group(2))}
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)", r.path)
+        if m and r.method == "GET":
+            repo, number = m.group(1), int(m.group(2))
+            issue = self.state.issues.get((repo, number))
+            if issue is None:
+                return 404, {"message": "Not Found"}
+            return 200, {"url": f"{base}/repos/{repo}/issues/{number}", "number": number,
+                         "id": 500 + number, "title": issue.get("title", ""),
+                         "body": issue.get("body", ""), "user": {"login": "octocat"},
+                         "created_at": "2026-11-01T00:00:00Z", "state": "open"}
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)/comments", r.path)
+        if m:
+            key = (m.group(1), int(m.group(2)))
+            if key not in self.state.issues:
+                return 404, {"message": "Not Found"}
+            comments = self.state.comments.setdefault(key, [])
+            if r.method == "POST":
+                comment = {"id": self._id(), "body": r.body["body"],
+                           "user": {"login": "amux-bot", "type": "Bot"},
+                           "created_at": "2026-11-30T00:00:00Z",
+                           "updated_at": "2026-11-30T00:00:00Z",
+                           "url": f"{base}/repos/{key[0]}/issues/comments/{self.state.next_id}"}
+                comments.append(comment)
+                return 201, comment
+            return 200, comments
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/installation", r.path)
+        if m:
+            return 200, {"id": 42, "app_id": 7, "account": {"login": m.group(1).split("/")[0]}}
+        if re.fullmatch(r"/app/installations/\d+/access_tokens", r.path):
+            expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+            return 201, {"token": "ghs_installation", "expires_at": expires}
+        if r.path == "/open-apis/auth/v3/tenant_access_token/internal":
+            return 200, {"code": 0, "msg": "ok", "tenant_access_token": "t-test", "expire": 7200}
+        if r.path == "/open-apis/im/v1/messages" and r.method == "GET":
+            items = [
+                {"message_id": mid, "msg_type": "text", "create_time": str(1700000000000 + i),
+                 "sender": {"id": "ou_alice", "id_type": "open_id", "sender_type": "user"},
+                 "body": {"content": json.dumps({"text": text})}, "mentions": []}
+                for i, (mid, text) in enumerate(self.state.lark_history)
+            ]
+            return 200, {"code": 0, "msg": "success",
+                         "data": {"items": list(reversed(items)), "has_more": False}}
+        m = re.fullmatch(r"/open-apis/im/v1/messages(?:/([^/]+)/reply)?", r.path)
+        if m and r.method == "POST":
+            if r.headers.get("authorization") != "Bearer t-test":
+                return 401, {"code": 99991663, "msg": "invalid token"}
+            uuid = (r.body or {}).get("uuid")
+            if uuid and uuid in self.state.lark_messages:
+                return 200, {"code": 0, "msg": "success", "data": self.state.lark_messages[uuid]}
+            msg = {"message_id": f"om_{self._id()}", "root_id": m.group(1) or "",
+                   "chat_id": (r.body or {}).get("receive_id", ""),
+                   "body": {"content": (r.body or {}).get("content")}}
+            self.state.lark_messages[uuid or msg["message_id"]] = msg
+            return 200, {"code": 0, "msg": "success", "data": msg}
+        return 404, {"message": "Not Found", "path": r.path}

@@ -1,0 +1,97 @@
+"""Pure rules of the source plugins: config schema, mentions, scope, signatures."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tickets.sources import KINDS
+from tickets.sources.base import ConfigError, Incoming, Malformed, Unauthorized, mentions
+from tickets.sources.github import GitHub
+from tickets.sources.lark import Lark, decrypt, encrypt, signature
+
+
+def test_every_kind_declares_a_form_and_health():
+    for cls in KINDS.values():
+        assert cls.label and cls.health_items
+        assert all(f.name and f.label for f in cls.fields + cls.secret_fields)
+
+
+def test_github_config_defaults_and_coercion():
+    config = GitHub.validate_config({"repo": "a/b\nc/d", "receive_all": "on"})
+    assert config["repo"] == ["a/b", "c/d"] and config["receive_all"] is True
+    assert config["api_url"] == "https://api.github.com" and config["default_branch"] == "main"
+    assert GitHub.validate_config({"repo": "a/b", "api_url": "https://ghe.example/api/v3/"})[
+        "api_url"] == "https://ghe.example/api/v3"
+
+
+def test_config_errors_name_each_field():
+    with pytest.raises(ConfigError) as err:
+        GitHub.validate_config({"repo": "nope", "poll": "maybe", "extra": 1})
+    assert set(err.value.fields) == {"config.repo", "config.poll", "config.extra"}
+    with pytest.raises(ConfigError) as err:
+        Lark.validate_config({"freshness_seconds": "soon"})
+    assert {"config.app_id", "config.freshness_seconds"} <= set(err.value.fields)
+
+
+def test_github_needs_a_token_or_an_app():
+    assert "token" in GitHub.check_secrets({}, {"webhook_secret": "x"})
+    assert GitHub.check_secrets({}, {"webhook_secret": "x", "app_id": "1",
+                                     "private_key": "k"}) == {}
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("@amux-bot please", True),
+    ("hey @AMUX-BOT[bot], look", True),
+    ("email me@amux-bot.dev", False),
+    ("@amux-bots are many", False),
+    ("> @amux-bot quoted", False),
+    ("```\n@amux-bot in code\n```", False),
+    ("see `@amux-bot`", False),
+    ("", False),
+])
+def test_mentions(text, expected):
+    assert mentions(text, "amux-bot") is expected
+
+
+def test_scope_depends_only_on_meta_and_config():
+    gh = GitHub({"repo": ["a/b"]}, {})
+    assert gh.scope({"scope": "comment", "repo": "a/b"}) == "comment"
+    assert gh.scope({"scope": "comment", "repo": "x/y"}) is None  # repo no longer received
+    lark = Lark({"app_id": "x", "groups": []}, {})
+    assert lark.scope({"scope": "group_configured", "chat_id": "oc_1"}) == "group_other"
+    assert lark.scope({"scope": "doc_comment"}) is None
+
+
+def test_environment_holds_no_credentials():
+    env = GitHub({"repo": ["a/b"], "handle": "bot"}, {"token": "ghp_x",
+                                                     "webhook_secret": "w"}).environment()
+    assert all(k.startswith("AMUX_GITHUB_") for k in env)
+    assert "ghp_x" not in json.dumps(env) and "w" not in env.values()
+
+
+def test_lark_crypto_round_trip_and_signature():
+    assert decrypt("k", encrypt("k", "héllo")) == "héllo"
+    with pytest.raises(ValueError):
+        decrypt("other", encrypt("k", "x" * 40))
+    assert signature("1", "n", "k", b"{}") == signature("1", "n", "k", b"{}")
+
+
+def test_lark_verify_refuses_without_a_token_and_checks_freshness():
+    body = json.dumps({"schema": "2.0", "header": {"token": "t", "event_id": "e",
+                                                   "event_type": "x"}, "event": {}}).encode()
+    with pytest.raises(Unauthorized):
+        Lark({"app_id": "a"}, {}).verify(Incoming({}, body))
+    sealed = json.dumps({"encrypt": encrypt("k", body.decode())}).encode()
+    old = str(int(time.time()) - 1000)
+    headers = {"x-lark-request-timestamp": old, "x-lark-request-nonce": "n",
+               "x-lark-signature": signature(old, "n", "k", sealed)}
+    plug = Lark({"app_id": "a"}, {"verification_token": "t", "encrypt_key": "k"})
+    with pytest.raises(Unauthorized) as err:
+        plug.verify(Incoming(headers, sealed))
+    assert err.value.reason == "stale_signature"
+    assert plug.verify(Incoming(headers, sealed), now=int(old) + 10).delivery_id == "e"
+    with pytest.raises(Malformed):
+        Lark({"app_id": "a"}, {"verification_token": "t"}).verify(Incoming({}, b"[]"))

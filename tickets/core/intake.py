@@ -1,0 +1,72 @@
+"""Pure rules of intake: what a translated event writes, and the health it leaves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Errors worth remembering in health are content-free: a reason code and a time.
+MAX_REASONS = 50
+
+
+@dataclass(frozen=True)
+class Outcome:
+    outcome: str  # admitted, ignored, duplicate
+    reason: str = ""
+    trigger: int | None = None
+    thread: int | None = None
+    facts: dict = field(default_factory=dict)
+    decided: bool = False  # the gate decided (the trigger can be routed)
+
+
+def is_trigger(result) -> bool:
+    return hasattr(result, "external_id")
+
+
+def thread_facts(result) -> dict:
+    return dict(getattr(result, "facts", None) or {})
+
+
+def thread_defaults(result) -> dict:
+    return {
+        "title": (getattr(result, "thread_title", "") or "")[:300],
+        "url": (getattr(result, "thread_url", "") or "")[:500],
+    }
+
+
+def trigger_fields(facts, decision: dict) -> dict:
+    """The Trigger's columns from the source's facts and the gate's decision (if any)."""
+    return {
+        "external_id": facts.external_id[:300],
+        "scope": facts.scope,
+        "actor": (facts.actor or "")[:200],
+        "is_human": facts.is_human,
+        "is_bot": facts.is_bot,
+        "addressed": facts.addressed,
+        "receives_all": facts.receives_all,
+        "text": facts.text,
+        "meta": facts.meta,
+        "decision": decision.get("decision") or "",
+        "strength": decision.get("strength") or "",
+        "rule": (decision.get("rule") or "")[:120],
+        "reason": (decision.get("reason") or "")[:80],
+        "policy_version": decision.get("version") or "",
+    }
+
+
+def note_rejection(health: dict, reason: str, now, error: bool) -> dict:
+    health = dict(health or {})
+    rejected = dict(health.get("rejected") or {})
+    if reason in rejected or len(rejected) < MAX_REASONS:
+        rejected[reason] = int(rejected.get(reason, 0)) + 1
+    health["rejected"] = rejected
+    if error:
+        health["last_error"] = {"reason": reason, "at": now.isoformat()}
+    return health
+
+
+def note_cursor(health: dict, name: str, cursor, now) -> dict:
+    health = dict(health or {})
+    cursors = dict(health.get("cursors") or {})
+    cursors[name] = {"value": cursor, "at": now.isoformat()}
+    health["cursors"] = cursors
+    return health

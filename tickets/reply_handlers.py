@@ -1,0 +1,41 @@
+"""Outbox handlers that speak through a source: relays to a ticket's thread and notices to
+a channel. The effect id is the message id, so a replay after a crash (send done, row not
+yet settled) sends nothing twice: GitHub comments carry it as a hidden marker, Lark
+requests as `uuid`, web chat stores it unique."""
+
+from __future__ import annotations
+
+import logging
+
+from tickets import intake, outbox
+from tickets.models import Channel, Thread
+from tickets.sources.base import SendResult
+
+log = logging.getLogger(__name__)
+
+
+class SendFailed(RuntimeError):
+    """The platform answered "not now": a failed attempt, retried with backoff."""
+
+
+def _settle(result: SendResult, effect_id: int) -> None:
+    if result == SendResult.RETRY:
+        raise SendFailed(f"effect {effect_id}: the source asked to retry later")
+    if result == SendResult.GONE:
+        log.warning("effect %s: delivery is permanently impossible; dropped", effect_id)
+
+
+@outbox.register("relay")
+def relay(effect_id: int, payload: dict) -> None:
+    thread = Thread.objects.select_related("source").get(pk=payload["thread"])
+    result = intake.send(thread.source, message_id=f"effect-{effect_id}", thread=thread.key,
+                         text=payload["text"])
+    _settle(result, effect_id)
+
+
+@outbox.register("notice")
+def notice(effect_id: int, payload: dict) -> None:
+    channel = Channel.objects.select_related("source").get(pk=payload["channel"])
+    result = intake.send(channel.source, message_id=f"effect-{effect_id}",
+                         thread=channel.address, text=payload["text"])
+    _settle(result, effect_id)

@@ -1,0 +1,248 @@
+"""Webhook endpoints (`/hooks/<kind>/<slug>`) and the `sources/` REST resource."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from amux_common.api import error_response
+from tickets import intake
+from tickets.models import OutgoingMessage, Source, SourceKind, Trigger
+from tickets.sources import KINDS
+from tickets.sources.base import MAX_BODY, ConfigError
+from tickets.sources.github import sign as github_sign
+from tickets.sources.lark import encrypt as lark_encrypt
+from tickets.sources.lark import signature as lark_signature
+
+# --- webhooks -------------------------------------------------------------------------------
+
+
+def _hook(kind: str):
+    @csrf_exempt
+    def view(request, slug):
+        if request.method != "POST":
+            return JsonResponse(
+                {"error": {"code": "method_not_allowed", "message": "use POST", "fields": {}}},
+                status=405,
+            )
+        try:
+            length = int(request.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        if length > MAX_BODY:
+            return JsonResponse(
+                {"error": {"code": "too_large", "message": "the body is larger than 25 MiB",
+                           "fields": {}}}, status=413)
+        try:
+            body = request.body
+        except RequestDataTooBig:
+            return JsonResponse(
+                {"error": {"code": "too_large", "message": "the body is larger than 25 MiB",
+                           "fields": {}}}, status=413)
+        code, payload = intake.receive(kind, slug, dict(request.headers), body)
+        return JsonResponse(payload, status=code)
+
+    view.__name__ = f"{kind}_hook"
+    return view
+
+
+github_hook = _hook("github")
+lark_hook = _hook("lark")
+
+
+def webhook_url(request, source: Source) -> str | None:
+    if not KINDS[source.kind].has_webhook:
+        return None
+    return request.build_absolute_uri(f"/hooks/{source.kind}/{source.slug}")
+
+
+# --- sources/ -------------------------------------------------------------------------------
+
+
+class SourceSerializer(serializers.ModelSerializer):
+    kind = serializers.ChoiceField(choices=SourceKind.choices)
+    config = serializers.JSONField(required=False)
+    secrets = serializers.JSONField(required=False)
+    health = serializers.SerializerMethodField()
+    webhook_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Source
+        fields = ["kind", "slug", "name", "enabled", "config", "secrets", "health",
+                  "webhook_url", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+    def get_health(self, obj) -> dict:
+        return intake.health(obj)
+
+    def get_webhook_url(self, obj) -> str | None:
+        request = self.context.get("request")
+        return webhook_url(request, obj) if request else None
+
+    def to_representation(self, obj):
+        data = super().to_representation(obj)
+        declared = [f.name for f in KINDS[obj.kind].secret_fields]
+        data["secrets"] = {key: bool((obj.secrets or {}).get(key)) for key in declared}
+        return data
+
+    def validate(self, attrs):
+        instance = self.instance
+        kind = attrs.get("kind") or (instance.kind if instance else None)
+        if instance and "kind" in attrs and attrs["kind"] != instance.kind:
+            raise serializers.ValidationError({"kind": "cannot change; add a new source"})
+        plug = KINDS[kind]
+        try:
+            if "config" in attrs or instance is None:
+                config = attrs.get("config", {})
+                if instance and self.partial and isinstance(config, dict):
+                    config = {**instance.config, **config}
+                attrs["config"] = plug.validate_config(config)
+            if "secrets" in attrs:
+                given = plug.validate_secrets(attrs["secrets"])
+                merged = dict(instance.secrets) if instance else {}
+                for key, value in given.items():
+                    if value in (None, ""):
+                        merged.pop(key, None)
+                    else:
+                        merged[key] = value
+                attrs["secrets"] = merged
+        except ConfigError as exc:
+            raise serializers.ValidationError(exc.fields) from None
+        return attrs
+
+    def create(self, validated):
+        source = Source(**{k: v for k, v in validated.items() if k != "secrets"})
+        source.secrets = validated.get("secrets", {})
+        source.save()
+        return source
+
+    def update(self, instance, validated):
+        for key, value in validated.items():
+            setattr(instance, key, value)
+        instance.save()
+        return instance
+
+
+class ChatMessageSerializer(serializers.Serializer):
+    text = serializers.CharField(max_length=20000, trim_whitespace=False)
+    thread = serializers.RegexField(r"^[A-Za-z0-9_.:-]{1,200}$", required=False)
+    id = serializers.RegexField(r"^[A-Za-z0-9_.:-]{1,100}$", required=False)
+
+    def validate_text(self, value):
+        if not value.strip():
+            raise serializers.ValidationError("must not be blank")
+        return value
+
+
+class SourceViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Sources of events: GitHub, Lark, web chat. Secrets are write-only."""
+
+    queryset = Source.objects.all()
+    serializer_class = SourceSerializer
+    lookup_field = "slug"
+
+    def perform_destroy(self, instance):
+        if instance.deliveries.exists() or instance.threads.exists():
+            from amux_common.api import Conflict
+
+            raise Conflict("this source has received events; disable it instead")
+        instance.delete()
+
+    @action(detail=True, methods=["post"], serializer_class=ChatMessageSerializer)
+    def messages(self, request, slug=None):
+        """Post a message to a web chat source; it becomes a trigger like any other."""
+        source = self.get_object()
+        if source.kind != "webchat":
+            return error_response(400, "invalid", "only web chat sources take messages",
+                                  {"kind": ["is not webchat"]})
+        if not source.enabled:
+            return error_response(409, "conflict", "this source is disabled")
+        ser = ChatMessageSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        code, body = intake.post_chat_message(
+            source, author=request.user.get_username(), text=ser.validated_data["text"],
+            thread=ser.validated_data.get("thread", ""),
+            message_id=ser.validated_data.get("id", ""),
+        )
+        return Response(body, status=code)
+
+    @messages.mapping.get
+    def list_messages(self, request, slug=None):
+        source = self.get_object()
+        thread = request.query_params.get("thread", "")
+        return Response({"thread": thread, "results": chat_messages(source, thread)})
+
+    @action(detail=True, methods=["post"], url_path="test")
+    def test_event(self, request, slug=None):
+        """Send a test event signed with the source's own secrets through its endpoint."""
+        source = self.get_object()
+        code, body = send_test_event(source)
+        return Response({"status": code, "response": body}, status=status.HTTP_200_OK)
+
+
+def chat_messages(source: Source, thread: str, limit: int = 200) -> list[dict]:
+    incoming = Trigger.objects.filter(source=source)
+    outgoing = OutgoingMessage.objects.filter(source=source)
+    if thread:
+        incoming = incoming.filter(thread__key=thread)
+        outgoing = outgoing.filter(thread_key=thread)
+    rows = [
+        {"id": t.external_id, "thread": t.thread.key, "author": t.actor, "text": t.text,
+         "outgoing": False, "at": t.created_at.isoformat()}
+        for t in incoming.select_related("thread").order_by("-id")[:limit]
+    ] + [
+        {"id": m.message_id, "thread": m.thread_key, "author": "amux", "text": m.text,
+         "outgoing": True, "at": m.created_at.isoformat()}
+        for m in outgoing.order_by("-id")[:limit]
+    ]
+    return sorted(rows, key=lambda r: r["at"])[-limit:]
+
+
+def send_test_event(source: Source) -> tuple[int, dict]:
+    """A harmless event signed exactly as the platform would sign it: GitHub `ping`, Lark
+    `url_verification`, web chat nothing to verify."""
+    secrets = source.secrets or {}
+    if source.kind == "github":
+        body = json.dumps({"zen": "Keep it logically awesome.", "hook_id": 0}).encode()
+        headers = {"X-GitHub-Event": "ping", "X-GitHub-Delivery": str(uuid.uuid4()),
+                   "Content-Type": "application/json",
+                   "X-Hub-Signature-256": github_sign(secrets.get("webhook_secret", ""), body)}
+        return intake.receive("github", source.slug, headers, body)
+    if source.kind == "lark":
+        inner = json.dumps({"challenge": "amux-test", "type": "url_verification",
+                            "token": secrets.get("verification_token", "")})
+        headers = {"Content-Type": "application/json"}
+        key = secrets.get("encrypt_key")
+        body = json.dumps({"encrypt": lark_encrypt(key, inner)}).encode() if key else inner.encode()
+        if key:
+            ts, nonce = str(int(time.time())), uuid.uuid4().hex
+            headers.update({"X-Lark-Request-Timestamp": ts, "X-Lark-Request-Nonce": nonce,
+                            "X-Lark-Signature": lark_signature(ts, nonce, key, body)})
+        return intake.receive("lark", source.slug, headers, body)
+    return 200, {"ok": True, "note": "web chat has nothing to verify"}
+
+
+def source_form_fields(kind: str) -> list[dict]:
+    """The generated settings form of a kind: config fields, then secret fields."""
+    plug = KINDS[kind]
+    return [dict(f.__dict__, secret=False) for f in plug.fields] + [
+        dict(f.__dict__, secret=True) for f in plug.secret_fields
+    ]
+
+
+

@@ -1,0 +1,410 @@
+"""GitHub as a source: webhooks in (HMAC-SHA256 over the raw body), comments out (PyGithub).
+
+Thread = the issue or PR (`owner/name#N`); CI results on the default branch whose run
+names no PR land on `owner/name@<branch>`. Trigger ids are GitHub's own object ids, so a
+webhook and a catch-up poll of the same comment make one trigger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from datetime import datetime
+from urllib.parse import parse_qs
+
+from tickets.sources.base import (
+    ConfigError,
+    Context,
+    Envelope,
+    Field,
+    HealthItem,
+    Ignored,
+    Incoming,
+    Malformed,
+    Message,
+    SendResult,
+    SourceKind,
+    TriggerFacts,
+    Unauthorized,
+    mentions,
+)
+
+log = logging.getLogger(__name__)
+
+REPO = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"
+MARKER = "<!-- amux:message={} -->"
+HANDLED = {
+    "issues",
+    "issue_comment",
+    "pull_request",
+    "pull_request_review",
+    "pull_request_review_comment",
+    "check_suite",
+    "check_run",
+    "workflow_run",
+}
+
+
+def sign(secret: str, body: bytes) -> str:
+    """`X-Hub-Signature-256` exactly as GitHub computes it."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class GitHub(SourceKind):
+    kind = "github"
+    label = "GitHub"
+    scopes = ("issue_new", "pr_new", "comment", "ci_default_branch")
+    fields = (
+        Field("repo", "Repositories", "list", required=True, pattern=REPO,
+              help="owner/name, one per line"),
+        Field("api_url", "API URL", "url", default="https://api.github.com",
+              help="GitHub Enterprise Server: https://HOST/api/v3"),
+        Field("handle", "Agent's login", default="",
+              help="Mentions of @handle address the agent; its own messages are dropped"),
+        Field("default_branch", "Default branch", default="main"),
+        Field("bots", "Bot logins", "list", default=[],
+              help="Senders treated as bots besides those GitHub marks as Bot"),
+        Field("receive_all", "Receive all comments", "bool", default=False,
+              help="Unaddressed comments become candidates (the policy decides)"),
+        Field("poll", "Catch up by polling", "bool", default=True),
+    )
+    secret_fields = (
+        Field("webhook_secret", "Webhook secret", required=True, secret=True),
+        Field("token", "Token", secret=True, help="A personal or fine-grained token"),
+        Field("app_id", "GitHub App id", secret=True),
+        Field("private_key", "GitHub App private key", "text", secret=True),
+        Field("installation_id", "Installation id", secret=True,
+              help="Optional; found from the repository when empty"),
+    )
+    health_items = SourceKind.health_items + (HealthItem("cursor", "Catch-up cursor"),)
+
+    def __init__(self, config=None, secrets=None):
+        super().__init__(config, secrets)
+        repos = self.config.get("repo") or []
+        if isinstance(repos, str):
+            repos = [repos]
+        self.repos = {r.lower() for r in repos}
+
+    @classmethod
+    def check(cls, config):
+        if not config.get("repo"):
+            raise ConfigError({"config.repo": "is required"})
+
+    @classmethod
+    def check_secrets(cls, config, secrets):
+        missing = super().check_secrets(config, secrets)
+        if not secrets.get("token") and not (secrets.get("app_id") and secrets.get("private_key")):
+            missing["token"] = "set a token, or app_id and private_key"
+        return missing
+
+    # -- intake ------------------------------------------------------------------------
+    def verify(self, incoming: Incoming) -> Envelope:
+        secret = self.secrets.get("webhook_secret") or ""
+        given = incoming.header("x-hub-signature-256")
+        if not given:
+            raise Unauthorized("missing_signature", "X-Hub-Signature-256 is missing")
+        if not secret:
+            raise Unauthorized("no_secret", "this source has no webhook secret set")
+        if not hmac.compare_digest(sign(secret, incoming.body).encode(), given.encode()):
+            raise Unauthorized("bad_signature", "X-Hub-Signature-256 does not match")
+        event = incoming.header("x-github-event")
+        delivery = incoming.header("x-github-delivery")
+        if not event:
+            raise Malformed("no_event", "X-GitHub-Event is missing")
+        if not delivery or len(delivery) > 200:
+            raise Malformed("no_delivery", "X-GitHub-Delivery is missing or too long")
+        payload = _decode(incoming)
+        if event == "ping":
+            return Envelope("ping", delivery, event, payload=payload)
+        return Envelope("event", delivery, event, self.thread_of(event, payload), payload)
+
+    def thread_of(self, event: str, p: dict) -> str:
+        repo = _s(_d(p.get("repository")).get("full_name"))
+        if event in ("issues", "issue_comment"):
+            return f"{repo}#{_d(p.get('issue')).get('number')}"
+        if event.startswith("pull_request"):
+            return f"{repo}#{_d(p.get('pull_request')).get('number', p.get('number'))}"
+        if event in ("check_suite", "check_run", "workflow_run"):
+            obj = _d(p.get(event))
+            if event == "check_run":
+                prs = _d(obj.get("check_suite")).get("pull_requests") or obj.get("pull_requests")
+                branch = _d(obj.get("check_suite")).get("head_branch")
+            else:
+                prs, branch = obj.get("pull_requests"), obj.get("head_branch")
+            if isinstance(prs, list) and prs and isinstance(prs[0], dict) and "number" in prs[0]:
+                return f"{repo}#{prs[0]['number']}"
+            return f"{repo}@{_s(branch)}"
+        return ""
+
+    def is_bot(self, user: dict) -> bool:
+        login = _s(user.get("login"))
+        bots = {b.lower() for b in self.config.get("bots") or []}
+        return user.get("type") == "Bot" or login.lower() in bots or login.endswith("[bot]")
+
+    def is_self(self, login: str) -> bool:
+        handle = (self.config.get("handle") or "").lstrip("@").lower()
+        return bool(handle) and login.lower().removesuffix("[bot]") == handle.removesuffix(
+            "[bot]"
+        )
+
+    def translate(self, env: Envelope) -> TriggerFacts | Ignored:
+        p, event = env.payload, env.event
+        if event not in HANDLED:
+            return Ignored("event_not_handled", env.thread)
+        repo = _s(_d(p.get("repository")).get("full_name")).lower()
+        if repo not in self.repos:
+            return Ignored("repo_not_configured", env.thread)
+        sender = _d(p.get("sender"))
+        login = _s(sender.get("login"))
+        action = _s(p.get("action"))
+        if login and self.is_self(login):
+            return Ignored("own_message", env.thread)
+        base = {
+            "actor": login,
+            "is_bot": self.is_bot(sender),
+            "is_human": not self.is_bot(sender),
+            "receives_all": bool(self.config.get("receive_all")),
+        }
+        handle = self.config.get("handle") or ""
+        if event == "issues":
+            issue = _d(p.get("issue"))
+            if action != "opened":
+                facts = {"issue_state": "closed"} if action == "closed" else {}
+                return Ignored("action_not_handled", env.thread, facts)
+            text = _join(issue.get("title"), issue.get("body"))
+            return TriggerFacts(
+                external_id=f"issue:{issue.get('id')}", thread=env.thread, scope="issue_new",
+                addressed=mentions(text, handle), text=text,
+                thread_title=_s(issue.get("title")), thread_url=_s(issue.get("html_url")),
+                meta={"scope": "issue_new", "event": event, "repo": repo}, **base,
+            )
+        if event == "pull_request":
+            pr = _d(p.get("pull_request"))
+            if action == "closed":
+                state = "merged" if pr.get("merged") else "closed"
+                return Ignored(f"pr_{state}", env.thread, {"pr_state": state})
+            if action == "reopened":
+                return Ignored("action_not_handled", env.thread, {"pr_state": "open"})
+            if action != "opened":
+                return Ignored("action_not_handled", env.thread)
+            text = _join(pr.get("title"), pr.get("body"))
+            return TriggerFacts(
+                external_id=f"pull_request:{pr.get('id')}", thread=env.thread, scope="pr_new",
+                addressed=mentions(text, handle), text=text,
+                thread_title=_s(pr.get("title")), thread_url=_s(pr.get("html_url")),
+                meta={"scope": "pr_new", "event": event, "repo": repo, "draft": pr.get("draft")},
+                facts={"pr_state": "open"}, **base,
+            )
+        if event in ("issue_comment", "pull_request_review_comment"):
+            if action != "created":
+                return Ignored("action_not_handled", env.thread)
+            comment = _d(p.get("comment"))
+            parent = _d(p.get("issue") or p.get("pull_request"))
+            on_pr = event == "pull_request_review_comment" or "pull_request" in parent
+            text = _s(comment.get("body"))
+            kind = "issue_comment" if event == "issue_comment" else "review_comment"
+            return TriggerFacts(
+                external_id=f"{kind}:{comment.get('id')}", thread=env.thread, scope="comment",
+                addressed=mentions(text, handle), text=text,
+                thread_title=_s(parent.get("title")), thread_url=_s(parent.get("html_url")),
+                meta={"scope": "comment", "event": event, "repo": repo, "on_pr": on_pr,
+                      "comment_id": comment.get("id"), "url": _s(comment.get("html_url"))},
+                **base,
+            )
+        if event == "pull_request_review":
+            if action != "submitted":
+                return Ignored("action_not_handled", env.thread)
+            review = _d(p.get("review"))
+            pr = _d(p.get("pull_request"))
+            text = _s(review.get("body"))
+            return TriggerFacts(
+                external_id=f"review:{review.get('id')}", thread=env.thread, scope="comment",
+                addressed=mentions(text, handle), text=text,
+                thread_title=_s(pr.get("title")), thread_url=_s(pr.get("html_url")),
+                meta={"scope": "comment", "event": event, "repo": repo, "on_pr": True,
+                      "review_state": _s(review.get("state"))},
+                **base,
+            )
+        # check_suite / check_run / workflow_run
+        obj = _d(p.get(event))
+        if action != "completed":
+            return Ignored("action_not_handled", env.thread)
+        branch = _s(obj.get("head_branch") or _d(obj.get("check_suite")).get("head_branch"))
+        if branch != self.config.get("default_branch", "main"):
+            return Ignored("not_default_branch", env.thread)
+        conclusion = _s(obj.get("conclusion"))
+        name = _s(obj.get("name") or _d(obj.get("app")).get("name") or event)
+        return TriggerFacts(
+            external_id=f"{event}:{obj.get('id')}:{conclusion}", thread=env.thread,
+            scope="ci_default_branch", actor="", is_human=False, is_bot=False, addressed=False,
+            receives_all=True, text=f"{name}: {conclusion or obj.get('status')}",
+            thread_title=f"{repo} {branch}", thread_url=_s(obj.get("html_url")),
+            meta={"scope": "ci_default_branch", "event": event, "repo": repo,
+                  "branch": branch, "conclusion": conclusion, "head_sha": obj.get("head_sha")},
+        )
+
+    def scope(self, meta):
+        scope = meta.get("scope")
+        if scope not in self.scopes:
+            return None
+        if meta.get("repo") and meta["repo"] not in self.repos:
+            return None
+        return scope
+
+    def environment(self):
+        return {
+            "AMUX_GITHUB_API_URL": self.config.get("api_url", ""),
+            "AMUX_GITHUB_REPO": ",".join(sorted(self.repos)),
+            "AMUX_GITHUB_HANDLE": self.config.get("handle", ""),
+        }
+
+    # -- client ------------------------------------------------------------------------
+    def client(self):
+        from github import Auth, Github, GithubIntegration
+
+        api_url = self.config.get("api_url") or "https://api.github.com"
+        kwargs = {"base_url": api_url, "timeout": 15, "retry": None}
+        if self.secrets.get("token"):
+            return Github(auth=Auth.Token(self.secrets["token"]), **kwargs)
+        if self.secrets.get("app_id") and self.secrets.get("private_key"):
+            app_auth = Auth.AppAuth(self.secrets["app_id"], self.secrets["private_key"])
+            gi = GithubIntegration(auth=app_auth, **kwargs)
+            inst = self.secrets.get("installation_id")
+            if not inst:
+                owner, name = sorted(self.repos)[0].split("/", 1)
+                inst = gi.get_repo_installation(owner, name).id
+            return gi.get_github_for_installation(int(inst))
+        raise ConfigError({"secrets.token": "set a token, or app_id and private_key"})
+
+    def _issue(self, gh, thread: str):
+        repo, _, number = thread.partition("#")
+        if not number.isdigit():
+            raise ValueError(f"thread {thread!r} is not an issue or PR")
+        return gh.withLazy(True).get_repo(repo).get_issue(int(number))
+
+    def send(self, message: Message, ctx: Context) -> SendResult:
+        """Post a comment once per message id: a hidden marker carries the id, and a
+        replay first looks for it, so a crash between send and commit posts nothing twice."""
+        from github import GithubException
+
+        marker = MARKER.format(message.id)
+        try:
+            gh = self.client()
+            issue = self._issue(gh, message.thread)
+            for comment in issue.get_comments():
+                if marker in (comment.body or ""):
+                    return SendResult.SENT
+            issue.create_comment(f"{message.text}\n\n{marker}")
+            return SendResult.SENT
+        except GithubException as exc:
+            if exc.status in (404, 410):
+                return SendResult.GONE
+            log.warning("github send %s: %s", message.id, exc.status)
+            return SendResult.RETRY
+        except ValueError:
+            return SendResult.GONE
+        except Exception:
+            log.warning("github send %s failed", message.id, exc_info=True)
+            return SendResult.RETRY
+
+    def thread_context(self, thread, meta, ctx, limit=20):
+        gh = self.client()
+        issue = self._issue(gh, thread)
+        out = [{"author": issue.user.login if issue.user else "", "text": _join(
+            issue.title, issue.body), "at": _iso(issue.created_at)}]
+        comments = list(issue.get_comments())[-limit:]
+        out += [{"author": c.user.login if c.user else "", "text": c.body or "",
+                 "at": _iso(c.created_at)} for c in comments]
+        return out
+
+    def poll(self, cursor: str | None) -> tuple[list[Envelope], str | None]:
+        """Catch-up after downtime: issues, PRs and comments updated since `cursor`,
+        as webhook-shaped envelopes (ids `poll:…`; triggers dedupe on GitHub's own ids).
+        The caller moves the cursor only after the triggers are stored."""
+        gh = self.client()
+        since = datetime.fromisoformat(cursor) if cursor else None
+        envs: list[Envelope] = []
+        newest = since
+        for full in sorted(self.repos):
+            repo = gh.get_repo(full)
+            repo_data = {"full_name": repo.full_name}
+            kwargs = {"state": "all", "sort": "updated", "direction": "asc"}
+            if since:
+                kwargs["since"] = since
+            for issue in repo.get_issues(**kwargs):
+                raw = _raw(issue)
+                newest = max(filter(None, [newest, issue.updated_at]))
+                if since and issue.created_at <= since:
+                    continue
+                is_pr = "pull_request" in raw
+                event = "pull_request" if is_pr else "issues"
+                key = "pull_request" if is_pr else "issue"
+                payload = {"action": "opened", key: raw, "repository": repo_data,
+                           "sender": raw.get("user") or {}}
+                if is_pr:
+                    payload["number"] = raw.get("number")
+                    payload[key] = {**raw, "id": _pr_id(repo, raw)}
+                envs.append(Envelope("event", f"poll:{event}:{raw.get('id')}", event,
+                                     self.thread_of(event, payload), payload))
+            ckw = {"sort": "updated", "direction": "asc"}
+            if since:
+                ckw["since"] = since
+            for comment in repo.get_issues_comments(**ckw):
+                raw = _raw(comment)
+                newest = max(filter(None, [newest, comment.updated_at]))
+                if since and comment.created_at <= since:
+                    continue
+                number = int(_s(raw.get("issue_url")).rsplit("/", 1)[-1] or 0)
+                payload = {"action": "created", "comment": raw, "repository": repo_data,
+                           "issue": {"number": number}, "sender": raw.get("user") or {}}
+                envs.append(Envelope("event", f"poll:issue_comment:{raw.get('id')}",
+                                     "issue_comment", self.thread_of("issue_comment", payload),
+                                     payload))
+        return envs, (newest.isoformat() if newest else cursor)
+
+
+def _raw(obj) -> dict:
+    # The JSON a list page returned; `raw_data` would fetch each object again.
+    raw = getattr(obj, "_rawData", None)
+    return raw if isinstance(raw, dict) else obj.raw_data
+
+
+def _pr_id(repo, raw) -> object:
+    # The issues API gives the issue id; a PR trigger is keyed by the PR's own id.
+    try:
+        return repo.get_pull(raw["number"]).id
+    except Exception:
+        return raw.get("id")
+
+
+def _decode(incoming: Incoming) -> dict:
+    body = incoming.body
+    ctype = incoming.header("content-type")
+    try:
+        if "application/x-www-form-urlencoded" in ctype:
+            form = parse_qs(body.decode("utf-8"), strict_parsing=True)
+            body = form["payload"][0].encode()
+        payload = json.loads(body)
+    except (ValueError, KeyError, UnicodeDecodeError):
+        raise Malformed("bad_json", "the body is not a JSON payload") from None
+    if not isinstance(payload, dict):
+        raise Malformed("bad_json", "the payload must be a JSON object")
+    return payload
+
+
+def _d(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _s(value) -> str:
+    return value if isinstance(value, str) else ("" if value is None else str(value))
+
+
+def _join(title, body) -> str:
+    return "\n\n".join(x for x in (_s(title), _s(body)) if x)
+
+
+def _iso(value) -> str:
+    return value.isoformat() if value else ""

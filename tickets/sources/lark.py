@@ -1,0 +1,359 @@
+"""Lark (Feishu) as a source: schema 2.0 events in, thread replies out (lark-oapi).
+
+Verification as the platform documents it: the verification token in the event header;
+with an encrypt key, `X-Lark-Signature == sha256(timestamp + nonce + encrypt_key + body)`
+(plain SHA-256, compared in constant time, timestamp within a freshness window) and an
+AES-256-CBC body keyed by sha256(encrypt_key). Mentions are matched by the bot's open_id,
+never by display name. Thread = the message's root thread, else the chat.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import time
+
+from cryptography.hazmat.primitives import padding
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from tickets.sources.base import (
+    Context,
+    Envelope,
+    Field,
+    HealthItem,
+    Ignored,
+    Incoming,
+    Malformed,
+    Message,
+    SendResult,
+    SourceKind,
+    TriggerFacts,
+    Unauthorized,
+)
+
+log = logging.getLogger(__name__)
+
+# Lark error codes meaning the message can never be delivered there (docs, reply.md).
+GONE_CODES = {230002, 230011}  # the bot is not in the chat; the message was withdrawn
+
+
+def encrypt(key: str, plaintext: str) -> str:
+    """Encrypt as Lark does (used by tests and the "send test event" action)."""
+    iv = os.urandom(16)
+    padder = padding.PKCS7(128).padder()
+    data = padder.update(plaintext.encode()) + padder.finalize()
+    enc = Cipher(algorithms.AES(hashlib.sha256(key.encode()).digest()), modes.CBC(iv)).encryptor()
+    return base64.b64encode(iv + enc.update(data) + enc.finalize()).decode()
+
+
+def decrypt(key: str, encrypted: str) -> str:
+    raw = base64.b64decode(encrypted, validate=True)
+    if len(raw) < 32 or len(raw) % 16:
+        raise ValueError("ciphertext length")
+    dec = Cipher(
+        algorithms.AES(hashlib.sha256(key.encode()).digest()), modes.CBC(raw[:16])
+    ).decryptor()
+    data = dec.update(raw[16:]) + dec.finalize()
+    unpadder = padding.PKCS7(128).unpadder()
+    return (unpadder.update(data) + unpadder.finalize()).decode("utf-8")
+
+
+def signature(timestamp: str, nonce: str, key: str, body: bytes) -> str:
+    return hashlib.sha256((timestamp + nonce + key).encode() + body).hexdigest()
+
+
+class Lark(SourceKind):
+    kind = "lark"
+    label = "Lark / Feishu"
+    scopes = ("group_configured", "group_other", "direct", "doc_comment")
+    fields = (
+        Field("domain", "Domain", "url", default="https://open.feishu.cn",
+              help="https://open.larksuite.com for Lark, or any other base URL"),
+        Field("app_id", "App id", required=True, pattern=r"[A-Za-z0-9_-]+"),
+        Field("bot_open_id", "Bot open_id", default="",
+              help="Mentions are matched by this id, not by the bot's name"),
+        Field("groups", "Configured groups", "list", default=[], pattern=r"[A-Za-z0-9_-]+",
+              help="chat ids (oc_…), one per line"),
+        Field("receive_all", "Groups that receive all messages", "list", default=[],
+              pattern=r"[A-Za-z0-9_-]+",
+              help="chat ids whose unaddressed messages become candidates"),
+        Field("doc_comments", "Document comments", "bool", default=False),
+        Field("freshness_seconds", "Signature freshness window (s)", "int", default=300),
+        Field("receiver", "Receiver", default="webhook", pattern=r"webhook|long_connection",
+              help="webhook, or long_connection (lark-oapi's client in its own process)"),
+    )
+    secret_fields = (
+        Field("app_secret", "App secret", secret=True),
+        Field("verification_token", "Verification token", required=True, secret=True),
+        Field("encrypt_key", "Encrypt key", secret=True),
+    )
+    health_items = SourceKind.health_items + (HealthItem("cursor", "Document comment cursor"),)
+
+    # -- intake ------------------------------------------------------------------------
+    def verify(self, incoming: Incoming, now: float | None = None) -> Envelope:
+        token = self.secrets.get("verification_token") or ""
+        key = self.secrets.get("encrypt_key") or ""
+        if not token:
+            raise Unauthorized("no_token", "this source has no verification token set")
+        body = _json(incoming.body)
+        signed = False
+        if key:
+            sig = incoming.header("x-lark-signature")
+            ts = incoming.header("x-lark-request-timestamp")
+            nonce = incoming.header("x-lark-request-nonce")
+            if sig or ts or nonce:
+                expected = signature(ts, nonce, key, incoming.body)
+                if not hmac.compare_digest(expected.encode(), sig.encode()):
+                    raise Unauthorized("bad_signature", "X-Lark-Signature does not match")
+                window = int(self.config.get("freshness_seconds") or 300)
+                if not ts.isdigit() or abs((now or time.time()) - int(ts)) > window:
+                    raise Unauthorized("stale_signature", "X-Lark-Request-Timestamp is stale")
+                signed = True
+            if not isinstance(body.get("encrypt"), str):
+                raise Unauthorized("not_encrypted", "the source expects an encrypted body")
+            try:
+                body = _json(decrypt(key, body["encrypt"]).encode())
+            except (ValueError, UnicodeDecodeError):
+                raise Malformed("cannot_decrypt", "the body cannot be decrypted") from None
+        elif "encrypt" in body:
+            raise Malformed("encrypted", "the body is encrypted but no encrypt key is set")
+        if body.get("type") == "url_verification":
+            if not _same(body.get("token"), token):
+                raise Unauthorized("bad_token", "the verification token does not match")
+            challenge = body.get("challenge")
+            if not isinstance(challenge, str):
+                raise Malformed("no_challenge", "challenge is missing")
+            return Envelope("challenge", challenge=challenge)
+        if key and not signed:
+            raise Unauthorized("missing_signature", "X-Lark-Signature is missing")
+        if body.get("schema") != "2.0":
+            raise Malformed("unsupported_schema", "only schema 2.0 events are accepted")
+        header = body.get("header")
+        if not isinstance(header, dict):
+            raise Malformed("no_header", "header is missing")
+        if not _same(header.get("token"), token):
+            raise Unauthorized("bad_token", "the verification token does not match")
+        event_id = header.get("event_id")
+        if not isinstance(event_id, str) or not event_id or len(event_id) > 200:
+            raise Malformed("no_event_id", "header.event_id is missing")
+        event_type = header.get("event_type")
+        if not isinstance(event_type, str) or not event_type:
+            raise Malformed("no_event_type", "header.event_type is missing")
+        event = body.get("event")
+        if not isinstance(event, dict):
+            raise Malformed("no_event", "event is missing")
+        return self.envelope(event_id, event_type, body)
+
+    def envelope(self, event_id: str, event_type: str, body: dict) -> Envelope:
+        return Envelope("event", event_id, event_type, self.thread_of(event_type, body), body)
+
+    def thread_of(self, event_type: str, body: dict) -> str:
+        event = _d(body.get("event"))
+        if event_type == "im.message.receive_v1":
+            msg = _d(event.get("message"))
+            chat = _s(msg.get("chat_id"))
+            root = _s(msg.get("root_id") or msg.get("thread_id"))
+            return f"{chat}:{root}" if root else chat
+        if event_type == "drive.notice.comment_add_v1":
+            meta = _d(event.get("notice_meta"))
+            return f"doc:{_s(meta.get('file_token'))}:{_s(event.get('comment_id'))}"
+        return ""
+
+    def translate(self, env: Envelope) -> TriggerFacts | Ignored:
+        event = _d(env.payload.get("event"))
+        if env.event == "im.message.receive_v1":
+            return self._message(env, event)
+        if env.event == "drive.notice.comment_add_v1":
+            return self._doc_comment(env, event)
+        return Ignored("event_not_handled", env.thread)
+
+    def _message(self, env: Envelope, event: dict) -> TriggerFacts | Ignored:
+        sender = _d(event.get("sender"))
+        msg = _d(event.get("message"))
+        open_id = _s(_d(sender.get("sender_id")).get("open_id"))
+        bot = self.config.get("bot_open_id") or ""
+        if bot and open_id == bot:
+            return Ignored("own_message", env.thread)
+        message_id = _s(msg.get("message_id"))
+        if not message_id:
+            return Ignored("no_message_id", env.thread)
+        chat = _s(msg.get("chat_id"))
+        mentions = [m for m in msg.get("mentions") or [] if isinstance(m, dict)]
+        addressed = bool(bot) and any(_s(_d(m.get("id")).get("open_id")) == bot for m in mentions)
+        if msg.get("chat_type") == "p2p":
+            scope, addressed, receives_all = "direct", True, True
+        elif chat in (self.config.get("groups") or []):
+            scope = "group_configured"
+            receives_all = chat in (self.config.get("receive_all") or [])
+        elif addressed:
+            scope, receives_all = "group_other", False
+        else:
+            return Ignored("not_addressed", env.thread)
+        is_bot = _s(sender.get("sender_type")) not in ("user", "")
+        return TriggerFacts(
+            external_id=f"message:{message_id}", thread=env.thread, scope=scope,
+            actor=open_id, is_human=not is_bot, is_bot=is_bot, addressed=addressed,
+            receives_all=receives_all, text=_text(msg, mentions),
+            thread_title=_text(msg, mentions)[:120],
+            meta={"scope": scope, "chat_id": chat, "chat_type": _s(msg.get("chat_type")),
+                  "message_id": message_id, "root_id": _s(msg.get("root_id")),
+                  "thread_id": _s(msg.get("thread_id"))},
+        )
+
+    def _doc_comment(self, env: Envelope, event: dict) -> TriggerFacts | Ignored:
+        if not self.config.get("doc_comments"):
+            return Ignored("doc_comments_off", env.thread)
+        meta = _d(event.get("notice_meta"))
+        actor = _s(_d(meta.get("from_user_id")).get("open_id"))
+        bot = self.config.get("bot_open_id") or ""
+        if bot and actor == bot:
+            return Ignored("own_message", env.thread)
+        comment, reply = _s(event.get("comment_id")), _s(event.get("reply_id"))
+        return TriggerFacts(
+            external_id=f"doc_comment:{comment}:{reply}", thread=env.thread, scope="doc_comment",
+            actor=actor, is_human=_s(meta.get("from_user_type")) in ("user", ""),
+            is_bot=_s(meta.get("from_user_type")) not in ("user", ""),
+            addressed=bool(event.get("is_mentioned")), receives_all=False,
+            meta={"scope": "doc_comment", "file_token": _s(meta.get("file_token")),
+                  "file_type": _s(meta.get("file_type")), "comment_id": comment,
+                  "reply_id": reply},
+        )
+
+    def scope(self, meta):
+        scope = meta.get("scope")
+        if scope == "group_configured" and meta.get("chat_id") not in (
+            self.config.get("groups") or []
+        ):
+            return "group_other"
+        if scope == "doc_comment" and not self.config.get("doc_comments"):
+            return None
+        return scope if scope in self.scopes else None
+
+    def environment(self):
+        return {"AMUX_LARK_DOMAIN": self.config.get("domain", ""),
+                "AMUX_LARK_APP_ID": self.config.get("app_id", "")}
+
+    # -- client ------------------------------------------------------------------------
+    def client(self):
+        import lark_oapi as lark
+
+        return (
+            lark.Client.builder()
+            .app_id(self.config.get("app_id", ""))
+            .app_secret(self.secrets.get("app_secret", ""))
+            .domain(self.config.get("domain") or lark.FEISHU_DOMAIN)
+            .log_level(lark.LogLevel.WARNING)
+            .timeout(15)
+            .build()
+        )
+
+    def send(self, message: Message, ctx: Context) -> SendResult:
+        """Reply into the thread once per message id: Lark's `uuid` request field is the
+        idempotency key, so a replay after a crash creates no second message."""
+        from lark_oapi.api.im.v1 import (
+            CreateMessageRequest,
+            CreateMessageRequestBody,
+            ReplyMessageRequest,
+            ReplyMessageRequestBody,
+        )
+
+        uuid = hashlib.sha256(message.id.encode()).hexdigest()[:50]
+        content = json.dumps({"text": message.text}, ensure_ascii=False)
+        chat, _, root = message.thread.partition(":")
+        target = message.reply_to or root
+        try:
+            client = self.client()
+            if target:
+                req = (
+                    ReplyMessageRequest.builder().message_id(target)
+                    .request_body(ReplyMessageRequestBody.builder().msg_type("text")
+                                  .content(content).reply_in_thread(bool(root)).uuid(uuid)
+                                  .build())
+                    .build()
+                )
+                resp = client.im.v1.message.reply(req)
+            else:
+                req = (
+                    CreateMessageRequest.builder().receive_id_type("chat_id")
+                    .request_body(CreateMessageRequestBody.builder().receive_id(chat)
+                                  .msg_type("text").content(content).uuid(uuid).build())
+                    .build()
+                )
+                resp = client.im.v1.message.create(req)
+        except Exception:
+            log.warning("lark send %s failed", message.id, exc_info=True)
+            return SendResult.RETRY
+        if resp.success():
+            return SendResult.SENT
+        if resp.code in GONE_CODES:
+            return SendResult.GONE
+        log.warning("lark send %s: code %s", message.id, resp.code)
+        return SendResult.RETRY
+
+    def thread_context(self, thread, meta, ctx, limit=20):
+        """The latest messages of the topic thread (or the chat), oldest first."""
+        from lark_oapi.api.im.v1 import ListMessageRequest
+
+        chat = thread.partition(":")[0]
+        container = ("thread", meta["thread_id"]) if meta.get("thread_id") else ("chat", chat)
+        req = (ListMessageRequest.builder().container_id_type(container[0])
+               .container_id(container[1]).sort_type("ByCreateTimeDesc").page_size(limit)
+               .build())
+        resp = self.client().im.v1.message.list(req)
+        if not resp.success():
+            raise RuntimeError(f"lark message list: code {resp.code}")
+        out = []
+        for item in reversed((resp.data.items if resp.data else None) or []):
+            mentions = [{"key": m.key, "name": m.name} for m in item.mentions or []]
+            body = {"content": item.body.content if item.body else ""}
+            out.append({"author": item.sender.id if item.sender else "",
+                        "text": _text(body, mentions), "at": item.create_time or ""})
+        return out
+
+
+def _json(body: bytes) -> dict:
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise Malformed("bad_json", "the body is not JSON") from None
+    if not isinstance(value, dict):
+        raise Malformed("bad_json", "the body must be a JSON object")
+    return value
+
+
+def _same(given, expected: str) -> bool:
+    return isinstance(given, str) and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def _text(msg: dict, mentions: list[dict]) -> str:
+    try:
+        content = json.loads(_s(msg.get("content")) or "{}")
+    except ValueError:
+        return ""
+    if not isinstance(content, dict):
+        return ""
+    if isinstance(content.get("text"), str):
+        text = content["text"]
+    else:  # post: {"title", "content": [[{"tag": "text", "text": …}, …], …]}
+        parts = [_s(content.get("title"))]
+        for line in content.get("content") or []:
+            if isinstance(line, list):
+                parts.append("".join(_s(el.get("text")) for el in line if isinstance(el, dict)))
+        text = "\n".join(p for p in parts if p)
+    for m in mentions:
+        if m.get("key"):
+            text = text.replace(_s(m["key"]), "@" + _s(m.get("name")))
+    return re.sub(r"\s+\n", "\n", text).strip()
+
+
+def _d(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _s(value) -> str:
+    return value if isinstance(value, str) else ("" if value is None else str(value))
