@@ -17,7 +17,7 @@ import uuid
 from django.db.models import Count
 from django.utils import timezone
 
-from tickets import engine, gate_seam
+from tickets import engine, policy_hooks
 from tickets.models import Delivery, Source
 from tickets.sources import plugin
 from tickets.sources.base import (
@@ -80,7 +80,7 @@ def accept(source: Source, env: Envelope, headers: dict | None = None) -> tuple[
     try:
         outcome = engine.mailbox_processed(
             source=source, mailbox=mailbox, translate=_translate_with(plug),
-            decide=gate_seam.decide, arrived=arrived,
+            decide=policy_hooks.decide_incoming, arrived=arrived,
         )[None]
     except engine.DuplicateDelivery:
         return 200, {"duplicate": True, "delivery": env.delivery_id}
@@ -140,7 +140,7 @@ def process_mailbox(source: Source, mailbox: str):
     plug = plugin(source.kind, source.config, source.secrets)
     results = engine.mailbox_processed(
         source=source, mailbox=mailbox, translate=_translate_with(plug),
-        decide=gate_seam.decide,
+        decide=policy_hooks.decide_incoming,
     )
     for outcome in results.values():
         after_commit(outcome)

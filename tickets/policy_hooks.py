@@ -81,12 +81,26 @@ def change(old_version: str | None, new_version: str) -> PolicyChange:
                         compile_policy(new_doc, infos, version=new_version), tuple(affected))
 
 
+def _facts(source, facts, meta: dict | None) -> Facts:
+    return Facts(source=source.slug, kind=source.kind, scope=facts.scope, actor=facts.actor,
+                 is_human=facts.is_human, is_bot=facts.is_bot, addressed=facts.addressed,
+                 receives_all=facts.receives_all, is_self=bool((meta or {}).get("own_message")))
+
+
 def decide(trigger, policy: Policy) -> Verdict:
     """The gate's decision for a stored trigger under a (new) policy."""
-    return gate(Facts(source=trigger.source.slug, kind=trigger.source.kind, scope=trigger.scope,
-                      actor=trigger.actor, is_human=trigger.is_human, is_bot=trigger.is_bot,
-                      addressed=trigger.addressed, receives_all=trigger.receives_all,
-                      is_self=bool((trigger.meta or {}).get("own_message"))), policy)
+    return gate(_facts(trigger.source, trigger, trigger.meta), policy)
+
+
+def decide_incoming(source, facts) -> dict:
+    """The one place intake asks the gate, under the current version (compiled once per
+    version). Intake stores the answer on the trigger; the engine routes it after commit."""
+    from policy import services
+
+    policy = services.current_policy()
+    verdict = gate(_facts(source, facts, facts.meta), policy)
+    return {"decision": verdict.decision, "strength": verdict.strength, "rule": verdict.rule,
+            "reason": verdict.reason, "version": policy.version}
 
 
 def _apply(old_version: str | None, new_version: str) -> None:

@@ -7,8 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("tickets", "0003_agent_settings"),
-        ("tickets", "0003_effect_claim_indexes"),
+        ("tickets", "0005_assignment_last_turn"),
     ]
 
     operations = [
