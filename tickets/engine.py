@@ -528,6 +528,23 @@ def pr_linked(*, ticket_id: int, pr_thread_id: int, url: str = "") -> None:
         ticket.save(update_fields=["pr_url", "pr_state"])
 
 
+def pr_opened(*, ticket_id: int, thread_key: str, url: str, title: str = "") -> Thread:
+    """Fact: the worker opened a pull request on the ticket's source. The PR's thread joins
+    the ticket's subscriptions, so its reviews and its merge reach the ticket."""
+    with transaction.atomic(durable=True):
+        ticket = locks.ticket(ticket_id)
+        thread, _ = Thread.objects.get_or_create(
+            source=ticket.thread.source, key=thread_key,
+            defaults={"url": url[:500], "title": title[:300]},
+        )
+        if not Subscription.objects.filter(thread=thread).exists():
+            Subscription.objects.create(ticket=ticket, thread=thread)
+        ticket.pr_url = url[:500]
+        ticket.pr_state = "open"
+        ticket.save(update_fields=["pr_url", "pr_state"])
+    return thread
+
+
 def pr_closed(*, pr_thread_id: int, merged: bool) -> Ticket | None:
     """Fact: the PR was merged or closed. The ticket ends when nothing is in flight;
     otherwise it ends as soon as the executor answers or its run ends."""

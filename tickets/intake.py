@@ -22,6 +22,7 @@ from tickets.models import Delivery, Source
 from tickets.sources import plugin
 from tickets.sources.base import (
     MAX_BODY,
+    ConfigError,
     Context,
     Envelope,
     Ignored,
@@ -212,6 +213,15 @@ def send(source: Source, *, message_id: str, thread: str, text: str,
 
     ctx = Context(store_outgoing=store_outgoing)
     return plug.send(Message(str(message_id), thread, text, reply_to), ctx)
+
+
+def open_pull_request(source: Source, *, repo: str, title: str, body: str, head: str,
+                      base: str) -> dict:
+    """Open a pull request through the source (GitHub), once per head branch."""
+    plug = plugin(source.kind, source.config, source.secrets)
+    if not hasattr(plug, "open_pull_request"):
+        raise ConfigError({"source": f"a {source.kind} source cannot open pull requests"})
+    return plug.open_pull_request(repo=repo, title=title, body=body, head=head, base=base)
 
 
 def health(source: Source) -> dict:

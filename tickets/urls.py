@@ -16,6 +16,7 @@ tool_urlpatterns = [
     path("hand_back/", tools_rest.HandBackView.as_view(), name="tool-hand-back"),
     path("hand-back/", tools_rest.HandBackDashView.as_view(), name="tool-hand-back-dash"),
     path("reply/", tools_rest.ReplyView.as_view(), name="tool-reply"),
+    path("pull_request/", tools_rest.PullRequestView.as_view(), name="tool-pull-request"),
     path("context/", tools_rest.ContextView.as_view(), name="tool-context"),
     path("whoami/", tools_rest.ContextView.as_view(), name="tool-whoami"),
 ]

@@ -309,6 +309,19 @@ class GitHub(SourceKind):
             log.warning("github send %s failed", message.id, exc_info=True)
             return SendResult.RETRY
 
+    def open_pull_request(self, *, repo: str, title: str, body: str, head: str,
+                          base: str) -> dict:
+        """Open a pull request, once per head branch: if one is already open for `head`
+        (a retry after a crash), that one is returned."""
+        if repo.lower() not in self.repos:
+            raise ConfigError({"repo": f"{repo} is not a repository of this source"})
+        gh_repo = self.client().get_repo(repo)
+        owner = repo.split("/", 1)[0]
+        for pull in gh_repo.get_pulls(state="open", head=f"{owner}:{head}"):
+            return {"number": pull.number, "url": pull.html_url, "created": False}
+        pull = gh_repo.create_pull(title=title, body=body, head=head, base=base)
+        return {"number": pull.number, "url": pull.html_url, "created": True}
+
     def thread_context(self, thread, meta, ctx, limit=20):
         gh = self.client()
         issue = self._issue(gh, thread)

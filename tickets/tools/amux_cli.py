@@ -32,6 +32,7 @@ examples:
   amux ask "Is dropping Python 3.9 acceptable?" --answers input:12
   amux hand-back 42 "asks for a new feature, not this bug"
   amux reply "Reproduced; a fix is on its way."
+  amux pr "Fix the login crash" --head amux/t12-login --body "Fixes #12"
 """
 
 
@@ -172,6 +173,13 @@ def parser() -> argparse.ArgumentParser:
     reply = sub.add_parser("reply", parents=[common], help="post a message on the ticket's thread")
     reply.add_argument("text", help="the message ('-' reads stdin)")
 
+    pr = sub.add_parser("pr", parents=[common], aliases=["pull-request"],
+                        help="open the ticket's pull request from a pushed branch")
+    pr.add_argument("title", help="the pull request's title")
+    pr.add_argument("--head", required=True, help="the branch you pushed")
+    pr.add_argument("--base", default=None, help="target branch (default: the default branch)")
+    pr.add_argument("--body", default="", help="the description ('-' reads stdin)")
+
     sub.add_parser("context", parents=[common], aliases=["whoami"],
                    help="show your ticket, mandate and messages")
     return root
@@ -194,6 +202,11 @@ def run(args: argparse.Namespace) -> dict:
     elif command == "reply":
         result = call("POST", "reply", {"text": _text_arg(args.text)})
         summary = f"reply queued on the thread of ticket {result['ticket']}"
+    elif command in ("pr", "pull-request"):
+        body = {"title": args.title, "head": args.head, "base": args.base,
+                "body": _text_arg(args.body) if args.body else ""}
+        result = call("POST", "pull_request", body)
+        summary = f"pull request #{result['number']} is open: {result['url']}"
     else:
         result = call("GET", "context")
         summary = None

@@ -107,6 +107,17 @@ def build_server() -> MCPServer:
     ) -> dict[str, Any]:
         return await _run(ctx, service.reply, text=text)
 
+    @server.tool(name="pull_request", description=service.DESCRIPTIONS["pull_request"])
+    async def pull_request(
+        title: Annotated[str, Field(description="the pull request's title")],
+        head: Annotated[str, Field(description="the branch you pushed")],
+        ctx: Context,
+        base: Annotated[str | None, Field(description="target branch")] = None,
+        body: Annotated[str | None, Field(description="the description")] = None,
+    ) -> dict[str, Any]:
+        return await _run(ctx, service.pull_request, title=title, head=head, base=base,
+                          body=body)
+
     @server.tool(name="context", description=service.DESCRIPTIONS["context"])
     async def context(ctx: Context) -> dict[str, Any]:
         return await _run(ctx, lambda assignment: service.context(assignment))

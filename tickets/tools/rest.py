@@ -155,6 +155,15 @@ class ReplyView(ToolView):
                          status=202)
 
 
+class PullRequestView(ToolView):
+    @extend_schema(request=dict, responses=dict,
+                   description=service.DESCRIPTIONS["pull_request"])
+    def post(self, request):
+        return self._run(request, lambda a, d: service.pull_request(
+            a, title=d.get("title"), head=d.get("head"), base=d.get("base"),
+            body=d.get("body")), status=201)
+
+
 class ContextView(ToolView):
     @extend_schema(responses=dict, description=service.DESCRIPTIONS["context"])
     def get(self, request):

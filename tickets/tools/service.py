@@ -39,6 +39,12 @@ DESCRIPTIONS = {
         "the message's trigger id (from context); reason says in a few words why it is "
         "outside the mandate. amux then decides separately whether to take it on."
     ),
+    "pull_request": (
+        "Open the pull request of your ticket on its GitHub repository, from the branch you "
+        "pushed (head) into base (the default branch when omitted), with a title and body. "
+        "Opening it again for the same branch returns the same pull request. The ticket "
+        "then waits for review; it ends when the pull request is merged or closed."
+    ),
     "reply": (
         "Post a short message on the ticket's thread (the GitHub issue/PR or chat it came "
         "from), through amux. Use it sparingly: the pull request speaks for itself."
@@ -250,6 +256,33 @@ def reply(assignment: Assignment, *, text) -> dict:
     except CommandRefused as refusal:
         raise _refusal(refusal) from refusal
     return {"ticket": assignment.ticket_id, "queued": True}
+
+
+def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -> dict:
+    """Open the ticket's pull request through its GitHub source (amux holds the
+    credentials; the worker never does). Once per head branch: a retry returns the same PR."""
+    from tickets import intake
+    from tickets.sources.base import ConfigError
+
+    title = _text(title, "title", required=True)
+    head = _text(head, "head", required=True)
+    body = _text(body, "body", required=False)
+    _ticket_open(assignment)
+    ticket = assignment.ticket
+    source = ticket.thread.source
+    if source.kind != "github":
+        raise _invalid("head", "this ticket's source is not GitHub; there is no pull request")
+    repo = ticket.thread.key.partition("#")[0]
+    base = _text(base, "base", required=False) or source.config.get("default_branch") or "main"
+    try:
+        pr = intake.open_pull_request(source, repo=repo, title=title, body=body, head=head,
+                                      base=base)
+    except ConfigError as exc:
+        raise _invalid("head", f"the source cannot open it: {exc}") from exc
+    engine.pr_opened(ticket_id=ticket.pk, thread_key=f"{repo}#{pr['number']}", url=pr["url"],
+                     title=title)
+    return {"ticket": ticket.pk, "number": pr["number"], "url": pr["url"],
+            "created": pr["created"]}
 
 
 def _input(item: Input) -> dict:
