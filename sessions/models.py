@@ -62,6 +62,9 @@ class Session(models.Model):
     lease_owner = models.CharField(max_length=120, blank=True)
     lease_host = models.CharField(max_length=120, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    runtime_env = EncryptedJSONField(default=dict, blank=True, editable=False,
+                                     help_text="extra runtime environment (e.g. a scoped "
+                                               "tool token), encrypted")
     runtime_tag = models.CharField(max_length=64, blank=True,
                                    help_text="marks the runtime processes of the current host")
     last_active_at = models.DateTimeField(null=True, blank=True)

@@ -81,8 +81,11 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
                    name: str = "", permission_mode: str = "bypass", effort: str | None = None,
                    idle_timeout_s: int = 300, watchdog: dict[str, Any] | None = None,
                    developer_instructions: str | None = None,
-                   env: dict[str, str] | None = None, path: list[str] | None = None
-                   ) -> Session:
+                   env: dict[str, str] | None = None,
+                   path: list[str] | None = None) -> Session:
+    """Create a session; nothing starts until its first input. ``env`` (stored encrypted)
+    and ``path`` extend the runtime's minimal environment, e.g. with a worker's scoped tool
+    token and the directory of the `amux` shim."""
     try:
         adapter_cls = get_adapter(runtime)
     except errors.UnknownRuntime as exc:
@@ -113,13 +116,13 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
             "repeat_tool_call_limit": normalize_repeat_limit(wd.get("repeat_tool_call_limit")),
         },
         "developer_instructions": developer_instructions,
-        "env": dict(env or {}),
-        "path": list(path or []),
+        "extra_path": list(path or []),
     }
     with transaction.atomic():
         session = Session.objects.create(
             name=name, runtime=runtime, provider=profile, model=model, snapshot=snapshot,
-            workdir=workdir or "", idle_timeout_s=max(MIN_IDLE_TIMEOUT, int(idle_timeout_s)))
+            workdir=workdir or "", idle_timeout_s=max(MIN_IDLE_TIMEOUT, int(idle_timeout_s)),
+            runtime_env={str(k): str(v) for k, v in (env or {}).items()})
         if not workdir:
             session.workdir = str(Path(settings.WORK_DIR) / f"session-{session.pk}")
             session.save(update_fields=["workdir"])
@@ -140,7 +143,7 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         effort=snap.get("effort"), permission_mode=snap.get("permission_mode", "bypass"),
         watchdog=WatchdogConfig.from_settings(snap.get("watchdog")),
         developer_instructions=snap.get("developer_instructions"),
-        extra_env=dict(snap.get("env") or {}), extra_path=list(snap.get("path") or []),
+        extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
         **overrides)
 
 

@@ -107,10 +107,11 @@ class RuntimeConfig:
     watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
     runtimes_dir: Path | None = None
     developer_instructions: str | None = None
-    # Extra, non-secret variables and PATH entries for the runtime (e.g. a worker's tools).
+    cancel_grace_seconds: float = CANCEL_GRACE_SECONDS
+    # what the caller adds to the runtime's environment (e.g. the worker's scoped tool
+    # token); never replaces HOME, PATH, the provider key or the runtime's own config dirs
     extra_env: dict[str, str] = field(default_factory=dict)
     extra_path: list[str] = field(default_factory=list)
-    cancel_grace_seconds: float = CANCEL_GRACE_SECONDS
     wire_observer: Callable[[str, dict[str, Any]], None] | None = None  # ("out"|"in", msg)
 
     def __post_init__(self) -> None:
@@ -128,6 +129,12 @@ class _Exited:
         self.stderr_tail = stderr_tail
 
 
+RESERVED_ENV = frozenset({"HOME", "PATH", "TMPDIR", "CODEX_HOME", "PI_CODING_AGENT_DIR",
+                          "CLAUDE_CONFIG_DIR", PROVIDER_KEY_ENV, "LD_PRELOAD",
+                          "LD_LIBRARY_PATH", "NODE_OPTIONS"})
+RESERVED_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AMUX_RUNTIME_", "PI_", "CLAUDE_CODE_")
+
+
 def minimal_env(config: RuntimeConfig, tag: str, extra_path: list[str] | None = None
                 ) -> dict[str, str]:
     home = config.state_dir / "home"
@@ -135,8 +142,10 @@ def minimal_env(config: RuntimeConfig, tag: str, extra_path: list[str] | None = 
     home.mkdir(parents=True, exist_ok=True)
     tmp.mkdir(parents=True, exist_ok=True)
     path = ":".join([*config.extra_path, *(extra_path or []), SYSTEM_PATH])
+    extra = {k: str(v) for k, v in config.extra_env.items()
+             if k not in RESERVED_ENV and not k.startswith(RESERVED_PREFIXES)}
     return {
-        **config.extra_env,
+        **extra,
         "HOME": str(home),
         "PATH": path,
         "LANG": "C.UTF-8",

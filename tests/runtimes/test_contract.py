@@ -155,3 +155,28 @@ def test_repeated_identical_tool_call_fails_the_turn_at_the_limit(runtime, tmp_p
     assert terms[0].code == "repeat_tool_loop"
     assert 3 <= sum(isinstance(e, ToolStarted) for e in events) <= 4
     assert_no_leak([adapter.tag])
+
+
+def test_minimal_environment_plus_the_callers_extra_env(runtime, tmp_path, model_server):
+    cfg = make_config(runtime, tmp_path, model_server.base_url,
+                      extra_env={"AMUX_API_URL": "http://127.0.0.1:1/api/v1",
+                                 "HOME": "/should/not/win", "OPENAI_API_KEY": "leak"})
+    model_server.script(ToolCall("env > env.txt"), Text("done"))
+
+    async def main():
+        adapter = adapter_for(runtime, cfg)
+        try:
+            await adapter.start()
+            return adapter, await collect(adapter, "dump the environment")
+        finally:
+            await adapter.close()
+
+    adapter, events = run_async(main())
+    env = dict(line.split("=", 1) for line in
+               (cfg.workdir / "env.txt").read_text().splitlines() if "=" in line)
+    assert env["AMUX_API_URL"] == "http://127.0.0.1:1/api/v1"
+    assert env["HOME"].startswith(str(cfg.state_dir))
+    assert "OPENAI_API_KEY" not in env
+    for inherited in ("DATABASE_URL", "REDIS_URL", "AMUX_SECRET_KEY", "PYTEST_CURRENT_TEST"):
+        assert inherited not in env
+    assert_no_leak([adapter.tag])

@@ -121,3 +121,19 @@ def test_message_is_idempotent_on_key_and_timeline_lists_events(api, openai_prov
     assert [e["seq"] for e in after] == [2]
     assert api.get(f"/api/v1/sessions/{session.pk}/timeline?after=x").status_code == 400
     assert timeline.last_seq(session.pk) == 2
+
+
+def test_runtime_env_is_stored_encrypted_and_never_shown(api, openai_provider, session_dirs):
+    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5",
+                                       env={"AMUX_ASSIGNMENT_TOKEN": "tok-secret"},
+                                       path=["/opt/amux-shim"])
+    config = services.runtime_config(Session.objects.get(pk=session.pk))
+    assert config.extra_env == {"AMUX_ASSIGNMENT_TOKEN": "tok-secret"}
+    assert config.extra_path == ["/opt/amux-shim"]
+    assert config.provider.api_key == "sk-test-secret"
+    assert "tok-secret" not in api.get(f"/api/v1/sessions/{session.pk}").content.decode()
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT runtime_env FROM agent_sessions_session WHERE id=%s", [session.pk])
+        assert "tok-secret" not in cur.fetchone()[0]
