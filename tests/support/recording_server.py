@@ -32,6 +32,7 @@ class State:
     issues: dict = field(default_factory=dict)  # (repo, number) -> issue dict
     lark_messages: dict = field(default_factory=dict)  # uuid -> message
     lark_history: list = field(default_factory=list)  # [(message_id, text)] oldest first
+    pulls: dict = field(default_factory=dict)  # (repo, number) -> pull request dict
     next_id: int = 1000
     fail_next: list = field(default_factory=list)  # [(method, path regex, status)]
 
@@ -134,6 +135,27 @@ class RecordingServer:
                         out.append({"url": f"{base}/repos/{repo}/issues/comments/{c['id']}",
                                     **c, "issue_url": f"{base}/repos/{repo}/issues/{number}"})
             return 200, out
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls", r.path)
+        if m and r.method == "GET":
+            head = (r.query.get("head") or [""])[0]
+            state = (r.query.get("state") or ["open"])[0]
+            return 200, [p for (repo, _), p in sorted(self.state.pulls.items())
+                         if repo == m.group(1) and (not head or p["head"]["label"] == head)
+                         and state in ("all", p["state"])]
+        if m and r.method == "POST":
+            repo = m.group(1)
+            number = max([n for (rp, n) in self.state.issues if rp == repo] +
+                         [n for (rp, n) in self.state.pulls if rp == repo] + [0]) + 1
+            owner = repo.split("/")[0]
+            pull = {"id": 9000 + number, "number": number, "state": "open",
+                    "title": r.body["title"], "body": r.body.get("body", ""),
+                    "head": {"ref": r.body["head"], "label": f"{owner}:{r.body['head']}"},
+                    "base": {"ref": r.body["base"]},
+                    "html_url": f"https://github.example/{repo}/pull/{number}",
+                    "url": f"{base}/repos/{repo}/pulls/{number}"}
+            self.state.pulls[(repo, number)] = pull
+            self.state.issues[(repo, number)] = {"title": r.body["title"], "is_pr": True}
+            return 201, pull
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)", r.path)
         if m and r.method == "GET":
             return 200, {"id": 9000 + int(m.group(2)), "number": int(m.group(2))}

@@ -1,0 +1,154 @@
+"""A ticket's whole life with a real runtime (Pi) against the scripted model server, real
+GitHub webhooks signed as GitHub signs them, and PyGithub against a recording server:
+
+"@amux-bot please fix …" from an allowed login → explicit ticket → the worker writes a
+file in its work directory, opens a PR through amux and reports done → awaiting review →
+PR merged → ended, with one notice to the chat channel → a later comment revives it under
+the same mandate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from policy import services as policy
+from sessions.models import ProviderProfile
+from sessions.runtimes.base import tagged_pids
+from tests.support.github_payloads import example, signed
+from tests.support.model_server import ModelServer, Text, ToolCall
+from tests.support.recording_server import RecordingServer
+from tests.support.sessions import run_host
+from tickets import outbox
+from tickets.models import (
+    AgentSettings,
+    Assignment,
+    Channel,
+    Eval,
+    Mandate,
+    OutgoingMessage,
+    Source,
+    Ticket,
+)
+from tickets.read import stages
+from tickets.sources.github import GitHub
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.timeout(300)]
+
+SECRET = "webhook-secret"
+REPO = "Codertocat/Hello-World"
+
+
+def stage(ticket) -> str:
+    return str(stages([Ticket.objects.get(pk=ticket.pk)])[ticket.pk][0])
+
+
+def post(client, event, payload):
+    body, headers = signed(event, payload, SECRET)
+    return client.post("/hooks/github/gh", data=body, content_type="application/json",
+                       **headers)
+
+
+def comment(text: str, n: int) -> dict:
+    payload = example("issue_comment", "created")
+    payload["comment"]["id"] += n
+    payload["comment"]["body"] = text
+    payload["comment"]["user"]["login"] = "octocat"
+    payload["sender"]["login"] = "octocat"
+    return payload
+
+
+@pytest.fixture
+def world(settings, tmp_path, live_server, monkeypatch):
+    settings.DATA_DIR = tmp_path / "data"
+    settings.WORK_DIR = settings.DATA_DIR / "work"
+    settings.WORK_DIR.mkdir(parents=True)
+    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
+    # The worker's `amux` command reaches this test's live server.
+    monkeypatch.setenv("AMUX_URL", live_server.url)
+    with RecordingServer() as github, ModelServer() as model:
+        issue = comment("", 0)["issue"]
+        github.state.issues[(REPO, issue["number"])] = {"title": issue["title"]}
+        config = GitHub.validate_config({"repo": [REPO], "handle": "amux-bot",
+                                         "api_url": github.url, "default_branch": "main"})
+        source = Source(kind="github", slug="gh", name="GitHub", config=config)
+        source.secrets = {"webhook_secret": SECRET, "token": "ghp_test"}
+        source.save()
+        chat_source = Source.objects.create(kind="webchat", slug="team", name="Team chat")
+        chat = Channel.objects.create(source=chat_source, kind="chat", address="general")
+        policy.save({"acceptance": "manual", "sources": {"gh": {
+            "allowed": ["octocat"], "rows": {"comment": {"addressed": True}}}}}, None)
+        provider = ProviderProfile(slug="scripted", platform="openai-compat",
+                                   base_url=model.base_url, model_names=["scripted-model"])
+        provider.secrets = {"api_key": "sk-test"}
+        provider.save()
+        AgentSettings.objects.update_or_create(pk=1, defaults={
+            "worker_runtime": "pi", "worker_provider": provider,
+            "worker_model": "scripted-model"})
+        yield {"github": github, "model": model, "chat": chat, "issue": issue}
+
+
+def test_from_comment_to_merged_pr_then_revival(client, world, settings):
+    github, model = world["github"], world["model"]
+    model.script(
+        ToolCall("echo fixed > fix.txt"),
+        ToolCall("amux pr 'Fix the crash' --head amux/fix-crash --body 'Fixes the crash'"),
+        ToolCall("amux report done 'Opened the pull request'"),
+        Text("Done: the fix is in a pull request."),
+    )
+    response = post(client, "issue_comment", comment("@amux-bot please fix the crash", 1))
+    assert response.status_code == 202, response.content
+    assert response.json()["outcome"] == "admitted"
+    ticket = Ticket.objects.get()
+    mandate = Mandate.objects.get(ticket=ticket)
+    assert (mandate.requester, mandate.strength, mandate.scope) == (
+        "octocat", "explicit", "comment")
+
+    outbox.drain(seconds=30)  # dispatch: the worker session, its tools and its brief
+    ticket.refresh_from_db()
+    assert ticket.session is not None and ticket.session.name == f"worker-{ticket.pk}"
+    assert stage(ticket) == "working"
+    type(ticket.session).objects.filter(pk=ticket.session_id).update(idle_timeout_s=1)
+    assert run_host(ticket.session_id) == "slept"
+
+    workdir = Path(ticket.session.workdir)
+    assert (workdir / "fix.txt").read_text() == "fixed\n"
+    assert workdir == Path(settings.WORK_DIR) / ticket.short_name
+    created = github.matching("POST", rf"/repos/{REPO}/pulls")
+    assert len(created) == 1 and created[0].body["head"] == "amux/fix-crash"
+    assert created[0].body["base"] == "main"
+    ticket.refresh_from_db()
+    assert ticket.pr_state == "open" and ticket.pr_url.endswith("/pull/2")
+    assert stage(ticket) == "awaiting_review"
+
+    # The corpus has no merged PR: a closed one, merged.
+    merged = example("pull_request", "closed")
+    merged["number"] = 2
+    merged["pull_request"]["number"] = 2
+    merged["pull_request"]["merged"] = True
+    merged["pull_request"]["state"] = "closed"
+    assert post(client, "pull_request", merged).status_code in (200, 202)
+    outbox.drain(seconds=30)
+    assert stage(ticket) == "ended"
+    notices = OutgoingMessage.objects.filter(source=world["chat"].source)
+    assert notices.count() == 1 and "merged" in notices.get().text
+    # Nothing was repeated on GitHub: the only comments are none at all.
+    assert not github.matching("POST", rf"/repos/{REPO}/issues/\d+/comments")
+
+    # A later comment revives it under the same mandate, without an eval.
+    model.script(Text("Looking at it again."))
+    response = post(client, "issue_comment", comment("one more thing: also the logout", 2))
+    assert response.status_code == 202
+    ticket.refresh_from_db()
+    assert ticket.ended_at is None
+    assert Mandate.objects.get(ticket=ticket).pk == mandate.pk
+    assert not Eval.objects.exists()
+    assert Assignment.objects.filter(ticket=ticket).count() == 2
+    outbox.drain(seconds=30)
+    assert run_host(ticket.session_id) == "slept"
+    assert "one more thing" in str(model.requests[-1].body)
+
+    # Outbound messages people received for this ticket: the one merge notice.
+    outbound = notices.count() + len(github.matching("POST", r".*/comments"))
+    assert outbound <= 3
+    assert not tagged_pids(Ticket.objects.get(pk=ticket.pk).session.runtime_tag)
