@@ -12,6 +12,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "amux_site.settings")
 app = Celery("amux")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = (Queue("default"), Queue("runtime"))
+# Every task has a fixed queue: session hosts own runtime processes on `runtime` (or a
+# host's own `runtime.<host>`, chosen when sent); everything else runs on `default`.
+app.conf.task_default_queue = "default"
+app.conf.task_routes = {"sessions.host": {"queue": "runtime"}}
 app.conf.beat_schedule = {
     "outbox-sweep": {"task": "tickets.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
     "intake-sweep": {"task": "tickets.intake_sweep", "schedule": 30.0, "options": {"expires": 30}},

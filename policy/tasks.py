@@ -8,7 +8,6 @@ from policy import services
 
 @shared_task(
     name="policy.apply_pending",
-    queue="default",
     acks_late=True,
     reject_on_worker_lost=True,
     soft_time_limit=120,

@@ -22,7 +22,7 @@ HOST_TIME_LIMIT = 8 * 24 * 3600  # beyond the 7-day turn cap
 SWEEP_INTERVAL = 10.0
 
 
-@shared_task(name="sessions.host", queue="runtime", acks_late=True,
+@shared_task(name="sessions.host", acks_late=True,
              reject_on_worker_lost=True, time_limit=HOST_TIME_LIMIT, ignore_result=True)
 def run_session_host(*, session_id: int) -> str:
     from sessions.host import SessionHost
@@ -36,7 +36,7 @@ def enqueue_host(session_id: int) -> None:
     run_session_host.apply_async(kwargs={"session_id": session_id}, queue="runtime")
 
 
-@shared_task(name="sessions.sweep", queue="default", acks_late=True, time_limit=60,
+@shared_task(name="sessions.sweep", acks_late=True, time_limit=60,
              ignore_result=True)
 def sweep_sessions() -> int:
     """Start a host for every session whose host died (expired lease) or whose queued input

@@ -7,7 +7,6 @@ from tickets import outbox
 
 @shared_task(
     name="tickets.drain_outbox",
-    queue="default",
     acks_late=True,
     reject_on_worker_lost=True,
     # The hard limit stays below half of the shortest lease (outbox.KINDS), so a handler
@@ -24,7 +23,6 @@ def drain_outbox() -> int:
 
 @shared_task(
     name="tickets.intake_sweep",
-    queue="default",
     acks_late=True,
     reject_on_worker_lost=True,
     soft_time_limit=120,
@@ -40,7 +38,6 @@ def intake_sweep() -> int:
 
 @shared_task(
     name="tickets.poll_sources",
-    queue="default",
     acks_late=True,
     reject_on_worker_lost=True,
     soft_time_limit=240,
