@@ -5,7 +5,6 @@ subprocess. What the tools did is checked in the engine's tables."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from tests.support.runtimes import run_async
 from tickets import engine
 from tickets.models import Assignment, Effect, Input, Question, Report, Source, Thread, Trigger
 from tickets.tools import install_worker_bin, mcp_server_config, worker_env
@@ -121,7 +121,7 @@ def _text(result) -> str:
 def test_mcp_tools_act_on_the_tokens_ticket_only(server):
     ticket, assignment, token = _open(1, "Fix the login crash")
     other, _other_assignment, other_token = _open(2, "Speed up search")
-    tools, results = asyncio.run(_mcp(f"{server}/mcp", token, [
+    tools, results = run_async(_mcp(f"{server}/mcp", token, [
         ("context", {}),
         ("report", {"status": "progress", "text": "reproduced"}),
         ("ask", {"question": "Which branch?", "options": ["main", "release"]}),
@@ -162,7 +162,7 @@ def test_mcp_tools_act_on_the_tokens_ticket_only(server):
     # the other token reads its own ticket
     config = mcp_server_config(server + "/", other_token)
     assert config["url"] == f"{server}/mcp"
-    _tools, (own,) = asyncio.run(_mcp(f"{server}/mcp/", other_token, [("context", {})]))
+    _tools, (own,) = run_async(_mcp(f"{server}/mcp/", other_token, [("context", {})]))
     assert own.structured_content["ticket"]["id"] == other.pk
 
 
