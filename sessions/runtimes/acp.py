@@ -180,20 +180,12 @@ class AcpAdapter(RuntimeAdapter):
     # ------------------------------------------------------------------ class API
     @classmethod
     def probe(cls, runtimes_dir: Path | None = None) -> Probe:
-        import subprocess
-
-        from .base import default_runtimes_dir
+        from .base import binary_version, default_runtimes_dir
 
         binary = codex_acp_binary(runtimes_dir or default_runtimes_dir())
         if not binary.exists():
             return Probe(cls.name, False, error=f"{binary} not found (run `make runtimes`)")
-        try:
-            out = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
-                                 timeout=20, stdin=subprocess.DEVNULL,
-                                 env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
-            version = out.stdout.strip().rsplit(" ", 1)[-1] if out.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired):
-            version = None
+        version, _error = binary_version(binary)
         if version is None:
             import json
 

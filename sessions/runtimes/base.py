@@ -135,6 +135,21 @@ RESERVED_ENV = frozenset({"HOME", "PATH", "TMPDIR", "CODEX_HOME", "PI_CODING_AGE
 RESERVED_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AMUX_RUNTIME_", "PI_", "CLAUDE_CODE_")
 
 
+def binary_version(binary: Path) -> tuple[str | None, str]:
+    """`binary --version` with a minimal environment: (its last word, or None; an error)."""
+    import subprocess
+
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                             timeout=20, stdin=subprocess.DEVNULL,
+                             env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    if out.returncode != 0:
+        return None, out.stderr.strip()[-300:]
+    return out.stdout.strip().rsplit(" ", 1)[-1], ""
+
+
 def minimal_env(config: RuntimeConfig, tag: str, extra_path: list[str] | None = None
                 ) -> dict[str, str]:
     home = config.state_dir / "home"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -139,20 +138,13 @@ class CodexAdapter(RuntimeAdapter):
     # -------------------------------------------------------------- class API
     @classmethod
     def probe(cls, runtimes_dir: Path | None = None) -> Probe:
-        from .base import default_runtimes_dir
+        from .base import binary_version, default_runtimes_dir
 
         binary = codex_binary(runtimes_dir or default_runtimes_dir())
         if not binary.exists():
             return Probe(cls.name, False, error=f"{binary} not found (run `make runtimes`)")
-        try:
-            out = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
-                                 timeout=20, stdin=subprocess.DEVNULL,
-                                 env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return Probe(cls.name, False, path=str(binary), error=str(exc))
-        version = out.stdout.strip().rsplit(" ", 1)[-1] if out.returncode == 0 else None
-        return Probe(cls.name, out.returncode == 0, version, str(binary),
-                     None if out.returncode == 0 else out.stderr.strip()[-300:])
+        version, error = binary_version(binary)
+        return Probe(cls.name, version is not None, version, str(binary), error or None)
 
     @classmethod
     def static_capabilities(cls) -> Capabilities:
