@@ -15,7 +15,7 @@ from tickets import engine
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
-from tickets.models import AgentSettings, Eval, Source, Thread, Ticket, Trigger
+from tickets.models import AgentSettings, Eval, Question, Source, Thread, Ticket, Trigger
 from tickets.read import stages
 
 
@@ -111,6 +111,26 @@ def agent_settings(request):
             messages.success(request, "Saved. New work uses these settings.")
             return redirect("panel-agent-settings")
     return render(request, "panel/agent_settings.html", {"tab": "triage", "form": form})
+
+
+@login_required
+@require_POST
+def question_answer(request, pk):
+    """An operator answers the agent's structured question; it reaches the worker as input."""
+    _operator(request)
+    question = get_object_or_404(Question, pk=pk)
+    chosen = [a for a in request.POST.getlist("answer") if a in (question.options or [])]
+    custom = request.POST.get("custom", "").strip()
+    answer = chosen + ([custom] if custom else [])
+    try:
+        engine.answer_question(
+            question_id=pk,
+            answer=answer[0] if len(answer) == 1 else answer,
+            by=request.user.username,
+        )
+    except CommandRefused as refusal:
+        messages.error(request, refusal.message)
+    return redirect("panel-ticket", pk=question.ticket_id)
 
 
 @login_required

@@ -122,3 +122,23 @@ def test_agent_settings_page(client, operator):
     from tickets.models import AgentSettings
 
     assert AgentSettings.current().worker_runtime == "pi"
+
+
+def test_an_operator_answers_a_question_on_the_ticket_page(client, operator, ticket):
+    from tickets.models import Assignment, Question
+
+    assignment = Assignment.objects.get(ticket=ticket)
+    question = engine.question_asked(
+        assignment_id=assignment.pk, text="Which flow?", options=["SSO", "password"]
+    )
+    client.force_login(operator)
+    page = client.get(f"/panel/tickets/{ticket.pk}/")
+    assert b"Which flow?" in page.content and b'value="SSO"' in page.content
+    client.post(f"/panel/questions/{question.pk}/answer/", {"answer": "SSO"})
+    question.refresh_from_db()
+    assert question.answer == "SSO" and question.answered_at is not None
+    assert Input.objects.get(kind="answer").text.endswith("SSO")
+    again = client.post(f"/panel/questions/{question.pk}/answer/", {"custom": "password"},
+                        follow=True)
+    assert b"already been answered" in again.content
+    assert Question.objects.get().answer == "SSO"

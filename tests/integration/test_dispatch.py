@@ -1,0 +1,51 @@
+"""Dispatching a worker is idempotent: a replay after a crash starts nothing twice."""
+
+import pytest
+
+from sessions.models import ProviderProfile, Session, Turn
+from tickets import engine, outbox
+from tickets.models import AgentSettings, Assignment, Effect, Source, Thread, Trigger
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ticket(settings, tmp_path):
+    settings.DATA_DIR = tmp_path / "data"
+    settings.WORK_DIR = settings.DATA_DIR / "work"
+    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
+    thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
+    trigger = Trigger.objects.create(
+        source=source, thread=thread, external_id="c1", scope="comment", actor="octocat",
+        text="@amux please fix the crash", decision="explicit", strength="explicit",
+        policy_version="v1",
+    )
+    return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+
+
+def test_without_a_worker_model_the_run_fails_visibly(ticket):
+    outbox.drain(seconds=10)
+    assignment = Assignment.objects.get(ticket=ticket)
+    assert assignment.state == "failed" and "worker" in assignment.end_reason
+
+
+def test_a_replayed_dispatch_reuses_the_session_and_the_first_turn(ticket):
+    provider = ProviderProfile.objects.create(
+        slug="local", platform="openai-compat", base_url="http://127.0.0.1:9/v1"
+    )
+    AgentSettings.objects.update_or_create(pk=1, defaults={
+        "worker_runtime": "pi", "worker_provider": provider, "worker_model": "m"})
+    dispatch = Effect.objects.get(kind="dispatch")
+    outbox.drain(seconds=10)
+    ticket.refresh_from_db()
+    session = Session.objects.get()
+    assert ticket.session == session and session.name == f"worker-{ticket.pk}"
+    assert session.workdir.endswith(f"/work/{ticket.short_name}")
+    assert "@amux please fix the crash" in Turn.objects.get(session=session).input["text"]
+    assert session.snapshot["extra_path"] and "AMUX_API_URL" in session.runtime_env
+    # A crash after the session started but before the row was settled: the same effect
+    # runs again. Nothing new starts.
+    Assignment.objects.filter(ticket=ticket).update(state="dispatching")
+    outbox.enqueue("dispatch", dispatch.key, dispatch.payload)
+    outbox.drain(seconds=10)
+    assert Session.objects.count() == 1 and Turn.objects.filter(session=session).count() == 1
