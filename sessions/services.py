@@ -82,7 +82,7 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
                    idle_timeout_s: int = 300, watchdog: dict[str, Any] | None = None,
                    developer_instructions: str | None = None,
                    env: dict[str, str] | None = None,
-                   path: list[str] | None = None) -> Session:
+                   path: list[str] | None = None, ask_user: bool = True) -> Session:
     """Create a session; nothing starts until its first input. ``env`` (stored encrypted)
     and ``path`` extend the runtime's minimal environment, e.g. with a worker's scoped tool
     token and the directory of the `amux` shim."""
@@ -117,6 +117,7 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
         },
         "developer_instructions": developer_instructions,
         "extra_path": list(path or []),
+        "ask_user": bool(ask_user),
     }
     with transaction.atomic():
         session = Session.objects.create(
@@ -143,6 +144,7 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         effort=snap.get("effort"), permission_mode=snap.get("permission_mode", "bypass"),
         watchdog=WatchdogConfig.from_settings(snap.get("watchdog")),
         developer_instructions=snap.get("developer_instructions"),
+        ask_user=snap.get("ask_user", True),
         extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
         **overrides)
 

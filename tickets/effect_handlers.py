@@ -87,6 +87,7 @@ def dispatch_assignment(effect_id: int, payload: dict) -> None:
             developer_instructions=prompts.current("worker").text,
             env=worker.environment(ticket),
             path=[str(worker.bin_dir())],
+            ask_user=False,  # the worker profile: people are asked only through `amux ask`
         )
     sessions.post_message(
         session.pk, worker.brief(ticket, assignment), key=f"assignment:{assignment.pk}"

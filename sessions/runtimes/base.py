@@ -107,6 +107,9 @@ class RuntimeConfig:
     watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
     runtimes_dir: Path | None = None
     developer_instructions: str | None = None
+    # Whether the runtime's native "ask the user" tool is on (off for ticket workers, who
+    # ask people only through amux's structured `ask`).
+    ask_user: bool = True
     cancel_grace_seconds: float = CANCEL_GRACE_SECONDS
     # what the caller adds to the runtime's environment (e.g. the worker's scoped tool
     # token); never replaces HOME, PATH, the provider key or the runtime's own config dirs

@@ -171,7 +171,7 @@ class CodexAdapter(RuntimeAdapter):
         approval, sandbox = self._policies()
         (self.codex_home / "config.toml").write_text(
             render_config(cfg.model, cfg.provider.base_url, approval, sandbox,
-                          user_questions=True))
+                          user_questions=cfg.ask_user))
         env["CODEX_HOME"] = str(self.codex_home)
         env[PROVIDER_KEY_ENV] = cfg.provider.api_key or "amux-no-key"
         cfg.workdir.mkdir(parents=True, exist_ok=True)

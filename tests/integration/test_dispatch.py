@@ -43,6 +43,7 @@ def test_a_replayed_dispatch_reuses_the_session_and_the_first_turn(ticket):
     assert session.workdir.endswith(f"/work/{ticket.short_name}")
     assert "@amux please fix the crash" in Turn.objects.get(session=session).input["text"]
     assert session.snapshot["extra_path"] and "AMUX_API_URL" in session.runtime_env
+    assert session.snapshot["ask_user"] is False  # the worker profile asks only via amux
     # A crash after the session started but before the row was settled: the same effect
     # runs again. Nothing new starts.
     Assignment.objects.filter(ticket=ticket).update(state="dispatching")

@@ -36,3 +36,12 @@ def test_auto_sleep_rule():
     # an idle timeout below the 60 s floor still waits 60 s
     assert not should_sleep(**{**base, "idle_timeout": 5, "last_active": 945.0})
     assert should_sleep(**{**base, "idle_timeout": 5, "last_active": 940.0})
+
+
+def test_a_worker_session_has_no_native_ask_the_user_tool():
+    from sessions.runtimes.codex import render_config
+
+    assert "request_user_input" in render_config("m", "http://x/v1", "never", "danger-full-access",
+                                                 user_questions=True)
+    assert "request_user_input" not in render_config("m", "http://x/v1", "never",
+                                                     "danger-full-access", user_questions=False)
