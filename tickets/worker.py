@@ -14,6 +14,7 @@ from pathlib import Path
 from django.conf import settings
 
 from tickets.models import AgentSettings, Assignment, Ticket
+from tickets.tools import worker_env
 
 
 class WorkerNotConfigured(RuntimeError):
@@ -53,9 +54,7 @@ def write_token(ticket: Ticket, token: str) -> Path:
 
 def environment(ticket: Ticket) -> dict[str, str]:
     return {
-        "AMUX_API_URL": f"{amux_url()}/api/v1",
-        "AMUX_MCP_URL": f"{amux_url()}/mcp",
-        "AMUX_ASSIGNMENT_TOKEN_FILE": str(token_file(ticket)),
+        **worker_env(amux_url(), token_file=str(token_file(ticket))),
         "AMUX_TICKET": str(ticket.pk),
     }
 

@@ -27,12 +27,18 @@ def install_worker_bin(directory: str | os.PathLike, python: str | None = None) 
     return target
 
 
-def worker_env(base_url: str, token: str) -> dict[str, str]:
-    """The variables a worker session needs to reach its tools (the `amux` command reads the
-    first two). `base_url` is where amux serves, e.g. http://127.0.0.1:8000."""
+def worker_env(base_url: str, token: str | None = None, *,
+               token_file: str | None = None) -> dict[str, str]:
+    """The variables a worker session needs to reach its tools. `base_url` is where amux
+    serves, e.g. http://127.0.0.1:8000; the token is given directly or as a file that amux
+    rewrites on every dispatch (so a long-lived session follows re-issued tokens)."""
     base = base_url.rstrip("/")
-    return {"AMUX_API_URL": f"{base}/api/v1", "AMUX_ASSIGNMENT_TOKEN": token,
-            "AMUX_MCP_URL": f"{base}/mcp"}
+    env = {"AMUX_API_URL": f"{base}/api/v1", "AMUX_MCP_URL": f"{base}/mcp"}
+    if token:
+        env["AMUX_ASSIGNMENT_TOKEN"] = token
+    if token_file:
+        env["AMUX_ASSIGNMENT_TOKEN_FILE"] = token_file
+    return env
 
 
 def mcp_server_config(base_url: str, token: str) -> dict:
