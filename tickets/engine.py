@@ -264,7 +264,8 @@ def delivery_failed(*, input_id: int, reason: str) -> None:
 
 def route_trigger(*, trigger_id: int) -> str:
     """Fact: a trigger was recorded and the gate decided. Route it: follow-up, revival,
-    a new ticket, an eval, or nothing. Returns the route taken (the trigger's disposition)."""
+    a new ticket, an eval, or nothing. Returns the route taken (the trigger's disposition).
+    Intake routes in its own transaction; this is for triggers decided elsewhere."""
     with transaction.atomic(durable=True):
         trigger = locks.trigger(trigger_id)
         if trigger.disposition:
@@ -548,14 +549,18 @@ def pr_opened(*, ticket_id: int, thread_key: str, url: str, title: str = "") -> 
 def pr_closed(*, pr_thread_id: int, merged: bool) -> Ticket | None:
     """Fact: the PR was merged or closed. The ticket ends when nothing is in flight;
     otherwise it ends as soon as the executor answers or its run ends."""
+    with transaction.atomic(durable=True):
+        return _pr_final(pr_thread_id, merged)
+
+
+def _pr_final(pr_thread_id: int, merged: bool) -> Ticket | None:
     subscription = Subscription.objects.filter(thread_id=pr_thread_id).first()
     if subscription is None:
         return None
-    with transaction.atomic(durable=True):
-        ticket = locks.ticket(subscription.ticket_id)
-        ticket.pr_state = "merged" if merged else "closed"
-        ticket.save(update_fields=["pr_state"])
-        _end_if_due(ticket)
+    ticket = locks.ticket(subscription.ticket_id)
+    ticket.pr_state = "merged" if merged else "closed"
+    ticket.save(update_fields=["pr_state"])
+    _end_if_due(ticket)
     return ticket
 
 
@@ -735,10 +740,12 @@ def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.
     thread_id = None
     if (result.thread and facts) or intake_core.is_trigger(result):
         thread_id = _thread_id(source, result)
-        if facts:  # the thread's own state; tickets learn it through pr_closed after commit
+        if facts:  # the thread's own state, and a merged or closed PR ends its ticket
             thread = Thread.objects.select_for_update().get(pk=thread_id)
             thread.meta = {**thread.meta, **facts}
             thread.save(update_fields=["meta"])
+            if facts.get("pr_state") in ("merged", "closed"):
+                _pr_final(thread_id, facts["pr_state"] == "merged")
     if not intake_core.is_trigger(result):
         return intake_core.Outcome("ignored", result.reason, thread=thread_id, facts=facts)
     if not optimistic and Trigger.objects.filter(
@@ -749,11 +756,13 @@ def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.
     trigger = Trigger.objects.create(
         source=source, thread_id=thread_id, **intake_core.trigger_fields(result, decision)
     )
+    if decision.get("decision"):
+        trigger.source = source
+        _route(trigger)  # in the same transaction: one commit per webhook
     ignored = decision.get("decision") == "ignore"
     return intake_core.Outcome("ignored" if ignored else "admitted",
                                decision.get("reason") or "", trigger.pk,
-                               thread=thread_id, facts=facts,
-                               decided=bool(decision.get("decision")))
+                               thread=thread_id, facts=facts)
 
 
 def source_event_rejected(*, source_id: int, reason: str, error: bool = False) -> None:

@@ -96,24 +96,10 @@ def accept(source: Source, env: Envelope, headers: dict | None = None) -> tuple[
             return 200, {"duplicate": True, "delivery": env.delivery_id}
         return 202, {"delivery": env.delivery_id, "trigger": None, "outcome": "queued",
                      "reason": "processing_later"}
-    after_commit(outcome)
     if outcome.outcome == "duplicate":
         return 200, {"duplicate": True, "delivery": env.delivery_id}
     return 202, {"delivery": env.delivery_id, "trigger": outcome.trigger,
                  "outcome": outcome.outcome, "reason": outcome.reason or None}
-
-
-def after_commit(outcome) -> None:
-    """What a processed delivery tells the rest of the engine, each its own command: a
-    PR merged or closed (tickets end), a trigger the gate decided (route it)."""
-    try:
-        state = outcome.facts.get("pr_state")
-        if state in ("merged", "closed") and outcome.thread:
-            engine.pr_closed(pr_thread_id=outcome.thread, merged=state == "merged")
-        if outcome.decided and outcome.trigger:
-            engine.route_trigger(trigger_id=outcome.trigger)
-    except Exception:  # the delivery is stored and processed; the fact is logged
-        log.exception("follow-up of a processed delivery failed")
 
 
 def _safe_translate(plug, env: Envelope):
@@ -143,8 +129,6 @@ def process_mailbox(source: Source, mailbox: str):
         source=source, mailbox=mailbox, translate=_translate_with(plug),
         decide=policy_hooks.decide_incoming,
     )
-    for outcome in results.values():
-        after_commit(outcome)
     return results
 
 

@@ -15,7 +15,6 @@ class Outcome:
     trigger: int | None = None
     thread: int | None = None
     facts: dict = field(default_factory=dict)
-    decided: bool = False  # the gate decided (the trigger can be routed)
 
 
 def is_trigger(result) -> bool:
