@@ -155,18 +155,44 @@ def compiled(document: dict | None = None, version: str | None = None) -> Policy
 _COMPILED: dict[tuple, Policy] = {}
 
 
-def current_policy() -> Policy:
+def current_version_query():
+    """The current version's hash as a subquery ('' before the first save), so a caller
+    can read it in a query it makes anyway (intake: with the source) and pass it to
+    `current_policy`."""
+    from django.db.models import Subquery
+
+    return Subquery(PolicyHead.objects.filter(pk=1).values("version")[:1])
+
+
+def current_policy(kinds: dict[str, str] | None = None, version: str | None = None) -> Policy:
     """The current version, compiled once per (version, source kinds) and reused: what
     intake calls before each `gate(facts, policy)`; ``policy.version`` is the hash to store
-    on the trigger."""
+    on the trigger.
+
+    ``kinds`` (slug → kind) names the sources the caller will ask about; the gate reads only
+    the part of the trigger's own source, so intake passes that one and saves reading every
+    source on each delivery. None: all sources. ``version``: the current version's hash when
+    the caller has read it already ('' for no policy yet; versions are immutable, so its
+    compiled form is reused without reading the head again)."""
+    if kinds is None:
+        kinds = {slug: info.kind for slug, info in sources().items()}
+    if version is not None:
+        found = _COMPILED.get((version or None, tuple(sorted(kinds.items()))))
+        if found is not None:
+            return found
+        document = document_of(version) if version else empty_document()
+        return _compiled(version or None, document, kinds)
     cur = current()
-    infos = sources()
-    key = (cur.version, tuple(sorted((slug, i.kind) for slug, i in infos.items())))
+    return _compiled(cur.version, cur.document, kinds)
+
+
+def _compiled(version: str | None, document: dict, kinds: dict[str, str]) -> Policy:
+    key = (version, tuple(sorted(kinds.items())))
     found = _COMPILED.get(key)
     if found is None:
-        if len(_COMPILED) > 16:
+        if len(_COMPILED) > 64:
             _COMPILED.clear()
-        found = _COMPILED[key] = compile_policy(cur.document, infos, version=cur.version)
+        found = _COMPILED[key] = Policy(document, kinds, version=version)
     return found
 
 

@@ -121,8 +121,9 @@ def _open(trigger: Trigger, title: str) -> Ticket:
         },
     )
     Subscription.objects.create(ticket=ticket, thread=trigger.thread)
-    trigger.disposition = "admitted"
-    trigger.save(update_fields=["disposition"])
+    if trigger.disposition != "admitted":
+        trigger.disposition = "admitted"
+        trigger.save(update_fields=["disposition"])
     assignment = _new_assignment(ticket)
     _enqueue(rules.open_plan(ticket.pk, assignment.pk))
     return ticket
@@ -273,20 +274,40 @@ def route_trigger(*, trigger_id: int) -> str:
         return _route(trigger)
 
 
-def _route(trigger: Trigger) -> str:
+def _route(trigger: Trigger, acceptance: str | None = None) -> str:
     """Route a locked trigger that has no disposition yet; returns its disposition."""
-    subscription = Subscription.objects.filter(thread=trigger.thread).first()
+    taken, ticket = _route_of(trigger, acceptance)
+    _take(trigger, taken, ticket)
+    return trigger.disposition
+
+
+def _route_of(trigger: Trigger, acceptance: str | None) -> tuple[Route, Ticket | None]:
+    """Which route a trigger takes (its subscribed ticket locked); the trigger need not be
+    stored yet, so intake can insert it with its disposition in one statement."""
+    subscription = Subscription.objects.filter(thread_id=trigger.thread_id).first()
     ticket = locks.ticket(subscription.ticket_id) if subscription else None
     taken = route(
         RoutingFacts(
             decision=trigger.decision or "ignore",
-            acceptance=policy_hooks.acceptance_mode(),
+            acceptance=acceptance or policy_hooks.acceptance_mode(),
             is_human=trigger.is_human and not trigger.is_bot,
             own_message=bool(trigger.meta.get("own_message")),
             subscribed_ticket=ticket.pk if ticket else None,
             ticket_ended=bool(ticket and ticket.ended_at),
         )
     )
+    return taken, ticket
+
+
+def _disposition(taken: Route) -> str:
+    if taken is Route.OPEN:
+        return "admitted"
+    return "evaluating" if taken is Route.EVALUATE else str(taken)
+
+
+def _take(trigger: Trigger, taken: Route, ticket: Ticket | None) -> None:
+    """Do what the route says, and record it as the trigger's disposition (a trigger
+    inserted with it already set is not written again)."""
     if taken in (Route.FOLLOW_UP, Route.REVIVE, Route.RECORD):
         if taken is Route.REVIVE:
             _revive(ticket)
@@ -294,11 +315,10 @@ def _route(trigger: Trigger) -> str:
     elif taken is Route.EVALUATE:
         _start_eval(trigger)
     if taken is Route.OPEN:
-        _open(trigger, _title(trigger))  # sets the disposition "admitted"
-    else:
-        trigger.disposition = "evaluating" if taken is Route.EVALUATE else str(taken)
+        _open(trigger, _title(trigger))
+    elif trigger.disposition != _disposition(taken):
+        trigger.disposition = _disposition(taken)
         trigger.save(update_fields=["disposition"])
-    return trigger.disposition
 
 
 def _title(trigger: Trigger) -> str:
@@ -753,12 +773,17 @@ def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.
     ).exists():
         return intake_core.Outcome("duplicate", "already_seen", thread=thread_id)
     decision = decide(source, result) or {}
-    trigger = Trigger.objects.create(
-        source=source, thread_id=thread_id, **intake_core.trigger_fields(result, decision)
-    )
+    trigger = Trigger(source=source, thread_id=thread_id,
+                      **intake_core.trigger_fields(result, decision))
     if decision.get("decision"):
-        trigger.source = source
-        _route(trigger)  # in the same transaction: one commit per webhook
+        # Routed in the same transaction (one commit per webhook), the route chosen before
+        # the insert so the trigger is written once with its disposition.
+        taken, ticket = _route_of(trigger, decision.get("acceptance"))
+        trigger.disposition = _disposition(taken)
+        trigger.save(force_insert=True)
+        _take(trigger, taken, ticket)
+    else:
+        trigger.save(force_insert=True)
     ignored = decision.get("decision") == "ignore"
     return intake_core.Outcome("ignored" if ignored else "admitted",
                                decision.get("reason") or "", trigger.pk,

@@ -10,6 +10,7 @@ redelivery finds its delivery id stored and creates nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
@@ -46,7 +47,8 @@ def _error(status: int, code: str, message: str) -> tuple[int, dict]:
 
 def receive(kind: str, slug: str, headers: dict[str, str], body: bytes) -> tuple[int, dict]:
     """One webhook request → (HTTP status, JSON body). Never raises for client input."""
-    source = Source.objects.filter(slug=slug, kind=kind).first()
+    source = (Source.objects.filter(slug=slug, kind=kind)
+              .annotate(policy_version=policy_hooks.current_version_query()).first())
     if source is None or not source.enabled:
         return _error(404, "not_found", f"no enabled {kind} source {slug!r}")
     if len(body) > MAX_BODY:
@@ -64,10 +66,11 @@ def receive(kind: str, slug: str, headers: dict[str, str], body: bytes) -> tuple
     if env.kind == "challenge":
         return 200, {"challenge": env.challenge}
     kept = {k: v for k, v in incoming.headers.items() if k in KEPT_HEADERS}
-    return accept(source, env, kept)
+    return accept(source, env, kept, policy_version=source.policy_version or "")
 
 
-def accept(source: Source, env: Envelope, headers: dict | None = None) -> tuple[int, dict]:
+def accept(source: Source, env: Envelope, headers: dict | None = None,
+           policy_version: str | None = None) -> tuple[int, dict]:
     """Store a verified event and process its mailbox; answer 202, or 200 duplicate.
 
     Fast path: one transaction stores the delivery already processed (after any stored,
@@ -81,7 +84,8 @@ def accept(source: Source, env: Envelope, headers: dict | None = None) -> tuple[
     try:
         outcome = engine.mailbox_processed(
             source=source, mailbox=mailbox, translate=_translate_with(plug),
-            decide=policy_hooks.decide_incoming, arrived=arrived,
+            decide=functools.partial(policy_hooks.decide_incoming, version=policy_version),
+            arrived=arrived,
         )[None]
     except engine.DuplicateDelivery:
         return 200, {"duplicate": True, "delivery": env.delivery_id}

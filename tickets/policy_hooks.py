@@ -21,6 +21,13 @@ def acceptance_mode() -> str:
     return "auto" if services.current().document.get("acceptance") == "auto" else "manual"
 
 
+def current_version_query():
+    """The current policy version as a subquery (read with the source on each delivery)."""
+    from policy import services
+
+    return services.current_version_query()
+
+
 def current_version() -> str:
     from policy import services
 
@@ -92,15 +99,17 @@ def decide(trigger, policy: Policy) -> Verdict:
     return gate(_facts(trigger.source, trigger, trigger.meta), policy)
 
 
-def decide_incoming(source, facts) -> dict:
+def decide_incoming(source, facts, version: str | None = None) -> dict:
     """The one place intake asks the gate, under the current version (compiled once per
-    version). Intake stores the answer on the trigger; the engine routes it after commit."""
+    version; ``version`` when intake read it with the source). Intake stores the answer on
+    the trigger and routes it in the same transaction."""
     from policy import services
 
-    policy = services.current_policy()
+    policy = services.current_policy({source.slug: source.kind}, version=version)
     verdict = gate(_facts(source, facts, facts.meta), policy)
     return {"decision": verdict.decision, "strength": verdict.strength, "rule": verdict.rule,
-            "reason": verdict.reason, "version": policy.version}
+            "reason": verdict.reason, "version": policy.version,
+            "acceptance": policy.acceptance}
 
 
 def _apply(old_version: str | None, new_version: str) -> None:

@@ -331,3 +331,39 @@ def test_the_gate_decides_and_an_explicit_request_opens_a_ticket(client, gh):
     body = post(client, "issue_comment", unaddressed).json()
     assert body["outcome"] == "ignored" and body["reason"]
     assert Ticket.objects.count() == 1
+
+
+def test_each_delivery_is_decided_under_the_version_current_when_it_arrives(client, gh):
+    from policy import services
+
+    rows = {"comment": {"addressed": True, "unaddressed_allowed": False,
+                        "unaddressed_anyone": False}}
+    first = services.save({"acceptance": "manual", "sources": {"gh": {
+        "allowed": ["someone-else"], "rows": rows}}}, None).version
+    payload = example("issue_comment", "created")
+    payload["comment"]["body"] = "@amux-bot please fix the typo"
+    body = post(client, "issue_comment", payload).json()
+    assert body["outcome"] == "ignored"
+    assert Trigger.objects.get(pk=body["trigger"]).policy_version == first
+    second = services.save({"acceptance": "manual", "sources": {"gh": {
+        "allowed": ["Codertocat"], "rows": rows}}}, first).version
+    payload["comment"]["id"] += 1
+    body = post(client, "issue_comment", payload).json()
+    assert body["outcome"] == "admitted"
+    assert Trigger.objects.get(pk=body["trigger"]).policy_version == second
+
+
+def test_a_delivery_costs_a_bounded_number_of_queries(client, gh, django_assert_max_num_queries):
+    """Verify, store, decide and route in one transaction: the source with the policy
+    version, the mailbox lock, the thread, its subscription, the trigger, the delivery
+    (plus BEGIN/COMMIT on PostgreSQL). A regression here is the ingest benchmark's."""
+    from policy import services
+
+    services.save({"acceptance": "manual", "sources": {"gh": {
+        "allowed": ["Codertocat"], "rows": {"comment": {"addressed": True}}}}}, None)
+    payload = example("issue_comment", "created")
+    post(client, "issue_comment", payload)  # compiles the current version once
+    payload["comment"]["id"] += 1
+    payload["issue"]["number"] += 1
+    with django_assert_max_num_queries(8):
+        assert post(client, "issue_comment", payload).status_code == 202
