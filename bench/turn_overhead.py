@@ -1,11 +1,13 @@
 """A turn's wall time through amux over driving the same runtime directly (goal ≤ 1.1).
 
-Direct: one Codex app-server adapter, N turns back to back. Through amux: the same runtime
+Direct: one Codex app-server adapter driven by hand. Through amux: the same runtime
 under a session host (lease, Redis control channel, every event stored in the canonical
 timeline and published), each turn measured from posting the message (what
-`POST sessions/<id>/messages` does) to its terminal event being committed. Each turn is a
+`POST sessions/<id>/messages` does) to its terminal event being committed (the host's
+`turn_ended` signal, sent on commit). Each turn is a
 shell tool call then a reply, against the scripted model server answering after
---model-delay seconds per call.
+--model-delay seconds per call. Direct and amux turns alternate, so both see the same
+machine load.
 
     python bench/turn_overhead.py [--turns 10] [--model-delay 0.2] [--runtime codex]
 """
@@ -35,6 +37,7 @@ def main() -> None:
     from sessions import services
     from sessions.host import SessionHost
     from sessions.models import ProviderProfile, Session, TimelineEvent
+    from sessions.signals import turn_ended
     from tests.support.model_server import ModelServer, Text, ToolCall
     from tests.support.runtimes import MODEL, adapter_for, collect, make_config
 
@@ -47,31 +50,21 @@ def main() -> None:
 
     first_call: dict[str, list[float]] = {"direct": [], "amux": []}
     with ModelServer() as server:
-        # --- direct
-        script(server, args.turns + 1)
+        script(server, 2 * (args.turns + 1))
         base = Path(tempfile.mkdtemp(prefix="bench-direct-"))
 
-        async def direct() -> list[float]:
-            adapter = adapter_for(args.runtime, make_config(args.runtime, base,
-                                                            server.base_url))
-            times = []
-            try:
-                await adapter.start()
-                await collect(adapter, "warm up")
-                for i in range(args.turns):
-                    t0, w0 = time.perf_counter(), time.time()
-                    await collect(adapter, f"turn {i}")
-                    times.append(time.perf_counter() - t0)
-                    first_call["direct"].append(_first_request_after(server, w0) - w0)
-            finally:
-                await adapter.close()
-            return times
+        # --- direct: the same adapter driven by hand, on its own event loop thread
+        loop = asyncio.new_event_loop()
+        threading.Thread(target=loop.run_forever, daemon=True).start()
 
-        direct_times = asyncio.run(direct())
+        def on_direct(coro):
+            return asyncio.run_coroutine_threadsafe(coro, loop).result(300)
 
-        # --- through amux
-        server.reset()
-        script(server, args.turns + 1)
+        adapter = adapter_for(args.runtime, make_config(args.runtime, base, server.base_url))
+        on_direct(adapter.start())
+        on_direct(collect(adapter, "warm up"))
+
+        # --- through amux: a session host on its own thread, like a Celery worker's
         settings.WORK_DIR = Path(settings.DATA_DIR) / "work"
         Session.objects.filter(provider__slug="bench").delete()
         ProviderProfile.objects.filter(slug="bench").delete()
@@ -81,26 +74,46 @@ def main() -> None:
         provider.save()
         session = services.create_session(runtime=args.runtime, provider="bench",
                                           model=model)
-        services.post_message(session.pk, "warm up")
+        warm = services.post_message(session.pk, "warm up")
         host = SessionHost(session.pk)
         thread = threading.Thread(target=lambda: asyncio.run(host.run()), daemon=True)
         thread.start()
 
-        def wait_terminal(turn_seq: int) -> None:
-            while not TimelineEvent.objects.filter(
-                    session=session, turn__seq=turn_seq,
-                    type__in=["turn.completed", "turn.failed",
-                              "turn.cancelled"]).exists():
-                time.sleep(0.002)
+        # The host's own signal, sent when a turn's terminal event is committed: the bench
+        # waits on it without polling the database (a poll loop in this process would take
+        # the GIL and the database from the host it measures).
+        ended: dict[int, threading.Event] = {}
+        ended_lock = threading.Lock()
 
-        wait_terminal(1)
-        amux_times = []
+        def event_for(turn_id: int) -> threading.Event:
+            with ended_lock:
+                return ended.setdefault(turn_id, threading.Event())
+
+        def on_turn_ended(sender, turn_id, **kwargs) -> None:
+            event_for(turn_id).set()
+
+        turn_ended.connect(on_turn_ended, weak=False)
+
+        def wait_terminal(turn_id: int) -> None:
+            if not event_for(turn_id).wait(120):
+                raise SystemExit(f"turn {turn_id} did not end in 120 s")
+
+        wait_terminal(warm.pk)
+        # Turns alternate between the two so both see the same machine (it is noisy).
+        direct_times, amux_times = [], []
         for i in range(args.turns):
             t0, w0 = time.perf_counter(), time.time()
+            on_direct(collect(adapter, f"turn {i}"))
+            direct_times.append(time.perf_counter() - t0)
+            first_call["direct"].append(_first_request_after(server, w0) - w0)
+
+            t0, w0 = time.perf_counter(), time.time()
             turn = services.post_message(session.pk, f"turn {i}")
-            wait_terminal(turn.seq)
+            wait_terminal(turn.pk)
             amux_times.append(time.perf_counter() - t0)
             first_call["amux"].append(_first_request_after(server, w0) - w0)
+        on_direct(adapter.close())
+        loop.call_soon_threadsafe(loop.stop)
         services.archive(session.pk)
         thread.join(30)
         events = TimelineEvent.objects.filter(session=session).count()

@@ -155,9 +155,10 @@ def _lease_alive(session: Session) -> bool:
                 and session.lease_expires_at > timezone.now())
 
 
-def wake(session_id: int) -> None:
-    """Make sure a host serves the session: nudge a live one or enqueue a new one."""
-    session = Session.objects.get(pk=session_id)
+def wake(session_id: int, session: Session | None = None) -> None:
+    """Make sure a host serves the session: nudge a live one or enqueue a new one
+    (``session``: the row as the caller read it in this transaction)."""
+    session = session or Session.objects.get(pk=session_id)
     if session.lifecycle == Lifecycle.ARCHIVED:
         return
     if _lease_alive(session):
@@ -176,8 +177,8 @@ def post_message(session_id: int, text: str, *, key: str | None = None,
     try:
         with transaction.atomic():
             turn, created = timeline.enqueue_input(session_id, text, key=key, images=images)
-            if created:
-                wake(session_id)
+            if created:  # the session row was locked and read with the new turn
+                wake(session_id, turn.session)
     except timeline.SessionArchived as exc:
         raise Conflict(str(exc), code="session_archived") from exc
     return turn

@@ -9,10 +9,8 @@ emit typed events (``sessions.runtimes.events``); provider ids are kept as prove
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +18,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from sessions import publisher
 from sessions.apps import TIMELINE_LAYER
 from sessions.models import Lifecycle, Session, TimelineEvent, Turn, TurnState
 from sessions.runtimes import events as rt
@@ -53,26 +52,12 @@ def group_message(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def publish(session_id: int, items: list[dict[str, Any]]) -> None:
-    """Send stored events to the session's websocket group (after commit)."""
+    """Send stored events to the session's websocket group (after commit), without waiting
+    for Redis: the process's publisher thread sends them in order."""
     if not items:
         return
     try:
-        from asgiref.sync import async_to_sync
-        from channels.layers import get_channel_layer
-
-        layer = get_channel_layer(TIMELINE_LAYER)
-        if layer is None:
-            return
-        send = async_to_sync(layer.group_send)
-        message = group_message(items)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            send(group_name(session_id), message)
-        else:  # called from a thread that runs an event loop: send from a helper thread
-            helper = threading.Thread(target=send, args=(group_name(session_id), message))
-            helper.start()
-            helper.join(10)
+        publisher.submit(TIMELINE_LAYER, group_name(session_id), group_message(items))
     except Exception:  # the stored timeline is the truth; the socket catches up on replay
         log.warning("timeline publish failed for session %s", session_id, exc_info=True)
 
@@ -134,8 +119,9 @@ class SessionArchived(TimelineError):
 
 def enqueue_input(session_id: int, text: str, *, key: str | None = None,
                   images: list[dict[str, str]] | None = None) -> tuple[Turn, bool]:
-    """Queue one user input as a new turn. Idempotent on ``key``. Returns (turn, created)."""
-    with transaction.atomic():
+    """Queue one user input as a new turn. Idempotent on ``key``. Returns (turn, created).
+    Raises before writing anything, so the caller's transaction needs no savepoint."""
+    with transaction.atomic(savepoint=False):
         session = _locked(session_id)
         if session.lifecycle == Lifecycle.ARCHIVED:
             raise SessionArchived("the session is archived and takes no more input")
