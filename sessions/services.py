@@ -82,10 +82,12 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
                    idle_timeout_s: int = 300, watchdog: dict[str, Any] | None = None,
                    developer_instructions: str | None = None,
                    env: dict[str, str] | None = None,
-                   path: list[str] | None = None, ask_user: bool = True) -> Session:
+                   path: list[str] | None = None, ask_user: bool = True,
+                   background_shell_after: float | None = None) -> Session:
     """Create a session; nothing starts until its first input. ``env`` (stored encrypted)
     and ``path`` extend the runtime's minimal environment, e.g. with a worker's scoped tool
-    token and the directory of the `amux` shim."""
+    token and the directory of the `amux` shim. ``background_shell_after`` (seconds) moves
+    slow foreground shell commands to the background where the runtime allows it."""
     try:
         adapter_cls = get_adapter(runtime)
     except errors.UnknownRuntime as exc:
@@ -102,6 +104,9 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
         raise CommandError("model is required", field="model")
     if permission_mode not in ("bypass", "ask"):
         raise CommandError("permission_mode is 'bypass' or 'ask'", field="permission_mode")
+    if background_shell_after is not None and not background_shell_after > 0:
+        raise CommandError("background_shell_after must be a positive number of seconds",
+                           field="background_shell_after")
     if workdir is not None and not Path(workdir).is_absolute():
         raise CommandError("workdir must be an absolute path", field="workdir")
     wd = watchdog or {}
@@ -118,6 +123,8 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
         "developer_instructions": developer_instructions,
         "extra_path": list(path or []),
         "ask_user": bool(ask_user),
+        "background_shell_after": (float(background_shell_after)
+                                   if background_shell_after is not None else None),
     }
     with transaction.atomic():
         session = Session.objects.create(
@@ -145,6 +152,7 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         watchdog=WatchdogConfig.from_settings(snap.get("watchdog")),
         developer_instructions=snap.get("developer_instructions"),
         ask_user=snap.get("ask_user", True),
+        background_shell_after=snap.get("background_shell_after"),
         extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
         **overrides)
 

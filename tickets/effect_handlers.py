@@ -88,6 +88,7 @@ def dispatch_assignment(effect_id: int, payload: dict) -> None:
             env=worker.environment(ticket),
             path=[str(worker.bin_dir())],
             ask_user=False,  # the worker profile: people are asked only through `amux ask`
+            background_shell_after=worker.BACKGROUND_SHELL_AFTER,
         )
     sessions.post_message(
         session.pk, worker.brief(ticket, assignment), key=f"assignment:{assignment.pk}"

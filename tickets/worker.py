@@ -16,6 +16,11 @@ from django.conf import settings
 from tickets.models import AgentSettings, Assignment, Ticket
 from tickets.tools import worker_env
 
+# The worker profile: a foreground shell command still running after this many seconds
+# moves to the background (where the runtime allows it), so a slow build never keeps a
+# person's new message waiting (seed 002, 执行器).
+BACKGROUND_SHELL_AFTER = 5.0
+
 
 class WorkerNotConfigured(RuntimeError):
     pass

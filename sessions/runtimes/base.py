@@ -110,6 +110,9 @@ class RuntimeConfig:
     # Whether the runtime's native "ask the user" tool is on (off for ticket workers, who
     # ask people only through amux's structured `ask`).
     ask_user: bool = True
+    # Seconds after which a foreground shell command moves to the background (ticket
+    # workers: 5), where the runtime allows it; None keeps the runtime's own behaviour.
+    background_shell_after: float | None = None
     cancel_grace_seconds: float = CANCEL_GRACE_SECONDS
     # what the caller adds to the runtime's environment (e.g. the worker's scoped tool
     # token); never replaces HOME, PATH, the provider key or the runtime's own config dirs

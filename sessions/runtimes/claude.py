@@ -3,7 +3,9 @@
 Everything ACP-related is the ACP adapter's; this only says how to start the agent: Node
 with the package's ``dist/index.js``, a private HOME (its default ``.claude/`` layout, no
 inherited ``CLAUDE_CONFIG_DIR``), the Anthropic-compatible base URL and the key in
-``ANTHROPIC_API_KEY`` only, non-essential traffic and auto memory off.
+``ANTHROPIC_API_KEY`` only, non-essential traffic and auto memory off. With
+``background_shell_after`` the Bash tool's default timeout is that long, and Claude Code
+moves a command that reaches it to the background instead of killing it.
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ class ClaudeAdapter(AcpAdapter):
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_TELEMETRY": "1",
         })
+        if cfg.background_shell_after:
+            # Claude Code moves a Bash command that reaches its default timeout to the
+            # background instead of killing it (unless the model asks for its own timeout)
+            env["BASH_DEFAULT_TIMEOUT_MS"] = str(int(cfg.background_shell_after * 1000))
         if os.geteuid() == 0 and cfg.permission_mode != "ask":
             env["IS_SANDBOX"] = "1"  # bypassPermissions refuses to run as root otherwise
         return env

@@ -5,7 +5,10 @@ points at the session's OpenAI-compatible base URL (Chat Completions) and reads 
 ``AMUX_PROVIDER_KEY``. The native session is Pi's session file (``--session-dir`` for a new
 one, ``--session <file>`` to resume). A ``prompt`` answer only means accepted; the turn ends
 at ``agent_end``. ``abort`` stops it. Usage: each assistant message's ``usage`` is ``last``;
-``get_session_stats`` (Pi's own running totals) is the cumulative snapshot.
+``get_session_stats`` (Pi's own running totals) is the cumulative snapshot. With
+``background_shell_after`` (ticket workers) amux's extension ``pi_extensions/background_bash.ts``
+replaces the ``bash`` tool: a command still running after that many seconds is left running
+in its own process group, logging to a file, and the tool answers at once.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ from .events import (
 )
 from .jsonl import JsonLines
 
+# amux's replacement of the `bash` tool that moves slow commands to the background
+BACKGROUND_BASH = Path(__file__).resolve().parent / "pi_extensions" / "background_bash.ts"
 PI_FLAGS = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes",
             "--no-context-files"]
 
@@ -130,6 +135,9 @@ class PiAdapter(RuntimeAdapter):
             argv += ["--append-system-prompt", cfg.developer_instructions]
         if cfg.effort:
             argv += ["--thinking", cfg.effort]
+        if cfg.background_shell_after:
+            argv += ["-e", str(BACKGROUND_BASH)]
+            env["AMUX_RUNTIME_BACKGROUND_AFTER"] = f"{cfg.background_shell_after:g}"
         cfg.workdir.mkdir(parents=True, exist_ok=True)
         self.proc = await spawn(argv, env, cfg.workdir)
         self._start_stderr_pump()
@@ -176,7 +184,7 @@ class PiAdapter(RuntimeAdapter):
     def _on_message(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")
         if kind == "extension_ui_request":
-            # no extensions are loaded; never leave a dialog hanging
+            # amux's only extension asks nothing; never leave a dialog hanging
             if self._rpc is not None and msg.get("method") in ("select", "confirm", "input",
                                                                "editor"):
                 self._tasks.append(asyncio.create_task(self._rpc.send(

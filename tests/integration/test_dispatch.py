@@ -2,6 +2,7 @@
 
 import pytest
 
+from sessions import services
 from sessions.models import ProviderProfile, Session, Turn
 from tickets import engine, outbox
 from tickets.models import AgentSettings, Assignment, Effect, Source, Thread, Trigger
@@ -44,6 +45,9 @@ def test_a_replayed_dispatch_reuses_the_session_and_the_first_turn(ticket):
     assert "@amux please fix the crash" in Turn.objects.get(session=session).input["text"]
     assert session.snapshot["extra_path"] and "AMUX_API_URL" in session.runtime_env
     assert session.snapshot["ask_user"] is False  # the worker profile asks only via amux
+    # … and moves slow shell commands to the background
+    assert session.snapshot["background_shell_after"] == 5.0
+    assert services.runtime_config(session).background_shell_after == 5.0
     # A crash after the session started but before the row was settled: the same effect
     # runs again. Nothing new starts.
     Assignment.objects.filter(ticket=ticket).update(state="dispatching")

@@ -4,6 +4,10 @@ open.feishu.cn. The real SDKs (PyGithub, lark-oapi) are pointed at it.
 It keeps just enough state to answer like the platform: GitHub issues and their comments,
 an App installation and its access token; Lark's tenant token and messages, deduplicated
 by the `uuid` request field as Lark does.
+
+`hold(method, pattern)` stalls the answer to the next matching request after the server
+has applied it (a comment is stored), until the test releases it: a deterministic point at
+which the client has sent and not yet heard back, e.g. to kill it there.
 """
 
 from __future__ import annotations
@@ -27,6 +31,17 @@ class Recorded:
 
 
 @dataclass
+class Hold:
+    method: str
+    pattern: str
+    arrived: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def release(self) -> None:
+        self.released.set()
+
+
+@dataclass
 class State:
     comments: dict = field(default_factory=dict)  # (repo, number) -> [comment]
     issues: dict = field(default_factory=dict)  # (repo, number) -> issue dict
@@ -41,6 +56,7 @@ class RecordingServer:
     def __init__(self, prefix: str = ""):
         self.prefix = prefix.rstrip("/")
         self.requests: list[Recorded] = []
+        self.holds: list[Hold] = []
         self.state = State()
         self.lock = threading.Lock()
         server = self
@@ -67,12 +83,18 @@ class RecordingServer:
                 with server.lock:
                     server.requests.append(rec)
                     status, payload = server.answer(rec)
+                    hold = server._take_hold(rec)
+                if hold is not None:
+                    hold.released.wait(120)
                 data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json; charset=utf-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client died while held
 
             do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _handle
 
@@ -88,8 +110,27 @@ class RecordingServer:
         return self
 
     def __exit__(self, *exc):
+        for hold in self.holds:
+            hold.release()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def hold(self, method: str, pattern: str) -> Hold:
+        """Stall the answer to the next `method` request whose path matches `pattern` (after
+        it is recorded and applied) until `hold.release()`; `hold.arrived` is set when it
+        has arrived."""
+        hold = Hold(method, pattern)
+        with self.lock:
+            self.holds.append(hold)
+        return hold
+
+    def _take_hold(self, r: Recorded) -> Hold | None:
+        for hold in self.holds:
+            if (not hold.arrived.is_set() and hold.method == r.method
+                    and re.fullmatch(hold.pattern, r.path)):
+                hold.arrived.set()
+                return hold
+        return None
 
     def matching(self, method: str, pattern: str) -> list[Recorded]:
         return [r for r in self.requests if r.method == method and re.fullmatch(pattern, r.path)]

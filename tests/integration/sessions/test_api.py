@@ -130,6 +130,7 @@ def test_runtime_env_is_stored_encrypted_and_never_shown(api, openai_provider, s
     config = services.runtime_config(Session.objects.get(pk=session.pk))
     assert config.extra_env == {"AMUX_ASSIGNMENT_TOKEN": "tok-secret"}
     assert config.extra_path == ["/opt/amux-shim"]
+    assert config.background_shell_after is None  # only ticket workers move commands away
     assert config.provider.api_key == "sk-test-secret"
     assert "tok-secret" not in api.get(f"/api/v1/sessions/{session.pk}").content.decode()
     from django.db import connection

@@ -1,0 +1,127 @@
+"""A ticket's worker (real Pi, scripted model) moves a slow foreground shell command to the
+background after 5 s: the tool result reaches the timeline at once saying so, the turn ends
+while the command still runs, the command finishes on its own, and closing the session
+leaves no process behind — also not one still running in the background."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+from sessions import services
+from sessions.models import ProviderProfile, Session, TimelineEvent, Turn
+from sessions.runtimes.base import tagged_pids
+from tests.runtimes.conftest import require_runtime
+from tests.support.model_server import ModelServer, Text, ToolCall
+from tests.support.sessions import run_host, wait_for
+from tickets import engine, outbox, worker
+from tickets.models import AgentSettings, Source, Thread, Trigger
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.timeout(180)]
+
+
+@pytest.fixture
+def model(settings, tmp_path):
+    settings.DATA_DIR = tmp_path / "data"
+    settings.WORK_DIR = settings.DATA_DIR / "work"
+    settings.WORK_DIR.mkdir(parents=True)
+    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
+    require_runtime("pi")
+    with ModelServer() as server:
+        provider = ProviderProfile(slug="scripted", platform="openai-compat",
+                                   base_url=server.base_url, model_names=["scripted-model"])
+        provider.secrets = {"api_key": "sk-test"}
+        provider.save()
+        AgentSettings.objects.update_or_create(pk=1, defaults={
+            "worker_runtime": "pi", "worker_provider": provider,
+            "worker_model": "scripted-model"})
+        yield server
+
+
+def _worker_session() -> Session:
+    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
+    thread = Thread.objects.create(source=source, key="octo/app#5", title="Slow build")
+    trigger = Trigger.objects.create(
+        source=source, thread=thread, external_id="c5", scope="comment", actor="octocat",
+        text="@amux please run the slow build", decision="explicit", strength="explicit",
+        policy_version="v1")
+    ticket = engine.open_ticket(trigger_id=trigger.pk, title="Run the slow build")
+    outbox.drain(seconds=30)  # dispatch: the worker session with the worker profile
+    ticket.refresh_from_db()
+    session = ticket.session
+    assert session is not None and session.name == worker.session_name(ticket)
+    assert session.snapshot["background_shell_after"] == worker.BACKGROUND_SHELL_AFTER
+    # The host stays awake until the test closes the session.
+    Session.objects.filter(pk=session.pk).update(idle_timeout_s=600)
+    return session
+
+
+def _events(session_id, kind):
+    return list(TimelineEvent.objects.filter(session_id=session_id, type=kind).order_by("seq"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def test_a_slow_command_moves_to_the_background_and_dies_with_the_session(model):
+    session = _worker_session()
+    workdir = Path(session.workdir)
+    model.script(
+        ToolCall("sleep 20; echo done > out.txt"),
+        Text("The build runs in the background."),
+        ToolCall("sleep 600"),
+        Text("The server runs in the background too."),
+    )
+    outcome = {}
+    host = threading.Thread(target=lambda: outcome.setdefault("host", run_host(session.pk)))
+    host.start()
+    try:
+        completed = wait_for(lambda: _events(session.pk, "tool.completed"), timeout=60)[0]
+        started = _events(session.pk, "tool.started")[0]
+        took = (completed.at - started.at).total_seconds()
+        assert 4.5 <= took <= 8, took
+        output = completed.payload["output"]
+        assert completed.payload["status"] == "completed"
+        assert "moved to the background" in output
+        pid = int(re.search(r"pid (\d+)", output).group(1))
+        log = Path(re.search(r"output goes to (\S+\.log)", output).group(1))
+
+        # The turn ends while the command still runs.
+        wait_for(lambda: _events(session.pk, "turn.completed"), timeout=30)
+        assert _alive(pid) and not (workdir / "out.txt").exists()
+        tag = Session.objects.get(pk=session.pk).runtime_tag
+        assert pid in tagged_pids(tag)
+
+        # A second turn, while the first command still runs: another slow one.
+        services.post_message(session.pk, "start the server too")
+        wait_for(lambda: len(_events(session.pk, "turn.completed")) == 2, timeout=60)
+        second = _events(session.pk, "tool.completed")[1].payload["output"]
+        server_pid = int(re.search(r"pid (\d+)", second).group(1))
+        assert _alive(server_pid)
+
+        # The first command finishes on its own, in the work directory.
+        wait_for(lambda: (workdir / "out.txt").exists(), timeout=30)
+        assert (workdir / "out.txt").read_text() == "done\n"
+        wait_for(lambda: "[amux: exited with code 0]" in log.read_text(), timeout=10)
+        assert _alive(server_pid)
+    finally:
+        with contextlib.suppress(TimeoutError):
+            wait_for(lambda: not Turn.objects.filter(
+                session_id=session.pk, state__in=["queued", "running"]).exists(), timeout=60)
+        services.sleep(session.pk)
+        host.join(60)
+    assert outcome["host"] == "slept"
+    # Closing the session killed the command still running in the background.
+    assert not _alive(server_pid)
+    assert not tagged_pids(tag)
