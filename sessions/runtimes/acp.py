@@ -14,7 +14,8 @@
 * Watchdogs: idle time pauses while a tool runs or a permission is pending; a repeated call
   counts only completed calls with distinct ids and equal kind, title and accumulated input.
   A watchdog stop cancels, waits the grace period and always retires the process.
-* Resume: ``session/load`` (history replay is dropped, it is not part of any turn).
+* Resume: ``session/load`` (history replay is dropped, it is not part of any turn); a
+  subclass may refuse a session it knows cannot be loaded before spawning anything.
 """
 
 from __future__ import annotations
@@ -236,6 +237,8 @@ class AcpAdapter(RuntimeAdapter):
         from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
         cfg = self.config
+        if resume:
+            self._check_resumable(resume)
         argv = self.command()
         env = self.agent_env()
         cfg.workdir.mkdir(parents=True, exist_ok=True)
@@ -284,6 +287,10 @@ class AcpAdapter(RuntimeAdapter):
             raise errors.RuntimeStartFailed(f"{type(exc).__name__}: {exc}") from exc
         self.native_session_id = self._session_id
         return self._session_id
+
+    def _check_resumable(self, session_id: str) -> None:
+        """Before any process starts: raise ``NativeSessionNotFound`` when the runtime's own
+        files show that ``session_id`` cannot be loaded (the agent decides otherwise)."""
 
     async def _watch_exit(self) -> None:
         assert self.proc is not None

@@ -6,21 +6,81 @@ inherited ``CLAUDE_CONFIG_DIR``), the Anthropic-compatible base URL and the key 
 ``ANTHROPIC_API_KEY`` only, non-essential traffic and auto memory off. With
 ``background_shell_after`` the Bash tool's default timeout is that long, and Claude Code
 moves a command that reaches it to the background instead of killing it.
+
+Resume (``session/load``) reads the transcript the Claude Code CLI keeps in
+``HOME/.claude/projects/<cwd slug>/<session id>.jsonl``. The CLI queues transcript writes
+and drains them every 100 ms or at a clean exit, and records a turn's prompt only once the
+model's first answer arrives. So:
+
+* ``CLAUDE_CODE_EAGER_FLUSH=1`` makes the CLI flush the transcript before it reports a turn's
+  result: every completed turn is on disk before amux sees it end, whatever kills the
+  process afterwards (without it a close right after a turn lost the turn, and
+  ``session/load`` answered "Session not found").
+* A transcript with no conversation in it (the process died during the first turn, before
+  the model answered) cannot be resumed — the CLI says "No conversation found" and the
+  agent only "Query closed before response received". ``start(resume=…)`` checks the file
+  first and raises ``NativeSessionNotFound`` for that case too, so the host hands off to a
+  new conversation instead of failing to start again and again.
+* The CLI is a grandchild of ours (claude-code-acp spawns it): it is started through
+  ``setpriv --pdeathsig KILL`` so it dies with claude-code-acp instead of finishing an
+  orphaned turn — and writing to the transcript — after its worker was killed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import shutil
 from pathlib import Path
 
 from . import errors
 from .acp import AcpAdapter
 from .base import Probe, minimal_env, register, which_node
 
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+CONVERSATION_ENTRIES = frozenset({"user", "assistant"})
+
 
 def claude_acp_entry(runtimes_dir: Path) -> Path:
     return runtimes_dir / "@zed-industries" / "claude-code-acp" / "dist" / "index.js"
+
+
+def claude_cli_entry(runtimes_dir: Path) -> Path | None:
+    """The Claude Code CLI that claude-code-acp's agent SDK runs (hoisted or nested)."""
+    for base in (runtimes_dir, runtimes_dir / "@zed-industries" / "claude-code-acp"
+                 / "node_modules"):
+        cli = base / "@anthropic-ai" / "claude-agent-sdk" / "cli.js"
+        if cli.exists():
+            return cli
+    return None
+
+
+def transcript_has_conversation(claude_dir: Path, session_id: str) -> bool:
+    """Whether ``claude_dir/projects/*/<session_id>.jsonl`` holds a user or assistant
+    entry — what the CLI needs to resume it (looked up in every project, as claude-code-acp
+    does)."""
+    if not SESSION_ID.fullmatch(session_id):
+        return False
+    projects = claude_dir / "projects"
+    try:
+        candidates = [d / f"{session_id}.jsonl" for d in projects.iterdir() if d.is_dir()]
+    except OSError:
+        return False
+    for path in candidates:
+        try:
+            with path.open(encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(entry, dict) and entry.get("type") in CONVERSATION_ENTRIES:
+                        return True
+        except OSError:
+            continue
+    return False
 
 
 @register
@@ -42,6 +102,10 @@ class ClaudeAdapter(AcpAdapter):
             return Probe(cls.name, False, path=str(entry), error=str(exc))
         return Probe(cls.name, True, version, str(entry))
 
+    @property
+    def claude_dir(self) -> Path:
+        return self.config.state_dir / "home" / ".claude"
+
     def command(self) -> list[str]:
         entry = claude_acp_entry(self.config.runtimes_dir)
         node = which_node()
@@ -59,6 +123,8 @@ class ClaudeAdapter(AcpAdapter):
             "ANTHROPIC_MODEL": cfg.model,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",
+            # the transcript of a turn is on disk before the turn's result is reported
+            "CLAUDE_CODE_EAGER_FLUSH": "1",
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_TELEMETRY": "1",
         })
@@ -66,9 +132,36 @@ class ClaudeAdapter(AcpAdapter):
             # Claude Code moves a Bash command that reaches its default timeout to the
             # background instead of killing it (unless the model asks for its own timeout)
             env["BASH_DEFAULT_TIMEOUT_MS"] = str(int(cfg.background_shell_after * 1000))
+        launcher = self._cli_launcher(node)
+        if launcher is not None:
+            env["CLAUDE_CODE_EXECUTABLE"] = str(launcher)
         if os.geteuid() == 0 and cfg.permission_mode != "ask":
             env["IS_SANDBOX"] = "1"  # bypassPermissions refuses to run as root otherwise
         return env
+
+    def _cli_launcher(self, node: str | None) -> Path | None:
+        """A script that starts the CLI so that it dies with claude-code-acp (its parent).
+        None (the SDK's own launch) without ``setpriv`` or a CLI to point at."""
+        setpriv = shutil.which("setpriv", path="/usr/bin:/bin:/usr/sbin:/sbin")
+        cli = claude_cli_entry(self.config.runtimes_dir)
+        if setpriv is None or cli is None or node is None:
+            return None
+        launcher = self.config.state_dir / "bin" / "claude-cli"
+        launcher.parent.mkdir(parents=True, exist_ok=True)
+        text = ("#!/bin/sh\n# amux: the Claude Code CLI dies with the claude-code-acp that "
+                "started it\n"
+                f"exec {shlex.quote(setpriv)} --pdeathsig KILL -- {shlex.quote(node)} "
+                f"{shlex.quote(str(cli))} \"$@\"\n")
+        if not launcher.exists() or launcher.read_text() != text:
+            launcher.write_text(text)
+        launcher.chmod(0o700)
+        return launcher
+
+    def _check_resumable(self, session_id: str) -> None:
+        if not transcript_has_conversation(self.claude_dir, session_id):
+            raise errors.NativeSessionNotFound(
+                f"no Claude Code conversation {session_id!r} under {self.claude_dir}/projects "
+                "(none was recorded before the process ended)")
 
     def preferred_mode(self) -> str | None:
         return "bypassPermissions" if self.config.permission_mode != "ask" else "default"

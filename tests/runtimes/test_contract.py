@@ -4,9 +4,12 @@ pointed at the scripted model server started by the test."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 
 import pytest
 
+from sessions.runtimes.base import tagged_pids
 from sessions.runtimes.events import MessageCompleted, ToolStarted, UsageObserved
 from sessions.runtimes.watchdog import WatchdogConfig
 from tests.runtimes.conftest import require_runtime
@@ -20,6 +23,7 @@ from tests.support.runtimes import (
     terminals,
     types,
 )
+from tests.support.workers import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 RUNTIMES = ["codex", "pi", "acp", "claude"]
@@ -107,9 +111,6 @@ def test_interrupt_mid_turn_gives_exactly_one_cancelled_terminal(runtime, tmp_pa
 
 
 def test_resume_the_same_native_session_from_a_fresh_process(runtime, tmp_path, model_server):
-    if runtime == "claude":
-        pytest.xfail("claude-code-acp 0.16.2 writes no transcript here: session/load answers "
-                     "'Session not found' (mapped to NativeSessionNotFound → handoff)")
     model_server.script(Text("first"), Text("second"))
 
     async def main():
@@ -130,6 +131,43 @@ def test_resume_the_same_native_session_from_a_fresh_process(runtime, tmp_path, 
     one, two, native, resumed, events = run_async(main())
     assert resumed == native
     assert [e.type for e in terminals(events)] == ["turn.completed"]
+    last_request = str(model_server.tool_requests()[-1].body)
+    assert "pelican" in last_request and "what was the word?" in last_request
+    assert_no_leak([one.tag, two.tag])
+
+
+def test_killed_mid_turn_then_a_fresh_process_resumes_the_conversation(runtime, tmp_path,
+                                                                       model_server):
+    """A worker killed with SIGKILL takes its runtime with it (the runtime's own children
+    too); a fresh process then resumes the same native conversation, which still holds every
+    turn that had completed."""
+    model_server.script(Text("noted"), Text("never arrives", delay=60), Text("back again"))
+
+    async def main():
+        one = adapter_for(runtime, make_config(runtime, tmp_path, model_server.base_url))
+        try:
+            native = await one.start()
+            first = await collect(one, "remember the word pelican")
+            turn = asyncio.create_task(collect(one, "think it over slowly"))
+            await asyncio.to_thread(model_server.wait_for_requests, 2)
+            os.kill(one.proc.pid, signal.SIGKILL)  # what the worker's death does to it
+            await asyncio.to_thread(wait_for, lambda: not tagged_pids(one.tag), 10)
+            killed = await turn
+        finally:
+            await one.close()
+        two = adapter_for(runtime, make_config(runtime, tmp_path, model_server.base_url))
+        try:
+            resumed = await two.start(resume=native)
+            after = await collect(two, "what was the word?")
+        finally:
+            await two.close()
+        return one, two, native, first, killed, resumed, after
+
+    one, two, native, first, killed, resumed, after = run_async(main())
+    assert [e.type for e in terminals(first)] == ["turn.completed"]
+    assert [e.type for e in terminals(killed)] == ["turn.failed"]
+    assert resumed == native
+    assert [e.type for e in terminals(after)] == ["turn.completed"]
     last_request = str(model_server.tool_requests()[-1].body)
     assert "pelican" in last_request and "what was the word?" in last_request
     assert_no_leak([one.tag, two.tag])

@@ -36,6 +36,19 @@ def openai_provider(db, model_server):
     return provider
 
 
+@pytest.fixture
+def anthropic_provider(db, model_server):
+    """The same scripted server as an Anthropic-compatible provider (Claude)."""
+    from sessions.models import ProviderProfile
+
+    provider = ProviderProfile.objects.create(slug="scripted", platform="anthropic-compat",
+                                              base_url=model_server.root_url,
+                                              model_names=["claude-sonnet-4-5"])
+    provider.secrets = {"api_key": "sk-ant-test-secret"}
+    provider.save()
+    return provider
+
+
 def run_host(session_id: int, **kwargs) -> str:
     from sessions.host import SessionHost
     from tests.support.runtimes import run_async

@@ -1,6 +1,7 @@
-"""The session host in this process, with the real Codex app-server and Pi against the
-scripted model server: turns in order in one native conversation, interrupts and permission
-answers through Redis, watchdogs, idle sleep and wake, usage, no leaked processes."""
+"""The session host in this process, with the real Codex app-server, Pi and Claude Code
+against the scripted model server: turns in order in one native conversation, interrupts and
+permission answers through Redis, watchdogs, idle sleep and wake, usage, no leaked
+processes."""
 
 from __future__ import annotations
 
@@ -78,6 +79,25 @@ def test_three_messages_one_conversation_then_idle_sleep_and_wake(runtime, model
     assert session.native_ref == native
     assert _terminals(session.pk)[-1] == (4, "turn.completed")
     assert "write out.txt" in str(model_server.tool_requests()[-1].body)
+    assert not tagged_pids(session.runtime_tag or "none")
+
+
+def test_claude_session_sleeps_and_wakes_in_the_same_conversation(anthropic_provider,
+                                                                   session_dirs, model_server):
+    session = _session("claude", "claude-sonnet-4-5")
+    model_server.script(Text("noted"), Text("a pelican"))
+    services.post_message(session.pk, "remember the word pelican")
+    assert run_host(session.pk) == "slept"
+    native = Session.objects.get(pk=session.pk).native_ref
+    assert native
+    services.post_message(session.pk, "what was the word?")
+    assert run_host(session.pk) == "slept"  # a new process resumes the native session
+    session.refresh_from_db()
+    assert session.native_ref == native
+    assert _terminals(session.pk) == [(1, "turn.completed"), (2, "turn.completed")]
+    assert not TimelineEvent.objects.filter(session=session, type="error").exists()  # no handoff
+    last_request = str(model_server.tool_requests()[-1].body)
+    assert "pelican" in last_request and "what was the word?" in last_request
     assert not tagged_pids(session.runtime_tag or "none")
 
 
