@@ -688,6 +688,7 @@ def mailbox_processed(
     decide: Callable[[Source, object], dict | None],
     arrived: dict | None = None,
     limit: int = 100,
+    cursor: tuple[str, str, dict] | None = None,
 ) -> dict[int | None, intake_core.Outcome]:
     """Fact: the stored deliveries of one mailbox (`<source>:<thread>`) were processed, in
     order. `translate` turns a stored delivery into TriggerFacts or Ignored (pure plugin
@@ -696,9 +697,13 @@ def mailbox_processed(
     `arrived` (a delivery just verified, with its translation as `result`) is processed
     after the stored ones and stored already processed, in the same transaction: one
     commit per webhook. Its delivery id stored before raises DuplicateDelivery and writes
-    nothing. Its outcome is under the key None."""
+    nothing. Its outcome is under the key None.
+
+    `cursor` (name, value, extra): a catch-up cursor of the source that moves in the same
+    transaction, so it never stands for a trigger that was not stored."""
     try:
-        return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, True)
+        return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, True,
+                                  cursor)
     except IntegrityError as exc:
         if "delivery_unique_id" in str(exc) or "tickets_delivery.source_id" in str(exc):
             raise DuplicateDelivery(arrived["delivery_id"] if arrived else "") from None
@@ -706,14 +711,16 @@ def mailbox_processed(
             raise
     # The optimistic insert met a trigger seen before: do it again, checking first.
     try:
-        return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, False)
+        return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, False,
+                                  cursor)
     except IntegrityError as exc:
         if "delivery_unique_id" in str(exc) or "tickets_delivery.source_id" in str(exc):
             raise DuplicateDelivery(arrived["delivery_id"] if arrived else "") from None
         raise
 
 
-def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optimistic):
+def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optimistic,
+                       cursor=None):
     results: dict[int | None, intake_core.Outcome] = {}
     with transaction.atomic(durable=True):
         has_pending = _lock_mailbox(mailbox)
@@ -741,6 +748,8 @@ def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optim
                 reason=outcome.reason, trigger_id=outcome.trigger,
             )
             results[None] = outcome
+        if cursor is not None:
+            _move_cursor(source.pk, *cursor)
     return results
 
 
@@ -801,14 +810,19 @@ def source_event_rejected(*, source_id: int, reason: str, error: bool = False) -
         source.save(update_fields=["health"])
 
 
-def source_cursor_moved(*, source_id: int, name: str, cursor: str | None) -> None:
+def source_cursor_moved(*, source_id: int, name: str, cursor: str | None,
+                        extra: dict | None = None) -> None:
     """Fact: a catch-up poll stored its triggers; its cursor moves now, never before."""
     with transaction.atomic(durable=True):
-        source = Source.objects.select_for_update().filter(pk=source_id).first()
-        if source is None:
-            return
-        source.health = intake_core.note_cursor(source.health, name, cursor, clock())
-        source.save(update_fields=["health"])
+        _move_cursor(source_id, name, cursor, extra)
+
+
+def _move_cursor(source_id: int, name: str, cursor: str | None, extra: dict | None) -> None:
+    source = Source.objects.select_for_update().filter(pk=source_id).first()
+    if source is None:
+        return
+    source.health = intake_core.note_cursor(source.health, name, cursor, clock(), extra)
+    source.save(update_fields=["health"])
 
 
 def outgoing_stored(*, source_id: int, thread: str, message_id: str, text: str) -> bool:

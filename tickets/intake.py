@@ -171,6 +171,8 @@ def poll(source: Source) -> int:
     """Catch up after downtime through the source's API; the cursor moves only after the
     triggers of everything fetched are stored and processed."""
     plug = plugin(source.kind, source.config, source.secrets)
+    if hasattr(plug, "poll_document"):
+        return poll_documents(source, plug)
     if not hasattr(plug, "poll"):
         return 0
     cursor = ((source.health.get("cursors") or {}).get("poll") or {}).get("value")
@@ -187,6 +189,59 @@ def poll(source: Source) -> int:
             raise RuntimeError("a polled event is stored but not processed; cursor kept")
     engine.source_cursor_moved(source_id=source.pk, name="poll", cursor=new_cursor)
     return len(envs)
+
+
+def poll_documents(source: Source, plug=None) -> int:
+    """Catch up on the comments of each watched document (Lark), each document with a
+    cursor of its own (`doc:<type>:<token>` in the source's health). Each new comment or
+    reply is stored and its trigger recorded in one transaction with its document's
+    cursor, so the cursor never passes anything unstored; a webhook delivery of the same
+    comment made the same trigger id, so the two paths make one trigger. Reading a
+    document for anything else (thread context) never touches a cursor. A document that
+    fails keeps its cursor and is noted in health; the others go on."""
+    from tickets.sources.lark import DocCursor
+
+    plug = plug or plugin(source.kind, source.config, source.secrets)
+    if not plug.config.get("doc_comments"):
+        return 0
+    cursors = (source.health or {}).get("cursors") or {}
+    stored = 0
+    for file_type, token in plug.documents():
+        name = f"doc:{file_type}:{token}"
+        if not (cursors.get(name) or {}).get("value"):
+            # A newly watched document starts from now; its history is not replayed.
+            start = DocCursor(int(timezone.now().timestamp()))
+            engine.source_cursor_moved(source_id=source.pk, name=name, cursor=start.value(),
+                                       extra={"seen": []})
+            continue
+        try:
+            for env, after in plug.poll_document(file_type, token,
+                                                 DocCursor.load(cursors[name])):
+                _store_polled(source, plug, env, (name, after.value(),
+                                                  {"seen": list(after.seen)}))
+                stored += 1
+        except Exception as exc:
+            log.warning("polling comments of %s on %s failed: %s", name, source.slug,
+                        type(exc).__name__)
+            engine.source_event_rejected(source_id=source.pk, reason="doc_poll_failed",
+                                         error=True)
+    return stored
+
+
+def _store_polled(source: Source, plug, env: Envelope, cursor: tuple) -> None:
+    mailbox = f"{source.slug}:{env.thread}"[:400]
+    raw = json.dumps(env.payload, separators=(",", ":"), ensure_ascii=False).encode()
+    arrived = {"delivery_id": env.delivery_id, "event": env.event[:100],
+               "headers": {"x-amux-poll": "doc_comments"}, "body": raw,
+               "result": _safe_translate(plug, env)}
+    try:
+        engine.mailbox_processed(
+            source=source, mailbox=mailbox, translate=_translate_with(plug),
+            decide=policy_hooks.decide_incoming, arrived=arrived, cursor=cursor,
+        )
+    except engine.DuplicateDelivery:  # stored by an earlier poll: only the cursor moves
+        engine.source_cursor_moved(source_id=source.pk, name=cursor[0], cursor=cursor[1],
+                                   extra=cursor[2])
 
 
 def send(source: Source, *, message_id: str, thread: str, text: str,
@@ -240,8 +295,11 @@ def poll_all() -> int:
     """Poll every enabled source that catches up by polling; one failing source never
     stops the others (its error is kept in its health)."""
     total = 0
-    for source in Source.objects.filter(enabled=True, kind="github"):
-        if not source.config.get("poll", True):
+    for source in Source.objects.filter(enabled=True, kind__in=("github", "lark")):
+        if source.kind == "github" and not source.config.get("poll", True):
+            continue
+        if source.kind == "lark" and not (source.config.get("doc_comments")
+                                          and source.config.get("documents")):
             continue
         try:
             total += poll(source)

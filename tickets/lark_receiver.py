@@ -4,20 +4,43 @@ An alternative to the events endpoint (no public URL needed). Events arrive alre
 authenticated by the connection (plaintext, no signature), are turned into the same
 envelopes as webhook events, and enter intake the same way: stored unique on event id,
 deduplicated by message id, processed in order per thread.
+
+`supervise()` (`manage.py lark_receivers`, which `amux run` starts) keeps one receiver
+process (`manage.py lark_receiver --source SLUG`) per enabled Lark source set to receive by
+long connection, reconciling every few seconds with what the panel says.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
 import json
 import logging
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 
-from tickets import intake
+from django.db import close_old_connections
+
+from tickets import engine, intake
 from tickets.models import Source
 from tickets.sources import plugin
 
 log = logging.getLogger(__name__)
 
 EVENTS = ("im.message.receive_v1", "drive.notice.comment_add_v1")
+LONG_CONNECTION = "long_connection"
+
+# lark-oapi calls the handler inside its asyncio loop, where Django refuses database calls:
+# intake runs in this one thread, and the frame is acknowledged once the event is stored.
+_intake_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lark-intake")
 
 
 def handle_raw(source: Source, raw: dict) -> tuple[int, dict]:
@@ -30,19 +53,37 @@ def handle_raw(source: Source, raw: dict) -> tuple[int, dict]:
     return intake.accept(source, env, {"x-lark-receiver": "long_connection"})
 
 
+def _receive(slug: str, raw: dict) -> None:
+    source = Source.objects.filter(slug=slug, kind="lark", enabled=True).first()
+    if source is None:
+        log.warning("lark source %s is gone or disabled; event dropped", slug)
+        return
+    status, body = handle_raw(source, raw)
+    log.info("lark event %s: %s %s", raw.get("header", {}).get("event_id"), status,
+             body.get("outcome") or body.get("duplicate"))
+
+
+def _receive_in_thread(slug: str, raw: dict) -> None:
+    close_old_connections()
+    try:
+        _receive(slug, raw)
+    finally:
+        close_old_connections()
+
+
 def event_handler(slug: str):
     """An EventDispatcherHandler whose callbacks hand each event to intake."""
     import lark_oapi as lark
 
     def on_event(data) -> None:
-        source = Source.objects.filter(slug=slug, kind="lark", enabled=True).first()
-        if source is None:
-            log.warning("lark source %s is gone or disabled; event dropped", slug)
-            return
         raw = json.loads(lark.JSON.marshal(data))
-        status, body = handle_raw(source, raw)
-        log.info("lark event %s: %s %s", raw.get("header", {}).get("event_id"), status,
-                 body.get("outcome") or body.get("duplicate"))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # called from plain code
+            return _receive(slug, raw)
+        # Inside lark-oapi's loop. An error propagates to lark-oapi, which answers the
+        # frame with a failure (Lark delivers it again).
+        _intake_thread.submit(_receive_in_thread, slug, raw).result()
 
     builder = lark.EventDispatcherHandler.builder("", "")
     builder.register_p2_im_message_receive_v1(on_event)
@@ -50,7 +91,7 @@ def event_handler(slug: str):
     return builder.build()
 
 
-def run(slug: str) -> None:  # pragma: no cover - needs Lark's servers
+def run(slug: str) -> None:
     import lark_oapi as lark
 
     source = Source.objects.get(slug=slug, kind="lark")
@@ -59,4 +100,137 @@ def run(slug: str) -> None:  # pragma: no cover - needs Lark's servers
         event_handler=event_handler(slug), domain=source.config.get("domain"),
         log_level=lark.LogLevel.INFO, auto_reconnect=True,
     )
+    close_old_connections()
     client.start()  # blocks; the supervisor restarts the process if it dies
+
+
+# -- the supervisor of receivers -------------------------------------------------------------
+
+def wanted() -> dict[str, str]:
+    """slug → fingerprint of what its receiver connects with, for each enabled Lark source
+    that receives by long connection. A changed fingerprint restarts the receiver."""
+    out = {}
+    for source in Source.objects.filter(kind="lark", enabled=True).order_by("pk"):
+        config = source.config or {}
+        if config.get("receiver") != LONG_CONNECTION:
+            continue
+        basis = json.dumps([source.pk, config.get("domain"), config.get("app_id"),
+                            (source.secrets or {}).get("app_secret")])
+        out[source.slug] = hashlib.sha256(basis.encode()).hexdigest()
+    return out
+
+
+@dataclass
+class Child:
+    fingerprint: str
+    proc: subprocess.Popen | None = None
+    started: float = 0.0
+    failures: int = 0
+    retry_at: float = 0.0
+
+
+class Supervisor:
+    """Reconciles running receivers with the wanted ones: starts the missing, stops those
+    of sources disabled, removed or changed, restarts one that exited after a backoff
+    (1 s, doubling up to `backoff_max`; reset once a receiver ran `stable` seconds)."""
+
+    def __init__(self, spawn: Callable[[str], subprocess.Popen], *,
+                 on_exit: Callable[[str, int, float], None] = lambda *a: None,
+                 on_stop: Callable[[str], None] = lambda slug: None,
+                 clock: Callable[[], float] = time.monotonic, backoff_max: float = 60.0,
+                 stable: float = 60.0, stop_wait: float = 10.0):
+        self.spawn, self.on_exit, self.on_stop, self.clock = spawn, on_exit, on_stop, clock
+        self.backoff_max, self.stable, self.stop_wait = backoff_max, stable, stop_wait
+        self.children: dict[str, Child] = {}
+
+    def tick(self, wanted: dict[str, str]) -> None:
+        now = self.clock()
+        for slug, child in list(self.children.items()):
+            if wanted.get(slug) != child.fingerprint:
+                self.on_stop(slug)
+                self._stop([child])
+                del self.children[slug]
+            elif child.proc is not None and child.proc.poll() is not None:
+                child.failures = 1 if now - child.started >= self.stable else child.failures + 1
+                delay = min(self.backoff_max, 2.0 ** (child.failures - 1))
+                code, child.proc, child.retry_at = child.proc.returncode, None, now + delay
+                self.on_exit(slug, code, delay)
+        for slug, fingerprint in wanted.items():
+            child = self.children.setdefault(slug, Child(fingerprint))
+            if child.proc is None and now >= child.retry_at:
+                child.proc, child.started = self.spawn(slug), now
+
+    def stop_all(self) -> None:
+        self._stop(list(self.children.values()))
+        self.children.clear()
+
+    def _stop(self, children: list[Child]) -> None:
+        procs = [c.proc for c in children if c.proc is not None and c.proc.poll() is None]
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+        deadline = time.monotonic() + self.stop_wait
+        for proc in procs:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for child in children:
+            child.proc = None
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """If the supervisor is killed outright, its receivers get SIGTERM (Linux)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+
+
+def spawn_receiver(slug: str) -> subprocess.Popen:
+    from django.conf import settings
+
+    manage = Path(settings.BASE_DIR) / "manage.py"
+    return subprocess.Popen(
+        [sys.executable, str(manage), "lark_receiver", "--source", slug],
+        cwd=settings.BASE_DIR, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+    )
+
+
+def supervise(interval: float = 5.0, out: Callable[[str], None] = print) -> None:
+    """Run the supervisor until SIGTERM or SIGINT, then stop every receiver it started."""
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def spawn(slug: str) -> subprocess.Popen:
+        proc = spawn_receiver(slug)
+        out(f"lark receivers: started {slug} (pid {proc.pid})")
+        return proc
+
+    def on_exit(slug: str, code: int, delay: float) -> None:
+        out(f"lark receivers: {slug} exited with {code}; restarting in {delay:g} s")
+        source_id = Source.objects.filter(slug=slug).values_list("pk", flat=True).first()
+        if source_id is not None:
+            engine.source_event_rejected(source_id=source_id, reason="receiver_exited",
+                                         error=True)
+
+    supervisor = Supervisor(spawn, on_exit=on_exit,
+                            on_stop=lambda slug: out(f"lark receivers: stopping {slug}"))
+    out(f"lark receivers: reconciling every {interval:g} s")
+    try:
+        while not stop.is_set():
+            try:
+                close_old_connections()
+                supervisor.tick(wanted())
+            except Exception:  # the database is away: keep what runs, try again
+                log.exception("reconciling lark receivers failed")
+            stop.wait(interval)
+    finally:
+        supervisor.stop_all()
+        out("lark receivers: stopped")

@@ -45,7 +45,8 @@ def intake_sweep() -> int:
     ignore_result=True,
 )
 def poll_sources() -> int:
-    """Catch up on events missed while down (GitHub sources with polling on)."""
+    """Catch up on events missed while down (GitHub sources with polling on, comments on
+    the documents a Lark source watches)."""
     from tickets import intake
 
     return intake.poll_all()

@@ -1,7 +1,8 @@
 """`manage.py amux run` (what `make run` calls) as an operator meets it.
 
 A fresh data directory, a free port, no DATABASE_URL/REDIS_URL: SQLite and the embedded
-Redis under honcho together with the web server, both workers and beat.
+Redis under honcho together with the web server, both workers, beat and the supervisor of
+Lark long-connection receivers.
 """
 
 from __future__ import annotations
@@ -96,6 +97,13 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def _login(port: int, password: str) -> int:
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
         page = client.get("/panel/login/")
@@ -137,7 +145,8 @@ def test_amux_run_serves_refuses_a_second_run_and_stops_cleanly(data_dir, tmp_pa
         assert _login(port, printed[0]) == 302
 
         tree = _descendants(proc.pid)
-        assert len(tree) >= 5  # redis, web, two workers, beat (and their helpers)
+        assert len(tree) >= 6  # redis, web, two workers, beat, lark receivers (and helpers)
+        assert any(b"lark_receivers" in _cmdline(pid) for pid in tree)
         redis_port = int(re.search(r"Running mode=standalone, port=(\d+)",
                                    log.read_text()).group(1))
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C

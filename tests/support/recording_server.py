@@ -3,7 +3,8 @@ open.feishu.cn. The real SDKs (PyGithub, lark-oapi) are pointed at it.
 
 It keeps just enough state to answer like the platform: GitHub issues and their comments,
 an App installation and its access token; Lark's tenant token and messages, deduplicated
-by the `uuid` request field as Lark does.
+by the `uuid` request field as Lark does, document comments and their replies (paged as
+the drive v1 API pages them), and the long connection's endpoint discovery.
 
 `hold(method, pattern)` stalls the answer to the next matching request after the server
 has applied it (a comment is stored), until the test releases it: a deterministic point at
@@ -48,6 +49,12 @@ class State:
     lark_messages: dict = field(default_factory=dict)  # uuid -> message
     lark_history: list = field(default_factory=list)  # [(message_id, text)] oldest first
     pulls: dict = field(default_factory=dict)  # (repo, number) -> pull request dict
+    # file_token -> [{"comment_id", "is_whole", "quote", "replies": [{"reply_id",
+    #   "user_id", "create_time" (s), "text", "mention"?}]}], oldest first
+    lark_comments: dict = field(default_factory=dict)
+    lark_page_size: int = 2  # comments per page, and replies shown inline per comment
+    # What /callback/ws/endpoint answers (a fake long connection); "{app_id}" is filled in.
+    lark_ws_url: str = ""
     next_id: int = 1000
     fail_next: list = field(default_factory=list)  # [(method, path regex, status)]
 
@@ -242,6 +249,17 @@ class RecordingServer:
             ]
             return 200, {"code": 0, "msg": "success",
                          "data": {"items": list(reversed(items)), "has_more": False}}
+        m = re.fullmatch(r"/open-apis/drive/v1/files/([^/]+)/comments(?:/([^/]+)/replies)?",
+                         r.path)
+        if m and r.method == "GET":
+            return self._lark_comments(r, m.group(1), m.group(2))
+        if r.path == "/callback/ws/endpoint" and r.method == "POST":
+            if not self.state.lark_ws_url or not (r.body or {}).get("AppSecret"):
+                return 200, {"code": 1000040344, "msg": "no credential"}
+            return 200, {"code": 0, "msg": "ok", "data": {
+                "URL": self.state.lark_ws_url.replace("{app_id}", r.body.get("AppID", "")),
+                "ClientConfig": {"ReconnectCount": -1, "ReconnectInterval": 1,
+                                 "ReconnectNonce": 0, "PingInterval": 120}}}
         m = re.fullmatch(r"/open-apis/im/v1/messages(?:/([^/]+)/reply)?", r.path)
         if m and r.method == "POST":
             if r.headers.get("authorization") != "Bearer t-test":
@@ -255,3 +273,45 @@ class RecordingServer:
             self.state.lark_messages[uuid or msg["message_id"]] = msg
             return 200, {"code": 0, "msg": "success", "data": msg}
         return 404, {"message": "Not Found", "path": r.path}
+
+    def _lark_comments(self, r: Recorded, token: str, comment_id: str | None):
+        """drive v1 file comments (GET …/comments) and one comment's replies (GET
+        …/comments/:id/replies), paged by `page_token` as Lark pages them; a comment in
+        the list shows its first replies only, with `has_more` when there are more."""
+        if r.headers.get("authorization") != "Bearer t-test":
+            return 401, {"code": 99991663, "msg": "invalid token"}
+        if not (r.query.get("file_type") or [""])[0]:
+            return 400, {"code": 99992402, "msg": "file_type is required"}
+        comments = self.state.lark_comments.get(token)
+        if comments is None:
+            return 404, {"code": 1069302, "msg": "file not found"}
+        size = self.state.lark_page_size
+        start = int((r.query.get("page_token") or ["0"])[0] or 0)
+
+        def reply(x):
+            elements = [{"type": "text_run", "text_run": {"text": x["text"]}}]
+            if x.get("mention"):
+                elements.append({"type": "person", "person": {"user_id": x["mention"]}})
+            return {"reply_id": x["reply_id"], "user_id": x["user_id"],
+                    "create_time": x["create_time"], "update_time": x["create_time"],
+                    "content": {"elements": elements}}
+
+        def page(items):
+            chunk = items[start:start + size]
+            more = start + size < len(items)
+            return {"items": chunk, "has_more": more,
+                    **({"page_token": str(start + size)} if more else {})}
+
+        if comment_id is not None:
+            found = next((c for c in comments if c["comment_id"] == comment_id), None)
+            if found is None:
+                return 404, {"code": 1069303, "msg": "comment not found"}
+            return 200, {"code": 0, "msg": "success",
+                         "data": page([reply(x) for x in found["replies"]])}
+        items = [{"comment_id": c["comment_id"], "user_id": c["replies"][0]["user_id"],
+                  "create_time": c["replies"][0]["create_time"],
+                  "is_whole": c.get("is_whole", False), "quote": c.get("quote", ""),
+                  "is_solved": False, "has_more": len(c["replies"]) > size,
+                  "reply_list": {"replies": [reply(x) for x in c["replies"][:size]]}}
+                 for c in comments]
+        return 200, {"code": 0, "msg": "success", "data": page(items)}

@@ -10,7 +10,14 @@ import pytest
 from tickets.sources import KINDS
 from tickets.sources.base import ConfigError, Incoming, Malformed, Unauthorized, mentions
 from tickets.sources.github import GitHub
-from tickets.sources.lark import Lark, decrypt, encrypt, signature
+from tickets.sources.lark import (
+    DocCursor,
+    Lark,
+    comment_trigger_id,
+    decrypt,
+    encrypt,
+    signature,
+)
 
 
 def test_every_kind_declares_a_form_and_health():
@@ -95,3 +102,35 @@ def test_lark_verify_refuses_without_a_token_and_checks_freshness():
     assert plug.verify(Incoming(headers, sealed), now=int(old) + 10).delivery_id == "e"
     with pytest.raises(Malformed):
         Lark({"app_id": "a"}, {"verification_token": "t"}).verify(Incoming({}, b"[]"))
+
+
+def test_lark_watched_documents_are_type_and_token():
+    config = Lark.validate_config({"app_id": "a", "documents": "docx:doxA\nsheet:shtB"})
+    assert Lark(config).documents() == [("docx", "doxA"), ("sheet", "shtB")]
+    assert "app_secret" not in Lark.check_secrets(config, {"verification_token": "v"})
+    polling = {**config, "doc_comments": True}
+    assert "app_secret" in Lark.check_secrets(polling, {"verification_token": "v"})
+    assert "app_secret" in Lark.check_secrets({"receiver": "long_connection"}, {})
+    with pytest.raises(ConfigError) as err:
+        Lark.validate_config({"app_id": "a", "documents": ["https://x.feishu.cn/docx/doxA"]})
+    assert "config.documents" in err.value.fields
+
+
+def test_a_comment_and_its_replies_have_one_trigger_id_whichever_path_saw_them():
+    assert comment_trigger_id("c1", "", "add_comment") == "doc_comment:c1"
+    assert comment_trigger_id("c1", "r1", "add_comment") == "doc_comment:c1"
+    assert comment_trigger_id("c1", "c1", "") == "doc_comment:c1"
+    assert comment_trigger_id("c1", "r2", "add_reply") == "doc_comment:c1:r2"
+
+
+def test_a_document_cursor_takes_each_reply_once_even_within_one_second():
+    def r(rid, at, comment="c"):
+        return {"reply_id": rid, "create_time": at, "comment_id": comment}
+
+    cursor = DocCursor.load({"value": DocCursor(100).value(), "seen": ["a"]})
+    assert cursor == DocCursor(100, ("a",))
+    steps = cursor.newer([r("z", 101), r("a", 100), r("b", 100), r("old", 99), r("y", 101, "b")])
+    assert [s[0]["reply_id"] for s in steps] == ["b", "y", "z"]  # by time, comment, reply
+    assert [s[1] for s in steps] == [DocCursor(100, ("a", "b")), DocCursor(101, ("y",)),
+                                     DocCursor(101, ("y", "z"))]
+    assert steps[-1][1].newer([r("z", 101), r("y", 101, "b")]) == []

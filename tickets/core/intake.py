@@ -63,9 +63,10 @@ def note_rejection(health: dict, reason: str, now, error: bool) -> dict:
     return health
 
 
-def note_cursor(health: dict, name: str, cursor, now) -> dict:
+def note_cursor(health: dict, name: str, cursor, now, extra: dict | None = None) -> dict:
+    """`value` is shown (a time or an id); `extra` keeps what else the cursor needs."""
     health = dict(health or {})
     cursors = dict(health.get("cursors") or {})
-    cursors[name] = {"value": cursor, "at": now.isoformat()}
+    cursors[name] = {**(extra or {}), "value": cursor, "at": now.isoformat()}
     health["cursors"] = cursors
     return health

@@ -17,6 +17,8 @@ import logging
 import os
 import re
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -40,6 +42,8 @@ log = logging.getLogger(__name__)
 
 # Lark error codes meaning the message can never be delivered there (docs, reply.md).
 GONE_CODES = {230002, 230011}  # the bot is not in the chat; the message was withdrawn
+DOC_TYPES = ("doc", "docx", "sheet", "bitable", "slides", "file")
+COMMENT_EVENT = "drive.notice.comment_add_v1"
 
 
 def encrypt(key: str, plaintext: str) -> str:
@@ -83,6 +87,10 @@ class Lark(SourceKind):
               pattern=r"[A-Za-z0-9_-]+",
               help="chat ids whose unaddressed messages become candidates"),
         Field("doc_comments", "Document comments", "bool", default=False),
+        Field("documents", "Watched documents", "list", default=[],
+              pattern=rf"({'|'.join(DOC_TYPES)}):[A-Za-z0-9_-]+",
+              help="type:token (e.g. docx:doxcnAbc…), one per line; their comments are "
+                   "also caught up by polling"),
         Field("freshness_seconds", "Signature freshness window (s)", "int", default=300),
         Field("receiver", "Receiver", default="webhook", pattern=r"webhook|long_connection",
               help="webhook, or long_connection (lark-oapi's client in its own process)"),
@@ -93,6 +101,15 @@ class Lark(SourceKind):
         Field("encrypt_key", "Encrypt key", secret=True),
     )
     health_items = SourceKind.health_items + (HealthItem("cursor", "Document comment cursor"),)
+
+    @classmethod
+    def check_secrets(cls, config, secrets):
+        missing = super().check_secrets(config, secrets)
+        polls = config.get("doc_comments") and config.get("documents")
+        if not secrets.get("app_secret") and (config.get("receiver") == "long_connection"
+                                              or polls):
+            missing["app_secret"] = "the long connection and document polling need it"
+        return missing
 
     # -- intake ------------------------------------------------------------------------
     def verify(self, incoming: Incoming, now: float | None = None) -> Envelope:
@@ -159,7 +176,7 @@ class Lark(SourceKind):
             chat = _s(msg.get("chat_id"))
             root = _s(msg.get("root_id") or msg.get("thread_id"))
             return f"{chat}:{root}" if root else chat
-        if event_type == "drive.notice.comment_add_v1":
+        if event_type == COMMENT_EVENT:
             meta = _d(event.get("notice_meta"))
             return f"doc:{_s(meta.get('file_token'))}:{_s(event.get('comment_id'))}"
         return ""
@@ -168,7 +185,7 @@ class Lark(SourceKind):
         event = _d(env.payload.get("event"))
         if env.event == "im.message.receive_v1":
             return self._message(env, event)
-        if env.event == "drive.notice.comment_add_v1":
+        if env.event == COMMENT_EVENT:
             return self._doc_comment(env, event)
         return Ignored("event_not_handled", env.thread)
 
@@ -214,11 +231,16 @@ class Lark(SourceKind):
         if bot and actor == bot:
             return Ignored("own_message", env.thread)
         comment, reply = _s(event.get("comment_id")), _s(event.get("reply_id"))
+        if not comment:
+            return Ignored("no_comment_id", env.thread)
+        text = _s(event.get("text"))  # only a polled comment carries its text
         return TriggerFacts(
-            external_id=f"doc_comment:{comment}:{reply}", thread=env.thread, scope="doc_comment",
+            external_id=comment_trigger_id(comment, reply, _s(meta.get("notice_type"))),
+            thread=env.thread, scope="doc_comment",
             actor=actor, is_human=_s(meta.get("from_user_type")) in ("user", ""),
             is_bot=_s(meta.get("from_user_type")) not in ("user", ""),
             addressed=bool(event.get("is_mentioned")), receives_all=False,
+            text=text, thread_title=text[:120],
             meta={"scope": "doc_comment", "file_token": _s(meta.get("file_token")),
                   "file_type": _s(meta.get("file_type")), "comment_id": comment,
                   "reply_id": reply},
@@ -296,7 +318,14 @@ class Lark(SourceKind):
         return SendResult.RETRY
 
     def thread_context(self, thread, meta, ctx, limit=20):
-        """The latest messages of the topic thread (or the chat), oldest first."""
+        """The latest messages of the topic thread (or the chat), oldest first; for a
+        document comment, its replies. Reading never moves a cursor."""
+        if thread.startswith("doc:"):
+            _, token, comment = thread.split(":", 2)
+            file_type = meta.get("file_type") or "docx"
+            replies = self._comment_replies(self.client(), file_type, token, comment)
+            return [{"author": r["user_id"], "text": r["text"], "at": _iso(r["create_time"])}
+                    for r in replies[-limit:]]
         from lark_oapi.api.im.v1 import ListMessageRequest
 
         chat = thread.partition(":")[0]
@@ -314,6 +343,153 @@ class Lark(SourceKind):
             out.append({"author": item.sender.id if item.sender else "",
                         "text": _text(body, mentions), "at": item.create_time or ""})
         return out
+
+    # -- document comments: catch-up polling ------------------------------------------------
+    def documents(self) -> list[tuple[str, str]]:
+        """The watched documents as (file_type, file_token)."""
+        out = []
+        for item in self.config.get("documents") or []:
+            file_type, _, token = item.partition(":")
+            if file_type in DOC_TYPES and token:
+                out.append((file_type, token))
+        return out
+
+    def document_replies(self, file_type: str, token: str) -> list[dict]:
+        """Every reply of every comment on one document (a comment's own text is its first
+        reply), through lark-oapi's drive v1 file comment list; raises if any page fails."""
+        from lark_oapi.api.drive.v1 import ListFileCommentRequest
+
+        client = self.client()
+        out: list[dict] = []
+        page_token = ""
+        while True:
+            builder = (ListFileCommentRequest.builder().file_token(token).file_type(file_type)
+                       .user_id_type("open_id").page_size(100))
+            if page_token:
+                builder = builder.page_token(page_token)
+            resp = client.drive.v1.file_comment.list(builder.build())
+            if not resp.success():
+                raise RuntimeError(f"lark file comment list: code {resp.code}")
+            data = resp.data
+            for comment in (data.items if data else None) or []:
+                if not comment.comment_id:
+                    continue
+                replies = (comment.reply_list.replies if comment.reply_list else None) or []
+                if comment.has_more:  # the list shows the first replies only
+                    out += self._comment_replies(client, file_type, token, comment.comment_id)
+                else:
+                    out += [_reply(comment.comment_id, r, i == 0)
+                            for i, r in enumerate(replies) if r.reply_id]
+            page_token = (data.page_token if data else "") or ""
+            if not (data and data.has_more and page_token):
+                return out
+
+    def _comment_replies(self, client, file_type: str, token: str, comment: str) -> list[dict]:
+        from lark_oapi.api.drive.v1 import ListFileCommentReplyRequest
+
+        out: list[dict] = []
+        page_token = ""
+        while True:
+            builder = (ListFileCommentReplyRequest.builder().file_token(token)
+                       .comment_id(comment).file_type(file_type).user_id_type("open_id")
+                       .page_size(100))
+            if page_token:
+                builder = builder.page_token(page_token)
+            resp = client.drive.v1.file_comment_reply.list(builder.build())
+            if not resp.success():
+                raise RuntimeError(f"lark file comment reply list: code {resp.code}")
+            data = resp.data
+            out += [_reply(comment, r, not out and i == 0)
+                    for i, r in enumerate((data.items if data else None) or []) if r.reply_id]
+            page_token = (data.page_token if data else "") or ""
+            if not (data and data.has_more and page_token):
+                return out
+
+    def poll_document(self, file_type: str, token: str,
+                      cursor: DocCursor) -> list[tuple[Envelope, DocCursor]]:
+        """Replies on one document newer than its cursor, oldest first, each as a
+        webhook-shaped envelope with the cursor that stands for having stored it. The
+        trigger id is the one the webhook path gives the same comment or reply."""
+        bot = self.config.get("bot_open_id") or ""
+        steps = []
+        for reply, after in cursor.newer(self.document_replies(file_type, token)):
+            delivery = f"poll:doc_comment:{token}:{reply['comment_id']}:{reply['reply_id']}"
+            event = {
+                "comment_id": reply["comment_id"], "reply_id": reply["reply_id"],
+                "is_mentioned": bool(bot) and bot in reply["mentions"],
+                "text": reply["text"],
+                "notice_meta": {"file_token": token, "file_type": file_type,
+                                "from_user_id": {"open_id": reply["user_id"]},
+                                "from_user_type": "user",
+                                "notice_type": "add_comment" if reply["first"] else "add_reply"},
+            }
+            body = {"schema": "2.0",
+                    "header": {"event_id": delivery, "event_type": COMMENT_EVENT,
+                               "create_time": str(reply["create_time"] * 1000)},
+                    "event": event}
+            steps.append((self.envelope(delivery, COMMENT_EVENT, body), after))
+        return steps
+
+
+def comment_trigger_id(comment: str, reply: str, notice_type: str = "") -> str:
+    """A new comment is keyed by the comment (its event may or may not name its first
+    reply), a reply by comment and reply: webhook and poll make the same id."""
+    if notice_type == "add_comment" or not reply or reply == comment:
+        return f"doc_comment:{comment}"
+    return f"doc_comment:{comment}:{reply}"
+
+
+@dataclass(frozen=True)
+class DocCursor:
+    """How far one document's comments were taken: the create time (seconds) of the newest
+    reply stored, and the replies stored at that very second (a later one of the same
+    second is still new). Moves only with the triggers it stands for."""
+
+    time: int
+    seen: tuple[str, ...] = ()
+
+    @classmethod
+    def load(cls, stored: dict) -> DocCursor:
+        value = stored.get("value") or ""
+        when = int(datetime.fromisoformat(value).timestamp()) if value else 0
+        return cls(when, tuple(str(s) for s in stored.get("seen") or ()))
+
+    def value(self) -> str:
+        return datetime.fromtimestamp(self.time, UTC).isoformat()
+
+    def newer(self, replies: list[dict]) -> list[tuple[dict, DocCursor]]:
+        new = sorted(
+            (r for r in replies if r["create_time"] > self.time
+             or (r["create_time"] == self.time and r["reply_id"] not in self.seen)),
+            key=lambda r: (r["create_time"], r["comment_id"], r["reply_id"]),
+        )
+        out, cur = [], self
+        for r in new:
+            seen = cur.seen + (r["reply_id"],) if r["create_time"] == cur.time else (
+                r["reply_id"],)
+            cur = DocCursor(r["create_time"], seen)
+            out.append((r, cur))
+        return out
+
+
+def _reply(comment: str, reply, first: bool) -> dict:
+    parts, mentions = [], []
+    elements = (reply.content.elements if reply.content else None) or []
+    for el in elements:
+        if el.type == "text_run" and el.text_run:
+            parts.append(el.text_run.text or "")
+        elif el.type == "docs_link" and el.docs_link:
+            parts.append(el.docs_link.url or "")
+        elif el.type == "person" and el.person:
+            mentions.append(el.person.user_id or "")
+            parts.append(f"@{el.person.user_id or ''}")
+    return {"comment_id": comment, "reply_id": reply.reply_id, "first": first,
+            "user_id": reply.user_id or "", "create_time": int(reply.create_time or 0),
+            "text": "".join(parts).strip(), "mentions": mentions}
+
+
+def _iso(seconds) -> str:
+    return datetime.fromtimestamp(int(seconds), UTC).isoformat() if seconds else ""
 
 
 def _json(body: bytes) -> dict:

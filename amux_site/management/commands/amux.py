@@ -180,6 +180,13 @@ class Command(BaseCommand):
             f"{celery} beat -l INFO -s {shlex.quote(settings.CELERY_BEAT_SCHEDULE_FILENAME)}",
             env=env, cwd=cwd,
         )
+        # Lark long connections: one receiver per enabled source that receives that way,
+        # kept in step with the panel (idles while there is none).
+        manager.add_process(
+            "lark",
+            f"exec {python} {shlex.quote(str(settings.BASE_DIR / 'manage.py'))} lark_receivers",
+            env=env, cwd=cwd,
+        )
         operations.write_state(
             data_dir, pid=os.getpid(), port=port,
             started=datetime.now(UTC).isoformat(timespec="seconds"),

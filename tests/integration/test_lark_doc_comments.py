@@ -1,0 +1,178 @@
+"""Lark document comments as an event source with a cursor per document: catch-up polling
+through lark-oapi's drive v1 file comment API (against the recording server), deduplicated
+against the webhook path, the cursor moving only with the triggers it stands for."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.support.lark_events import message_event, sealed
+from tests.support.recording_server import RecordingServer
+from tickets import intake
+from tickets.models import Delivery, Source, Trigger
+from tickets.sources.lark import Lark
+
+pytestmark = pytest.mark.django_db
+
+TOKEN = "v-token"
+BOT = "ou_bot"
+T0 = 1_790_000_000  # the cursor both documents start from (seconds, as Lark's create_time)
+
+
+def iso(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+def reply(rid, user, at, text, mention=""):
+    return {"reply_id": rid, "user_id": user, "create_time": at, "text": text,
+            "mention": mention}
+
+
+@pytest.fixture
+def server():
+    with RecordingServer() as srv:
+        srv.state.lark_comments["doxA"] = [
+            {"comment_id": "c0", "replies": [reply("r0", "ou_alice", T0 - 100, "old")]},
+            # Three replies: more than the list shows inline, so the reply list is paged.
+            {"comment_id": "c1", "quote": "the intro", "replies": [
+                reply("r1a", "ou_alice", T0 + 10, "please review ", mention=BOT),
+                reply("r1b", "ou_bob", T0 + 20, "and the summary"),
+                reply("r1c", "ou_alice", T0 + 30, "thanks")]},
+            {"comment_id": "c2", "is_whole": True, "replies": [
+                reply("r2", "ou_carol", T0 + 20, "typo in line 3")]},  # same second as r1b
+            {"comment_id": "c3", "replies": [reply("r3", BOT, T0 + 40, "On it")]},
+        ]
+        srv.state.lark_comments["doxB"] = [
+            {"comment_id": "s1", "replies": [reply("sr1", "ou_dan", T0 + 5, "B2 is wrong")]},
+        ]
+        yield srv
+
+
+@pytest.fixture
+def lark(server):
+    # An app id of its own: lark-oapi caches tenant tokens per app id for the process.
+    config = Lark.validate_config({
+        "app_id": "cli_docs", "bot_open_id": BOT, "domain": server.url, "doc_comments": True,
+        "documents": ["docx:doxA", "sheet:doxB"]})
+    source = Source(kind="lark", slug="lk", name="Lark", config=config, health={"cursors": {
+        "doc:docx:doxA": {"value": iso(T0), "seen": [], "at": iso(T0)},
+        "doc:sheet:doxB": {"value": iso(T0), "seen": [], "at": iso(T0)}}})
+    source.secrets = {"verification_token": TOKEN, "app_secret": "sec"}
+    source.save()
+    return source
+
+
+def cursor(source, doc="doc:docx:doxA") -> dict:
+    source.refresh_from_db()
+    return source.health["cursors"][doc]
+
+
+def hook(client, event_id, comment, reply_id="", notice="add_comment", user="ou_carol"):
+    event = message_event(token=TOKEN, event_id=event_id)
+    event["header"]["event_type"] = "drive.notice.comment_add_v1"
+    event["event"] = {"comment_id": comment, "reply_id": reply_id, "is_mentioned": False,
+                      "notice_meta": {"file_token": "doxA", "file_type": "docx",
+                                      "from_user_id": {"open_id": user},
+                                      "from_user_type": "user", "notice_type": notice}}
+    body, headers = sealed(event)
+    return client.post("/hooks/lark/lk", data=body, content_type="application/json", **headers)
+
+
+def test_poll_makes_a_trigger_per_new_comment_and_reply_once(lark, server, client, operator):
+    assert intake.poll(lark) == 6  # c1 ×3, c2, the bot's own c3 (seen, not a trigger), sr1
+    triggers = {t.external_id: t for t in Trigger.objects.all()}
+    assert set(triggers) == {"doc_comment:c1", "doc_comment:c1:r1b", "doc_comment:c1:r1c",
+                             "doc_comment:c2", "doc_comment:s1"}
+    first = triggers["doc_comment:c1"]
+    assert first.scope == "doc_comment" and first.thread.key == "doc:doxA:c1"
+    assert first.addressed and first.actor == "ou_alice"
+    assert first.text == f"please review @{BOT}"
+    assert not triggers["doc_comment:c1:r1b"].addressed
+    assert triggers["doc_comment:s1"].meta["file_type"] == "sheet"
+    assert Delivery.objects.get(delivery_id="poll:doc_comment:doxA:c3:r3").reason == "own_message"
+    # The comment list was paged, and c1's replies read from its own reply list.
+    listed = server.matching("GET", r"/open-apis/drive/v1/files/doxA/comments")
+    assert [r.query.get("page_token") for r in listed] == [None, ["2"]]
+    assert listed[0].query["file_type"] == ["docx"]
+    assert server.matching("GET", r"/open-apis/drive/v1/files/doxA/comments/c1/replies")
+    assert cursor(lark)["value"] == iso(T0 + 40) and cursor(lark)["seen"] == ["r3"]
+    assert cursor(lark, "doc:sheet:doxB")["value"] == iso(T0 + 5)
+
+    # Polling again finds nothing new and stores nothing.
+    deliveries = Delivery.objects.count()
+    assert intake.poll(lark) == 0
+    assert Trigger.objects.count() == 5 and Delivery.objects.count() == deliveries
+
+    # A reply in the very second of the cursor is still new; the cursor's freshness shows.
+    server.state.lark_comments["doxA"][2]["replies"].append(
+        reply("r2b", "ou_alice", T0 + 40, "fixed?"))
+    assert intake.poll(lark) == 1
+    assert Trigger.objects.filter(external_id="doc_comment:c2:r2b").exists()
+    assert cursor(lark)["seen"] == ["r3", "r2b"]
+    client.force_login(operator)
+    page = client.get("/panel/sources/").content.decode()
+    assert f"Cursor doc:docx:doxA: <span class=\"muted\">{iso(T0 + 40)[:19]}" in page
+
+
+def test_a_comment_received_by_webhook_then_polled_makes_one_trigger(lark, server, client):
+    lark.health = {"cursors": {"doc:docx:doxA": {"value": iso(T0 + 15), "seen": []}}}
+    lark.save()
+    # A new comment's event may or may not name its first reply; either way one trigger.
+    assert hook(client, "ev-1", "c2", "r2").json()["trigger"]
+    assert hook(client, "ev-2", "c1", "r1b", notice="add_reply", user="ou_bob").json()["trigger"]
+    assert intake.poll(lark) == 4  # r1b, r2, r1c, r3
+    assert Trigger.objects.filter(external_id="doc_comment:c2").count() == 1
+    assert Trigger.objects.filter(external_id="doc_comment:c1:r1b").count() == 1
+    polled = Delivery.objects.get(delivery_id="poll:doc_comment:doxA:c2:r2")
+    assert (polled.outcome, polled.reason) == ("duplicate", "already_seen")
+    assert set(Trigger.objects.values_list("external_id", flat=True)) == {
+        "doc_comment:c2", "doc_comment:c1:r1b", "doc_comment:c1:r1c"}
+    # And the other way round: polled first, the webhook's redelivery is a duplicate.
+    answer = hook(client, "ev-3", "c1", "r1c", notice="add_reply", user="ou_alice")
+    assert answer.status_code == 200 and answer.json()["duplicate"] is True
+    assert Trigger.objects.count() == 3
+
+
+def test_a_failure_mid_poll_leaves_that_documents_cursor_where_it_was(lark, server):
+    before = cursor(lark)
+    # The first page of comments is read, then c1's reply list fails.
+    server.state.fail_next.append(
+        ("GET", r"/open-apis/drive/v1/files/doxA/comments/c1/replies", 500))
+    assert intake.poll(lark) == 1  # only doxB's comment
+    assert cursor(lark) == before
+    assert not Trigger.objects.filter(external_id__startswith="doc_comment:c").exists()
+    assert cursor(lark, "doc:sheet:doxB")["value"] == iso(T0 + 5)  # its own cursor moved
+    lark.refresh_from_db()
+    assert lark.health["last_error"]["reason"] == "doc_poll_failed"
+    assert intake.poll(lark) == 5  # the next poll takes it all
+    assert Trigger.objects.count() == 5 and cursor(lark)["value"] == iso(T0 + 40)
+
+
+def test_reading_a_document_never_moves_its_cursor(lark, server):
+    intake.poll(lark)
+    lark.refresh_from_db()
+    health = lark.health
+    server.state.lark_comments["doxA"][1]["replies"].append(
+        reply("r1d", "ou_bob", T0 + 50, "one more thing"))
+    plug = Lark(lark.config, lark.secrets)
+    trigger = Trigger.objects.get(external_id="doc_comment:c1")
+    context = plug.thread_context(trigger.thread.key, trigger.meta, None)
+    assert [c["text"] for c in context] == [f"please review @{BOT}", "and the summary",
+                                            "thanks", "one more thing"]
+    assert context[0]["at"] == iso(T0 + 10)
+    lark.refresh_from_db()
+    assert lark.health == health
+    assert intake.poll(lark) == 1  # the reply read above is still new to the poll
+    assert Trigger.objects.filter(external_id="doc_comment:c1:r1d").exists()
+
+
+def test_a_newly_watched_document_starts_from_now(lark, server):
+    lark.health = {}
+    lark.save()
+    assert intake.poll(lark) == 0
+    assert not Trigger.objects.exists()
+    start = datetime.fromisoformat(cursor(lark)["value"])
+    assert abs((datetime.now(UTC) - start).total_seconds()) < 60
+    assert intake.poll_all() == 0  # comments from before it was watched are not replayed
