@@ -19,7 +19,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from tickets import engine, policy_hooks
-from tickets.models import Delivery, Source
+from tickets.models import Delivery, Source, Thread
 from tickets.sources import plugin
 from tickets.sources.base import (
     MAX_BODY,
@@ -255,7 +255,10 @@ def send(source: Source, *, message_id: str, thread: str, text: str,
                                       text=body)
 
     ctx = Context(store_outgoing=store_outgoing)
-    return plug.send(Message(str(message_id), thread, text, reply_to), ctx)
+    # What the source learned about the thread (e.g. a commented document's type).
+    meta = Thread.objects.filter(source=source, key=thread).values_list("meta", flat=True)
+    return plug.send(Message(str(message_id), thread, text, reply_to,
+                             dict(meta.first() or {})), ctx)
 
 
 def open_pull_request(source: Source, *, repo: str, title: str, body: str, head: str,

@@ -1,7 +1,8 @@
 """Outbox handlers that speak through a source: relays to a ticket's thread and notices to
 a channel. The effect id is the message id, so a replay after a crash (send done, row not
 yet settled) sends nothing twice: GitHub comments carry it as a hidden marker, Lark
-requests as `uuid`, web chat stores it unique."""
+messages as `uuid`, Lark document comment replies as a short trailing tag, web chat stores
+it unique."""
 
 from __future__ import annotations
 

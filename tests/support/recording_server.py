@@ -4,7 +4,8 @@ open.feishu.cn. The real SDKs (PyGithub, lark-oapi) are pointed at it.
 It keeps just enough state to answer like the platform: GitHub issues and their comments,
 an App installation and its access token; Lark's tenant token and messages, deduplicated
 by the `uuid` request field as Lark does, document comments and their replies (paged as
-the drive v1 API pages them), and the long connection's endpoint discovery.
+the drive v1 API pages them; replies posted by the app are stored, with Lark's documented
+refusals), and the long connection's endpoint discovery.
 
 `hold(method, pattern)` stalls the answer to the next matching request after the server
 has applied it (a comment is stored), until the test releases it: a deterministic point at
@@ -53,6 +54,7 @@ class State:
     #   "user_id", "create_time" (s), "text", "mention"?}]}], oldest first
     lark_comments: dict = field(default_factory=dict)
     lark_page_size: int = 2  # comments per page, and replies shown inline per comment
+    lark_app_open_id: str = "ou_bot"  # the author of replies the app posts
     # What /callback/ws/endpoint answers (a fake long connection); "{app_id}" is filled in.
     lark_ws_url: str = ""
     next_id: int = 1000
@@ -253,6 +255,8 @@ class RecordingServer:
                          r.path)
         if m and r.method == "GET":
             return self._lark_comments(r, m.group(1), m.group(2))
+        if m and m.group(2) and r.method == "POST":
+            return self._lark_reply_create(r, m.group(1), m.group(2))
         if r.path == "/callback/ws/endpoint" and r.method == "POST":
             if not self.state.lark_ws_url or not (r.body or {}).get("AppSecret"):
                 return 200, {"code": 1000040344, "msg": "no credential"}
@@ -284,7 +288,7 @@ class RecordingServer:
             return 400, {"code": 99992402, "msg": "file_type is required"}
         comments = self.state.lark_comments.get(token)
         if comments is None:
-            return 404, {"code": 1069302, "msg": "file not found"}
+            return 400, {"code": 1069305, "msg": "docs not exist"}
         size = self.state.lark_page_size
         start = int((r.query.get("page_token") or ["0"])[0] or 0)
 
@@ -305,7 +309,7 @@ class RecordingServer:
         if comment_id is not None:
             found = next((c for c in comments if c["comment_id"] == comment_id), None)
             if found is None:
-                return 404, {"code": 1069303, "msg": "comment not found"}
+                return 404, {"code": 1069307, "msg": "not exist"}
             return 200, {"code": 0, "msg": "success",
                          "data": page([reply(x) for x in found["replies"]])}
         items = [{"comment_id": c["comment_id"], "user_id": c["replies"][0]["user_id"],
@@ -315,3 +319,35 @@ class RecordingServer:
                   "reply_list": {"replies": [reply(x) for x in c["replies"][:size]]}}
                  for c in comments]
         return 200, {"code": 0, "msg": "success", "data": page(items)}
+
+    def _lark_reply_create(self, r: Recorded, token: str, comment_id: str):
+        """POST …/comments/:id/replies: stores a reply by the app (the list then shows it).
+        Refused as Lark documents it (file-comment-reply/create): no such document 1069305,
+        no such comment 404 1069307, a whole-document comment (it takes no replies) or a bad
+        body 1069302 — text_run text over 10000 characters, or with a raw `<` or `>`."""
+        if r.headers.get("authorization") != "Bearer t-test":
+            return 401, {"code": 99991663, "msg": "invalid token"}
+        if not (r.query.get("file_type") or [""])[0]:
+            return 400, {"code": 1069302, "msg": "param error"}
+        comments = self.state.lark_comments.get(token)
+        if comments is None:
+            return 400, {"code": 1069305, "msg": "docs not exist"}
+        found = next((c for c in comments if c["comment_id"] == comment_id), None)
+        if found is None:
+            return 404, {"code": 1069307, "msg": "not exist"}
+        elements = ((r.body or {}).get("content") or {}).get("elements")
+        if found.get("is_whole") or not isinstance(elements, list) or not elements:
+            return 400, {"code": 1069302, "msg": "param error"}
+        texts = []
+        for el in elements:
+            text = (el.get("text_run") or {}).get("text") if el.get("type") == "text_run" else None
+            if not isinstance(text, str) or len(text) > 10000 or re.search(r"[<>]", text):
+                return 400, {"code": 1069302, "msg": "param error"}
+            texts.append(text)
+        at = int(time.time())
+        x = {"reply_id": f"r{self._id()}", "user_id": self.state.lark_app_open_id,
+             "create_time": at, "text": "".join(texts)}
+        found["replies"].append(x)
+        return 200, {"code": 0, "msg": "success", "data": {
+            "reply_id": x["reply_id"], "user_id": x["user_id"], "create_time": at,
+            "update_time": at, "content": {"elements": elements}}}

@@ -13,6 +13,8 @@ from tickets.sources.github import GitHub
 from tickets.sources.lark import (
     DocCursor,
     Lark,
+    comment_marker,
+    comment_parts,
     comment_trigger_id,
     decrypt,
     encrypt,
@@ -134,3 +136,17 @@ def test_a_document_cursor_takes_each_reply_once_even_within_one_second():
     assert [s[1] for s in steps] == [DocCursor(100, ("a", "b")), DocCursor(101, ("y",)),
                                      DocCursor(101, ("y", "z"))]
     assert steps[-1][1].newer([r("z", 101), r("y", 101, "b")]) == []
+
+
+def test_a_comment_reply_is_escaped_and_cut_into_parts_never_inside_an_escape():
+    assert comment_parts("  see <A1:A9>  ") == ["see &lt;A1:A9&gt;"]
+    assert comment_parts("ab\ncd\nef", limit=6) == ["ab\ncd", "ef"]  # after a line break
+    assert comment_parts("abcd<e", limit=6) == ["abcd", "&lt;e"]  # the escape stays whole
+    long = ("x" * 50 + "\n") * 300
+    parts = comment_parts(long)
+    assert len(parts) == 2 and all(len(p) <= 10_000 - 40 for p in parts)
+    assert "\n".join(parts) == long.strip()
+    marker = comment_marker("effect-12")
+    assert marker.startswith("[amux:") and marker == comment_marker("effect-12")
+    assert marker != comment_marker("effect-13")
+    assert comment_marker("effect-12", 1, 3) == marker[:-1] + " 2/3]"

@@ -4,7 +4,8 @@ Verification as the platform documents it: the verification token in the event h
 with an encrypt key, `X-Lark-Signature == sha256(timestamp + nonce + encrypt_key + body)`
 (plain SHA-256, compared in constant time, timestamp within a freshness window) and an
 AES-256-CBC body keyed by sha256(encrypt_key). Mentions are matched by the bot's open_id,
-never by display name. Thread = the message's root thread, else the chat.
+never by display name. Thread = the message's root thread, else the chat; for a document
+comment `doc:<file_token>:<comment_id>`, answered by a reply on that comment.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ log = logging.getLogger(__name__)
 
 # Lark error codes meaning the message can never be delivered there (docs, reply.md).
 GONE_CODES = {230002, 230011}  # the bot is not in the chat; the message was withdrawn
+# Document comment replies (drive v1, docs file-comment-reply/create): codes that no retry
+# will change — param error (also reported for a reply to a whole-document comment, which
+# takes none), no permission, document deleted / not there, content refused, limit reached,
+# comment not there. 1069301 "fail", 1069399 "internal error", rate limits and 5xx retry.
+COMMENT_GONE_CODES = {1069302, 1069303, 1069304, 1069305, 1069306, 1069307, 1069308}
+COMMENT_TEXT_LIMIT = 10_000  # characters of one text_run (docs); longer replies are split
 DOC_TYPES = ("doc", "docx", "sheet", "bitable", "slides", "file")
 COMMENT_EVENT = "drive.notice.comment_add_v1"
 
@@ -244,6 +251,8 @@ class Lark(SourceKind):
             meta={"scope": "doc_comment", "file_token": _s(meta.get("file_token")),
                   "file_type": _s(meta.get("file_type")), "comment_id": comment,
                   "reply_id": reply},
+            # The thread key names no file type, which replies need: kept on the thread.
+            facts={"file_type": _s(meta.get("file_type"))} if meta.get("file_type") else {},
         )
 
     def scope(self, meta):
@@ -276,7 +285,10 @@ class Lark(SourceKind):
 
     def send(self, message: Message, ctx: Context) -> SendResult:
         """Reply into the thread once per message id: Lark's `uuid` request field is the
-        idempotency key, so a replay after a crash creates no second message."""
+        idempotency key, so a replay after a crash creates no second message. A document
+        comment thread (`doc:…`) is answered by a reply on that comment."""
+        if message.thread.startswith("doc:"):
+            return self._send_comment_reply(message)
         from lark_oapi.api.im.v1 import (
             CreateMessageRequest,
             CreateMessageRequestBody,
@@ -316,6 +328,68 @@ class Lark(SourceKind):
             return SendResult.GONE
         log.warning("lark send %s: code %s", message.id, resp.code)
         return SendResult.RETRY
+
+    def _send_comment_reply(self, message: Message) -> SendResult:
+        """Reply on the document comment, once per message id. The comment reply API has no
+        idempotency key, so every reply ends with a marker derived from the message id and
+        a send first reads the comment's replies: one by the bot carrying the marker means
+        a previous attempt got through (a crash between send and commit) and nothing is
+        posted again. A text longer than one reply allows goes out in parts, each with its
+        own marker, so a replay posts only the parts still missing."""
+        from lark_oapi.api.drive.v1 import (
+            CreateFileCommentReplyRequest,
+            CreateFileCommentReplyRequestBody,
+            ReplyContent,
+            ReplyElement,
+            TextRun,
+        )
+
+        try:
+            _, token, comment = message.thread.split(":", 2)
+        except ValueError:
+            return SendResult.GONE
+        if not token or not comment:
+            return SendResult.GONE
+        file_type = self._doc_file_type(token, message.meta)
+        parts = comment_parts(message.text)
+        markers = [comment_marker(message.id, i, len(parts)) for i in range(len(parts))]
+        bot = self.config.get("bot_open_id") or ""
+        try:
+            client = self.client()
+            posted = {m for r in self._comment_replies(client, file_type, token, comment)
+                      if not bot or r["user_id"] == bot for m in markers if m in r["text"]}
+            for part, marker in zip(parts, markers, strict=True):
+                if marker in posted:
+                    continue
+                text = f"{part}\n{marker}" if part else marker
+                element = (ReplyElement.builder().type("text_run")
+                           .text_run(TextRun.builder().text(text).build()).build())
+                req = (CreateFileCommentReplyRequest.builder().file_token(token)
+                       .comment_id(comment).file_type(file_type).user_id_type("open_id")
+                       .request_body(CreateFileCommentReplyRequestBody.builder().content(
+                           ReplyContent.builder().elements([element]).build()).build())
+                       .build())
+                resp = client.drive.v1.file_comment_reply.create(req)
+                if not resp.success():
+                    raise LarkApiError("file comment reply create", resp)
+        except LarkApiError as exc:
+            log.warning("lark comment reply %s: code %s (HTTP %s)", message.id, exc.code,
+                        exc.status)
+            return SendResult.GONE if exc.code in COMMENT_GONE_CODES else SendResult.RETRY
+        except Exception:
+            log.warning("lark comment reply %s failed", message.id, exc_info=True)
+            return SendResult.RETRY
+        return SendResult.SENT
+
+    def _doc_file_type(self, token: str, meta: dict) -> str:
+        """The document's type, which every comment API needs: the thread's (taken from its
+        events), else the watched document's, else docx (the common case)."""
+        if (meta or {}).get("file_type") in DOC_TYPES:
+            return meta["file_type"]
+        for file_type, watched in self.documents():
+            if watched == token:
+                return file_type
+        return "docx"
 
     def thread_context(self, thread, meta, ctx, limit=20):
         """The latest messages of the topic thread (or the chat), oldest first; for a
@@ -397,7 +471,7 @@ class Lark(SourceKind):
                 builder = builder.page_token(page_token)
             resp = client.drive.v1.file_comment_reply.list(builder.build())
             if not resp.success():
-                raise RuntimeError(f"lark file comment reply list: code {resp.code}")
+                raise LarkApiError("file comment reply list", resp)
             data = resp.data
             out += [_reply(comment, r, not out and i == 0)
                     for i, r in enumerate((data.items if data else None) or []) if r.reply_id]
@@ -429,6 +503,44 @@ class Lark(SourceKind):
                     "event": event}
             steps.append((self.envelope(delivery, COMMENT_EVENT, body), after))
         return steps
+
+
+class LarkApiError(RuntimeError):
+    """A Lark API call answered with a non-zero code (`status` is the HTTP status)."""
+
+    def __init__(self, what: str, resp):
+        self.code = resp.code
+        self.status = resp.raw.status_code if resp.raw is not None else None
+        super().__init__(f"lark {what}: code {resp.code}")
+
+
+def comment_marker(message_id: str, part: int = 0, parts: int = 1) -> str:
+    """The tag that ends each reply amux posts on a document comment, e.g. `[amux:3f9a1c2b7e]`
+    (`[amux:3f9a1c2b7e 2/3]` for a part): how a replay recognises its own earlier reply,
+    since the reply API has no idempotency key. A hash of the message id, not the id itself
+    (effect ids mean nothing to readers), short and trailing so it reads as a signature.
+    Plain ASCII text on purpose: GitHub's hidden HTML comment is not possible (reply text
+    may not carry `<` or `>`), and invisible zero-width characters might be stripped by
+    Lark, which would silently break exactly-once; brackets, letters and digits are kept
+    as typed and never become a link, a mention or markup."""
+    tag = hashlib.sha256(message_id.encode()).hexdigest()[:10]
+    return f"[amux:{tag}]" if parts == 1 else f"[amux:{tag} {part + 1}/{parts}]"
+
+
+def comment_parts(text: str, limit: int = COMMENT_TEXT_LIMIT - 40) -> list[str]:
+    """The reply text as it is sent: `<` and `>` escaped (Lark rejects them raw in comment
+    text), cut into parts of at most `limit` characters (room is left for the marker),
+    preferably after a line break and never inside an escape."""
+    rest = text.strip().replace("<", "&lt;").replace(">", "&gt;")
+    parts = []
+    while len(rest) > limit:
+        cut = rest.rfind("\n", limit // 2, limit) + 1 or limit
+        amp = rest.rfind("&", cut - 3, cut)
+        if amp != -1 and rest[amp:amp + 4] in ("&lt;", "&gt;"):
+            cut = amp
+        parts.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip("\n")
+    return parts + [rest]
 
 
 def comment_trigger_id(comment: str, reply: str, notice_type: str = "") -> str:
