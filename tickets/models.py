@@ -43,7 +43,9 @@ class Source(models.Model):
 class Delivery(models.Model):
     """One verified webhook delivery, stored raw before any processing (intake)."""
 
-    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="deliveries")
+    # no index of its own: the unique constraint below leads with source
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="deliveries",
+                               db_index=False)
     delivery_id = models.CharField(max_length=200)
     event = models.CharField(max_length=100, blank=True)
     mailbox = models.CharField(max_length=400, blank=True, help_text="<source>:<thread>")
@@ -73,7 +75,9 @@ class Delivery(models.Model):
 class Thread(models.Model):
     """One conversation in a source: an issue or PR, a Lark thread or chat."""
 
-    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="threads")
+    # no index of its own: the unique constraint below leads with source
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="threads",
+                               db_index=False)
     key = models.CharField(max_length=300)
     title = models.CharField(max_length=300, blank=True)
     url = models.URLField(max_length=500, blank=True)
@@ -103,7 +107,9 @@ class Strength(models.TextChoices):
 class Trigger(models.Model):
     """One event the policy looked at, with the gate's decision and one content-free reason."""
 
-    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="triggers")
+    # no index of its own: the unique constraint below leads with source
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="triggers",
+                               db_index=False)
     thread = models.ForeignKey(Thread, on_delete=models.PROTECT, related_name="triggers")
     external_id = models.CharField(max_length=300)
     scope = models.CharField(max_length=40)
