@@ -2,24 +2,44 @@
 server at /mcp (and /mcp/) with its ASGI lifespan."""
 
 import os
+from importlib import import_module
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "amux_site.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.auth import AuthMiddleware  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.sessions import CookieMiddleware  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from amux_site.routing import websocket_urlpatterns  # noqa: E402
 from tickets.tools.mcp_server import McpApp, is_mcp_path  # noqa: E402
+
+
+class ReadOnlySessionMiddleware:
+    """The login session for websockets, read only. Channels' SessionMiddleware also wraps
+    ``send`` to save a changed session on HTTP responses, which costs every websocket frame
+    a few lazy-object lookups and never applies here: a websocket does not change the
+    session."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.store = import_module(settings.SESSION_ENGINE).SessionStore
+
+    async def __call__(self, scope, receive, send):
+        session = self.store(scope["cookies"].get(settings.SESSION_COOKIE_NAME))
+        return await self.inner({**scope, "session": session}, receive, send)
+
 
 channels_app = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            CookieMiddleware(ReadOnlySessionMiddleware(
+                AuthMiddleware(URLRouter(websocket_urlpatterns))))
         ),
     }
 )

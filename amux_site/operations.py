@@ -20,6 +20,13 @@ import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
+# How the web process serves websockets (`amux run`, the tests' live server, the benches).
+# The timeline sends every event to every attached client, so what counts is the CPU per
+# frame per client: websockets' Sans-I/O implementation, and no permessage-deflate — its
+# compression context is per connection, so each small frame would be compressed once per
+# client (a third of the fan-out's CPU), to save a few hundred bytes.
+UVICORN_WS_ARGS = ("--ws", "websockets-sansio", "--ws-per-message-deflate", "false")
+
 # Exit codes of `amux status` (CONTRACT.md).
 HEALTHY, DOWN, DEGRADED, STOPPED = 0, 1, 2, 3
 

@@ -11,16 +11,20 @@ class AgentSessionsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        # The timeline fans out through Redis pub/sub: one PUBLISH per event, delivered once
-        # per process and dispatched in memory to that process's websocket consumers. Lost
-        # messages are harmless: the stored timeline is replayed on (re)connect and gaps are
-        # filled from the database.
+        # The timeline fans out through Redis pub/sub: one PUBLISH per event, received once
+        # per process and session (sessions.fanout) and handed in memory to that process's
+        # websocket consumers. Lost messages are harmless: the stored timeline is replayed on
+        # (re)connect and gaps are filled from the database. Pub/sub channels are not
+        # scoped to a Redis database, so their names carry its number: two installations
+        # on one Redis server with different databases never see each other's events.
         from django.conf import settings
+        from redis.connection import parse_url
 
         layers = settings.CHANNEL_LAYERS
         if TIMELINE_LAYER not in layers and "default" in layers:
             hosts = layers["default"].get("CONFIG", {}).get("hosts") or [settings.REDIS_URL]
+            db = parse_url(settings.REDIS_URL).get("db", 0)
             layers[TIMELINE_LAYER] = {
                 "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {"hosts": hosts},
+                "CONFIG": {"hosts": hosts, "prefix": f"amux-db{db}"},
             }

@@ -1,15 +1,19 @@
 """WS /ws/sessions/<id>/timeline?after=<seq>: the canonical timeline, live and resumable.
 
-The consumer joins the session's group before it reads the database, sends a snapshot (the
-session's state and the events after ``after``), then forwards published events. It tracks
-the last sequence it sent: anything at or below it is dropped (no duplicate), and a jump
-ahead is filled from the database first (no gap). ``format=html`` sends htmx out-of-band
-fragments for the panel instead of JSON.
+The consumer subscribes to the session's published events (through this process's feed,
+``sessions.fanout``) before it reads the database, sends a snapshot (the session's state and
+the events after ``after``), then forwards published events from its own writer task. It
+tracks the last sequence it sent: anything at or below it is dropped (no duplicate), and a
+jump ahead is filled from the database first (no gap). ``format=html`` sends htmx
+out-of-band fragments for the panel instead of JSON.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -17,9 +21,14 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 
-from sessions import timeline
-from sessions.apps import TIMELINE_LAYER
+from sessions import fanout, timeline
 from sessions.models import Session
+
+log = logging.getLogger(__name__)
+
+# Published batches a client may have waiting. Beyond that it is behind: further batches are
+# dropped, and once it has sent what it holds it catches up from the database.
+INBOX_LIMIT = 1000
 
 
 def _session_state(session_id: int) -> dict[str, Any] | None:
@@ -40,12 +49,13 @@ def _token_user(key: str) -> Any:
     return token.user if token and token.user.is_active else None
 
 
-def render_event(event: dict[str, Any], session_id: int) -> str:
-    return render_to_string("sessions/_event.html", {"e": event, "sid": session_id})
-
 
 class TimelineConsumer(AsyncWebsocketConsumer):
-    channel_layer_alias = TIMELINE_LAYER
+    # No channel per consumer: this process's feed for the session is the subscription.
+    channel_layer_alias = None
+    hub: fanout.Hub | None = None
+    writer: asyncio.Task[None] | None = None
+
     async def connect(self) -> None:
         self.session_id = int(self.scope["url_route"]["kwargs"]["pk"])
         query = parse_qs(self.scope.get("query_string", b"").decode())
@@ -60,11 +70,13 @@ class TimelineConsumer(AsyncWebsocketConsumer):
         if not (user and user.is_authenticated):
             await self.close(code=4401)
             return
-        self.group = timeline.group_name(self.session_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.inbox: asyncio.Queue[list[fanout.Frame]] = asyncio.Queue(INBOX_LIMIT)
+        self.behind = False
+        self.hub = fanout.hub()
+        await self.hub.join(self.session_id, self)  # before reading: nothing falls between
         state = await database_sync_to_async(_session_state)(self.session_id)
         if state is None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self._leave()
             await self.close(code=4404)
             return
         await self.accept()
@@ -75,34 +87,64 @@ class TimelineConsumer(AsyncWebsocketConsumer):
                                                        {"s": state}))
         else:
             await self.send(text_data=json.dumps({"type": "snapshot", "session": state}))
-        await self._send(events)
+        await self._send(fanout.frames(self.session_id, events))
+        self.writer = asyncio.ensure_future(self._write())
 
     async def disconnect(self, code: int) -> None:
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.writer is not None:
+            self.writer.cancel()  # it stops at its next await; nothing of it to wait for
+        await self._leave()
+
+    async def _leave(self) -> None:
+        if self.hub is not None:
+            hub, self.hub = self.hub, None
+            await hub.leave(self.session_id, self)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
         return  # commands go through the REST API and the panel forms
 
-    async def timeline_events(self, message: dict[str, Any]) -> None:
-        events = message["events"]
-        for event, text in zip(events, message.get("json") or [], strict=False):
-            event["_json"] = text
-        events = [e for e in events if e["seq"] > self.last]
-        if not events:
-            return
-        if events[0]["seq"] != self.last + 1:
-            missing = await database_sync_to_async(timeline.events_after)(
-                self.session_id, self.last, events[0]["seq"] - self.last - 1)
-            events = [*missing, *events]
-        await self._send(events)
+    def offer(self, batch: list[fanout.Frame]) -> None:
+        """A published batch, from this process's feed (synchronous: never blocks the feed)."""
+        try:
+            self.inbox.put_nowait(batch)
+        except asyncio.QueueFull:
+            self.behind = True
 
-    async def _send(self, events: list[dict[str, Any]]) -> None:
-        for event in events:
-            if event["seq"] <= self.last:
+    async def _write(self) -> None:
+        try:
+            while True:
+                await self._forward(await self.inbox.get())
+                if self.behind and self.inbox.empty():
+                    self.behind = False
+                    await self._fill(None)
+        except asyncio.CancelledError:
+            raise
+        except OSError:  # the client went away (uvicorn's ClientDisconnected)
+            return
+        except Exception:
+            log.warning("timeline writer of session %s failed", self.session_id,
+                        exc_info=True)
+            with contextlib.suppress(Exception):  # the client reconnects and replays
+                await self.close(code=1013)
+
+    async def _forward(self, batch: list[fanout.Frame]) -> None:
+        batch = [f for f in batch if f.seq > self.last]
+        if not batch:
+            return
+        if batch[0].seq != self.last + 1:
+            await self._fill(batch[0].seq - self.last - 1)
+        await self._send(batch)
+
+    async def _fill(self, limit: int | None) -> None:
+        """Send what the database holds after the last sent event (up to ``limit``)."""
+        missing = await database_sync_to_async(timeline.events_after)(
+            self.session_id, self.last, limit)
+        await self._send(fanout.frames(self.session_id, missing))
+
+    async def _send(self, batch: list[fanout.Frame]) -> None:
+        for frame in batch:
+            if frame.seq <= self.last:
                 continue
-            if self.html:
-                await self.send(text_data=render_event(event, self.session_id))
-            else:  # serialised once by the publisher, not once per client
-                await self.send(text_data=event.get("_json") or json.dumps(event))
-            self.last = event["seq"]
+            text = frame.html() if self.html else frame.json()
+            await self.base_send({"type": "websocket.send", "text": text})
+            self.last = frame.seq

@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from amux_site.operations import UVICORN_WS_ARGS
 from tests.support.workers import ROOT
 
 
@@ -26,6 +27,7 @@ def free_port() -> int:
 class AsgiServer:
     def __init__(self, env: dict[str, str], log: Path | None = None, workers: int = 1,
                  port: int | None = None):
+        self.ws_args = UVICORN_WS_ARGS  # as `amux run` serves them
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}"
@@ -34,7 +36,7 @@ class AsgiServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "amux_site.asgi:application", "--host",
              "127.0.0.1", "--port", str(self.port), "--lifespan", "off", "--log-level",
-             "warning", "--ws", "websockets-sansio", "--workers", str(workers)],
+             "warning", *self.ws_args, "--workers", str(workers)],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 60

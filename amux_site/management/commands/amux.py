@@ -159,7 +159,8 @@ class Command(BaseCommand):
         manager.add_process(
             "web",
             f"exec {python} -m uvicorn amux_site.asgi:application --host 127.0.0.1 "
-            f"--port {port} --ws websockets-sansio --lifespan on --no-access-log",
+            f"--port {port} {shlex.join(operations.UVICORN_WS_ARGS)} --lifespan on "
+            "--no-access-log",
             env=env, cwd=cwd,
         )
         manager.add_process(

@@ -136,3 +136,124 @@ def test_anonymous_and_unknown_sessions_are_refused(openai_provider, session_dir
         assert await refused(f"{server.ws_url}/ws/sessions/999999/timeline?token={token}")
 
     run_async(main())
+
+
+# --------------------------------------------------------------- fan-out in one process
+def _group_subscribers(session_id: int) -> int:
+    """Redis subscriptions to the session's timeline group, over every process."""
+    import redis
+    from django.conf import settings
+
+    from sessions.apps import TIMELINE_LAYER
+
+    prefix = settings.CHANNEL_LAYERS[TIMELINE_LAYER]["CONFIG"]["prefix"]
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        name = f"{prefix}__group__{timeline.group_name(session_id)}"
+        return dict(client.pubsub_numsub(name))[name.encode()]
+    finally:
+        client.close()
+
+
+def test_a_process_subscribes_once_per_session_and_unsubscribes_after_its_last_client(
+        openai_provider, session_dirs, token, server):
+    sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
+
+    async def main():
+        clients = [(await _connect(server, sid, token))[0] for _ in range(3)]
+        for comm in clients:
+            assert [e["seq"] for e in await _receive(comm, 1)] == [1]
+        await database_sync_to_async(_note)(sid, 1)
+        for comm in clients:
+            assert [e["seq"] for e in await _receive(comm, 1)] == [2]
+        assert await database_sync_to_async(_group_subscribers)(sid) == 1
+        for comm in clients:
+            await comm.close()
+        for _ in range(250):  # the server unsubscribes once it has seen the last close
+            if await database_sync_to_async(_group_subscribers)(sid) == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert await database_sync_to_async(_group_subscribers)(sid) == 0
+        # a later client subscribes again
+        comm, _ = await _connect(server, sid, token, after=2)
+        await database_sync_to_async(_note)(sid, 1, "later")
+        assert [e["seq"] for e in await _receive(comm, 1)] == [3]
+        await comm.close()
+
+    run_async(main())
+
+
+def test_another_redis_database_s_timeline_is_not_received(openai_provider, session_dirs,
+                                                           token, server):
+    """Pub/sub ignores Redis database numbers: an installation on another database of the
+    same server publishes under its own prefix, and this one's clients do not see it."""
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+    from django.conf import settings
+
+    sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
+    other = RedisPubSubChannelLayer(hosts=[settings.REDIS_URL], prefix="amux-db99")
+    foreign = {"seq": 2, "turn": None, "type": "error", "payload": {"code": "foreign"},
+               "at": "2026-01-01T00:00:00+00:00"}
+
+    async def main():
+        comm, _ = await _connect(server, sid, token)
+        assert [e["seq"] for e in await _receive(comm, 1)] == [1]
+        await other.group_send(timeline.group_name(sid), timeline.group_message([foreign]))
+        assert await _nothing(comm)
+        await database_sync_to_async(_note)(sid, 1, "ours")
+        got = await _receive(comm, 1)
+        assert got[0]["seq"] == 2 and got[0]["payload"]["code"] == "ours0"
+        await comm.close()
+        await other.flush()
+
+    run_async(main())
+
+
+def test_a_client_far_behind_is_caught_up_from_the_database(openai_provider, session_dirs,
+                                                            token, monkeypatch):
+    """More published batches than a client's queue holds while it is not reading: the
+    queue's overflow is dropped and the client gets the rest from the database — each event
+    once, in order."""
+    from asgiref.testing import ApplicationCommunicator
+
+    from amux_site.asgi import channels_app
+    from sessions import consumers, fanout
+
+    monkeypatch.setattr(consumers, "INBOX_LIMIT", 2)
+    sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
+
+    def store_quietly(n):
+        with transaction.atomic():
+            writer = timeline.Writer(Session.objects.select_for_update().get(pk=sid))
+            for i in range(n):
+                writer.append("error", {"code": f"quiet{i}"})
+            writer.flush()
+            return list(writer.published)
+
+    async def main():
+        path = f"/ws/sessions/{sid}/timeline"
+        comm = ApplicationCommunicator(channels_app, {
+            "type": "websocket", "path": path, "raw_path": path.encode(),
+            "query_string": f"after=0&token={token}".encode(), "scheme": "ws",
+            "headers": [(b"host", b"127.0.0.1"), (b"origin", b"http://127.0.0.1")],
+            "subprotocols": [], "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)})
+        await comm.send_input({"type": "websocket.connect"})
+        assert (await comm.receive_output(10))["type"] == "websocket.accept"
+
+        async def seqs(n):
+            return [json.loads((await comm.receive_output(10))["text"])["seq"]
+                    for _ in range(n)]
+
+        assert json.loads((await comm.receive_output(10))["text"])["type"] == "snapshot"
+        assert await seqs(1) == [1]
+        stored = await database_sync_to_async(store_quietly)(5)
+        (client,) = fanout.hub().feeds[sid].subscribers
+        for event in stored:  # the feed hands over five batches before the client runs
+            client.offer(fanout.frames(sid, [event]))
+        assert await seqs(5) == [2, 3, 4, 5, 6]
+        assert await comm.receive_nothing(0.3)
+        await comm.send_input({"type": "websocket.disconnect", "code": 1000})
+        await comm.wait(10)
+        assert sid not in fanout.hub().feeds
+
+    run_async(main())
