@@ -18,6 +18,7 @@ from tests.support.runtimes import (
     assert_no_leak,
     collect,
     make_config,
+    one_turn,
     run_async,
     terminals,
 )
@@ -66,15 +67,7 @@ def test_without_the_setting_pi_keeps_its_own_foreground_bash(tmp_path, model_se
     assert cfg.background_shell_after is None
     model_server.script(ToolCall("sleep 6; echo done > out.txt"), Text("Finished."))
 
-    async def main():
-        adapter = adapter_for("pi", cfg)
-        try:
-            await adapter.start()
-            return adapter, await collect(adapter, "run it")
-        finally:
-            await adapter.close()
-
-    adapter, events = run_async(main())
+    adapter, events = one_turn("pi", cfg, "run it")
     assert [e.type for e in terminals(events)] == ["turn.completed"]
     assert (cfg.workdir / "out.txt").read_text() == "done\n"  # the turn waited for it
     result = next(e for e in events if isinstance(e, ToolCompleted))

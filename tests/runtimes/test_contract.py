@@ -19,6 +19,7 @@ from tests.support.runtimes import (
     assert_no_leak,
     collect,
     make_config,
+    one_turn,
     run_async,
     terminals,
     types,
@@ -179,15 +180,7 @@ def test_repeated_identical_tool_call_fails_the_turn_at_the_limit(runtime, tmp_p
                       watchdog=WatchdogConfig(repeat_tool_call_limit=3))
     model_server.script(*[ToolCall("echo again >> loop.txt") for _ in range(12)])
 
-    async def main():
-        adapter = adapter_for(runtime, cfg)
-        try:
-            await adapter.start()
-            return adapter, await collect(adapter, "loop forever")
-        finally:
-            await adapter.close()
-
-    adapter, events = run_async(main())
+    adapter, events = one_turn(runtime, cfg, "loop forever")
     terms = terminals(events)
     assert [e.type for e in terms] == ["turn.failed"]
     assert terms[0].code == "repeat_tool_loop"
@@ -201,15 +194,7 @@ def test_minimal_environment_plus_the_callers_extra_env(runtime, tmp_path, model
                                  "HOME": "/should/not/win", "OPENAI_API_KEY": "leak"})
     model_server.script(ToolCall("env > env.txt"), Text("done"))
 
-    async def main():
-        adapter = adapter_for(runtime, cfg)
-        try:
-            await adapter.start()
-            return adapter, await collect(adapter, "dump the environment")
-        finally:
-            await adapter.close()
-
-    adapter, events = run_async(main())
+    adapter, events = one_turn(runtime, cfg, "dump the environment")
     env = dict(line.split("=", 1) for line in
                (cfg.workdir / "env.txt").read_text().splitlines() if "=" in line)
     assert env["AMUX_API_URL"] == "http://127.0.0.1:1/api/v1"

@@ -84,3 +84,18 @@ def run_async(coro):
     if "error" in result:
         raise result["error"]
     return result.get("value")
+
+
+def one_turn(runtime: str, config: RuntimeConfig, text: str
+             ) -> tuple[RuntimeAdapter, list[Event]]:
+    """Start a runtime, run one turn, close it: the adapter (for its tag) and the events."""
+
+    async def main():
+        adapter = adapter_for(runtime, config)
+        try:
+            await adapter.start()
+            return adapter, await collect(adapter, text)
+        finally:
+            await adapter.close()
+
+    return run_async(main())
