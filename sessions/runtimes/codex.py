@@ -134,6 +134,7 @@ class CodexAdapter(RuntimeAdapter):
         self._thread_id: str | None = None
         self.init_result: dict[str, Any] | None = None
         self._early: list[dict[str, Any]] = []
+        self._open_tools: dict[str, None] = {}  # tool items started and not completed
 
     # -------------------------------------------------------------- class API
     @classmethod
@@ -230,6 +231,7 @@ class CodexAdapter(RuntimeAdapter):
         if self.config.effort:
             params["effort"] = self.config.effort
         self._early = []
+        self._open_tools = {}
         result = await self._call("turn/start", params)
         self._turn_id = result["turn"]["id"]
         early, self._early = self._early, []
@@ -276,6 +278,7 @@ class CodexAdapter(RuntimeAdapter):
         elif method == "item/started" and itype in ("commandExecution", "fileChange",
                                                     "mcpToolCall", "dynamicToolCall",
                                                     "webSearch"):
+            self._open_tools[item.get("id", "")] = None
             self.emit(self._tool_started(item))
         elif method == "item/commandExecution/outputDelta":
             self.emit(ToolUpdated(call_id=params.get("itemId", ""), status="in_progress",
@@ -290,6 +293,7 @@ class CodexAdapter(RuntimeAdapter):
             elif itype in ("commandExecution", "fileChange", "mcpToolCall", "dynamicToolCall",
                            "webSearch"):
                 status = item.get("status") or "completed"
+                self._open_tools.pop(item.get("id", ""), None)
                 self.emit(ToolCompleted(
                     call_id=item.get("id", ""),
                     status={"completed": "completed", "failed": "failed",
@@ -305,6 +309,13 @@ class CodexAdapter(RuntimeAdapter):
             turn = params.get("turn") or {}
             status = turn.get("status")
             if status == "completed":
+                # A command exec_command left running (it yielded to the model) completes
+                # only when it exits, usually after the turn: say so rather than leave it
+                # looking stuck in the timeline.
+                for call_id in self._open_tools:
+                    self.emit(ToolUpdated(call_id=call_id, status="background",
+                                          output="still running in the background"))
+                self._open_tools.clear()
                 self.emit(TurnCompleted(stop_reason="end_turn"))
             elif status == "interrupted":
                 self.emit(TurnCancelled(reason="interrupted"))

@@ -1,7 +1,8 @@
 """`background_shell_after` (the ticket worker's profile) per runtime, against the scripted
 model server: Claude Code moves a slow Bash command to the background at its default
 timeout; without the setting Pi runs it in the foreground to the end, as before. (Pi with
-the setting: tests/e2e/tickets/test_worker_background_shell.py.)"""
+the setting: tests/e2e/tickets/test_worker_background_shell.py.) Codex has no such setting;
+its yielded command is marked as running in the background when the turn ends."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 
 import pytest
 
-from sessions.runtimes.events import ToolCompleted, ToolStarted
+from sessions.runtimes.events import ToolCompleted, ToolStarted, ToolUpdated
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import (
@@ -75,4 +76,25 @@ def test_without_the_setting_pi_keeps_its_own_foreground_bash(tmp_path, model_se
     bash = next(t for t in model_server.tool_requests()[0].body["tools"]
                 if t["function"]["name"] == "bash")
     assert "background" not in bash["function"]["description"]
+    assert_no_leak([adapter.tag])
+
+
+def test_a_codex_command_left_running_is_marked_background_when_the_turn_ends(
+        tmp_path, model_server):
+    """Codex's exec_command yields to the model after `yield_time_ms` and keeps the command
+    running; its completion comes only when it exits. The turn's timeline says it went on
+    in the background instead of leaving the call looking stuck."""
+    require_runtime("codex")
+    cfg = make_config("codex", tmp_path, model_server.base_url)
+    model_server.script(ToolCall("sleep 4; echo done > out.txt", extra={"yield_time_ms": 500}),
+                        Text("It runs on."))
+
+    adapter, events = one_turn("codex", cfg, "run the slow thing")
+    assert [e.type for e in terminals(events)] == ["turn.completed"]
+    started = next(e for e in events if isinstance(e, ToolStarted))
+    assert not any(isinstance(e, ToolCompleted) and e.call_id == started.call_id
+                   for e in events)
+    marked = [e for e in events if isinstance(e, ToolUpdated) and e.status == "background"]
+    assert [e.call_id for e in marked] == [started.call_id]
+    assert events.index(marked[0]) < events.index(terminals(events)[0])
     assert_no_leak([adapter.tag])
