@@ -210,7 +210,7 @@ def test_another_redis_database_s_timeline_is_not_received(openai_provider, sess
 
 
 def test_a_client_far_behind_is_caught_up_from_the_database(openai_provider, session_dirs,
-                                                            token, monkeypatch):
+                                                            token):
     """More published batches than a client's queue holds while it is not reading: the
     queue's overflow is dropped and the client gets the rest from the database — each event
     once, in order."""
@@ -219,7 +219,7 @@ def test_a_client_far_behind_is_caught_up_from_the_database(openai_provider, ses
     from amux_site.asgi import channels_app
     from sessions import consumers, fanout
 
-    monkeypatch.setattr(consumers, "INBOX_LIMIT", 2)
+    overflow = consumers.INBOX_LIMIT + 3  # the real limit, overrun by three batches
     sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
 
     def store_quietly(n):
@@ -246,11 +246,11 @@ def test_a_client_far_behind_is_caught_up_from_the_database(openai_provider, ses
 
         assert json.loads((await comm.receive_output(10))["text"])["type"] == "snapshot"
         assert await seqs(1) == [1]
-        stored = await database_sync_to_async(store_quietly)(5)
+        stored = await database_sync_to_async(store_quietly)(overflow)
         (client,) = fanout.hub().feeds[sid].subscribers
-        for event in stored:  # the feed hands over five batches before the client runs
+        for event in stored:  # the feed hands over every batch before the client runs
             client.offer(fanout.frames(sid, [event]))
-        assert await seqs(5) == [2, 3, 4, 5, 6]
+        assert await seqs(overflow) == list(range(2, overflow + 2))
         assert await comm.receive_nothing(0.3)
         await comm.send_input({"type": "websocket.disconnect", "code": 1000})
         await comm.wait(10)
