@@ -298,11 +298,8 @@ def poll_all() -> int:
     """Poll every enabled source that catches up by polling; one failing source never
     stops the others (its error is kept in its health)."""
     total = 0
-    for source in Source.objects.filter(enabled=True, kind__in=("github", "lark")):
-        if source.kind == "github" and not source.config.get("poll", True):
-            continue
-        if source.kind == "lark" and not (source.config.get("doc_comments")
-                                          and source.config.get("documents")):
+    for source in Source.objects.filter(enabled=True):
+        if not plugin(source.kind, source.config, source.secrets).catches_up():
             continue
         try:
             total += poll(source)

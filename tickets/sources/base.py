@@ -213,6 +213,11 @@ class SourceKind:
         self.config = self.defaults() | (config or {})
         self.secrets = dict(secrets or {})
 
+    def catches_up(self) -> bool:
+        """Does this source poll its platform to catch up on what its receiver missed
+        (the periodic source-poll task asks)? None of the base kind's do."""
+        return False
+
     # -- 1. schema -------------------------------------------------------------------
     @classmethod
     def defaults(cls) -> dict:

@@ -332,6 +332,9 @@ class GitHub(SourceKind):
                  "at": _iso(c.created_at)} for c in comments]
         return out
 
+    def catches_up(self) -> bool:
+        return bool(self.config.get("poll", True))
+
     def poll(self, cursor: str | None) -> tuple[list[Envelope], str | None]:
         """Catch-up after downtime: issues, PRs and comments updated since `cursor`,
         as webhook-shaped envelopes (ids `poll:…`; triggers dedupe on GitHub's own ids).

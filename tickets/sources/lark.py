@@ -419,6 +419,9 @@ class Lark(SourceKind):
         return out
 
     # -- document comments: catch-up polling ------------------------------------------------
+    def catches_up(self) -> bool:
+        return bool(self.config.get("doc_comments")) and bool(self.documents())
+
     def documents(self) -> list[tuple[str, str]]:
         """The watched documents as (file_type, file_token)."""
         out = []
