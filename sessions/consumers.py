@@ -32,7 +32,8 @@ INBOX_LIMIT = 1000
 
 
 def _session_state(session_id: int) -> dict[str, Any] | None:
-    s = Session.objects.filter(pk=session_id).select_related("provider").first()
+    s = (Session.objects.filter(pk=session_id).select_related("provider")
+         .defer("provider__secrets").first())  # the timeline never needs the key
     if s is None:
         return None
     return {"id": s.pk, "name": s.name, "runtime": s.runtime, "model": s.model,

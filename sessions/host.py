@@ -35,7 +35,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions import control, services, timeline
-from sessions.apps import TIMELINE_LAYER
 from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
 from sessions.runtimes import TurnInput, errors, get_adapter
 from sessions.runtimes.base import RuntimeAdapter, tagged_pids
@@ -214,21 +213,6 @@ class SessionHost:
             self._executor.shutdown(wait=False)
         return self.outcome
 
-    async def _publish(self, items: list[dict[str, Any]]) -> None:
-        """Send stored (committed) events to the websocket group from this loop, on the
-        channel layer's connection pool that lives as long as the host."""
-        if not items:
-            return
-        try:
-            from channels.layers import get_channel_layer
-
-            layer = get_channel_layer(TIMELINE_LAYER)
-            if layer is not None:
-                await layer.group_send(timeline.group_name(self.session_id),
-                                       timeline.group_message(items))
-        except Exception:
-            log.warning("timeline publish failed", exc_info=True)
-
     async def _renew_loop(self) -> None:
         interval = max(0.5, services.lease_seconds() / 3)
         while True:
@@ -334,14 +318,11 @@ class SessionHost:
                     batch.append(queue.get_nowait())
                 if batch[0] is _OPEN:
                     batch.pop(0)
-                    await self._publish(await self.db(
-                        timeline.start_turn, self.session_id, turn.pk,
-                        publish_after_commit=False))
+                    # stored, then published after commit (sessions.publisher)
+                    await self.db(timeline.start_turn, self.session_id, turn.pk)
                 events = [e for e in batch if e is not None]
                 if events:
-                    stored = await self.db(timeline.record, self.session_id, turn.pk, events,
-                                           publish_after_commit=False)
-                    await self._publish(stored)
+                    await self.db(timeline.record, self.session_id, turn.pk, events)
                 if any(e is None for e in batch):
                     return
 

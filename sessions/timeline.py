@@ -89,11 +89,10 @@ class Writer:
         self.published.extend(event_data(ev, seq) for ev, seq in self.pending)
         self.pending.clear()
 
-    def commit_publish(self, publish_after_commit: bool = True) -> None:
+    def commit_publish(self) -> None:
         self.flush()
-        if publish_after_commit:
-            items, sid = list(self.published), self.session.pk
-            transaction.on_commit(lambda: publish(sid, items))
+        items, sid = list(self.published), self.session.pk
+        transaction.on_commit(lambda: publish(sid, items))
 
 
 def _relaxed_commit() -> None:
@@ -140,12 +139,11 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
 
 
 # ------------------------------------------------------------------------------- runtime
-def record(session_id: int, turn_id: int | None, runtime_events: Iterable[rt.Event], *,
-           publish_after_commit: bool = True) -> list[dict[str, Any]]:
+def record(session_id: int, turn_id: int | None,
+           runtime_events: Iterable[rt.Event]) -> list[dict[str, Any]]:
     """Store a batch of runtime events of one turn, in order, in one transaction.
 
-    Returns the stored events as published data. With ``publish_after_commit=False`` the
-    caller publishes them itself (the session host does, from its own event loop)."""
+    Returns the stored events as published data; they are published after commit."""
     runtime_events = list(runtime_events)
     with transaction.atomic():
         if not any(e.terminal for e in runtime_events):
@@ -191,7 +189,7 @@ def record(session_id: int, turn_id: int | None, runtime_events: Iterable[rt.Eve
             fields += ["lifecycle", "last_active_at"]
         if fields:
             session.save(update_fields=[*fields, "updated_at"])
-        writer.commit_publish(publish_after_commit)
+        writer.commit_publish()
         return writer.published
 
 
@@ -214,8 +212,8 @@ def _late_terminal(turn: Turn, type_: str, payload: dict[str, Any]) -> None:
     accepted.save(update_fields=["provenance"])
 
 
-def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None, *,
-               publish_after_commit: bool = True) -> list[dict[str, Any]]:
+def start_turn(session_id: int, turn_id: int,
+               native_turn_id: str | None = None) -> list[dict[str, Any]]:
     with transaction.atomic():
         session = _locked(session_id)
         turn = Turn.objects.select_for_update().get(pk=turn_id)
@@ -230,7 +228,7 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
         writer = Writer(session)
         writer.append("turn.started", {"native_turn_id": native_turn_id} if native_turn_id
                       else {}, turn=turn)
-        writer.commit_publish(publish_after_commit)
+        writer.commit_publish()
         return writer.published
 
 
