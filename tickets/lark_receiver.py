@@ -29,6 +29,7 @@ from pathlib import Path
 
 from django.db import close_old_connections
 
+from amux_common.processes import die_with_parent
 from tickets import engine, intake
 from tickets.models import Source
 from tickets.sources import plugin
@@ -180,21 +181,13 @@ class Supervisor:
             child.proc = None
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """If the supervisor is killed outright, its receivers get SIGTERM (Linux)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-
-
 def spawn_receiver(slug: str) -> subprocess.Popen:
     from django.conf import settings
 
     manage = Path(settings.BASE_DIR) / "manage.py"
     return subprocess.Popen(
         [sys.executable, str(manage), "lark_receiver", "--source", slug],
-        cwd=settings.BASE_DIR, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+        cwd=settings.BASE_DIR, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent(signal.SIGTERM),
     )
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from amux_common.processes import die_with_parent
+
 from . import errors
 from .events import (
     ErrorObserved,
@@ -197,23 +199,12 @@ def tagged_pids(tag: str) -> list[int]:
     return found
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it when the process that started it dies, so a
-    killed worker leaves no runtime behind (its descendants are found by tag)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: S110 - best effort, the tag sweep is the backstop
-        pass
-
-
 async def spawn(argv: list[str], env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
     try:
         return await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=env, cwd=str(cwd), start_new_session=True,
-            limit=STREAM_LIMIT, preexec_fn=_die_with_parent)
+            limit=STREAM_LIMIT, preexec_fn=die_with_parent(signal.SIGKILL))
     except OSError as exc:
         raise errors.RuntimeStartFailed(f"{argv[0]}: {exc}") from exc
 
