@@ -225,10 +225,10 @@ def add_input(*, ticket_id: int, text: str, author: str, kind: str = "operator",
         item = Input.objects.create(
             ticket=ticket, kind=kind, text=text, author=author, is_human=is_human
         )
+        if is_human:  # the new run first, so the input finds its session
+            _redispatch(ticket, failures.Cause.INPUT)
         effect = rules.deliver(item.pk, ticket.pk)
         outbox.enqueue(effect.kind, effect.key, effect.payload)
-        if is_human:
-            _redispatch(ticket, failures.Cause.INPUT)
     return item
 
 
@@ -440,10 +440,10 @@ def _input_from_trigger(ticket: Ticket, trigger: Trigger, *, deliver: bool) -> I
         trigger=trigger,
     )
     if deliver:
+        if item.is_human:  # the new run first, so the input finds its session
+            _redispatch(ticket, failures.Cause.INPUT)
         effect = rules.deliver(item.pk, ticket.pk)
         outbox.enqueue(effect.kind, effect.key, effect.payload)
-        if item.is_human:
-            _redispatch(ticket, failures.Cause.INPUT)
     return item
 
 
@@ -608,9 +608,9 @@ def answer_question(*, question_id: int, answer, by: str) -> Input:
         item = Input.objects.create(
             ticket=ticket, kind="answer", text=f"Answer to “{question.text}”: {text}", author=by
         )
+        _redispatch(ticket, failures.Cause.INPUT)  # the new run first: the answer follows
         effect = rules.deliver(item.pk, ticket.pk)
         outbox.enqueue(effect.kind, effect.key, effect.payload)
-        _redispatch(ticket, failures.Cause.INPUT)
     return item
 
 

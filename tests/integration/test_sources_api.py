@@ -114,7 +114,7 @@ def test_webchat_messages_become_triggers_and_replies_show(api, operator):
                         format="json")
     assert response.status_code == 202, response.json()
     trigger = Trigger.objects.get(pk=response.json()["trigger"])
-    assert trigger.scope == "chat" and trigger.actor == "operator" and trigger.addressed
+    assert trigger.scope == "direct" and trigger.actor == "operator" and trigger.addressed
     again = api.post("/api/v1/sources/chat/messages", {"text": "x", "thread": "t1", "id": "m1"},
                      format="json")
     assert again.status_code == 200 and again.json()["duplicate"] is True
