@@ -20,7 +20,8 @@ def test_create_fills_defaults_and_never_shows_secrets(api):
     body = response.json()
     assert body["config"] == {"repo": ["Codertocat/Hello-World"], "handle": "amux-bot",
                               "api_url": "https://api.github.com", "default_branch": "main",
-                              "bots": [], "receive_all": False, "poll": True}
+                              "bots": [], "receive_all": False, "poll": True,
+                              "notice_channel": ""}
     assert body["secrets"] == {"webhook_secret": True, "token": True, "app_id": False,
                                "private_key": False, "installation_id": False}
     assert body["webhook_url"] == "http://testserver/hooks/github/gh"
