@@ -188,23 +188,31 @@ def test_a_deliver_while_the_dispatch_is_in_flight_waits_then_settles(ticket):
     assert item.failed_at is not None and "agent settings" in item.failure
 
 
-def test_a_provider_error_fails_the_run_with_its_message(ticket, provider):
+def test_a_watchdog_trip_fails_the_run_with_its_message(ticket, provider,
+                                                        django_capture_on_commit_callbacks):
+    from sessions import timeline
+    from sessions.runtimes.events import TurnFailed
+
     AgentSettings.objects.update_or_create(pk=1, defaults={
         "worker_runtime": "pi", "worker_provider": provider, "worker_model": "m"})
     drain()
     ticket.refresh_from_db()
-    engine.worker_turn_ended(session_id=ticket.session_id, state="failed",
-                             error_code="provider_error",
-                             error_message="401 Unauthorized: the API key was refused")
+    # The brief's turn runs and a watchdog ends it: the timeline's terminal event, as the
+    # runtime records it, reaches the ticket.
+    turn = Turn.objects.get(session_id=ticket.session_id)
+    with django_capture_on_commit_callbacks(execute=True):
+        timeline.start_turn(ticket.session_id, turn.pk)
+        timeline.end_turn(ticket.session_id, turn.pk, TurnFailed(
+            code="turn_idle_timeout", message="watchdog: no event for 600 s"))
     (row,) = Ticket.objects.filter(pk=ticket.pk)
     from tickets.read import failures, stages
 
     stage, label = stages([row])[row.pk]
     assert stage == "failed"
-    assert label == "Failed — the model provider answered with an error"
+    assert label == "Failed — a watchdog stopped a turn that went silent"
     failure = failures([row])[row.pk]
-    assert failure.code == "provider_error"
-    assert failure.message == "401 Unauthorized: the API key was refused"
+    assert failure.code == "turn_idle_timeout"
+    assert failure.message == "watchdog: no event for 600 s"
     # Retry starts a new run in the same session.
     engine.retry_ticket(ticket_id=ticket.pk, by="operator")
     drain()

@@ -71,8 +71,9 @@ def test_failures_are_kept_whole_with_a_code():
 
 def test_the_last_failure_is_only_a_failed_runs():
     assert f.last_failure("ended", "", "", AT) is None
-    assert f.last_failure("failed", "watchdog", "stalled 600 s", AT).as_dict() == {
-        "code": "watchdog", "message": "stalled 600 s", "at": AT.isoformat()}
+    assert f.last_failure("failed", "turn_idle_timeout", "silent 600 s", AT).as_dict() == {
+        "code": "turn_idle_timeout", "message": "silent 600 s", "at": AT.isoformat()}
+    assert f.reason("turn_idle_timeout") == "a watchdog stopped a turn that went silent"
     # a run failed before codes were kept shows its short end reason
     legacy = f.last_failure("failed", "", "", AT, legacy_reason="no worker provider and m")
     assert legacy.code == legacy.message == "no worker provider and m"

@@ -31,8 +31,14 @@ REASONS = {
     "unknown_provider": "the worker provider does not exist",
     "provider_unsupported": "the runtime cannot use this provider",
     "provider_error": "the model provider answered with an error",
-    "watchdog": "a watchdog stopped a stalled turn",
-    "stalled": "a watchdog stopped a stalled turn",
+    "not_installed": "the worker runtime is not installed",
+    "start_failed": "the worker runtime did not start",
+    "runtime_exited": "the worker runtime exited",
+    "host_error": "the session host failed",
+    # the watchdogs (sessions/runtimes/watchdog.py)
+    "repeat_tool_loop": "a watchdog stopped a loop of repeated tool calls",
+    "turn_hard_cap": "a watchdog stopped a turn that ran too long",
+    "turn_idle_timeout": "a watchdog stopped a turn that went silent",
 }
 
 
