@@ -266,3 +266,25 @@ def test_the_panel_settings_form_dispatches_failed_tickets_again(client, operato
     ticket.refresh_from_db()
     assert ticket.session is not None
     assert Assignment.objects.filter(ticket=ticket, state="running").count() == 1
+
+
+def test_an_answer_to_a_failed_runs_question_dispatches_it_again(ticket, provider):
+    AgentSettings.objects.update_or_create(pk=1, defaults={
+        "worker_runtime": "pi", "worker_provider": provider, "worker_model": "m"})
+    drain()
+    ticket.refresh_from_db()
+    run = Assignment.objects.get(ticket=ticket)
+    question = engine.question_asked(assignment_id=run.pk, text="SSO or password?",
+                                     options=["SSO", "password"])
+    engine.worker_turn_ended(session_id=ticket.session_id, state="failed",
+                             error_code="provider_error", error_message="502 Bad Gateway")
+    run.refresh_from_db()
+    assert run.state == "failed" and run.failure_message == "502 Bad Gateway"
+    engine.answer_question(question_id=question.pk, answer="SSO", by="octocat")
+    new_run = Assignment.objects.filter(ticket=ticket).order_by("-pk").first()
+    assert new_run.pk != run.pk and new_run.state == "dispatching" and new_run.attempt == 2
+    drain()
+    answer = Input.objects.get(ticket=ticket, kind="answer")
+    assert answer.delivered_at is not None
+    new_run.refresh_from_db()
+    assert new_run.state == "running"
