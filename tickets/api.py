@@ -120,7 +120,7 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
         """Dispatch a failed ticket again (a new run under the same mandate); 409 when the
         ticket has ended or has not failed."""
         ticket_id = self._id(pk)
-        run_command(engine.retry_ticket, ticket_id=ticket_id, by=request.user.username)
+        run_command(engine.retry_ticket, ticket_id=ticket_id)
         return Response(self.get_serializer(Ticket.objects.get(pk=ticket_id)).data)
 
     @action(detail=True, methods=["post"])

@@ -232,7 +232,7 @@ def add_input(*, ticket_id: int, text: str, author: str, kind: str = "operator",
     return item
 
 
-def retry_ticket(*, ticket_id: int, by: str) -> Assignment:
+def retry_ticket(*, ticket_id: int) -> Assignment:
     """An operator dispatches a failed ticket again (refused when it ended or has not
     failed)."""
     with transaction.atomic(durable=True):

@@ -78,7 +78,7 @@ def ticket_retry(request, pk):
     """Dispatch a failed ticket again (the page's Retry button)."""
     _operator(request)
     try:
-        engine.retry_ticket(ticket_id=pk, by=request.user.username)
+        engine.retry_ticket(ticket_id=pk)
     except CommandRefused as refusal:
         messages.error(request, refusal.message)
     return redirect("panel-ticket", pk=pk)

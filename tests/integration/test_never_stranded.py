@@ -214,7 +214,7 @@ def test_a_watchdog_trip_fails_the_run_with_its_message(ticket, provider,
     assert failure.code == "turn_idle_timeout"
     assert failure.message == "watchdog: no event for 600 s"
     # Retry starts a new run in the same session.
-    engine.retry_ticket(ticket_id=ticket.pk, by="operator")
+    engine.retry_ticket(ticket_id=ticket.pk)
     drain()
     assert Assignment.objects.filter(ticket=ticket, state="running").count() == 1
     assert Session.objects.count() == 1
