@@ -14,12 +14,14 @@ import secrets
 from collections.abc import Callable
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import OuterRef, Subquery
 
 from amux_common.clock import now as clock
 from prompts_app.contract import clip_routing_note
 from tickets import locks, outbox, policy_hooks
+from tickets.core import failure as failures
 from tickets.core import intake as intake_core
-from tickets.core import messages, rules
+from tickets.core import messages, notices, rules
 from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound
 from tickets.core.routing import EndFacts, Route, RoutingFacts, may_end, route
 from tickets.models import (
@@ -58,6 +60,49 @@ def _view(ticket: Ticket) -> rules.TicketView:
 
 def _new_assignment(ticket: Ticket, attempt: int = 1) -> Assignment:
     return Assignment.objects.create(ticket=ticket, attempt=attempt)
+
+
+def _run_facts(ticket: Ticket) -> failures.RunFacts:
+    runs = list(Assignment.objects.filter(ticket=ticket).order_by("-pk")
+                .values_list("pk", "state")[:1])
+    live = (Assignment.objects.filter(LIVE_ASSIGNMENT, ticket=ticket).order_by("-pk")
+            .values_list("pk", flat=True).first())
+    return failures.RunFacts(
+        ticket=ticket.pk, ended=ticket.ended_at is not None, live_assignment=live,
+        last_state=runs[0][1] if runs else None,
+        attempts=Assignment.objects.filter(ticket=ticket).count(),
+    )
+
+
+def _last_failure(ticket: Ticket) -> failures.Failure | None:
+    run = Assignment.objects.filter(ticket=ticket).order_by("-pk").first()
+    if run is None:
+        return None
+    return failures.last_failure(run.state, run.failure_code, run.failure_message,
+                                 run.ended_at, run.end_reason)
+
+
+def _redispatch(ticket: Ticket, cause: failures.Cause) -> Assignment | None:
+    """A failed run is dispatched again (same mandate, a new run) when the rule says so;
+    inputs shown as not delivered go back in line for the new run."""
+    attempt = failures.redispatch(_run_facts(ticket), cause)
+    if attempt is None:
+        return None
+    assignment = _new_assignment(ticket, attempt=attempt)
+    _enqueue(rules.open_plan(ticket.pk, assignment.pk))
+    stranded = Input.objects.filter(ticket=ticket, delivered_at__isnull=True,
+                                    failed_at__isnull=False, kind__in=_DELIVERED_KINDS)
+    for item in stranded:
+        item.failed_at = None
+        item.failure = ""
+        item.save(update_fields=["failed_at", "failure"])
+        effect = rules.deliver(item.pk, ticket.pk)
+        outbox.enqueue(effect.kind, effect.key, effect.payload)
+    return assignment
+
+
+# Inputs that are put into the worker's session (recorded follow-ups are kept, not sent).
+_DELIVERED_KINDS = ("message", "answer", "policy", "operator")
 
 
 def token_hash(token: str) -> str:
@@ -180,9 +225,38 @@ def add_input(*, ticket_id: int, text: str, author: str, kind: str = "operator",
         item = Input.objects.create(
             ticket=ticket, kind=kind, text=text, author=author, is_human=is_human
         )
+        if is_human:  # the new run first, so the input finds its session
+            _redispatch(ticket, failures.Cause.INPUT)
         effect = rules.deliver(item.pk, ticket.pk)
         outbox.enqueue(effect.kind, effect.key, effect.payload)
     return item
+
+
+def retry_ticket(*, ticket_id: int) -> Assignment:
+    """An operator dispatches a failed ticket again (refused when it ended or has not
+    failed)."""
+    with transaction.atomic(durable=True):
+        ticket = locks.ticket(ticket_id)
+        return _redispatch(ticket, failures.Cause.RETRY)
+
+
+def agent_settings_changed() -> list[int]:
+    """Fact: the agent settings were saved. Every live ticket whose last run failed is
+    dispatched again (the new settings may be what it lacked); one transaction per ticket.
+    Answers the tickets dispatched again."""
+    latest = Assignment.objects.filter(ticket=OuterRef("pk")).order_by("-pk")
+    candidates = (
+        Ticket.objects.filter(ended_at__isnull=True)
+        .annotate(last_state=Subquery(latest.values("state")[:1]))
+        .filter(last_state="failed").order_by("pk").values_list("pk", flat=True)
+    )
+    again = []
+    for ticket_id in list(candidates):
+        with transaction.atomic(durable=True):
+            ticket = locks.ticket(ticket_id)
+            if _redispatch(ticket, failures.Cause.SETTINGS) is not None:
+                again.append(ticket_id)
+    return again
 
 
 # --- facts ------------------------------------------------------------------------------
@@ -201,19 +275,27 @@ def assignment_started(*, assignment_id: int, session_id: int | None = None) -> 
             ticket.save(update_fields=["session"])
 
 
-def assignment_ended(*, assignment_id: int, reason: str = "", failed: bool = False) -> None:
+def assignment_ended(*, assignment_id: int, reason: str = "", failed: bool = False,
+                     failure: failures.Failure | None = None) -> None:
+    """Fact: a run ended; a failed one keeps its failure whole (code and message)."""
     with transaction.atomic(durable=True):
         ticket, assignment = locks.ticket_of_assignment(assignment_id)
         if assignment.state in ("ended", "failed"):
             return
+        if failed and failure is None:
+            failure = failures.Failure(failures.DISPATCH_ERROR, reason)
         assignment.state = "failed" if failed else "ended"
         assignment.ended_at = clock()
-        assignment.end_reason = reason[:60]
-        assignment.save(update_fields=["state", "ended_at", "end_reason"])
+        assignment.end_reason = ((failure.code if failure else "") or reason)[:60]
+        assignment.failure_code = failure.code[:60] if failure else ""
+        assignment.failure_message = failure.message if failure else ""
+        assignment.save(update_fields=["state", "ended_at", "end_reason", "failure_code",
+                                       "failure_message"])
         _end_if_due(ticket)
 
 
-def worker_turn_ended(*, session_id: int, state: str, error_code: str = "") -> None:
+def worker_turn_ended(*, session_id: int, state: str, error_code: str = "",
+                      error_message: str = "") -> None:
     """Fact: the worker session of a ticket finished a turn. A failed turn fails the run
     (the stage says so until a person speaks); any end of turn answers the messages the
     worker owned, so a closed PR may now end the ticket."""
@@ -232,10 +314,13 @@ def worker_turn_ended(*, session_id: int, state: str, error_code: str = "") -> N
         assignment.last_turn_at = clock()
         fields = ["last_turn_at"]
         if state == "failed":
+            failure = failures.turn_failure(error_code, error_message)
             assignment.state = "failed"
             assignment.ended_at = assignment.last_turn_at
-            assignment.end_reason = (error_code or "turn_failed")[:60]
-            fields += ["state", "ended_at", "end_reason"]
+            assignment.end_reason = failure.code[:60]
+            assignment.failure_code = failure.code[:60]
+            assignment.failure_message = failure.message
+            fields += ["state", "ended_at", "end_reason", "failure_code", "failure_message"]
         assignment.save(update_fields=fields)
         _end_if_due(ticket)
 
@@ -250,13 +335,31 @@ def input_delivered(*, input_id: int) -> None:
             item.save(update_fields=["delivered_at", "failed_at", "failure"])
 
 
+def input_waiting(*, input_id: int) -> failures.Delivery:
+    """Fact: a `deliver` effect found no worker session for its input. While a run is
+    being dispatched it waits (bounded: the dispatch settles either way); with no run that
+    could take it the input is marked not delivered, with the run's failure as reason."""
+    with transaction.atomic(durable=True):
+        ticket, item = locks.ticket_of_input(input_id)
+        if item.delivered_at is not None or item.failed_at is not None:
+            return failures.Delivery.UNDELIVERABLE  # settled already
+        facts = _run_facts(ticket)
+        verdict = failures.delivery(has_session=ticket.session_id is not None,
+                                    ended=facts.ended, live_assignment=facts.live_assignment)
+        if verdict is failures.Delivery.UNDELIVERABLE:
+            item.failed_at = clock()
+            item.failure = failures.undelivered_reason(_last_failure(ticket), facts.ended)
+            item.save(update_fields=["failed_at", "failure"])
+        return verdict
+
+
 def delivery_failed(*, input_id: int, reason: str) -> None:
     with transaction.atomic(durable=True):
         _ticket, item = locks.ticket_of_input(input_id)
         if item.delivered_at is not None:
             return  # a late failure after a success changes nothing
         item.failed_at = clock()
-        item.failure = reason[:200]
+        item.failure = reason
         item.save(update_fields=["failed_at", "failure"])
 
 
@@ -337,6 +440,8 @@ def _input_from_trigger(ticket: Ticket, trigger: Trigger, *, deliver: bool) -> I
         trigger=trigger,
     )
     if deliver:
+        if item.is_human:  # the new run first, so the input finds its session
+            _redispatch(ticket, failures.Cause.INPUT)
         effect = rules.deliver(item.pk, ticket.pk)
         outbox.enqueue(effect.kind, effect.key, effect.payload)
     return item
@@ -503,6 +608,7 @@ def answer_question(*, question_id: int, answer, by: str) -> Input:
         item = Input.objects.create(
             ticket=ticket, kind="answer", text=f"Answer to “{question.text}”: {text}", author=by
         )
+        _redispatch(ticket, failures.Cause.INPUT)  # the new run first: the answer follows
         effect = rules.deliver(item.pk, ticket.pk)
         outbox.enqueue(effect.kind, effect.key, effect.payload)
     return item
@@ -612,8 +718,9 @@ def _last_answer_at(ticket: Ticket):
 
 
 def _notice_result(ticket: Ticket) -> None:
-    """One notice of the final result to the chat channel; GitHub already shows the PR."""
-    channel = ticket.channel or Channel.objects.filter(kind="chat").order_by("pk").first()
+    """One notice of the final result where the request came from: the chat thread that
+    asked, else the notice channel its source names; otherwise none (the PR shows it)."""
+    channel = ticket.channel or _configured_notice_channel(ticket.thread.source)
     if channel is None:
         return
     verb = "merged" if ticket.pr_state == "merged" else "closed without merging"
@@ -624,6 +731,18 @@ def _notice_result(ticket: Ticket) -> None:
         {"ticket": ticket.pk, "channel": channel.pk, "text": text},
         channel=f"channel:{channel.pk}",
     )
+
+
+def _configured_notice_channel(source: Source) -> Channel | None:
+    target = notices.parse_notice_channel((source.config or {}).get("notice_channel"))
+    if target is None:
+        return None
+    chat = Source.objects.filter(slug=target[0], kind__in=notices.CHAT_KINDS).first()
+    if chat is None:
+        return None  # the named chat source is gone: no notice rather than a wrong one
+    channel, _ = Channel.objects.get_or_create(
+        source=chat, address=target[1][:300], defaults={"kind": "chat"})
+    return channel
 
 
 def _relay(ticket: Ticket, key: str, text: str) -> None:

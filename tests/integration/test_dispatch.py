@@ -27,7 +27,8 @@ def ticket(settings, tmp_path):
 def test_without_a_worker_model_the_run_fails_visibly(ticket):
     outbox.drain(seconds=10)
     assignment = Assignment.objects.get(ticket=ticket)
-    assert assignment.state == "failed" and "worker" in assignment.end_reason
+    assert assignment.state == "failed" and assignment.failure_code == "settings_missing"
+    assert "no worker provider and model are configured" in assignment.failure_message
 
 
 def test_a_replayed_dispatch_reuses_the_session_and_the_first_turn(ticket):

@@ -14,6 +14,7 @@ import logging
 from datetime import datetime
 from urllib.parse import parse_qs
 
+from tickets.core.notices import NOTICE_CHANNEL
 from tickets.sources.base import (
     ConfigError,
     Context,
@@ -56,6 +57,7 @@ class GitHub(SourceKind):
     kind = "github"
     label = "GitHub"
     scopes = ("issue_new", "pr_new", "comment", "ci_default_branch")
+    no_sender_scopes = ("ci_default_branch",)  # a CI result has no sender
     fields = (
         Field("repo", "Repositories", "list", required=True, pattern=REPO,
               help="owner/name, one per line"),
@@ -69,6 +71,9 @@ class GitHub(SourceKind):
         Field("receive_all", "Receive all comments", "bool", default=False,
               help="Unaddressed comments become candidates (the policy decides)"),
         Field("poll", "Catch up by polling", "bool", default=True),
+        Field("notice_channel", "Notice channel", default="", pattern=NOTICE_CHANNEL,
+              help="Where a ticket's final result is announced: <chat source slug>:<chat "
+                   "id> (a Lark chat or a web chat thread). Empty: the pull request says it"),
     )
     secret_fields = (
         Field("webhook_secret", "Webhook secret", required=True, secret=True),
