@@ -611,16 +611,17 @@ def _pull_request_reported(source: Source, thread: Thread, facts: dict) -> None:
         if ticket_id is None:
             return
         Subscription.objects.create(ticket_id=ticket_id, thread=thread)
+    ticket = locks.ticket(ticket_id)
+    url = (facts.get("pr_url") or thread.url or ticket.pr_url)[:500]
+    if subscription is None and url != ticket.pr_url:
+        ticket.pr_url = url
+        ticket.save(update_fields=["pr_url"])
     state = facts.get("pr_state")
     if state in ("merged", "closed"):
         _pr_final(thread.pk, state == "merged")
-        return
-    ticket = locks.ticket(ticket_id)
-    url = (facts.get("pr_url") or thread.url or ticket.pr_url)[:500]
-    if ticket.pr_state != "open" or (subscription is None and url != ticket.pr_url):
+    elif ticket.pr_state != "open":
         ticket.pr_state = "open"
-        ticket.pr_url = url
-        ticket.save(update_fields=["pr_state", "pr_url"])
+        ticket.save(update_fields=["pr_state"])
 
 
 def _ticket_for_pull(source: Source, thread: Thread, facts: dict) -> int | None:

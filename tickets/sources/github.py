@@ -31,6 +31,7 @@ from tickets.sources.base import (
     Unauthorized,
     mentions,
 )
+from tickets.sources.github_catchup import catch_up
 
 log = logging.getLogger(__name__)
 
@@ -389,49 +390,15 @@ class GitHub(SourceKind):
     def catches_up(self) -> bool:
         return bool(self.config.get("poll", True))
 
-    def poll(self, cursor: str | None) -> tuple[list[Envelope], str | None]:
-        """Catch-up after downtime: issues, PRs and comments updated since `cursor`,
-        as webhook-shaped envelopes (ids `poll:…`; triggers dedupe on GitHub's own ids).
-        The caller moves the cursor only after the triggers are stored."""
-        gh = self.client()
+    def poll(self, cursor: str | None, watching: list[dict] | None = None,
+             ) -> tuple[list[Envelope], str | None]:
+        """Catch-up after downtime: issues, pull requests (opened, changed, merged or
+        closed), comments, reviews and review comments updated since `cursor`, and the CI
+        results on the heads of the open pull requests tickets follow (`watching`), as
+        webhook-shaped envelopes (tickets/sources/github_catchup.py). The caller moves
+        the cursor only after the triggers are stored."""
         since = datetime.fromisoformat(cursor) if cursor else None
-        envs: list[Envelope] = []
-        newest = since
-        for full in sorted(self.repos):
-            repo = gh.get_repo(full)
-            repo_data = {"full_name": repo.full_name}
-            kwargs = {"state": "all", "sort": "updated", "direction": "asc"}
-            if since:
-                kwargs["since"] = since
-            for issue in repo.get_issues(**kwargs):
-                raw = _raw(issue)
-                newest = max(filter(None, [newest, issue.updated_at]))
-                if since and issue.created_at <= since:
-                    continue
-                is_pr = "pull_request" in raw
-                event = "pull_request" if is_pr else "issues"
-                key = "pull_request" if is_pr else "issue"
-                payload = {"action": "opened", key: raw, "repository": repo_data,
-                           "sender": raw.get("user") or {}}
-                if is_pr:
-                    payload["number"] = raw.get("number")
-                    payload[key] = {**raw, "id": _pr_id(repo, raw)}
-                envs.append(Envelope("event", f"poll:{event}:{raw.get('id')}", event,
-                                     self.thread_of(event, payload), payload))
-            ckw = {"sort": "updated", "direction": "asc"}
-            if since:
-                ckw["since"] = since
-            for comment in repo.get_issues_comments(**ckw):
-                raw = _raw(comment)
-                newest = max(filter(None, [newest, comment.updated_at]))
-                if since and comment.created_at <= since:
-                    continue
-                number = int(_s(raw.get("issue_url")).rsplit("/", 1)[-1] or 0)
-                payload = {"action": "created", "comment": raw, "repository": repo_data,
-                           "issue": {"number": number}, "sender": raw.get("user") or {}}
-                envs.append(Envelope("event", f"poll:issue_comment:{raw.get('id')}",
-                                     "issue_comment", self.thread_of("issue_comment", payload),
-                                     payload))
+        envs, newest = catch_up(self, self.client(), since, list(watching or []))
         return envs, (newest.isoformat() if newest else cursor)
 
 
@@ -482,20 +449,6 @@ def _review_comment_text(comment: dict) -> str:
     parts = [f"Review comment on {where}:" if where else "Review comment:",
              _s(comment.get("body")).strip(), _s(comment.get("html_url"))]
     return "\n".join(x for x in parts if x)
-
-
-def _raw(obj) -> dict:
-    # The JSON a list page returned; `raw_data` would fetch each object again.
-    raw = getattr(obj, "_rawData", None)
-    return raw if isinstance(raw, dict) else obj.raw_data
-
-
-def _pr_id(repo, raw) -> object:
-    # The issues API gives the issue id; a PR trigger is keyed by the PR's own id.
-    try:
-        return repo.get_pull(raw["number"]).id
-    except Exception:
-        return raw.get("id")
 
 
 def _decode(incoming: Incoming) -> dict:
