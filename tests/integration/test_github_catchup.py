@@ -195,3 +195,11 @@ def test_a_missed_ci_failure_review_and_review_comment_are_found(client, gh, ser
     intake.poll(gh)
     assert Input.objects.filter(ticket=ticket).count() == before + 5
     assert Input.objects.filter(ticket=ticket).last().text.startswith(f"CI passed on {HEAD[:7]}")
+
+
+def test_an_issue_closed_while_amux_was_down_ends_a_ticket_without_a_pr(gh, server, ticket):
+    server.state.issues[(REPO, 2)].update(state="closed", closed_at=later(6),
+                                          updated_at=later(6))
+    intake.poll(gh)
+    ticket.refresh_from_db()
+    assert ticket.ended_at and ticket.end_reason == "issue_closed"

@@ -255,3 +255,27 @@ def test_closing_one_of_two_open_prs_leaves_the_ticket_open(client, ticket):
     assert not ended(ticket)
     ticket.refresh_from_db()
     assert ticket.pr_state == "open"
+
+
+def test_ci_set_off_by_the_agents_own_push_still_reaches_the_ticket(client, ticket):
+    link_by_hand(client, ticket)
+    before = len(inputs(ticket))
+    run = example("workflow_run", "completed", 2)  # names PR #2
+    run["repository"]["full_name"] = REPO
+    run["workflow_run"].update(head_sha=HEAD, conclusion="failure", name="CI")
+    run["sender"].update(login="amux-bot[bot]", type="Bot")  # whoever pushed
+    post(client, "workflow_run", run)
+    (ci,) = inputs(ticket)[before:]
+    assert "CI" in ci.text and run["workflow_run"]["html_url"] in ci.text
+
+
+def test_ci_in_progress_or_cancelled_says_nothing(client, ticket):
+    link_by_hand(client, ticket)
+    before = len(inputs(ticket))
+    assert post(client, "check_run", example("check_run", "created")).json()["reason"] == (
+        "action_not_handled")
+    post(client, "check_run", check_run(conclusion="cancelled", run_id=77))
+    status = example("status", index=0)
+    status["state"] = "pending"
+    assert post(client, "status", status).json()["reason"] == "ci_not_final"
+    assert len(inputs(ticket)) == before
