@@ -150,6 +150,12 @@ def test_ci_failure_on_the_pr_head_is_one_input_per_check_name(client, ticket):
     post(client, "check_run", check_run(name="unit tests", run_id=1000))
     assert len(inputs(ticket)) == before + 2
     assert "unit tests" in inputs(ticket)[-1].text
+    # A failing suite has no page of its own: its commit's checks page is the link.
+    suite = example("check_suite", "completed", 0)
+    suite["check_suite"]["conclusion"] = "failure"
+    post(client, "check_suite", suite)
+    assert len(inputs(ticket)) == before + 3
+    assert f"https://github.com/{REPO}/commit/{HEAD}/checks" in inputs(ticket)[-1].text
 
 
 def test_ci_success_is_one_input_per_head_commit(client, ticket):

@@ -266,8 +266,11 @@ class GitHub(SourceKind):
                 return self._ci_default_branch(event, obj, full, branch, env)
             name = _s(obj.get("name")) if event != "check_suite" else ""
             name = name or _s(_d(obj.get("app")).get("name")) or event
-            result = CiResult(full, _s(obj.get("head_sha") or suite.get("head_sha")), name,
-                              _s(obj.get("conclusion")), _s(obj.get("html_url")),
+            sha = _s(obj.get("head_sha") or suite.get("head_sha"))
+            # A check suite has no page of its own: its commit's checks page stands in.
+            site = _s(_d(p.get("repository")).get("html_url"))
+            url = _s(obj.get("html_url")) or (f"{site}/commit/{sha}/checks" if site else "")
+            result = CiResult(full, sha, name, _s(obj.get("conclusion")), url,
                               summary=event != "check_run")
             branches = [branch] if branch else []
         external_id = ci_trigger_id(result)

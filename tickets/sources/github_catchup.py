@@ -37,7 +37,7 @@ def catch_up(plug, gh, since: datetime | None, watching: list[dict]):
 
 
 def _repository(plug, repo, lazy, since, watching):
-    data = {"full_name": repo.full_name}
+    data = {"full_name": repo.full_name, "html_url": repo.html_url}
     opened, closed_issues, newest = _issues(plug, repo, data, since)
     comments, newest = _comments(plug, repo, data, since, newest)
     pulls, open_states, closed_states, newest = _pulls(plug, repo, data, since, newest)
