@@ -9,21 +9,22 @@ same transaction; the outbox kicks a drainer on commit.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import secrets
 from collections.abc import Callable
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Q, Subquery
 
 from amux_common.clock import now as clock
 from prompts_app.contract import clip_routing_note
 from tickets import locks, outbox, policy_hooks
 from tickets.core import failure as failures
 from tickets.core import intake as intake_core
-from tickets.core import messages, notices, rules
+from tickets.core import linking, messages, notices, rules
 from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound
-from tickets.core.routing import EndFacts, Route, RoutingFacts, may_end, route
+from tickets.core.routing import EndFacts, Route, RoutingFacts, end_reason, route
 from tickets.models import (
     LIVE_ASSIGNMENT,
     Assignment,
@@ -650,6 +651,7 @@ def pr_linked(*, ticket_id: int, pr_thread_id: int, url: str = "") -> None:
         holder = Subscription.objects.filter(thread=thread).first()
         if holder is None:
             Subscription.objects.create(ticket=ticket, thread=thread)
+        _note_open(thread)
         ticket.pr_url = url or thread.url or ticket.pr_url
         ticket.pr_state = "open"
         ticket.save(update_fields=["pr_url", "pr_state"])
@@ -666,6 +668,7 @@ def pr_opened(*, ticket_id: int, thread_key: str, url: str, title: str = "") -> 
         )
         if not Subscription.objects.filter(thread=thread).exists():
             Subscription.objects.create(ticket=ticket, thread=thread)
+        _note_open(thread)
         ticket.pr_url = url[:500]
         ticket.pr_state = "open"
         ticket.save(update_fields=["pr_url", "pr_state"])
@@ -679,29 +682,102 @@ def pr_closed(*, pr_thread_id: int, merged: bool) -> Ticket | None:
         return _pr_final(pr_thread_id, merged)
 
 
+def _note_open(thread: Thread) -> None:
+    # A webhook may have told its state already (it raced the tool): that one stands.
+    if "pr_state" not in thread.meta:
+        thread.meta = {**thread.meta, "pr_state": "open"}
+        thread.save(update_fields=["meta"])
+
+
 def _pr_final(pr_thread_id: int, merged: bool) -> Ticket | None:
     subscription = Subscription.objects.filter(thread_id=pr_thread_id).first()
     if subscription is None:
         return None
     ticket = locks.ticket(subscription.ticket_id)
-    ticket.pr_state = "merged" if merged else "closed"
+    other_open = (
+        Thread.objects.filter(subscription__ticket=ticket, meta__pr_state="open")
+        .exclude(pk=pr_thread_id).exists()
+    )
+    ticket.pr_state = linking.pr_state_after(merged, other_open)
     ticket.save(update_fields=["pr_state"])
     _end_if_due(ticket)
     return ticket
 
 
+def _pull_request_reported(source: Source, thread: Thread, facts: dict) -> None:
+    """A pull request's state, head or text was reported. An unlinked one joins the
+    ticket whose branch is its head or whose issue it closes, whoever opened it; a merged
+    or closed one may end its ticket; a reopened one is open again."""
+    subscription = Subscription.objects.filter(thread=thread).first()
+    if subscription is not None:
+        ticket_id = subscription.ticket_id
+    else:
+        ticket_id = _ticket_for_pull(source, thread, facts)
+        if ticket_id is None:
+            return
+        Subscription.objects.create(ticket_id=ticket_id, thread=thread)
+    ticket = locks.ticket(ticket_id)
+    url = (facts.get("pr_url") or thread.url or ticket.pr_url)[:500]
+    if subscription is None and url != ticket.pr_url:
+        ticket.pr_url = url
+        ticket.save(update_fields=["pr_url"])
+    state = facts.get("pr_state")
+    if state in ("merged", "closed"):
+        _pr_final(thread.pk, state == "merged")
+    elif ticket.pr_state != "open":
+        ticket.pr_state = "open"
+        ticket.save(update_fields=["pr_state"])
+
+
+def _ticket_for_pull(source: Source, thread: Thread, facts: dict) -> int | None:
+    pull = linking.PullFacts(facts.get("pr_state") or "", facts.get("head_ref") or "",
+                             tuple(facts.get("closes") or ()))
+    short = linking.short_name_of_branch(pull.head_ref)
+    by_branch = None
+    if short:
+        row = Ticket.objects.filter(short_name=short).values_list("pk", "ended_at").first()
+        by_branch = linking.Candidate(row[0], row[1] is not None) if row else None
+    repo = thread.key.partition("#")[0]
+    keys = [f"{repo}#{n}" for n in pull.closes]
+    found = {
+        key: linking.Candidate(pk, ended is not None)
+        for pk, key, ended in Ticket.objects.filter(thread__source=source, thread__key__in=keys)
+        .values_list("pk", "thread__key", "ended_at")
+    }
+    return linking.ticket_to_link(pull, by_branch, [found[k] for k in keys if k in found])
+
+
+def _issue_reported(thread: Thread) -> None:
+    """The ticket's own issue was closed (or reopened): it may end now."""
+    subscription = Subscription.objects.filter(thread=thread).first()
+    if subscription is None:
+        return
+    ticket = locks.ticket(subscription.ticket_id)
+    if ticket.thread_id == thread.pk:
+        _end_if_due(ticket)
+
+
 def _end_if_due(ticket: Ticket) -> None:
-    if ticket.ended_at is not None or ticket.pr_state not in ("merged", "closed"):
+    if ticket.ended_at is not None:
+        return
+    pr_final = ticket.pr_state in ("merged", "closed")
+    issue_closed = not pr_final and Thread.objects.filter(
+        pk=ticket.thread_id, meta__issue_state="closed").exists()
+    if not pr_final and not issue_closed:
         return
     in_flight = Assignment.objects.filter(ticket=ticket, state="dispatching").exists()
     answered_at = _last_answer_at(ticket)
     unanswered = Input.objects.filter(ticket=ticket, is_human=True, kind="message")
     if answered_at is not None:
         unanswered = unanswered.filter(created_at__gt=answered_at)
-    if not may_end(EndFacts(True, in_flight, unanswered.exists())):
+    reason = end_reason(EndFacts(
+        pr_final, in_flight, unanswered.exists(), issue_closed=issue_closed,
+        pr_open=ticket.pr_state == "open", merged=ticket.pr_state == "merged",
+    ))
+    if reason is None:
         return
     ticket.ended_at = clock()
-    ticket.end_reason = "merged" if ticket.pr_state == "merged" else "pr_closed"
+    ticket.end_reason = reason
     ticket.save(update_fields=["ended_at", "end_reason"])
     _notice_result(ticket)
 
@@ -723,8 +799,11 @@ def _notice_result(ticket: Ticket) -> None:
     channel = ticket.channel or _configured_notice_channel(ticket.thread.source)
     if channel is None:
         return
-    verb = "merged" if ticket.pr_state == "merged" else "closed without merging"
-    text = f"{ticket.title}: pull request {verb}. {ticket.pr_url}".strip()
+    if ticket.end_reason == "issue_closed":
+        text = f"{ticket.title}: issue closed. {ticket.thread.url}".strip()
+    else:
+        verb = "merged" if ticket.pr_state == "merged" else "closed without merging"
+        text = f"{ticket.title}: pull request {verb}. {ticket.pr_url}".strip()
     outbox.enqueue(
         "notice",
         f"ticket:{ticket.pk}:end:{ticket.assignments.count()}",
@@ -884,16 +963,19 @@ def _thread_id(source: Source, result) -> int:
 
 
 def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.Outcome:
+    result = _locate_on_pull_request(source, result)
     facts = intake_core.thread_facts(result)
     thread_id = None
     if (result.thread and facts) or intake_core.is_trigger(result):
         thread_id = _thread_id(source, result)
-        if facts:  # the thread's own state, and a merged or closed PR ends its ticket
+        if facts:  # the thread's own state: a PR joins or ends its ticket, an issue closes
             thread = Thread.objects.select_for_update().get(pk=thread_id)
             thread.meta = {**thread.meta, **facts}
             thread.save(update_fields=["meta"])
-            if facts.get("pr_state") in ("merged", "closed"):
-                _pr_final(thread_id, facts["pr_state"] == "merged")
+            if "pr_state" in facts:
+                _pull_request_reported(source, thread, facts)
+            if "issue_state" in facts:
+                _issue_reported(thread)
     if not intake_core.is_trigger(result):
         return intake_core.Outcome("ignored", result.reason, thread=thread_id, facts=facts)
     if not optimistic and Trigger.objects.filter(
@@ -916,6 +998,32 @@ def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.
     return intake_core.Outcome("ignored" if ignored else "admitted",
                                decision.get("reason") or "", trigger.pk,
                                thread=thread_id, facts=facts)
+
+
+def _locate_on_pull_request(source: Source, result):
+    """A CI result on a pull request's head reaches only a followed pull request (one
+    that belongs to a ticket); one that names no pull request (a commit status, a fork's
+    check) belongs to the open, followed pull request whose head is its commit or branch.
+    Anything else concerns no ticket and leaves no trigger."""
+    if not intake_core.is_trigger(result) or result.scope != "ci_pull_request":
+        return result
+    if result.thread:
+        followed = Subscription.objects.filter(thread__source=source,
+                                               thread__key=result.thread).exists()
+        return result if followed else intake_core.ignored("pull_request_not_followed")
+    match = result.meta.get("match_pr") or {}
+    sha, branches = match.get("sha") or "", list(match.get("branches") or [])
+    rows = (
+        Thread.objects.filter(source=source, subscription__isnull=False,
+                              key__startswith=f"{match.get('repo')}#", meta__pr_state="open")
+        .filter(Q(meta__head_sha=sha) | Q(meta__head_ref__in=branches))
+        .values_list("key", "meta")
+    )
+    key = linking.pr_for_commit(sha, branches, [
+        (k, m.get("head_ref") or "", m.get("head_sha") or "") for k, m in rows])
+    if key is None:
+        return intake_core.ignored("pull_request_not_followed")
+    return dataclasses.replace(result, thread=key)
 
 
 def source_event_rejected(*, source_id: int, reason: str, error: bool = False) -> None:
