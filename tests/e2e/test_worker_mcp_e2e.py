@@ -43,21 +43,33 @@ def ticket(settings, tmp_path, monkeypatch, server):  # noqa: F811
     return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
-def test_a_codex_worker_lists_and_calls_amux_tools(ticket, tmp_path):
-    require_runtime("codex")
+# how each runtime names amux's tools to the model: (namespace, prefix of a tool name)
+NAMING = {"codex": ("mcp__amux", "mcp__amux."), "acp": ("mcp__amux", "mcp__amux."),
+          "claude": (None, "mcp__amux__")}
+
+
+@pytest.mark.parametrize("runtime", ["codex", "acp", "claude"])
+def test_a_worker_lists_and_calls_amux_tools(runtime, ticket, tmp_path):
+    require_runtime(runtime)
+    namespace, prefix = NAMING[runtime]
+
+    def report(text):
+        name = "report" if namespace else f"{prefix}report"
+        return ToolCall("", tool=name, namespace=namespace,
+                        arguments={"status": "progress", "text": text})
+
     with ModelServer() as model:
-        provider = ProviderProfile.objects.create(slug="scripted", platform="openai-compat",
-                                                  base_url=model.base_url)
-        # A model outside Codex's bundled catalog: for catalog models that support tool
+        provider = ProviderProfile.objects.create(
+            slug="scripted", platform="anthropic-compat" if runtime == "claude"
+            else "openai-compat",
+            base_url=model.root_url if runtime == "claude" else model.base_url)
+        # Codex: a model outside its bundled catalog — for catalog models that support tool
         # search (gpt-5.5 …) the pinned Codex defers MCP tools behind `tool_search`
         AgentSettings.objects.update_or_create(pk=1, defaults={
-            "worker_runtime": "codex", "worker_provider": provider,
-            "worker_model": "scripted-model"})
-        model.script(ToolCall("", tool="report", namespace="mcp__amux",
-                              arguments={"status": "progress", "text": "found the crash"}),
-                     Text("reported"),
-                     ToolCall("", tool="report", namespace="mcp__amux",
-                              arguments={"status": "progress", "text": "fixed it"}),
+            "worker_runtime": runtime, "worker_provider": provider,
+            "worker_model": {"codex": "scripted-model", "acp": "gpt-5.5",
+                             "claude": "claude-sonnet-4-5"}[runtime]})
+        model.script(report("found the crash"), Text("reported"), report("fixed it"),
                      Text("reported again"))
         outbox.drain(seconds=20)
         session = Session.objects.get(name=worker.session_name(ticket))
@@ -92,8 +104,8 @@ def test_a_codex_worker_lists_and_calls_amux_tools(ticket, tmp_path):
         assert outcome.get("v") == "slept"
         first = model.tool_requests()[0]
     names = first.tool_names
-    assert {"mcp__amux.report", "mcp__amux.context", "mcp__amux.ask", "mcp__amux.reply",
-            "mcp__amux.hand_back"} <= set(names), names
+    assert {f"{prefix}{tool}" for tool in ("report", "context", "ask", "reply", "hand_back",
+                                           "pull_request")} <= set(names), names
     assert list(Report.objects.filter(ticket=ticket).order_by("pk")
                 .values_list("status", "text")) == [("progress", "found the crash"),
                                                     ("progress", "fixed it")]
