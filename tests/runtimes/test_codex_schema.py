@@ -11,11 +11,11 @@ import subprocess
 import pytest
 from jsonschema import Draft7Validator
 
+from sessions.runtimes import TurnInput
 from sessions.runtimes.base import default_runtimes_dir
 from sessions.runtimes.codex import codex_binary
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
-from sessions.runtimes import TurnInput
 from tests.support.runtimes import adapter_for, make_config, run_async
 
 pytestmark = pytest.mark.timeout(240)
