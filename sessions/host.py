@@ -253,6 +253,11 @@ class SessionHost:
             await self.db(_start_failed, self.session_id, self.owner, exc)
             return False
         await self.db(_started, self.session_id, self.owner, native, adapter.tag)
+        if adapter.mcp_skipped:
+            await self.db(timeline.note, self.session_id, "error", {
+                "code": "mcp_unsupported",
+                "message": f"the runtime takes no HTTP MCP server; not offered: "
+                           f"{', '.join(adapter.mcp_skipped)}"})
         return True
 
     async def _serve(self) -> str:

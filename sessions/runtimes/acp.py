@@ -16,6 +16,11 @@
   A watchdog stop cancels, waits the grace period and always retires the process.
 * Resume: ``session/load`` (history replay is dropped, it is not part of any turn); a
   subclass may refuse a session it knows cannot be loaded before spawning anything.
+* System prompt: ACP has no channel for one, so a turn's prompt is prepended to its content
+  as a delimited block on the first turn of a native conversation and whenever it changed
+  (subclasses with a native channel override ``system_prompt_channel``/``session_meta``).
+* MCP: ``config.mcp_servers`` go into ``session/new``/``session/load`` as HTTP servers with
+  the bearer read at start, only if the agent declares ``mcpCapabilities.http``.
 """
 
 from __future__ import annotations
@@ -194,7 +199,6 @@ class AcpAdapter(RuntimeAdapter):
         self._permission_seq = 0
         # INLINE: the hash of the prompt block the native conversation last received
         self._inline_seen: str | None = None
-        self.mcp_skipped: list[str] = []  # servers the agent cannot take (no http MCP)
 
     # ------------------------------------------------------------------ class API
     @classmethod

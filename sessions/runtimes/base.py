@@ -313,6 +313,7 @@ class RuntimeAdapter(ABC):
         self._started_prompt = config.system_prompt
         self._started_tokens: tuple[str | None, ...] = ()
         self._mcp_in_use = False  # the runtime was given ``config.mcp_servers`` at start
+        self.mcp_skipped: list[str] = []  # MCP servers this runtime could not be given
 
     # ---------------------------------------------------------------- class-level API
     @classmethod

@@ -6,6 +6,12 @@ the session's provider (Responses API) with the key in ``AMUX_PROVIDER_KEY`` onl
 ``turn/interrupt`` stops it (the terminal is the ``turn/completed`` that follows).
 ``thread/tokenUsage/updated`` becomes ``UsageObserved`` with ``last`` and, when present, the
 native ``total`` as the cumulative snapshot — never summed, never derived.
+
+A turn's system prompt goes with its ``turn/start`` as the collaboration mode's developer
+instructions (experimental API): Codex uses it for every model request of the turn and adds
+it to the conversation when it differs from the previous turn's. MCP servers are
+``[mcp_servers.<name>]`` tables in ``config.toml`` with the bearer in a variable the adapter
+fills from the token file at start (``restart_reason`` says when the file changed).
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ at ``agent_end``. ``abort`` stops it. Usage: each assistant message's ``usage`` 
 ``get_session_stats`` (Pi's own running totals) is the cumulative snapshot. With
 ``background_shell_after`` (ticket workers) amux's extension ``pi_extensions/background_bash.ts``
 replaces the ``bash`` tool: a command still running after that many seconds is left running
-in its own process group, logging to a file, and the tool answers at once.
+in its own process group, logging to a file, and the tool answers at once. amux's
+extension ``pi_extensions/system_prompt.ts`` appends each turn's system prompt, written to a
+file just before the turn's ``prompt``, to Pi's own at agent start. Pi takes no MCP server:
+its worker reaches amux through the `amux` command.
 """
 
 from __future__ import annotations
