@@ -115,3 +115,29 @@ def test_a_prompt_saved_between_turns_reaches_the_next_turn(runtime, request, se
         last = str(model_server.tool_requests()[-1].body)
         assert last.count("</amux-system-prompt>") == 2
     assert not tagged_pids(tag)
+
+
+def test_an_acp_conversation_resumed_after_sleep_is_not_sent_the_same_prompt_again(
+        openai_provider, session_dirs, model_server):
+    """The inline block is sent when the conversation has not seen this prompt: a session
+    that slept and resumed its native conversation (session/load) does not get it again."""
+    require_runtime("acp")
+    prompts.save("team.worker", ONE, 0, origin="api")
+    session = services.create_session(runtime="acp", provider="scripted", model="gpt-5.5",
+                                      prompt_role="worker")
+    Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
+    model_server.script(Text("first"), Text("second"), Text("third"))
+    services.post_message(session.pk, "hello")
+    assert run_host(session.pk) == "slept"
+    services.post_message(session.pk, "hello again")
+    assert run_host(session.pk) == "slept"  # a new process, the same conversation loaded
+    prompts.save("team.worker", TWO, 1, origin="api")
+    services.post_message(session.pk, "and again")
+    assert run_host(session.pk) == "slept"
+    started = _started(session.pk)
+    assert [p["prompt_inline"] for p in started] == [True, False, True]
+    assert [p["prompt_revisions"] for p in started] == [[1], [1], [2]]
+    requests = model_server.tool_requests()
+    assert str(requests[1].body).count("</amux-system-prompt>") == 1
+    last = str(requests[-1].body)
+    assert last.count("</amux-system-prompt>") == 2 and TWO in last
