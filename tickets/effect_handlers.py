@@ -93,15 +93,14 @@ def _start_run(ticket, assignment: Assignment, config) -> None:
     if session is None:
         workdir = worker.work_dir(ticket)
         workdir.mkdir(parents=True, exist_ok=True)
-        from prompts_app import service as prompts
-
         session = sessions.create_session(
             runtime=config.worker_runtime,
             provider=config.worker_provider.slug,
             model=config.worker_model,
             workdir=str(workdir),
             name=worker.session_name(ticket),
-            developer_instructions=prompts.current("worker").text,
+            prompt_role="worker",  # every turn reads the current worker prompt
+            mcp_servers=worker.mcp_servers(ticket),
             env=worker.environment(ticket),
             path=[str(worker.bin_dir())],
             ask_user=False,  # the worker profile: people are asked only through `amux ask`

@@ -14,7 +14,8 @@ from pathlib import Path
 from django.conf import settings
 
 from tickets.models import AgentSettings, Assignment, Ticket
-from tickets.tools import worker_env
+from tickets.sources import plugin
+from tickets.tools import mcp_server_entry, worker_env
 
 # The worker profile: a foreground shell command still running after this many seconds
 # moves to the background (where the runtime allows it), so a slow build never keeps a
@@ -58,10 +59,20 @@ def write_token(ticket: Ticket, token: str) -> Path:
 
 
 def environment(ticket: Ticket) -> dict[str, str]:
+    """The worker's variables: its tools, its ticket, and what the ticket's source plugin
+    says about where the work lives (`AMUX_GITHUB_REPO`, …; never a credential — the plugin
+    is built without the source's secrets)."""
+    source = ticket.thread.source
     return {
+        **plugin(source.kind, source.config).environment(),
         **worker_env(amux_url(), token_file=str(token_file(ticket))),
         "AMUX_TICKET": str(ticket.pk),
     }
+
+
+def mcp_servers(ticket: Ticket) -> list[dict]:
+    """amux's MCP server for the worker's runtime, authenticated by the assignment token."""
+    return [mcp_server_entry(amux_url(), str(token_file(ticket)))]
 
 
 def brief(ticket: Ticket, assignment: Assignment) -> str:

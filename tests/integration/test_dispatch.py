@@ -46,6 +46,13 @@ def test_a_replayed_dispatch_reuses_the_session_and_the_first_turn(ticket):
     assert "@amux please fix the crash" in Turn.objects.get(session=session).input["text"]
     assert session.snapshot["extra_path"] and "AMUX_API_URL" in session.runtime_env
     assert session.snapshot["ask_user"] is False  # the worker profile asks only via amux
+    # every turn reads the current worker prompt; amux's MCP server with the token file;
+    # the source plugin's variables (never a credential) in the worker's environment
+    assert session.snapshot["prompt_role"] == "worker"
+    assert session.snapshot["mcp_servers"][0]["name"] == "amux"
+    assert session.snapshot["mcp_servers"][0]["bearer_token_file"].endswith(
+        f"worker-tokens/ticket-{ticket.pk}")
+    assert "AMUX_GITHUB_REPO" in session.runtime_env
     # … and moves slow shell commands to the background
     assert session.snapshot["background_shell_after"] == 5.0
     assert services.runtime_config(session).background_shell_after == 5.0
