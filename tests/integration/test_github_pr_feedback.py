@@ -72,6 +72,13 @@ def ended(ticket):
     return ticket.ended_at is not None
 
 
+def last_run(ticket):
+    """The ticket's newest run, once the outbox settled it (a person's message on a
+    failed ticket dispatches it again)."""
+    outbox.drain(seconds=10)
+    return Assignment.objects.filter(ticket=ticket).latest("pk")
+
+
 def link_by_hand(client, ticket):
     response = post(client, "pull_request", pull_request(body="Typo fix.\n\nCloses #1"))
     assert response.status_code == 202
@@ -88,7 +95,7 @@ def test_a_hand_opened_pr_that_closes_the_issue_joins_and_its_merge_ends_the_tic
     # The opening reached the worker as a person's message on a followed thread.
     (opened,) = inputs(ticket)
     assert opened.author == "alice" and opened.is_human and "Closes #1" in opened.text
-    assignment = Assignment.objects.get(ticket=ticket)
+    assignment = last_run(ticket)
     engine.report_received(assignment_id=assignment.pk, status="done", text="seen")
     outbox.drain(seconds=10)
     response = post(client, "pull_request", pull_request("closed", body="Closes #1",
@@ -228,7 +235,7 @@ def test_the_issue_closed_with_no_open_pr_ends_the_ticket(client, ticket):
 
 def test_the_issue_closed_while_a_pr_is_open_waits_for_the_pr(client, ticket):
     link_by_hand(client, ticket)
-    assignment = Assignment.objects.get(ticket=ticket)
+    assignment = last_run(ticket)
     engine.report_received(assignment_id=assignment.pk, status="done", text="seen")
     post(client, "issues", issue_closed())
     assert not ended(ticket)
@@ -238,15 +245,16 @@ def test_the_issue_closed_while_a_pr_is_open_waits_for_the_pr(client, ticket):
 
 def test_ci_after_the_end_is_recorded_and_revives_nothing(client, ticket):
     link_by_hand(client, ticket)
-    engine.report_received(assignment_id=Assignment.objects.get(ticket=ticket).pk,
+    engine.report_received(assignment_id=last_run(ticket).pk,
                            status="done", text="seen")
     post(client, "pull_request", pull_request("closed", body="Closes #1", merged=True))
     assert ended(ticket)
+    runs = Assignment.objects.filter(ticket=ticket).count()
     post(client, "check_run", check_run(name="late check"))
     late = inputs(ticket)[-1]
     assert "late check" in late.text
     assert not Effect.objects.filter(kind="deliver", key=f"input:{late.pk}").exists()
-    assert ended(ticket) and Assignment.objects.filter(ticket=ticket).count() == 1
+    assert ended(ticket) and Assignment.objects.filter(ticket=ticket).count() == runs
 
 
 def test_closing_one_of_two_open_prs_leaves_the_ticket_open(client, ticket):
@@ -255,7 +263,7 @@ def test_closing_one_of_two_open_prs_leaves_the_ticket_open(client, ticket):
     second["number"] = second["pull_request"]["number"] = 3
     second["pull_request"]["id"] += 1
     post(client, "pull_request", second)
-    engine.report_received(assignment_id=Assignment.objects.get(ticket=ticket).pk,
+    engine.report_received(assignment_id=last_run(ticket).pk,
                            status="done", text="seen")
     post(client, "pull_request", pull_request("closed", body="Closes #1"))
     assert not ended(ticket)
