@@ -16,8 +16,9 @@ from collections.abc import Callable
 from django.db import IntegrityError, connection, transaction
 
 from amux_common.clock import now as clock
+from effects import outbox
 from prompts_app.contract import clip_routing_note
-from tickets import locks, outbox, policy_hooks
+from tickets import locks, policy_hooks
 from tickets.core import intake as intake_core
 from tickets.core import messages, rules
 from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound
@@ -622,7 +623,7 @@ def _notice_result(ticket: Ticket) -> None:
         "notice",
         f"ticket:{ticket.pk}:end:{ticket.assignments.count()}",
         {"ticket": ticket.pk, "channel": channel.pk, "text": text},
-        channel=f"channel:{channel.pk}",
+        channel=outbox.channel_key(channel.source.slug, channel.address),
     )
 
 
@@ -632,7 +633,7 @@ def _relay(ticket: Ticket, key: str, text: str) -> None:
         "relay",
         f"ticket:{ticket.pk}:{key}",
         {"ticket": ticket.pk, "thread": thread.pk, "text": text},
-        channel=messages.channel_key(thread.source.slug, thread.key),
+        channel=outbox.channel_key(thread.source.slug, thread.key),
     )
 
 

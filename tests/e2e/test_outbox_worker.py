@@ -20,8 +20,8 @@ import redis
 from django.conf import settings
 from django.db import connection, transaction
 
-from tickets import outbox
-from tickets.models import Effect
+from effects import outbox
+from effects.models import Effect
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -114,4 +114,4 @@ def test_a_lost_wake_up_only_delays_the_beat_sweep_drains(rec, start_worker):
     rec.delete("default")  # the kick's message is lost before any worker saw it
     worker = start_worker(beat=True)
     assert wait_handled(rec, effect.pk, worker) == {"event": "push"}
-    assert "tickets.drain_outbox" in Path(worker.log_path).read_text()
+    assert "effects.drain_outbox" in Path(worker.log_path).read_text()
