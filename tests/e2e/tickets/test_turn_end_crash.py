@@ -64,6 +64,15 @@ def ticket(settings, tmp_path, model):
     purge_queues()
 
 
+def within(predicate, timeout, *workers, interval=0.1):
+    """wait_for, failing with the workers' logs (what a host or drainer did, or did not)."""
+    try:
+        return wait_for(predicate, timeout=timeout, interval=interval)
+    except TimeoutError:
+        logs = "\n".join(f"--- {w.log_path}\n{w.log()[-3000:]}" for w in workers if w)
+        pytest.fail(f"condition not reached in {timeout} s\n{logs}")
+
+
 def turn_end_facts(session_id):
     return list(Effect.objects.filter(kind="session.turn_ended").values_list("key", "payload"))
 
@@ -83,7 +92,7 @@ def test_a_host_killed_right_after_the_turn_end_commits_loses_nothing(ticket, mo
     host = Worker("turn-host", env, queues="runtime", log=tmp_path / "host.log")
     drainer = None
     try:
-        turn = wait_for(lambda: ended_turn(ticket.session_id, 1), timeout=120)
+        turn = within(lambda: ended_turn(ticket.session_id, 1), 120, host)
         host.kill()  # SIGKILL the host's whole worker the moment the turn's end is committed
         host.proc.wait(10)
         tag = Session.objects.get(pk=ticket.session_id).runtime_tag
@@ -98,7 +107,7 @@ def test_a_host_killed_right_after_the_turn_end_commits_loses_nothing(ticket, mo
 
         drainer = Worker("turn-drainer", env, queues="default", beat=True,
                          log=tmp_path / "drainer.log")
-        wait_for(lambda: live_assignment(ticket).last_turn_at is not None, timeout=90)
+        within(lambda: live_assignment(ticket).last_turn_at is not None, 90, drainer)
     finally:
         for w in (host, drainer):
             if w is not None:
@@ -117,7 +126,7 @@ def test_a_turn_failed_by_a_lost_host_fails_the_assignment_after_a_second_crash(
     first = Worker("turn-host-1", env, queues="runtime", log=tmp_path / "host-1.log")
     second = drainer = None
     try:
-        model.wait_for_requests(1, timeout=90)
+        within(lambda: model.tool_requests(), 90, first)
         first.kill()  # mid-turn: the turn is left running
         first.proc.wait(10)
         assert live_assignment(ticket).state == "running"
@@ -126,8 +135,8 @@ def test_a_turn_failed_by_a_lost_host_fails_the_assignment_after_a_second_crash(
         # expired runs here, as beat would run it on a `default` worker (none may run yet:
         # it would drain the fact before the kill).
         second = Worker("turn-host-2", env, queues="runtime", log=tmp_path / "host-2.log")
-        wait_for(lambda: sweep_sessions() > 0, timeout=30, interval=0.5)
-        turn = wait_for(lambda: ended_turn(ticket.session_id, 1), timeout=90)
+        within(lambda: sweep_sessions() > 0, 30, first, second, interval=0.5)
+        turn = within(lambda: ended_turn(ticket.session_id, 1), 90, first, second)
         second.kill()
         second.proc.wait(10)
 
@@ -139,7 +148,7 @@ def test_a_turn_failed_by_a_lost_host_fails_the_assignment_after_a_second_crash(
 
         drainer = Worker("turn-drainer", env, queues="default", beat=True,
                          log=tmp_path / "drainer.log")
-        wait_for(lambda: live_assignment(ticket).state == "failed", timeout=90)
+        within(lambda: live_assignment(ticket).state == "failed", 90, drainer)
     finally:
         for w in (first, second, drainer):
             if w is not None:
