@@ -202,7 +202,7 @@ def _announce_turn_end(session_id: int, turn: Turn) -> None:
     `session.turn_ended` (tickets does, for its workers); sessions knows no consumer."""
     outbox.enqueue(EffectKind.TURN_ENDED, f"turn:{turn.pk}", {
         "session": session_id, "turn": turn.pk, "state": str(turn.state),
-        "error_code": turn.error_code})
+        "error_code": turn.error_code, "ended_at": turn.ended_at.isoformat()})
 
 
 def _late_terminal(turn: Turn, type_: str, payload: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from datetime import datetime
 
 from effects import outbox
 from effects.models import EffectKind
@@ -120,7 +121,9 @@ def deliver_input(effect_id: int, payload: dict) -> None:
 def worker_turn_ended(effect_id: int, payload: dict) -> None:
     """A session's turn ended (written by sessions/timeline.py with the terminal event);
     the engine ignores sessions that are not a ticket's worker."""
+    ended_at = payload.get("ended_at")
     engine.worker_turn_ended(
         session_id=payload["session"], state=payload["state"],
         error_code=payload.get("error_code", ""),
+        ended_at=datetime.fromisoformat(ended_at) if ended_at else None,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Callable
+from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
 
@@ -214,10 +215,13 @@ def assignment_ended(*, assignment_id: int, reason: str = "", failed: bool = Fal
         _end_if_due(ticket)
 
 
-def worker_turn_ended(*, session_id: int, state: str, error_code: str = "") -> None:
+def worker_turn_ended(*, session_id: int, state: str, error_code: str = "",
+                      ended_at: datetime | None = None) -> None:
     """Fact: the worker session of a ticket finished a turn. A failed turn fails the run
     (the stage says so until a person speaks); any end of turn answers the messages the
-    worker owned, so a closed PR may now end the ticket."""
+    worker owned, so a closed PR may now end the ticket. `ended_at` is when the turn ended:
+    the fact may arrive later (through the outbox, after a crash), and a person who spoke
+    in between spoke after the worker's last word."""
     ticket_id = (
         Ticket.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
     )
@@ -230,7 +234,7 @@ def worker_turn_ended(*, session_id: int, state: str, error_code: str = "") -> N
         )
         if assignment is None:
             return
-        assignment.last_turn_at = clock()
+        assignment.last_turn_at = ended_at or clock()
         fields = ["last_turn_at"]
         if state == "failed":
             assignment.state = "failed"
