@@ -17,7 +17,7 @@ app.conf.task_queues = (Queue("default"), Queue("runtime"))
 app.conf.task_default_queue = "default"
 app.conf.task_routes = {"sessions.host": {"queue": "runtime"}}
 app.conf.beat_schedule = {
-    "outbox-sweep": {"task": "tickets.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
+    "outbox-sweep": {"task": "effects.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
     "intake-sweep": {"task": "tickets.intake_sweep", "schedule": 30.0, "options": {"expires": 30}},
     "source-poll": {"task": "tickets.poll_sources", "schedule": 300.0, "options": {"expires": 300}},
     "policy-effects-sweep": {

@@ -1,7 +1,8 @@
 """Settings from the environment (see CONTRACT.md "Configuration").
 
 Only DATABASE_URL, REDIS_URL, AMUX_SECRET_KEY, AMUX_DATA_DIR, AMUX_ALLOWED_HOSTS and
-AMUX_DEBUG are read here; everything else is data managed in the panel, API or admin.
+AMUX_DEBUG are read here (plus a few tuning knobs such as AMUX_TLS and the outbox's
+AMUX_OUTBOX_*); everything else is data managed in the panel, API or admin.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -74,6 +76,7 @@ INSTALLED_APPS = [
     "amux_site",
     "prompts_app",
     "policy",
+    "effects",
     "sessions.apps.AgentSessionsConfig",
     "tickets",
 ]
@@ -168,6 +171,26 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "run" / "celerybeat-schedule")
+
+
+def _seconds(name: str, default: float | None) -> float | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number of seconds, not {value!r}") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise ImproperlyConfigured(f"{name} must be a positive number of seconds, not {value}")
+    return seconds
+
+
+# Outbox tuning (effects/outbox.py), for tests that crash drainers and for slow handlers:
+# one lease for every kind instead of each kind's own, and the drain task's hard time
+# limit. Start-up refuses a time limit that is not under half the shortest lease.
+AMUX_OUTBOX_LEASE_SECONDS = _seconds("AMUX_OUTBOX_LEASE_SECONDS", None)
+AMUX_OUTBOX_TASK_TIME_LIMIT = _seconds("AMUX_OUTBOX_TASK_TIME_LIMIT", 140.0)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

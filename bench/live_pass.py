@@ -30,7 +30,8 @@ RUNS = 60
 
 def live_queries():
     """The pass over live work, one query per table (what a sweep reads each round)."""
-    from tickets.models import LIVE_ASSIGNMENT, Assignment, Effect, Input, Question, Ticket
+    from effects.models import Effect
+    from tickets.models import LIVE_ASSIGNMENT, Assignment, Input, Question, Ticket
 
     live = {"ticket__ended_at__isnull": True}
     return {
@@ -120,7 +121,7 @@ def build_live() -> None:
             INSERT INTO tickets_question (ticket_id, text, options, multi, message_ref,
                                           created_at)
             SELECT id, 'which?', '[]', false, '', now() FROM tickets_ticket WHERE mod(id, 10) = 0;
-            INSERT INTO tickets_effect (kind, key, payload, channel, state, version, attempts,
+            INSERT INTO effects_effect (kind, key, payload, channel, state, version, attempts,
                                         due_at, claimed_by, last_error, created_at)
             SELECT CASE WHEN k = 1 THEN 'deliver' ELSE 'notice' END, 'live-' || t.id || '-' || k,
                    '{}', CASE WHEN k = 1 THEN '' ELSE 'o/r#1' END, 'pending', 1, 0, now(), '',
@@ -175,7 +176,7 @@ def build_history(count: int) -> None:
         )
         c.execute(
             """
-            INSERT INTO tickets_effect (kind, key, payload, channel, state, version, attempts,
+            INSERT INTO effects_effect (kind, key, payload, channel, state, version, attempts,
                                         due_at, claimed_by, last_error, created_at)
             SELECT 'ack', 'old-' || g, '{}', '', 'dead', 1, 15, now(), '', 'gone', now()
             FROM generate_series(1, %s) g

@@ -33,8 +33,8 @@ def worker(mode: str, count: int, index: int) -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from tickets import outbox
-    from tickets.models import Effect
+    from effects import outbox
+    from effects.models import Effect
 
     outbox.kick = lambda: None  # measure the database path only
     outbox.register("ack")(lambda effect_id, payload: None)
@@ -95,7 +95,7 @@ def main() -> None:
         setup_django(url, migrate=True)
         from django.db import connection
 
-        from tickets.models import Effect
+        from effects.models import Effect
 
         os.environ["DATABASE_URL"] = url
         connection.close()

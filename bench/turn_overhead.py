@@ -3,8 +3,9 @@
 Direct: one Codex app-server adapter driven by hand. Through amux: the same runtime
 under a session host (lease, Redis control channel, every event stored in the canonical
 timeline and published), each turn measured from posting the message (what
-`POST sessions/<id>/messages` does) to its terminal event being committed (the host's
-`turn_ended` signal, sent on commit). Each turn is a
+`POST sessions/<id>/messages` does) to its terminal event reaching a watcher of the
+session's timeline (the channel-layer group every websocket of the panel is fed from; the
+event is published on commit). Each turn is a
 shell tool call then a reply, against the scripted model server answering after
 --model-delay seconds per call. Direct and amux turns alternate, so both see the same
 machine load.
@@ -32,12 +33,13 @@ def main() -> None:
     parser.add_argument("--runtime", default="codex", choices=["codex", "pi", "acp"])
     args = parser.parse_args()
     django_setup()
+    from channels.layers import get_channel_layer
     from django.conf import settings
 
-    from sessions import services
+    from sessions import services, timeline
+    from sessions.apps import TIMELINE_LAYER
     from sessions.host import SessionHost
     from sessions.models import ProviderProfile, Session, TimelineEvent
-    from sessions.signals import turn_ended
     from tests.support.model_server import ModelServer, Text, ToolCall
     from tests.support.runtimes import MODEL, adapter_for, collect, make_config
 
@@ -74,31 +76,43 @@ def main() -> None:
         provider.save()
         session = services.create_session(runtime=args.runtime, provider="bench",
                                           model=model)
+        # A watcher of the session's timeline group, as the panel's websockets are fed: the
+        # bench waits on published terminal events without polling the database (a poll
+        # loop in this process would take the GIL and the database from the host it
+        # measures).
+        ended: dict[int, threading.Event] = {}
+        ended_lock = threading.Lock()
+
+        def event_for(turn_seq: int) -> threading.Event:
+            with ended_lock:
+                return ended.setdefault(turn_seq, threading.Event())
+
+        watching = threading.Event()
+
+        async def watch() -> None:
+            layer = get_channel_layer(TIMELINE_LAYER)
+            channel = await layer.new_channel()
+            await layer.group_add(timeline.group_name(session.pk), channel)
+            watching.set()
+            while True:
+                message = await layer.receive(channel)
+                for item in message.get("events", []):
+                    if item["type"] in timeline.TERMINAL_STATE and item["turn"] is not None:
+                        event_for(item["turn"]).set()
+
+        threading.Thread(target=lambda: asyncio.run(watch()), daemon=True).start()
+        if not watching.wait(30):
+            raise SystemExit("could not watch the session's timeline")
+
+        def wait_terminal(turn) -> None:
+            if not event_for(turn.seq).wait(120):
+                raise SystemExit(f"turn {turn.seq} did not end in 120 s")
+
         warm = services.post_message(session.pk, "warm up")
         host = SessionHost(session.pk)
         thread = threading.Thread(target=lambda: asyncio.run(host.run()), daemon=True)
         thread.start()
-
-        # The host's own signal, sent when a turn's terminal event is committed: the bench
-        # waits on it without polling the database (a poll loop in this process would take
-        # the GIL and the database from the host it measures).
-        ended: dict[int, threading.Event] = {}
-        ended_lock = threading.Lock()
-
-        def event_for(turn_id: int) -> threading.Event:
-            with ended_lock:
-                return ended.setdefault(turn_id, threading.Event())
-
-        def on_turn_ended(sender, turn_id, **kwargs) -> None:
-            event_for(turn_id).set()
-
-        turn_ended.connect(on_turn_ended, weak=False)
-
-        def wait_terminal(turn_id: int) -> None:
-            if not event_for(turn_id).wait(120):
-                raise SystemExit(f"turn {turn_id} did not end in 120 s")
-
-        wait_terminal(warm.pk)
+        wait_terminal(warm)
         # Turns alternate between the two so both see the same machine (it is noisy).
         direct_times, amux_times = [], []
         for i in range(args.turns):
@@ -109,7 +123,7 @@ def main() -> None:
 
             t0, w0 = time.perf_counter(), time.time()
             turn = services.post_message(session.pk, f"turn {i}")
-            wait_terminal(turn.pk)
+            wait_terminal(turn)
             amux_times.append(time.perf_counter() - t0)
             first_call["amux"].append(_first_request_after(server, w0) - w0)
         on_direct(adapter.close())

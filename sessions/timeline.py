@@ -2,7 +2,8 @@
 
 It assigns turn identity and order (``Turn.seq`` per session) and event order
 (``TimelineEvent.seq`` per session, gapless, under the session row lock), accepts exactly one
-terminal event per turn — a later terminal is kept only as provenance on the accepted one —
+terminal event per turn — a later terminal is kept only as provenance on the accepted one,
+and the accepted one writes the turn-ended fact to the outbox in the same transaction —
 and publishes each stored event to the session's Channels group after commit. Runtime adapters
 emit typed events (``sessions.runtimes.events``); provider ids are kept as provenance only.
 """
@@ -18,6 +19,8 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from effects import outbox
+from effects.models import EffectKind
 from sessions import publisher
 from sessions.apps import TIMELINE_LAYER
 from sessions.models import Lifecycle, Session, TimelineEvent, Turn, TurnState
@@ -194,11 +197,12 @@ def record(session_id: int, turn_id: int | None,
 
 
 def _announce_turn_end(session_id: int, turn: Turn) -> None:
-    from sessions.signals import turn_ended
-
-    state, code, turn_id = turn.state, turn.error_code, turn.pk
-    transaction.on_commit(lambda: turn_ended.send(
-        sender=Turn, session_id=session_id, turn_id=turn_id, state=state, error_code=code))
+    """Write the turn-ended fact as an effect in the terminal event's own transaction, so it
+    outlives a crash right after the commit. Whoever needs it registers the handler of
+    `session.turn_ended` (tickets does, for its workers); sessions knows no consumer."""
+    outbox.enqueue(EffectKind.TURN_ENDED, f"turn:{turn.pk}", {
+        "session": session_id, "turn": turn.pk, "state": str(turn.state),
+        "error_code": turn.error_code, "ended_at": turn.ended_at.isoformat()})
 
 
 def _late_terminal(turn: Turn, type_: str, payload: dict[str, Any]) -> None:

@@ -55,36 +55,3 @@ for model in [
     models.Correlation,
 ]:
     admin.site.register(model, ReadOnlyAdmin)
-
-
-@admin.register(models.Effect)
-class EffectAdmin(admin.ModelAdmin):
-    """The outbox, with dead letters retryable by an operator."""
-
-    list_display = [
-        "id", "kind", "key", "channel", "state", "attempts", "due_at", "claimed_by", "last_error"
-    ]
-    list_filter = ["state", "kind"]
-    search_fields = ["key", "channel"]
-    actions = ["retry"]
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    @admin.action(description="Retry the selected dead letters now")
-    def retry(self, request, queryset):
-        from tickets import outbox
-
-        selected = list(queryset.values_list("pk", flat=True))
-        count = outbox.retry_dead(selected)
-        self.message_user(request, f"{count} effect(s) queued again.")
-        if count < len(selected):
-            self.message_user(
-                request,
-                f"{len(selected) - count} left as they are: not dead letters, or a newer"
-                " payload of the same key is already pending.",
-                level="warning",
-            )

@@ -1,4 +1,5 @@
-"""The outbox handlers, one per effect kind (registered on app start).
+"""The outbox handlers of the effects tickets owns, one per kind (registered on app start),
+and of the facts tickets consumes from sessions (`session.turn_ended`).
 
 Each handler is idempotent per effect id: the id is the idempotency key of every send.
 A handler makes one engine call to report what happened; it never writes ticket state.
@@ -8,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from datetime import datetime
 
-from django.dispatch import receiver
-
-from sessions.signals import turn_ended
-from tickets import engine, outbox, triage, worker
+from effects import outbox
+from effects.models import EffectKind
+from tickets import engine, triage, worker
 from tickets.core import failure as failures
 from tickets.models import Assignment, Eval, Input
 from tickets.tools import install_worker_bin
@@ -138,11 +139,18 @@ def deliver_input(effect_id: int, payload: dict) -> None:
     engine.input_delivered(input_id=item.pk)
 
 
-@receiver(turn_ended)
-def worker_turn_ended(sender, *, session_id, turn_id, state, error_code="", **kwargs):
-    engine.worker_turn_ended(session_id=session_id, state=state, error_code=error_code,
-                             error_message=_failure_message(turn_id) if state == "failed"
-                             else "")
+@outbox.register(EffectKind.TURN_ENDED)
+def worker_turn_ended(effect_id: int, payload: dict) -> None:
+    """A session's turn ended (written by sessions/timeline.py with the terminal event);
+    the engine ignores sessions that are not a ticket's worker."""
+    ended_at = payload.get("ended_at")
+    engine.worker_turn_ended(
+        session_id=payload["session"], state=payload["state"],
+        error_code=payload.get("error_code", ""),
+        error_message=_failure_message(payload.get("turn")) if payload["state"] == "failed"
+        else "",
+        ended_at=datetime.fromisoformat(ended_at) if ended_at else None,
+    )
 
 
 def _failure_message(turn_id) -> str:

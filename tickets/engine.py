@@ -13,13 +13,15 @@ import dataclasses
 import hashlib
 import secrets
 from collections.abc import Callable
+from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import OuterRef, Q, Subquery
 
 from amux_common.clock import now as clock
+from effects import outbox
 from prompts_app.contract import clip_routing_note
-from tickets import locks, outbox, policy_hooks
+from tickets import locks, policy_hooks
 from tickets.core import failure as failures
 from tickets.core import intake as intake_core
 from tickets.core import linking, messages, notices, rules
@@ -296,10 +298,12 @@ def assignment_ended(*, assignment_id: int, reason: str = "", failed: bool = Fal
 
 
 def worker_turn_ended(*, session_id: int, state: str, error_code: str = "",
-                      error_message: str = "") -> None:
+                      error_message: str = "", ended_at: datetime | None = None) -> None:
     """Fact: the worker session of a ticket finished a turn. A failed turn fails the run
     (the stage says so until a person speaks); any end of turn answers the messages the
-    worker owned, so a closed PR may now end the ticket."""
+    worker owned, so a closed PR may now end the ticket. `ended_at` is when the turn ended:
+    the fact may arrive later (through the outbox, after a crash), and a person who spoke
+    in between spoke after the worker's last word."""
     ticket_id = (
         Ticket.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
     )
@@ -312,7 +316,7 @@ def worker_turn_ended(*, session_id: int, state: str, error_code: str = "",
         )
         if assignment is None:
             return
-        assignment.last_turn_at = clock()
+        assignment.last_turn_at = ended_at or clock()
         fields = ["last_turn_at"]
         if state == "failed":
             failure = failures.turn_failure(error_code, error_message)
@@ -808,7 +812,7 @@ def _notice_result(ticket: Ticket) -> None:
         "notice",
         f"ticket:{ticket.pk}:end:{ticket.assignments.count()}",
         {"ticket": ticket.pk, "channel": channel.pk, "text": text},
-        channel=f"channel:{channel.pk}",
+        channel=outbox.channel_key(channel.source.slug, channel.address),
     )
 
 
@@ -830,7 +834,7 @@ def _relay(ticket: Ticket, key: str, text: str) -> None:
         "relay",
         f"ticket:{ticket.pk}:{key}",
         {"ticket": ticket.pk, "thread": thread.pk, "text": text},
-        channel=messages.channel_key(thread.source.slug, thread.key),
+        channel=outbox.channel_key(thread.source.slug, thread.key),
     )
 
 

@@ -400,69 +400,6 @@ class Correlation(models.Model):
         ]
 
 
-class EffectKind(models.TextChoices):
-    DISPATCH = "dispatch", "dispatch an assignment"
-    DELIVER = "deliver", "deliver an input"
-    RELAY = "relay", "relay a report"
-    NOTICE = "notice", "send a notice"
-    ASSESS = "assess", "run an assessment"
-    ACK = "ack", "acknowledge a source event"
-
-
-class EffectState(models.TextChoices):
-    PENDING = "pending", "pending"
-    DEAD = "dead", "dead letter"
-
-
-class Effect(models.Model):
-    """The outbox: one row per (kind, key) of work on the outside world (tickets/outbox.py).
-
-    A row lives from the transaction that decided the work until its handler returns; then
-    it is deleted. `claimed_by`/`claimed_until` are a drainer's lease, `version` grows each
-    time the payload is replaced, `state` is `dead` once the attempts are used up.
-    """
-
-    kind = models.CharField(max_length=10, choices=EffectKind.choices)
-    key = models.CharField(max_length=300)
-    payload = models.JSONField(default=dict, blank=True)
-    channel = models.CharField(max_length=300, blank=True, help_text="order key (relay, notice)")
-    state = models.CharField(max_length=10, choices=EffectState.choices, default="pending")
-    version = models.PositiveIntegerField(default=1)
-    attempts = models.PositiveIntegerField(default=0)
-    due_at = models.DateTimeField()
-    claimed_by = models.CharField(max_length=120, blank=True)
-    claimed_until = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["kind", "key"], name="effect_one_pending", condition=Q(state="pending")
-            )
-        ]
-        indexes = [
-            # The line of one kind, in order (claim).
-            models.Index(fields=["kind", "id"], name="effect_line", condition=Q(state="pending")),
-            # Is anything ahead of this row in its channel? (relay and notice share channels)
-            models.Index(
-                fields=["channel", "id"],
-                name="effect_ordered",
-                condition=Q(state="pending", kind__in=["relay", "notice"]),
-            ),
-            # Who holds leases of a kind (per-kind concurrency).
-            models.Index(
-                fields=["kind", "claimed_until"],
-                name="effect_leased",
-                condition=Q(state="pending", claimed_until__isnull=False),
-            ),
-        ]
-
-    def __str__(self):
-        return f"{self.kind}:{self.key}"
-
-
 class AgentSettings(models.Model):
     """Who does the work: the model that triages candidates and the runtime, provider and
     model of each ticket's worker session. One row (pk 1), edited in the panel or the API."""

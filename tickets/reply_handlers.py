@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 
-from tickets import intake, outbox
+from effects import outbox
+from tickets import intake
 from tickets.models import Channel, Thread
 from tickets.sources.base import SendResult
 

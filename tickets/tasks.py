@@ -1,24 +1,8 @@
-"""Celery tasks of the orchestrator: thin interfaces that load by id and make one call."""
+"""Celery tasks of the orchestrator: thin interfaces that load by id and make one call.
+
+The outbox's drain task lives with the outbox (effects/tasks.py)."""
 
 from celery import shared_task
-
-from tickets import outbox
-
-
-@shared_task(
-    name="tickets.drain_outbox",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    # The hard limit stays below half of the shortest lease (outbox.KINDS), so a handler
-    # killed by it can never outlive its lease and overlap a second run of the same effect.
-    soft_time_limit=120,
-    time_limit=140,
-    ignore_result=True,
-)
-def drain_outbox() -> int:
-    """Kicked after each commit that wrote effects, and swept every 5 s by beat."""
-    outbox.woke()
-    return outbox.drain(seconds=60)
 
 
 @shared_task(

@@ -11,7 +11,7 @@ django.setup()
 import redis  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from tickets import outbox  # noqa: E402
+from effects import outbox  # noqa: E402
 
 _client = redis.Redis.from_url(settings.REDIS_URL)
 _prefix = os.environ["AMUX_TEST_PREFIX"]

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from effects.models import Effect
 from tests.support.runtimes import run_async
 from tickets import engine
-from tickets.models import Assignment, Effect, Input, Question, Report, Source, Thread, Trigger
+from tickets.models import Assignment, Input, Question, Report, Source, Thread, Trigger
 from tickets.tools import install_worker_bin, mcp_server_config, worker_env
 
 ROOT = Path(__file__).resolve().parents[2]

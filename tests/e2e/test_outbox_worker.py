@@ -20,8 +20,8 @@ import redis
 from django.conf import settings
 from django.db import connection, transaction
 
-from tickets import outbox
-from tickets.models import Effect
+from effects import outbox
+from effects.models import Effect
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -114,4 +114,18 @@ def test_a_lost_wake_up_only_delays_the_beat_sweep_drains(rec, start_worker):
     rec.delete("default")  # the kick's message is lost before any worker saw it
     worker = start_worker(beat=True)
     assert wait_handled(rec, effect.pk, worker) == {"event": "push"}
-    assert "tickets.drain_outbox" in Path(worker.log_path).read_text()
+    assert "effects.drain_outbox" in Path(worker.log_path).read_text()
+
+
+def test_a_drain_queued_under_the_task_s_old_name_still_runs(rec, start_worker):
+    """A broker that outlived the upgrade still holds `tickets.drain_outbox` messages (the
+    name before the outbox left tickets): a new worker runs them as drains."""
+    from amux_site.celery import app
+
+    effect = outbox.enqueue("ack", "delivery-old-name", {"event": "ping"})
+    rec.delete("default")  # the kick under the new name is lost
+    app.send_task("tickets.drain_outbox", queue="default")
+    worker = start_worker()  # no beat: only the old-named message can drain it
+    assert wait_handled(rec, effect.pk, worker) == {"event": "ping"}
+    log = Path(worker.log_path).read_text()
+    assert "Task tickets.drain_outbox[" in log and "Task effects.drain_outbox[" not in log

@@ -1,6 +1,6 @@
 """A drainer process for test_outbox_concurrency.py: `python -m tests.integration.outbox_drainer`.
 
-Runs the real `tickets.outbox.drain()` against the test database (AMUX_TEST_DB_NAME) with
+Runs the real `effects.outbox.drain()` against the test database (AMUX_TEST_DB_NAME) with
 handlers that record into Redis (AMUX_TEST_PREFIX):
 - `<p>:run:<id>` SET NX while a handler runs; a second concurrent run pushes the id onto
   `<p>:overlap`;
@@ -29,8 +29,8 @@ django.setup()
 
 import redis  # noqa: E402
 
-from tickets import outbox  # noqa: E402
-from tickets.models import Effect  # noqa: E402
+from effects import outbox  # noqa: E402
+from effects.models import Effect  # noqa: E402
 
 PREFIX = os.environ["AMUX_TEST_PREFIX"]
 VICTIM = os.environ.get("AMUX_TEST_VICTIM") == "1"

@@ -2,10 +2,12 @@
 
 import pytest
 
+from effects import outbox
+from effects.models import Effect
 from sessions import services
 from sessions.models import ProviderProfile, Session, Turn
-from tickets import engine, outbox
-from tickets.models import AgentSettings, Assignment, Effect, Source, Thread, Trigger
+from tickets import engine
+from tickets.models import AgentSettings, Assignment, Source, Thread, Trigger
 
 pytestmark = pytest.mark.django_db
 

@@ -5,17 +5,9 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from effects.models import Effect
 from tickets import engine, read
-from tickets.models import (
-    Assignment,
-    Effect,
-    Input,
-    Question,
-    Report,
-    Source,
-    Thread,
-    Trigger,
-)
+from tickets.models import Assignment, Input, Question, Report, Source, Thread, Trigger
 
 pytestmark = pytest.mark.django_db
 

@@ -85,8 +85,8 @@ HEAD = "a1" * 20
 def ticket(gh, server, settings, tmp_path):
     """Issue #2 asks @amux-bot for help; the first catch-up finds it and opens a ticket
     (its first dispatch has run: no worker is configured, nothing is in flight)."""
+    from effects import outbox
     from policy import services as policy_services
-    from tickets import outbox
     from tickets.models import Ticket
 
     settings.DATA_DIR = tmp_path / "data"

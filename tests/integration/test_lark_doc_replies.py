@@ -10,10 +10,12 @@ import threading
 import pytest
 from django.db import transaction
 
+from effects import outbox
+from effects.models import Effect
 from tests.support.lark_events import message_event, sealed
 from tests.support.recording_server import RecordingServer
-from tickets import intake, outbox, reply_handlers
-from tickets.models import Effect, Source, Thread
+from tickets import intake, reply_handlers
+from tickets.models import Source, Thread
 from tickets.sources.base import Context, Message, SendResult
 from tickets.sources.lark import Lark, comment_marker
 

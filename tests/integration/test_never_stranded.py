@@ -4,9 +4,10 @@ drained by the real drainer, the real session layer creating the worker session.
 
 import pytest
 
+from effects.models import Effect
 from sessions.models import ProviderProfile, Session, Turn
 from tickets import engine, outbox
-from tickets.models import AgentSettings, Assignment, Effect, Input, Source, Thread, Ticket, Trigger
+from tickets.models import AgentSettings, Assignment, Input, Source, Thread, Ticket, Trigger
 
 pytestmark = pytest.mark.django_db
 

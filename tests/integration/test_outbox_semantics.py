@@ -1,4 +1,4 @@
-"""The outbox's rules, one test each, through the real drainer (tickets.outbox.drain()).
+"""The outbox's rules, one test each, through the real drainer (effects.outbox.drain()).
 
 These run on PostgreSQL and on SQLite alike; the concurrent-drainer proofs are in
 test_outbox_concurrency.py.
@@ -13,9 +13,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from tickets import outbox
-from tickets.models import Effect
-from tickets.outbox import KINDS, EffectError, Later
+from effects import outbox
+from effects.models import Effect
+from effects.outbox import KINDS, EffectError, Later
 
 pytestmark = pytest.mark.django_db
 
@@ -234,14 +234,14 @@ def test_dead_letter_is_retried_from_the_admin(client, django_user_model):
         make_due()
     assert Effect.objects.get(pk=effect.pk).state == "dead"
 
-    page = client.get("/admin/tickets/effect/?state__exact=dead")
+    page = client.get("/admin/effects/effect/?state__exact=dead")
     assert page.status_code == 200
     assert b"lark unreachable" in page.content
     assert b"Retry the selected dead letters" in page.content
 
     broken["yes"] = False
     response = client.post(
-        "/admin/tickets/effect/",
+        "/admin/effects/effect/",
         {"action": "retry", "_selected_action": [effect.pk], "index": 0},
         follow=True,
     )
@@ -266,6 +266,35 @@ def test_rows_of_a_kind_without_a_handler_wait():
     assert outbox.drain() == 0
     row = Effect.objects.get()
     assert row.attempts == 0 and row.claimed_by == ""
+
+
+def test_a_fact_nobody_handles_here_waits_for_a_process_that_does():
+    """sessions writes `session.turn_ended` whether or not this process has tickets' handler:
+    a drainer without it leaves the row alone, and one with it runs it."""
+    calls = []
+    recorder("ack", calls)
+    fact = outbox.enqueue("session.turn_ended", "turn:7", {"session": 3, "turn": 7,
+                                                           "state": "completed",
+                                                           "error_code": ""})
+    for _ in range(3):
+        assert outbox.drain() == 0
+        make_due()
+    row = Effect.objects.get(pk=fact.pk)
+    assert (row.state, row.attempts, row.claimed_by, row.last_error) == ("pending", 0, "", "")
+    recorder("session.turn_ended", calls)
+    assert outbox.drain() == 1
+    assert calls == [(fact.pk, {"session": 3, "turn": 7, "state": "completed",
+                                "error_code": ""})]
+
+
+def test_a_handler_gone_after_the_claim_gives_the_row_back_untouched(handlers):
+    recorder("ack", [])
+    outbox.enqueue("ack", "k", {})
+    (effect,) = outbox.claim("drainer-a")
+    del handlers["ack"]
+    assert outbox.run_one(effect, "drainer-a") == "released"
+    row = Effect.objects.get()
+    assert (row.state, row.attempts, row.claimed_by, row.claimed_until) == ("pending", 0, "", None)
 
 
 def test_a_lost_lease_is_not_run():
@@ -316,6 +345,36 @@ def test_relay_and_notice_keep_order_per_channel_and_a_failing_head_holds_back()
     assert done[2:] == ["report-a1", "notice-a2", "report-a3"]
 
 
+def test_relays_and_notices_to_one_place_share_one_line():
+    done = []
+    failing = {"relay-1"}
+
+    def handle(effect_id, payload):
+        if payload["key"] in failing:
+            raise RuntimeError("rate limited")
+        done.append(payload["key"])
+
+    outbox.register("relay")(handle)
+    outbox.register("notice")(handle)
+    place = outbox.channel_key("team", "oc_chat:om_root")
+    assert place == outbox.channel_key("team", "oc_chat:om_root") != outbox.channel_key(
+        "other", "oc_chat:om_root")
+    outbox.enqueue("relay", "relay-1", {"key": "relay-1"}, channel=place)
+    outbox.enqueue("notice", "notice-2", {"key": "notice-2"}, channel=place)
+    outbox.drain()
+    assert done == [], "the notice waits behind the relay to the same place"
+    failing.clear()
+    make_due()
+    outbox.drain()
+    assert done == ["relay-1", "notice-2"]
+
+
+@pytest.mark.parametrize(("source", "address"), [("", "t1"), ("team", "")])
+def test_a_channel_needs_a_source_and_an_address(source, address):
+    with pytest.raises(EffectError, match="a channel needs a source and an address"):
+        outbox.channel_key(source, address)
+
+
 def test_a_dead_head_releases_its_channel():
     done = []
 
@@ -336,12 +395,42 @@ def test_a_dead_head_releases_its_channel():
 # -- waking ----------------------------------------------------------------------------------
 
 
-def test_a_transaction_kicks_the_drainer_once_after_commit(django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks() as callbacks, transaction.atomic():
+@pytest.fixture
+def kicks(monkeypatch):
+    """Count the kicks that reach `outbox.kick` (which still sends each one)."""
+    sent = []
+    real = outbox.kick
+
+    def counting():
+        sent.append(1)
+        real()
+
+    monkeypatch.setattr(outbox, "kick", counting)
+    return sent
+
+
+def test_a_transaction_kicks_the_drainer_once_after_commit(django_capture_on_commit_callbacks,
+                                                           kicks):
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
         outbox.enqueue("ack", "a", {})
         outbox.enqueue("ack", "b", {})
         outbox.enqueue("deliver", "c", {})
-    assert callbacks == [outbox.kick]
+        assert kicks == [], "nothing is kicked before the commit"
+    assert kicks == [1]
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        outbox.enqueue("ack", "d", {})
+    assert kicks == [1, 1], "the next transaction kicks again"
+
+
+def test_a_rolled_back_savepoint_keeps_the_kick_of_the_rows_after_it(
+        django_capture_on_commit_callbacks, kicks):
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        with pytest.raises(RuntimeError), transaction.atomic():
+            outbox.enqueue("ack", "dropped", {})
+            raise RuntimeError("savepoint rolled back")
+        outbox.enqueue("ack", "kept", {})
+    assert kicks == [1]
+    assert list(Effect.objects.values_list("key", flat=True)) == ["kept"]
 
 
 def test_the_kick_is_lost_with_a_rolled_back_transaction(django_capture_on_commit_callbacks):
@@ -353,6 +442,16 @@ def test_the_kick_is_lost_with_a_rolled_back_transaction(django_capture_on_commi
         outbox.enqueue("ack", "a", {})
         raise RuntimeError("refused")
     assert callbacks == [] and not Effect.objects.exists()
+
+
+def test_a_kick_lost_with_a_rollback_does_not_silence_the_next_transaction(
+        django_capture_on_commit_callbacks, kicks):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        outbox.enqueue("ack", "a", {})
+        raise RuntimeError("refused")
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        outbox.enqueue("ack", "b", {})
+    assert kicks == [1]
 
 
 def test_drain_stops_at_its_time_budget_and_releases_the_rest():

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from effects.models import Effect
 from tickets import engine
-from tickets.models import Effect, Eval, Input, Source, Thread, Ticket, Trigger
+from tickets.models import Eval, Input, Source, Thread, Ticket, Trigger
 
 pytestmark = pytest.mark.django_db
 

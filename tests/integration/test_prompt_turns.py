@@ -3,9 +3,9 @@ save never restarts, cancels or wakes a session (seed 002, 版本的三个不变
 
 import pytest
 
+from effects.models import Effect
 from prompts_app import service
 from sessions.models import Session, Turn
-from tickets.models import Effect
 
 pytestmark = pytest.mark.django_db
 

@@ -9,9 +9,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from effects import outbox
+from effects.models import Effect
 from tests.support.recording_server import RecordingServer
-from tickets import intake, outbox
-from tickets.models import Effect, OutgoingMessage, Source
+from tickets import intake
+from tickets.models import OutgoingMessage, Source
 from tickets.sources.base import SendResult
 from tickets.sources.github import GitHub
 from tickets.sources.lark import Lark
@@ -202,6 +204,6 @@ def test_notice_handler_to_a_web_chat_channel():
     channel = Channel.objects.create(source=source, kind="chat", address="t1")
     with transaction.atomic():
         outbox.enqueue("notice", "n-9", {"ticket": 0, "channel": channel.pk, "text": "Merged"},
-                       channel=f"channel:{channel.pk}")
+                       channel=outbox.channel_key(source.slug, channel.address))
     outbox.drain(seconds=5)
     assert list(OutgoingMessage.objects.values_list("thread_key", "text")) == [("t1", "Merged")]

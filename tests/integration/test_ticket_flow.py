@@ -2,13 +2,13 @@
 
 import pytest
 
+from effects.models import Effect
 from policy import services as policy_services
 from tickets import engine
 from tickets.core.errors import InvalidCommand, NotFound
 from tickets.models import (
     Assignment,
     Channel,
-    Effect,
     Eval,
     Input,
     Mandate,

@@ -2,8 +2,9 @@
 
 import pytest
 
+from effects.models import Effect
 from tickets import engine
-from tickets.models import Effect, Input, Source, Thread, Trigger
+from tickets.models import Input, Source, Thread, Trigger
 
 pytestmark = pytest.mark.django_db
 

@@ -2,8 +2,9 @@
 
 import pytest
 
+from effects import outbox
 from policy import services as policy_services
-from tickets import engine, outbox, triage
+from tickets import engine, triage
 from tickets.models import Eval, Source, Thread, Ticket, Trigger
 
 pytestmark = pytest.mark.django_db

@@ -36,8 +36,3 @@ def check_text(text: str, what: str) -> None:
         raise InvalidCommand(f"{what} must not be empty")
     if len(text) > MAX_TEXT:
         raise InvalidCommand(f"{what} is longer than {MAX_TEXT} characters")
-
-
-def channel_key(source_slug: str, thread_key: str) -> str:
-    """The order key of relays and notices on one thread."""
-    return f"{source_slug}:{thread_key}"

@@ -14,11 +14,13 @@ from __future__ import annotations
 import pytest
 from django.core.cache import cache
 
+from effects import outbox
+from effects.models import Effect
 from sessions.models import ProviderProfile, Session, Turn
 from tests.support.recording_server import RecordingServer
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
-from tickets import engine, outbox, worker
-from tickets.models import AgentSettings, Assignment, Effect, Source, Thread, Trigger
+from tickets import engine, worker
+from tickets.models import AgentSettings, Assignment, Source, Thread, Trigger
 from tickets.sources.github import MARKER, GitHub
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
@@ -70,7 +72,10 @@ def test_a_worker_killed_mid_dispatch_recovers_without_a_duplicate_comment(githu
     relay = Effect.objects.get(kind="relay")
     assert dispatch.pk < relay.pk  # one drain runs the dispatch, then the reply
     held = github.hold("POST", COMMENTS)
-    env = worker_env(settings.DATA_DIR, AMUX_OUTBOX_LEASE_SECONDS="4")
+    # Leases short enough for the test to wait out, and a drain task time limit under half
+    # of them (start-up refuses anything else).
+    env = worker_env(settings.DATA_DIR, AMUX_OUTBOX_LEASE_SECONDS="20",
+                     AMUX_OUTBOX_TASK_TIME_LIMIT="9")
     first = Worker("outbox-first", env, queues="default", log=tmp_path / "first.log")
     second = None
     try:
@@ -93,7 +98,7 @@ def test_a_worker_killed_mid_dispatch_recovers_without_a_duplicate_comment(githu
         for w in (first, second):
             if w is not None:
                 w.stop()
-    assert "tickets.drain_outbox" in second.log()
+    assert "effects.drain_outbox" in second.log()
 
     # GitHub holds one comment: the replay found its marker and posted nothing.
     posts = github.matching("POST", COMMENTS)

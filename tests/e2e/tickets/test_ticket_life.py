@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from effects import outbox
 from policy import services as policy
 from sessions.models import ProviderProfile
 from sessions.runtimes.base import tagged_pids
@@ -19,7 +20,6 @@ from tests.support.github_payloads import example, signed
 from tests.support.model_server import ModelServer, Text, ToolCall
 from tests.support.recording_server import RecordingServer
 from tests.support.sessions import run_host
-from tickets import outbox
 from tickets.models import (
     AgentSettings,
     Assignment,

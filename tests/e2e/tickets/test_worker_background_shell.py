@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from effects import outbox
 from sessions import services
 from sessions.models import ProviderProfile, Session, TimelineEvent, Turn
 from sessions.runtimes.base import tagged_pids
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import ModelServer, Text, ToolCall
 from tests.support.sessions import run_host, wait_for
-from tickets import engine, outbox, worker
+from tickets import engine, worker
 from tickets.models import AgentSettings, Source, Thread, Trigger
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.timeout(180)]

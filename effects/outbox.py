@@ -8,9 +8,16 @@ handler gets the effect's id as its idempotency key; it raises `Later` for "not 
 other exception counts as a failed attempt (exponential backoff with jitter, then a dead
 letter that an operator can retry from the admin).
 
-Relay and notice rows are ordered per channel (the two kinds share channels): a row runs
-only when no earlier pending row of its channel exists, so a failing head holds back the
-rows behind it while other channels proceed. A dead letter no longer holds its channel.
+Relay and notice rows are ordered per channel: a row runs only when no earlier pending row
+of its channel exists, so a failing head holds back the rows behind it while other channels
+proceed. A dead letter no longer holds its channel. The two kinds share channels because
+both make their keys with `channel_key` (one place someone is spoken to: a source and an
+address on it).
+
+Any app may write effects (tickets, sessions, what comes next); this module imports none of
+them. The app that owns a kind's work registers its handler when it loads. A row whose
+kind has no handler in this process is never claimed: it waits, visible in the admin,
+until a process that has the handler drains it.
 
 How a drainer works (Sentry's hybrid-cloud outbox is the model):
 
@@ -21,6 +28,8 @@ How a drainer works (Sentry's hybrid-cloud outbox is the model):
 - run: the drainer runs its rows one at a time. Before each it checks that at least half
   of the lease is left (else it renews it, or skips a row it no longer holds), so two
   handlers never run for one effect as long as a handler finishes within half its lease.
+  The drain task's hard time limit bounds every handler, so start-up refuses a time limit
+  that is not under half the shortest lease (`check_lease_rule`).
 - settle: finished rows are deleted in bulk, at most FLUSH_SECONDS after they finish (a
   row with a channel at once: the next row of its channel waits for that delete). A row
   whose payload was replaced while its handler ran is released instead, so the new payload
@@ -40,17 +49,20 @@ import math
 import os
 import random
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from tickets.models import Effect, EffectKind
+from effects.models import Effect, EffectKind
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +99,7 @@ KINDS: dict[str, KindPolicy] = {
     EffectKind.NOTICE: KindPolicy(16, 2, 300, 15, 300, ordered=True),
     EffectKind.ASSESS: KindPolicy(2, 10, 900, 8, 900, batch=1),
     EffectKind.ACK: KindPolicy(16, 2, 300, 15, 300),
+    EffectKind.TURN_ENDED: KindPolicy(16, 2, 300, 15, 300),
 }
 ORDERED_KINDS = [str(kind) for kind, policy in KINDS.items() if policy.ordered]
 MAX_KEY = 300
@@ -104,7 +117,9 @@ def register(kind: str) -> Callable[[Handler], Handler]:
     """Declare the handler of one effect kind: `fn(effect_id, payload)`.
 
     It must be idempotent per effect id (a replay after a crash may call it again). Rows
-    of a kind without a handler are not claimed: they wait, visible in the admin."""
+    of a kind without a handler are not claimed: they wait, visible in the admin. The app
+    that owns the work registers it when it loads, so every process of one installation
+    (same INSTALLED_APPS) has the same handlers."""
     _check_kind(kind)
 
     def decorate(fn: Handler) -> Handler:
@@ -131,6 +146,15 @@ def _check_payload(payload) -> dict:
     except (TypeError, ValueError) as exc:
         raise EffectError(f"effect payload is not JSON: {exc}") from exc
     return payload
+
+
+def channel_key(source: str, address: str) -> str:
+    """The order key of messages to one place: a source (its slug) and an address on it (a
+    thread key, a chat id). Relays and notices to the same place share it, so they reach
+    that place in the order they were decided."""
+    if not source or not address:
+        raise EffectError("a channel needs a source and an address")
+    return f"{source}:{address}"[:MAX_CHANNEL]
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -217,18 +241,35 @@ def retry_dead(ids: Iterable[int]) -> int:
 # -- waking a drainer ------------------------------------------------------------------------
 
 
+class _Kick:
+    """One commit's kick: every enqueue of a transaction registers the same instance on
+    commit, and only its first call after the commit kicks."""
+
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent = False
+
+    def __call__(self) -> None:
+        if not self.sent:
+            self.sent = True
+            kick()
+
+
+_kicks = threading.local()  # each thread has its own connection, hence its own transaction
+
+
 def _schedule_kick() -> None:
-    """Kick a drainer after the current transaction commits, once per transaction."""
-    if connection.in_atomic_block:
-        current = set(connection.savepoint_ids)
-        try:
-            for sids, func, *_ in connection.run_on_commit:
-                # Already registered at this level or an outer one: it commits with us.
-                if func is kick and set(sids) <= current:
-                    return
-        except (AttributeError, TypeError, ValueError):  # pragma: no cover - Django internals
-            pass
-    transaction.on_commit(kick)
+    """Kick a drainer after the current transaction commits, once per transaction.
+
+    Every enqueue registers a callback (through the public `on_commit`), so a callback lost
+    with a rolled-back savepoint never takes the kick of later rows with it; they all share
+    one `_Kick`, so one commit sends one kick. A `_Kick` that never ran (its transaction
+    rolled back) is simply reused by the next transaction."""
+    pending = getattr(_kicks, "pending", None)
+    if pending is None or pending.sent:
+        pending = _kicks.pending = _Kick()
+    transaction.on_commit(pending)
 
 
 def kick() -> None:
@@ -239,7 +280,7 @@ def kick() -> None:
     because it clears the flag before it claims)."""
     from django.core.cache import cache
 
-    from tickets.tasks import drain_outbox
+    from effects.tasks import drain_outbox
 
     try:
         if not cache.add(KICK_FLAG, 1, KICK_FLAG_SECONDS):
@@ -278,8 +319,37 @@ def backoff(policy: KindPolicy, attempts: int) -> float:
 
 
 def lease_seconds(policy: KindPolicy) -> float:
-    override = os.environ.get("AMUX_OUTBOX_LEASE_SECONDS")
+    override = settings.AMUX_OUTBOX_LEASE_SECONDS
     return float(override) if override else policy.lease_seconds
+
+
+def check_lease_rule() -> None:
+    """Refuse to start when the drain task's hard time limit is not under half the shortest
+    lease: a handler could then outlive its lease while another drainer runs the same
+    effect. Raises ImproperlyConfigured naming the setting to change."""
+    limit = settings.AMUX_OUTBOX_TASK_TIME_LIMIT
+    if limit <= 0:
+        raise ImproperlyConfigured(
+            f"AMUX_OUTBOX_TASK_TIME_LIMIT must be a positive number of seconds, not {limit}"
+        )
+    kind, lease = min(
+        ((str(kind), lease_seconds(policy)) for kind, policy in KINDS.items()),
+        key=lambda pair: pair[1],
+    )
+    if limit * 2 < lease:
+        return
+    if settings.AMUX_OUTBOX_LEASE_SECONDS:
+        raise ImproperlyConfigured(
+            f"AMUX_OUTBOX_LEASE_SECONDS={settings.AMUX_OUTBOX_LEASE_SECONDS:g} is too short:"
+            f" a lease must be more than twice the drain task's time limit"
+            f" (AMUX_OUTBOX_TASK_TIME_LIMIT={limit:g} s), or a handler can outlive its lease"
+            f" and run twice. Raise the lease above {2 * limit:g} s or lower the time limit."
+        )
+    raise ImproperlyConfigured(
+        f"AMUX_OUTBOX_TASK_TIME_LIMIT={limit:g} is too long: it must stay under half the"
+        f" shortest lease ({kind}: {lease:g} s), or a handler can outlive its lease and run"
+        f" twice."
+    )
 
 
 def claim(owner: str, limit: int = 50) -> list[Effect]:
@@ -367,9 +437,13 @@ def _call(effect: Effect, owner: str) -> str:
     policy = KINDS[effect.kind]
     mine = Effect.objects.filter(pk=effect.pk, claimed_by=owner)
     handler = _handlers.get(effect.kind)
+    if handler is None:
+        # Unregistered after the claim (claim takes only kinds with a handler): not this
+        # drainer's work, and no fault of the row. Give it back untouched.
+        log.warning("effect %s %s: no handler here; released", effect.kind, effect.pk)
+        mine.update(claimed_by="", claimed_until=None)
+        return "released"
     try:
-        if handler is None:
-            raise EffectError(f"no handler registered for effect kind {effect.kind!r}")
         handler(effect.pk, effect.payload)
     except Later as later:
         settled = mine.filter(version=effect.version).update(
@@ -430,7 +504,8 @@ def _settle_done(effects: list[Effect], owner: str) -> int:
 
 def run_one(effect: Effect, owner: str) -> str:
     """Run one claimed effect's handler and settle its row at once. Returns the outcome:
-    done, later, failed, dead, replaced or lost (the lease was no longer ours)."""
+    done, later, failed, dead, replaced, released (no handler here) or lost (the lease
+    was no longer ours)."""
     if not _hold(effect, owner):
         return "lost"
     outcome = _call(effect, owner)

@@ -1,0 +1,90 @@
+"""An installation upgraded across the outbox's move from `tickets` to `effects` keeps its
+rows: written under the old schema (tickets' migrations up to 0007, the model
+`tickets.Effect` in table `tickets_effect`), then migrated forward, they are the same rows
+of `effects.Effect` (table `effects_effect`), and the outbox drains them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
+
+from effects import outbox
+from effects.models import Effect
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BEFORE = [("tickets", "0008_assignment_failure"), ("effects", None)]
+
+
+def migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor
+
+
+@pytest.fixture
+def old_schema():
+    executor = migrate(BEFORE)
+    try:
+        yield executor.loader.project_state(BEFORE[0]).apps
+    finally:
+        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())  # never leave it old
+
+
+@pytest.fixture
+def handlers():
+    saved = outbox.handlers()
+    outbox._handlers.clear()
+    yield outbox._handlers
+    outbox._handlers.clear()
+    outbox._handlers.update(saved)
+
+
+def test_rows_written_before_the_move_survive_it_and_still_run(old_schema, handlers):
+    OldEffect = old_schema.get_model("tickets", "Effect")
+    assert OldEffect._meta.db_table == "tickets_effect"
+    assert "effects_effect" not in connection.introspection.table_names()
+    now = timezone.now()
+    relay = OldEffect.objects.create(
+        kind="relay", key="ticket:1:report", payload={"thread": 7, "text": "On it."},
+        channel="gh:octo/app#7", due_at=now)
+    dead = OldEffect.objects.create(
+        kind="ack", key="delivery-9", payload={"n": 9}, state="dead", attempts=15,
+        last_error="RuntimeError: boom", due_at=now - timedelta(hours=1))
+    view = Permission.objects.get(codename="view_effect")
+    assert (view.content_type.app_label, view.content_type.model) == ("tickets", "effect")
+
+    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    assert Effect._meta.db_table == "effects_effect"
+    assert "tickets_effect" not in connection.introspection.table_names()
+    rows = {row.pk: row for row in Effect.objects.all()}
+    assert set(rows) == {relay.pk, dead.pk}
+    assert (rows[relay.pk].kind, rows[relay.pk].key, rows[relay.pk].payload,
+            rows[relay.pk].channel, rows[relay.pk].state) == (
+        "relay", "ticket:1:report", {"thread": 7, "text": "On it."}, "gh:octo/app#7",
+        "pending")
+    assert (rows[dead.pk].state, rows[dead.pk].attempts, rows[dead.pk].last_error) == (
+        "dead", 15, "RuntimeError: boom")
+    # The permission granted on the old model is the new model's (its content type moved).
+    view.refresh_from_db()
+    assert view.content_type == ContentType.objects.get_for_model(Effect)
+
+    ran = []
+    outbox.register("relay")(lambda effect_id, payload: ran.append(effect_id))
+    outbox.register("ack")(lambda effect_id, payload: ran.append(effect_id))
+    assert outbox.retry_dead([dead.pk]) == 1
+    later = outbox.enqueue("session.turn_ended", "turn:1", {"session": 1, "turn": 1,
+                                                            "state": "completed",
+                                                            "error_code": ""})
+    assert later.pk > max(relay.pk, dead.pk), "ids go on after the old rows"
+    assert outbox.drain(seconds=10) == 2
+    assert sorted(ran) == sorted([relay.pk, dead.pk])
+    assert list(Effect.objects.values_list("kind", flat=True)) == ["session.turn_ended"]
