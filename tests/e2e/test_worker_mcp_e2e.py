@@ -9,13 +9,14 @@ import threading
 
 import pytest
 
+from effects import outbox
 from sessions import services
 from sessions.models import ProviderProfile, Session, TimelineEvent
 from tests.e2e.test_executor_tools_e2e import server  # noqa: F401 - the live-server fixture
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import ModelServer, Text, ToolCall
 from tests.support.sessions import run_host, wait_for
-from tickets import engine, outbox, worker
+from tickets import engine, worker
 from tickets.models import AgentSettings, Assignment, Report, Source, Thread, Trigger
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from effects import outbox
 from effects.models import Effect
 from policy import services as policy_services
 from tests.support.github_payloads import example, signed
-from tickets import engine, outbox
+from tickets import engine
 from tickets.models import Assignment, Input, Source, Subscription, Thread, Ticket
 from tickets.sources.github import GitHub
 

@@ -4,9 +4,10 @@ drained by the real drainer, the real session layer creating the worker session.
 
 import pytest
 
+from effects import outbox
 from effects.models import Effect
 from sessions.models import ProviderProfile, Session, Turn
-from tickets import engine, outbox
+from tickets import engine
 from tickets.models import AgentSettings, Assignment, Input, Source, Thread, Ticket, Trigger
 
 pytestmark = pytest.mark.django_db
@@ -205,6 +206,7 @@ def test_a_watchdog_trip_fails_the_run_with_its_message(ticket, provider,
         timeline.start_turn(ticket.session_id, turn.pk)
         timeline.end_turn(ticket.session_id, turn.pk, TurnFailed(
             code="turn_idle_timeout", message="watchdog: no event for 600 s"))
+    drain()  # the turn-ended fact travels through the outbox
     (row,) = Ticket.objects.filter(pk=ticket.pk)
     from tickets.read import failures, stages
 

@@ -4,12 +4,13 @@ and 11). Real database; the outbox drained by the real drainer; replies kept by 
 
 import pytest
 
+from effects import outbox
+from effects.models import Effect
 from policy.gate import NO_SENDER_SCOPES, SCOPES
-from tickets import engine, outbox
+from tickets import engine
 from tickets.models import (
     Assignment,
     Channel,
-    Effect,
     Mandate,
     OutgoingMessage,
     Source,
