@@ -67,7 +67,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "django_htmx",
     "channels",
@@ -194,10 +194,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 25 * 1024 * 1024
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "knox.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["amux_common.api.OperatorOrReadOnly"],
+    "DEFAULT_PERMISSION_CLASSES": ["amux_common.roles.OperatorOrReadOnly"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "amux_common.api.exception_handler",
@@ -206,6 +206,14 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
+}
+# API tokens (django-rest-knox): only a SHA-512 digest is stored, the token is shown once.
+# `Authorization: Token <token>` as the CONTRACT says; tokens last until replaced (programs
+# hold them), and `amux token` replaces a user's token.
+REST_KNOX = {
+    "AUTH_HEADER_PREFIX": "Token",
+    "TOKEN_TTL": None,
+    "AUTO_REFRESH": False,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "amux API",
