@@ -19,6 +19,7 @@ from functools import wraps
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.views.decorators.http import require_safe
 from rest_framework import permissions
 
 OPERATOR = "operator"
@@ -59,6 +60,14 @@ def apply_role(user, role: str) -> None:
 def _refuse(request):
     raise PermissionDenied(f"Only operators can do this; {request.user.get_username()!r} is a "
                            "viewer.")
+
+
+def read_page(view):
+    """A page that only shows things: every role, GET and HEAD only (a POST is 405)."""
+
+    guarded = login_required(require_safe(view))
+    guarded.amux_role_rule = "read_page"
+    return guarded
 
 
 def operator_required(view):

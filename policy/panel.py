@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import re
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from policy import services
@@ -110,8 +109,7 @@ def _can_edit(request) -> bool:
     return roles.is_operator(request.user)
 
 
-@login_required
-@require_GET
+@roles.read_page
 def policy_tab(request):
     cur = services.current()
     infos = services.sources()
@@ -173,8 +171,7 @@ def save(request):
     return response
 
 
-@login_required
-@require_GET
+@roles.read_page
 def version_diff(request):
     ids = {}
     for key in ("from", "to"):

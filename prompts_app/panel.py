@@ -3,7 +3,6 @@ history with diffs and restore, and a preview of the assembled prompt per role."
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -39,7 +38,7 @@ def _decorate(frag: dict) -> dict:
     return {**frag, "label": label, "badge": badge}
 
 
-@login_required
+@roles.read_page
 def prompts_tab(request):
     frags = [_decorate(f) for f in service.fragments()]
     by_kind = {kind: [f for f in frags if f["kind"] == kind]
@@ -53,7 +52,7 @@ def prompts_tab(request):
     })
 
 
-@login_required
+@roles.read_page
 def new_skill(request):
     name = (request.GET.get("name") or "").strip().lower()
     return redirect("panel-prompt-edit", key=f"skill.{name}")
@@ -120,7 +119,7 @@ def edit(request, key):
                     + f"?saved={saved.revision}")
 
 
-@login_required
+@roles.read_page
 def versions(request):
     return _versions(request)
 
@@ -160,7 +159,7 @@ def restore_version(request, revision):
     return redirect(reverse("panel-prompt-versions") + f"?restored={saved.revision}")
 
 
-@login_required
+@roles.read_page
 def preview(request, role):
     if role not in assembly.ORDER:
         raise Http404("unknown role")

@@ -3,7 +3,6 @@ timeline live over the websocket (htmx ws), a message box, interrupt, permission
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
@@ -13,13 +12,13 @@ from sessions import services, timeline
 from sessions.models import Session
 
 
-@login_required
+@roles.read_page
 def sessions_tab(request):
     sessions = Session.objects.select_related("provider")[:200]
     return render(request, "panel/sessions.html", {"tab": "sessions", "sessions": sessions})
 
 
-@login_required
+@roles.read_page
 def session_detail(request, pk: int):
     session = get_object_or_404(Session.objects.select_related("provider"), pk=pk)
     return render(request, "sessions/detail.html", {

@@ -6,7 +6,6 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -19,7 +18,7 @@ from tickets.models import AgentSettings, Eval, Question, Source, Thread, Ticket
 from tickets.read import failures, stages
 
 
-@login_required
+@roles.read_page
 def tickets_tab(request):
     live = list(Ticket.objects.filter(ended_at__isnull=True).select_related("thread__source"))
     labelled = stages(live)
@@ -34,7 +33,7 @@ def tickets_tab(request):
     return render(request, "panel/tickets.html", context)
 
 
-@login_required
+@roles.read_page
 def ticket_page(request, pk):
     ticket = get_object_or_404(
         Ticket.objects.select_related("thread__source", "mandate", "session"), pk=pk
@@ -138,7 +137,7 @@ def question_answer(request, pk):
     return redirect("panel-ticket", pk=question.ticket_id)
 
 
-@login_required
+@roles.read_page
 def triage_tab(request):
     triggers = Trigger.objects.select_related("source", "thread")[:100]
     evals = Eval.objects.select_related("trigger")[:100]
@@ -168,7 +167,7 @@ def _source_rows(request):
     return rows
 
 
-@login_required
+@roles.read_page
 def sources_tab(request):
     from tickets.sources import KINDS
 

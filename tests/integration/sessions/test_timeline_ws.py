@@ -123,8 +123,9 @@ def test_anonymous_and_unknown_sessions_are_refused(openai_provider, session_dir
     auth = None
     async def refused(url):
         try:
+            headers = {"Authorization": auth} if auth else {}
             comm = await websockets.connect(url, open_timeout=10, origin=server.url,
-                                            additional_headers={"Authorization": auth} if auth else {})
+                                            additional_headers=headers)
         except websockets.exceptions.InvalidStatus:
             return True
         try:
