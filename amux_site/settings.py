@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -87,6 +88,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "knox",
+    "axes",
     "drf_spectacular",
     "django_htmx",
     "channels",
@@ -108,6 +110,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    # last, as django-axes requires: it turns a locked-out login into its lockout page
+    "axes.middleware.AxesMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 APPEND_SLASH = False
@@ -189,6 +193,20 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "run" / "celerybeat-schedule")
 
+# Login lockout (django-axes), panel and admin alike: 5 wrong passwords for one user name
+# from one address lock that pair out for 15 minutes (429). Locking the pair, not the
+# address, keeps one person's typos behind a shared proxy from locking everyone out.
+AUTHENTICATION_BACKENDS = [
+    "amux_site.auth_backends.LockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["ip_address", "username"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked.html"
+AXES_SENSITIVE_PARAMETERS = ["password", "token", "authorization"]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -221,6 +239,10 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "amux_common.api.exception_handler",
+    # A runaway script is slowed down, not a person: per account and per anonymous address.
+    "DEFAULT_THROTTLE_CLASSES": ["amux_common.throttles.AccountRateThrottle",
+                                 "amux_common.throttles.AnonymousRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"account": "1200/minute", "anonymous": "60/minute"},
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
@@ -253,5 +275,6 @@ LOGGING = {
         "django.db.backends": {"level": "WARNING"},
         # the MCP SDK logs every stateless request's transport teardown at INFO
         "mcp.server.streamable_http": {"level": "WARNING"},
+        "axes.apps": {"level": "WARNING"},  # its start-up banner, in every process
     },
 }
