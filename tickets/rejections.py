@@ -91,10 +91,11 @@ def flush() -> int:
         if not counts:
             continue
         try:
-            engine.source_rejections_counted(source_id=source_id, created_us=created,
-                                             counts=counts)
+            kept = engine.source_rejections_counted(source_id=source_id, created_us=created,
+                                                    counts=counts)
         except Exception:
             _give_back(k, counts)  # kept for the next flush; nothing is lost
             raise
-        moved += sum(counts.values())
+        if kept:
+            moved += sum(counts.values())
     return moved
