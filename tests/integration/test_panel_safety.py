@@ -99,3 +99,15 @@ def test_panel_templates_hold_no_inline_script_style_or_handler():
                         r"\son[a-z]+=", r"\shx-on[:-]"):
             offenders += [f"{path.name}: {m.group(0)}" for m in re.finditer(pattern, text)]
     assert not offenders
+
+
+def test_the_api_docs_page_loads_swagger_from_files_its_csp_names(client, operator):
+    client.force_login(operator)
+    response = client.get("/api/v1/docs/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", page)  # its start-up is a file
+    csp = response["Content-Security-Policy"]
+    assert "https://cdn.jsdelivr.net" in csp and "'unsafe-eval'" not in csp
+    script = client.get("/api/v1/docs/?script=")
+    assert script.status_code == 200 and b"SwaggerUIBundle" in script.content
