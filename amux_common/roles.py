@@ -20,6 +20,7 @@ from functools import wraps
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.views.decorators.http import require_safe
+from django.views.defaults import permission_denied
 from rest_framework import permissions
 
 OPERATOR = "operator"
@@ -58,8 +59,11 @@ def apply_role(user, role: str) -> None:
 # --- panel ------------------------------------------------------------------------------
 
 def _refuse(request):
-    raise PermissionDenied(f"Only operators can do this; {request.user.get_username()!r} is a "
-                           "viewer.")
+    """403 as a response, not a raised PermissionDenied: Django logs a raised one with its
+    traceback, while a refusal is an expected outcome worth one line ("Forbidden: <path>")."""
+    reason = PermissionDenied(f"Only operators can do this; {request.user.get_username()!r} "
+                              "is a viewer.")
+    return permission_denied(request, reason)
 
 
 def read_page(view):
@@ -77,7 +81,7 @@ def operator_required(view):
     @wraps(view)
     def guarded(request, *args, **kwargs):
         if not is_operator(request.user):
-            _refuse(request)
+            return _refuse(request)
         return view(request, *args, **kwargs)
 
     guarded.amux_role_rule = "operator"
@@ -91,7 +95,7 @@ def operator_to_change(view):
     @wraps(view)
     def guarded(request, *args, **kwargs):
         if not may(request.user, request.method):
-            _refuse(request)
+            return _refuse(request)
         return view(request, *args, **kwargs)
 
     guarded.amux_role_rule = "operator_to_change"

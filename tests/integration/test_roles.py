@@ -211,3 +211,14 @@ def test_roles_rule():
     assert roles.may(operator, "DELETE")
     assert not roles.may(AnonymousUser(), "GET")
     assert roles.role_of(User(username="i", is_staff=True, is_active=False)) is None
+
+
+def test_a_refusal_is_one_log_line_without_a_traceback(viewer, chat, caplog):
+    client, csrf = _panel_client(viewer)
+    with caplog.at_level("WARNING"):
+        response = client.post("/panel/sources/chat/chat/",
+                               {"text": "hi", "csrfmiddlewaretoken": csrf})
+    assert response.status_code == 403
+    refusals = [r for r in caplog.records if r.name == "django.request"]
+    assert len(refusals) == 1 and refusals[0].exc_info is None
+    assert refusals[0].getMessage() == "Forbidden: /panel/sources/chat/chat/"
