@@ -222,3 +222,10 @@ def test_a_refusal_is_one_log_line_without_a_traceback(viewer, chat, caplog):
     refusals = [r for r in caplog.records if r.name == "django.request"]
     assert len(refusals) == 1 and refusals[0].exc_info is None
     assert refusals[0].getMessage() == "Forbidden: /panel/sources/chat/chat/"
+
+
+def test_a_viewer_cannot_use_the_admin(viewer):
+    client = Client()
+    client.force_login(viewer)
+    response = client.get("/admin/")
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
