@@ -242,7 +242,9 @@ REST_FRAMEWORK = {
     # A runaway script is slowed down, not a person: per account and per anonymous address.
     "DEFAULT_THROTTLE_CLASSES": ["amux_common.throttles.AccountRateThrottle",
                                  "amux_common.throttles.AnonymousRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"account": "1200/minute", "anonymous": "60/minute"},
+    "DEFAULT_THROTTLE_RATES": {"account": "1200/minute", "anonymous": "300/minute"},
+    # the address is the connection's: an X-Forwarded-For a client writes itself is ignored
+    "NUM_PROXIES": 0,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",

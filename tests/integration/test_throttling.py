@@ -93,6 +93,19 @@ def test_the_api_throttles_per_account(operator, settings):
     assert other.get("/api/v1/tickets/").status_code == 200
 
 
+def test_anonymous_requests_are_throttled_per_address_a_header_cannot_change(settings):
+    import secrets
+
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
+                               "DEFAULT_THROTTLE_RATES": {"account": "3/minute",
+                                                          "anonymous": "2/minute"}}
+    address = f"10.{secrets.randbelow(250)}.{secrets.randbelow(250)}.{secrets.randbelow(250)}"
+    client = APIClient(REMOTE_ADDR=address)
+    codes = [client.get("/api/v1/schema/", HTTP_X_FORWARDED_FOR=f"192.0.2.{i}").status_code
+             for i in range(3)]
+    assert codes == [200, 200, 429]
+
+
 @pytest.mark.parametrize("login_url, next_url", [("/panel/login/", "/panel/tickets/"),
                                                 ("/admin/login/", "/admin/")])
 def test_wrong_passwords_lock_the_login_out(operator, login_url, next_url):
