@@ -72,3 +72,51 @@ def test_every_tab_htmx_and_the_websocket_work_under_the_csp(page, operator, ope
         server.stop()
     assert not seen
     assert not console
+
+
+def test_the_stop_confirmation_works_under_the_csp_and_payload_urls_stay_text(
+        page, operator, session_dirs, tmp_path):
+    """The Stop button's confirmation (panel.js, formerly an inline onsubmit) asks, a "no"
+    keeps the ticket, a "yes" stops it; a javascript: thread URL is shown as text."""
+    from tickets import engine
+    from tickets.models import Source, Thread, Ticket, Trigger
+
+    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
+    thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash on login",
+                                   url="javascript:alert(document.cookie)")
+    trigger = Trigger.objects.create(
+        source=source, thread=thread, external_id="e1", scope="comment", actor="octocat",
+        is_human=True, addressed=True, text="@amux please fix the crash", decision="explicit",
+        strength="explicit", rule="gh.comment.addressed", policy_version="v1")
+    assert engine.route_trigger(trigger_id=trigger.pk) == "admitted"
+    ticket = Ticket.objects.get()
+    server = AsgiServer(worker_env(session_dirs), log=tmp_path / "uvicorn.log")
+    page.add_init_script(RECORD)
+    try:
+        page.goto(f"{server.url}/panel/login/")
+        page.fill("#id_username", "operator")
+        page.fill("#id_password", "operator-pass-123")
+        page.click("button[type=submit]")
+        page.wait_for_url("**/panel/tickets/")
+        page.goto(f"{server.url}/panel/tickets/{ticket.pk}/")
+        assert page.locator("a[href^='javascript']").count() == 0
+        expect(page.locator("text=javascript:alert(document.cookie)")).to_be_visible()
+        answers = iter([False, True])
+        asked = []
+
+        def answer(dialog):
+            asked.append(dialog.message)
+            dialog.accept() if next(answers) else dialog.dismiss()
+
+        page.on("dialog", answer)
+        page.click("text=Stop ticket")
+        page.wait_for_timeout(500)
+        ticket.refresh_from_db()
+        assert asked == ["Stop this ticket?"] and ticket.ended_at is None
+        page.click("text=Stop ticket")
+        page.wait_for_load_state("networkidle")
+        ticket.refresh_from_db()
+        assert len(asked) == 2 and ticket.ended_at is not None
+        assert _violations(page) == []
+    finally:
+        server.stop()
