@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
-from rest_framework import exceptions, permissions, status
+from rest_framework import exceptions, status
 from rest_framework.response import Response
+
+from amux_common import roles
 
 _CODES = {
     400: "invalid",
@@ -29,16 +31,8 @@ class Conflict(exceptions.APIException):
     default_code = "conflict"
 
 
-class OperatorOrReadOnly(permissions.BasePermission):
-    """Authenticated users read; only staff (operators) change things."""
-
-    def has_permission(self, request, view):
-        user = request.user
-        if not (user and user.is_authenticated):
-            return False
-        if request.method in permissions.SAFE_METHODS:
-            return True
-        return bool(user.is_staff)
+# The role rule lives in amux_common.roles; kept importable here for settings and apps.
+OperatorOrReadOnly = roles.OperatorOrReadOnly
 
 
 def _message(detail) -> str:

@@ -6,3 +6,8 @@ class AmuxSiteConfig(AppConfig):
 
     name = "amux_site"
     verbose_name = "amux"
+
+    def ready(self):
+        from amux_site import log_redaction
+
+        log_redaction.install()

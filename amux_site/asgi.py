@@ -11,11 +11,11 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddleware  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from channels.sessions import CookieMiddleware  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from amux_site.routing import websocket_urlpatterns  # noqa: E402
+from amux_site.ws_security import OriginValidator, TokenAuthMiddleware  # noqa: E402
 from tickets.tools.mcp_server import McpApp, is_mcp_path  # noqa: E402
 
 
@@ -37,9 +37,9 @@ class ReadOnlySessionMiddleware:
 channels_app = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
+        "websocket": OriginValidator(
             CookieMiddleware(ReadOnlySessionMiddleware(
-                AuthMiddleware(URLRouter(websocket_urlpatterns))))
+                AuthMiddleware(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))))
         ),
     }
 )

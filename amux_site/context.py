@@ -2,6 +2,8 @@
 
 from django.urls import reverse
 
+from amux_common import roles
+
 TABS = [
     ("tickets", "Tickets", "panel-tickets"),
     ("triage", "Triage", "panel-triage"),
@@ -13,4 +15,6 @@ TABS = [
 
 
 def panel(request):
-    return {"panel_tabs": [(key, label, reverse(name)) for key, label, name in TABS]}
+    return {"panel_tabs": [(key, label, reverse(name)) for key, label, name in TABS],
+            # the panel shows change controls only to those the shared role rule lets change
+            "is_operator": roles.is_operator(getattr(request, "user", None))}

@@ -1,11 +1,11 @@
 """The API root and the glossary page."""
 
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
+from amux_common import roles
 from amux_site.glossary import TERMS
 
 RESOURCES = [
@@ -26,6 +26,6 @@ def api_root(request, format=None):
     )
 
 
-@login_required
+@roles.read_page
 def glossary(request):
     return render(request, "panel/glossary.html", {"terms": TERMS, "tab": "glossary"})

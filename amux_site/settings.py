@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -60,6 +61,25 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+# Content-Security-Policy (django-csp): scripts and styles only from amux's own files (no
+# inline code, no eval; htmx is configured for that in base.html), nothing framed, forms post
+# only here. The websocket is same-origin, which 'self' covers.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+    }
+}
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -69,7 +89,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
+    "axes",
     "drf_spectacular",
     "django_htmx",
     "channels",
@@ -91,6 +112,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # last, as django-axes requires: it turns a locked-out login into its lockout page
+    "axes.middleware.AxesMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 APPEND_SLASH = False
@@ -192,6 +216,20 @@ def _seconds(name: str, default: float | None) -> float | None:
 AMUX_OUTBOX_LEASE_SECONDS = _seconds("AMUX_OUTBOX_LEASE_SECONDS", None)
 AMUX_OUTBOX_TASK_TIME_LIMIT = _seconds("AMUX_OUTBOX_TASK_TIME_LIMIT", 140.0)
 
+# Login lockout (django-axes), panel and admin alike: 5 wrong passwords for one user name
+# from one address lock that pair out for 15 minutes (429). Locking the pair, not the
+# address, keeps one person's typos behind a shared proxy from locking everyone out.
+AUTHENTICATION_BACKENDS = [
+    "amux_site.auth_backends.LockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["ip_address", "username"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked.html"
+AXES_SENSITIVE_PARAMETERS = ["password", "token", "authorization"]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -217,18 +255,32 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 25 * 1024 * 1024
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "knox.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["amux_common.api.OperatorOrReadOnly"],
+    "DEFAULT_PERMISSION_CLASSES": ["amux_common.roles.OperatorOrReadOnly"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "amux_common.api.exception_handler",
+    # A runaway script is slowed down, not a person: per account and per anonymous address.
+    "DEFAULT_THROTTLE_CLASSES": ["amux_common.throttles.AccountRateThrottle",
+                                 "amux_common.throttles.AnonymousRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"account": "1200/minute", "anonymous": "300/minute"},
+    # the address is the connection's: an X-Forwarded-For a client writes itself is ignored
+    "NUM_PROXIES": 0,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
+}
+# API tokens (django-rest-knox): only a SHA-512 digest is stored, the token is shown once.
+# `Authorization: Token <token>` as the CONTRACT says; tokens last until replaced (programs
+# hold them), and `amux token` replaces a user's token.
+REST_KNOX = {
+    "AUTH_HEADER_PREFIX": "Token",
+    "TOKEN_TTL": None,
+    "AUTO_REFRESH": False,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "amux API",
@@ -248,5 +300,6 @@ LOGGING = {
         "django.db.backends": {"level": "WARNING"},
         # the MCP SDK logs every stateless request's transport teardown at INFO
         "mcp.server.streamable_http": {"level": "WARNING"},
+        "axes.apps": {"level": "WARNING"},  # its start-up banner, in every process
     },
 }

@@ -1,10 +1,11 @@
 """The URL map: each app owns its API and panel routes; this file only composes them."""
 
+from csp.decorators import csp_update
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView, TemplateView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from amux_site import health, root
 from policy import urls as policy_urls
@@ -12,10 +13,17 @@ from prompts_app import urls as prompts_urls
 from sessions import urls as sessions_urls
 from tickets import urls as tickets_urls
 
+# The API docs page is Swagger UI from its CDN (not the panel): its CSP names that CDN, and
+# the split view serves Swagger's start-up script as a file rather than inline.
+_CDN = "https://cdn.jsdelivr.net"
+_SWAGGER_CSP = csp_update({"script-src": [_CDN], "style-src": [_CDN, "'unsafe-inline'"],
+                           "img-src": [_CDN]})
+
 api_patterns = [
     path("", root.api_root, name="api-root"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("docs/", _SWAGGER_CSP(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
+         name="api-docs"),
     *tickets_urls.api_urlpatterns,
     *sessions_urls.api_urlpatterns,
     *policy_urls.api_urlpatterns,

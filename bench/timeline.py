@@ -30,8 +30,8 @@ from _setup import django_setup, percentile
 HTML_SEQ = re.compile(r'data-seq="(\d+)"')
 
 
-def clients_process(url: str, origin: str, n_clients: int, n_events: int, html: bool,
-                    ready, go, out) -> None:
+def clients_process(url: str, origin: str, token: str, n_clients: int, n_events: int,
+                    html: bool, ready, go, out) -> None:
     """Some of the websocket clients, in their own process and event loop."""
     import websockets
 
@@ -40,8 +40,9 @@ def clients_process(url: str, origin: str, n_clients: int, n_events: int, html: 
         orders: list[list[int]] = [[] for _ in range(n_clients)]
 
         async def client(i: int, connected: asyncio.Event) -> None:
-            async with websockets.connect(url, origin=origin, open_timeout=60,
-                                          max_queue=None) as ws:
+            async with websockets.connect(url, origin=origin, open_timeout=60, max_queue=None,
+                                          additional_headers={"Authorization": f"Token {token}"}
+                                          ) as ws:
                 await ws.recv()  # snapshot
                 connected.set()
                 got, order = received[i], orders[i]
@@ -108,7 +109,7 @@ def measure(args, n_clients: int, session_id: int, token: str, server) -> None:
 
     start_seq = timeline.last_seq(session_id)
     url = (f"{server.ws_url}/ws/sessions/{session_id}/timeline?after={start_seq}"
-           f"&token={token}" + ("&format=html" if args.format == "html" else ""))
+           + ("&format=html" if args.format == "html" else ""))
     ctx = multiprocessing.get_context("spawn")
     go, out = ctx.Event(), ctx.Queue()
     procs, readies = [], []
@@ -117,7 +118,7 @@ def measure(args, n_clients: int, session_id: int, token: str, server) -> None:
         share = n_clients // n_procs + (k < n_clients % n_procs)
         ready = ctx.Event()
         proc = ctx.Process(target=clients_process, args=(
-            url, server.url, share, args.events, args.format == "html", ready, go, out))
+            url, server.url, token, share, args.events, args.format == "html", ready, go, out))
         proc.start()
         procs.append(proc)
         readies.append(ready)
@@ -166,14 +167,14 @@ def main() -> None:
     django_setup()
     from django.conf import settings
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
 
     from sessions.models import ProviderProfile, Session
     from tests.support.asgi import AsgiServer
 
     user, _ = get_user_model().objects.get_or_create(username="bench",
                                                      defaults={"is_staff": True})
-    token, _ = Token.objects.get_or_create(user=user)
+    _, token = AuthToken.objects.create(user=user)
     # (secrets deferred: a run under another data directory encrypted them with its key)
     provider = ProviderProfile.objects.defer("secrets").filter(slug="bench-timeline").first() \
         or ProviderProfile.objects.create(slug="bench-timeline", platform="openai-compat",
@@ -187,7 +188,7 @@ def main() -> None:
             session = Session.objects.create(
                 runtime="codex", provider=provider, model="m",
                 workdir=str(settings.DATA_DIR / "work" / "bench"))
-            measure(args, n_clients, session.pk, token.key, server)
+            measure(args, n_clients, session.pk, token, server)
     finally:
         server.stop()
 

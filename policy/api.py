@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import permissions
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from amux_common import roles
 from amux_common.api import error_response
 from policy import schema, services
 from policy.document import PolicyInvalid, diff
 from policy.models import PolicyHead, PolicyVersion
-
-
-class _Authenticated(permissions.IsAuthenticated):
-    """Checking and previewing write nothing: every signed-in user may do it."""
 
 
 def _invalid(exc: PolicyInvalid | services.BadFacts):
@@ -118,7 +114,7 @@ class DiffView(APIView):
 class CheckView(APIView):
     """POST trigger facts → the gate's decision under the current (or a named) version."""
 
-    permission_classes = [_Authenticated]
+    permission_classes = [roles.AnyRole]  # writes nothing
 
     @extend_schema(request=schema.CheckRequestSerializer,
                    responses=schema.CheckResponseSerializer, operation_id="policy_check")
@@ -143,7 +139,7 @@ class PreviewView(APIView):
     """POST a draft document → its version, the changes and the live tickets it would affect
     (nothing is stored)."""
 
-    permission_classes = [_Authenticated]
+    permission_classes = [roles.AnyRole]  # writes nothing
 
     @extend_schema(request=schema.PolicyDocumentSerializer, responses=schema.PreviewSerializer,
                    operation_id="policy_preview")

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 
-from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse, HttpResponseForbidden
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST
 
+from amux_common import roles
 from policy import services
 from policy.document import (
     CELL_LABELS,
@@ -106,11 +106,10 @@ def _history():
 
 
 def _can_edit(request) -> bool:
-    return bool(request.user.is_staff)
+    return roles.is_operator(request.user)
 
 
-@login_required
-@require_GET
+@roles.read_page
 def policy_tab(request):
     cur = services.current()
     infos = services.sources()
@@ -132,7 +131,7 @@ def _fragment(request, template, context, status=200):
     return render(request, template, context, status=status)
 
 
-@login_required
+@roles.reads_only
 @require_POST
 def preview(request):
     infos = services.sources()
@@ -149,11 +148,9 @@ def preview(request):
                      for a in affected]})
 
 
-@login_required
+@roles.operator_required
 @require_POST
 def save(request):
-    if not _can_edit(request):
-        return HttpResponseForbidden("Only operators can change the policy.")
     infos = services.sources()
     base = request.POST.get("base_version") or None
     try:
@@ -174,8 +171,7 @@ def save(request):
     return response
 
 
-@login_required
-@require_GET
+@roles.read_page
 def version_diff(request):
     ids = {}
     for key in ("from", "to"):
@@ -195,7 +191,7 @@ def version_diff(request):
         "changes": diff(docs["from"], docs["to"]), "a": labels["from"], "b": labels["to"]})
 
 
-@login_required
+@roles.reads_only
 @require_POST
 def try_gate(request):
     """Decide made-up facts with the policy as currently edited in the form."""

@@ -3,13 +3,12 @@ history with diffs and restore, and a preview of the assembled prompt per role."
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from amux_common import roles
 from prompts_app import assembly, contract, core, service
 from prompts_app.models import PromptVersion
 
@@ -39,12 +38,7 @@ def _decorate(frag: dict) -> dict:
     return {**frag, "label": label, "badge": badge}
 
 
-def _operator(request):
-    if not request.user.is_staff:
-        raise PermissionDenied("Only operators change prompts.")
-
-
-@login_required
+@roles.read_page
 def prompts_tab(request):
     frags = [_decorate(f) for f in service.fragments()]
     by_kind = {kind: [f for f in frags if f["kind"] == kind]
@@ -58,7 +52,7 @@ def prompts_tab(request):
     })
 
 
-@login_required
+@roles.read_page
 def new_skill(request):
     name = (request.GET.get("name") or "").strip().lower()
     return redirect("panel-prompt-edit", key=f"skill.{name}")
@@ -82,7 +76,7 @@ def _editor(request, key, *, draft=None, base=None, errors=None, conflict=None, 
         "draft": frag["text"] if draft is None else draft,
         "base_revision": frag["revision"] if base is None else base,
         "errors": errors or {}, "conflict": conflict, "side_by_side": side_by_side,
-        "saved": saved, "can_edit": request.user.is_staff and frag["editable"],
+        "saved": saved, "can_edit": roles.is_operator(request.user) and frag["editable"],
         "max_chars": core.MAX_TEXT_CHARS,
     }, status=status)
 
@@ -95,12 +89,11 @@ def _conflict(exc: service.Stale, key: str) -> dict:
             "others": [c.key for c in changes if c.key != key], "versions": list(newer)}
 
 
-@login_required
+@roles.operator_to_change
 @require_http_methods(["GET", "POST"])
 def edit(request, key):
     if request.method == "GET":
         return _editor(request, key)
-    _operator(request)
     action = request.POST.get("action", "save")
     text = request.POST.get("text", "")
     base = request.POST.get("base_revision")
@@ -126,7 +119,7 @@ def edit(request, key):
                     + f"?saved={saved.revision}")
 
 
-@login_required
+@roles.read_page
 def versions(request):
     return _versions(request)
 
@@ -153,10 +146,9 @@ def _versions(request, errors=None):
     }, status=400 if errors else 200)
 
 
-@login_required
+@roles.operator_required
 @require_POST
 def restore_version(request, revision):
-    _operator(request)
     try:
         saved = service.restore_version(revision, request.POST.get("base_revision"),
                                         origin="panel", author=request.user.username)
@@ -167,7 +159,7 @@ def restore_version(request, revision):
     return redirect(reverse("panel-prompt-versions") + f"?restored={saved.revision}")
 
 
-@login_required
+@roles.read_page
 def preview(request, role):
     if role not in assembly.ORDER:
         raise Http404("unknown role")

@@ -43,12 +43,9 @@ def _session_state(session_id: int) -> dict[str, Any] | None:
             "last_seq": timeline.last_seq(session_id)}
 
 
-def _token_user(key: str) -> Any:
-    from rest_framework.authtoken.models import Token
-
-    token = Token.objects.select_related("user").filter(key=key).first()
-    return token.user if token and token.user.is_active else None
-
+# Offered by programs that authenticate with the `amux.token.<token>` subprotocol (see
+# amux_site.ws_security); the answer names only this one, never the token.
+SUBPROTOCOL = "amux"
 
 
 class TimelineConsumer(AsyncWebsocketConsumer):
@@ -65,10 +62,10 @@ class TimelineConsumer(AsyncWebsocketConsumer):
         except ValueError:
             self.last = 0
         self.html = query.get("format", ["json"])[0] == "html"
+        # The user comes from the session cookie or an API token in a header or subprotocol
+        # (amux_site.ws_security); a token in the URL is never read.
         user = self.scope.get("user")
-        if not (user and user.is_authenticated) and query.get("token"):
-            user = await database_sync_to_async(_token_user)(query["token"][0])
-        if not (user and user.is_authenticated):
+        if not (user and user.is_authenticated and user.is_active):
             await self.close(code=4401)
             return
         self.inbox: asyncio.Queue[list[fanout.Frame]] = asyncio.Queue(INBOX_LIMIT)
@@ -80,7 +77,8 @@ class TimelineConsumer(AsyncWebsocketConsumer):
             await self._leave()
             await self.close(code=4404)
             return
-        await self.accept()
+        offered = self.scope.get("subprotocols") or []
+        await self.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
         events = await database_sync_to_async(timeline.events_after)(self.session_id,
                                                                      self.last)
         if self.html:

@@ -3,27 +3,27 @@ timeline live over the websocket (htmx ws), a message box, interrupt, permission
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse, HttpResponseForbidden
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
+from amux_common import roles
 from sessions import services, timeline
 from sessions.models import Session
 
 
-@login_required
+@roles.read_page
 def sessions_tab(request):
     sessions = Session.objects.select_related("provider")[:200]
     return render(request, "panel/sessions.html", {"tab": "sessions", "sessions": sessions})
 
 
-@login_required
+@roles.read_page
 def session_detail(request, pk: int):
     session = get_object_or_404(Session.objects.select_related("provider"), pk=pk)
     return render(request, "sessions/detail.html", {
         "tab": "sessions", "s": session, "pending": timeline.pending_requests(pk),
-        "can_act": request.user.is_staff})
+        "can_act": roles.is_operator(request.user)})
 
 
 def _result(message: str, ok: bool = True, status: int = 200) -> HttpResponse:
@@ -31,11 +31,9 @@ def _result(message: str, ok: bool = True, status: int = 200) -> HttpResponse:
     return HttpResponse(f'<p class="notice {cls}" role="status">{message}</p>', status=status)
 
 
-@login_required
+@roles.operator_required
 @require_POST
 def session_message(request, pk: int):
-    if not request.user.is_staff:
-        return HttpResponseForbidden("viewers cannot send messages")
     get_object_or_404(Session, pk=pk)
     try:
         turn = services.post_message(pk, request.POST.get("text", ""))
@@ -44,11 +42,9 @@ def session_message(request, pk: int):
     return _result(f"Queued as turn {turn.seq}.")
 
 
-@login_required
+@roles.operator_required
 @require_POST
 def session_interrupt(request, pk: int):
-    if not request.user.is_staff:
-        return HttpResponseForbidden("viewers cannot interrupt")
     get_object_or_404(Session, pk=pk)
     try:
         services.interrupt(pk)
@@ -57,11 +53,9 @@ def session_interrupt(request, pk: int):
     return _result("Interrupt requested.")
 
 
-@login_required
+@roles.operator_required
 @require_POST
 def session_permission(request, pk: int, request_id: str):
-    if not request.user.is_staff:
-        return HttpResponseForbidden("viewers cannot answer")
     get_object_or_404(Session, pk=pk)
     try:
         services.answer_permission(pk, request_id, request.POST.get("option") or None)
@@ -70,12 +64,10 @@ def session_permission(request, pk: int, request_id: str):
     return _result("Answered.")
 
 
-@login_required
+@roles.operator_required
 @require_POST
 def session_question(request, pk: int, request_id: str):
     """Answers per question id (``q:<id>`` fields); a typed answer wins over a choice."""
-    if not request.user.is_staff:
-        return HttpResponseForbidden("viewers cannot answer")
     get_object_or_404(Session, pk=pk)
     answers: dict[str, list[str]] = {}
     for key in request.POST:

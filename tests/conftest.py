@@ -21,10 +21,10 @@ def viewer(django_user_model):
 @pytest.fixture
 def api(operator):
     """An API client authenticated with a real token of an operator."""
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
     from rest_framework.test import APIClient
 
     client = APIClient()
-    token, _ = Token.objects.get_or_create(user=operator)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    _, token = AuthToken.objects.create(user=operator)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     return client

@@ -1041,6 +1041,22 @@ def source_event_rejected(*, source_id: int, reason: str, error: bool = False) -
         source.save(update_fields=["health"])
 
 
+def source_rejections_counted(*, source_id: int, created_us: int,
+                              counts: dict[str, int]) -> bool:
+    """Fact: refusals counted outside the database (tickets.rejections) are kept in the
+    source's health, in one write. Counts of a source deleted since are dropped (False)."""
+    with transaction.atomic(durable=True):
+        source = Source.objects.select_for_update().filter(pk=source_id).first()
+        if source is None or int(source.created_at.timestamp() * 1_000_000) != created_us:
+            return False
+        health, now = source.health, clock()
+        for reason, n in sorted(counts.items()):
+            health = intake_core.note_rejection(health, reason, now, False, n)
+        source.health = health
+        source.save(update_fields=["health"])
+        return True
+
+
 def source_cursor_moved(*, source_id: int, name: str, cursor: str | None,
                         extra: dict | None = None) -> None:
     """Fact: a catch-up poll stored its triggers; its cursor moves now, never before."""

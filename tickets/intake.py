@@ -18,7 +18,7 @@ import uuid
 from django.db.models import Count
 from django.utils import timezone
 
-from tickets import engine, policy_hooks
+from tickets import engine, policy_hooks, rejections
 from tickets.models import Delivery, Source, Thread
 from tickets.sources import plugin
 from tickets.sources.base import (
@@ -58,7 +58,8 @@ def receive(kind: str, slug: str, headers: dict[str, str], body: bytes) -> tuple
     try:
         env = plug.verify(incoming)
     except Rejected as exc:
-        engine.source_event_rejected(source_id=source.pk, reason=exc.reason)
+        # counted without a database write: forged requests must not cost one each
+        rejections.count(source, exc.reason)
         code = {401: "not_authenticated", 413: "too_large"}.get(exc.status, "invalid")
         return _error(exc.status, code, exc.message)
     if env.kind == "ping":
@@ -286,6 +287,8 @@ def health(source: Source) -> dict:
     events seen but not admitted, by content-free reason."""
     stored = dict(source.health or {})
     rejected = dict(stored.get("rejected") or {})
+    for reason, n in rejections.pending(source).items():  # refusals not flushed yet
+        rejected[reason] = rejected.get(reason, 0) + n
     for reason, n in (
         Delivery.objects.filter(source=source, outcome="ignored")
         .values_list("reason").annotate(n=Count("id")).order_by()

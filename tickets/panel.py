@@ -6,11 +6,10 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from amux_common import roles
 from tickets import engine
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
@@ -19,7 +18,7 @@ from tickets.models import AgentSettings, Eval, Question, Source, Thread, Ticket
 from tickets.read import failures, stages
 
 
-@login_required
+@roles.read_page
 def tickets_tab(request):
     live = list(Ticket.objects.filter(ended_at__isnull=True).select_related("thread__source"))
     labelled = stages(live)
@@ -34,7 +33,7 @@ def tickets_tab(request):
     return render(request, "panel/tickets.html", context)
 
 
-@login_required
+@roles.read_page
 def ticket_page(request, pk):
     ticket = get_object_or_404(
         Ticket.objects.select_related("thread__source", "mandate", "session"), pk=pk
@@ -56,15 +55,9 @@ def ticket_page(request, pk):
     return render(request, "panel/ticket.html", context)
 
 
-def _operator(request):
-    if not request.user.is_staff:
-        raise PermissionDenied("Only operators can change tickets.")
-
-
-@login_required
+@roles.operator_required
 @require_POST
 def ticket_stop(request, pk):
-    _operator(request)
     try:
         engine.stop_ticket(ticket_id=pk, by=request.user.username)
     except CommandRefused as refusal:
@@ -72,11 +65,10 @@ def ticket_stop(request, pk):
     return redirect("panel-ticket", pk=pk)
 
 
-@login_required
+@roles.operator_required
 @require_POST
 def ticket_retry(request, pk):
     """Dispatch a failed ticket again (the page's Retry button)."""
-    _operator(request)
     try:
         engine.retry_ticket(ticket_id=pk)
     except CommandRefused as refusal:
@@ -84,10 +76,9 @@ def ticket_retry(request, pk):
     return redirect("panel-ticket", pk=pk)
 
 
-@login_required
+@roles.operator_required
 @require_POST
 def ticket_input(request, pk):
-    _operator(request)
     try:
         engine.add_input(
             ticket_id=pk, text=request.POST.get("text", ""), author=request.user.username
@@ -112,12 +103,11 @@ class AgentSettingsForm(forms.ModelForm):
         widgets = {"worker_runtime": forms.Select(choices=[(r, r) for r in WORKER_RUNTIMES])}
 
 
-@login_required
+@roles.operator_to_change
 def agent_settings(request):
     """Who triages candidates and which runtime and model run each ticket's worker."""
     form = AgentSettingsForm(instance=AgentSettings.current())
     if request.method == "POST":
-        _operator(request)
         form = AgentSettingsForm(request.POST, instance=AgentSettings.current())
         if form.is_valid():
             form.save()
@@ -128,11 +118,10 @@ def agent_settings(request):
     return render(request, "panel/agent_settings.html", {"tab": "triage", "form": form})
 
 
-@login_required
+@roles.operator_required
 @require_POST
 def question_answer(request, pk):
     """An operator answers the agent's structured question; it reaches the worker as input."""
-    _operator(request)
     question = get_object_or_404(Question, pk=pk)
     chosen = [a for a in request.POST.getlist("answer") if a in (question.options or [])]
     custom = request.POST.get("custom", "").strip()
@@ -148,7 +137,7 @@ def question_answer(request, pk):
     return redirect("panel-ticket", pk=question.ticket_id)
 
 
-@login_required
+@roles.read_page
 def triage_tab(request):
     triggers = Trigger.objects.select_related("source", "thread")[:100]
     evals = Eval.objects.select_related("trigger")[:100]
@@ -178,14 +167,14 @@ def _source_rows(request):
     return rows
 
 
-@login_required
+@roles.read_page
 def sources_tab(request):
     from tickets.sources import KINDS
 
     return render(request, "panel/sources.html", {
         "tab": "sources", "rows": _source_rows(request), "sources": Source.objects.all(),
         "kinds": [(k, cls.label) for k, cls in KINDS.items()],
-        "can_edit": request.user.is_staff,
+        "can_edit": roles.is_operator(request.user),
     })
 
 
@@ -212,17 +201,13 @@ def _form_context(plug_cls, source, config, errors, secrets_set):
     return {"fields": fields, "secret_fields": secrets}
 
 
-@login_required
+@roles.operator_required
 def source_form(request, kind=None, slug=None):
-    from django.core.exceptions import PermissionDenied
     from django.http import Http404
-    from django.shortcuts import redirect
 
     from tickets.sources import KINDS
     from tickets.sources.base import ConfigError
 
-    if not request.user.is_staff:
-        raise PermissionDenied("only operators change sources")
     source = Source.objects.filter(slug=slug).first() if slug else None
     if slug and source is None:
         raise Http404("no such source")
@@ -274,38 +259,29 @@ def source_form(request, kind=None, slug=None):
     }, status=400 if errors else 200)
 
 
-@login_required
+@roles.operator_required
+@require_POST
 def source_toggle(request, slug):
-    from django.core.exceptions import PermissionDenied
-    from django.shortcuts import get_object_or_404, redirect
-
-    if request.method != "POST" or not request.user.is_staff:
-        raise PermissionDenied("only operators change sources")
     source = get_object_or_404(Source, slug=slug)
     source.enabled = not source.enabled
     source.save(update_fields=["enabled", "updated_at"])
     return redirect("panel-sources")
 
 
-@login_required
+@roles.operator_required
+@require_POST
 def source_test(request, slug):
-    from django.core.exceptions import PermissionDenied
-    from django.shortcuts import get_object_or_404
-
     from tickets.source_views import send_test_event
 
-    if request.method != "POST" or not request.user.is_staff:
-        raise PermissionDenied("only operators change sources")
     source = get_object_or_404(Source, slug=slug)
     status, body = send_test_event(source)
     return render(request, "panel/sources_test_result.html",
                   {"status": status, "ok": status < 300, "body": body})
 
 
-@login_required
+@roles.operator_to_change
 def source_chat(request, slug):
-    from django.shortcuts import get_object_or_404, redirect
-
+    """Read a web chat source's threads (every role) and post to it (operators, as in REST)."""
     from tickets import intake
     from tickets.source_views import chat_messages
 

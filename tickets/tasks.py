@@ -14,9 +14,11 @@ from celery import shared_task
     ignore_result=True,
 )
 def intake_sweep() -> int:
-    """Process stored deliveries left unprocessed (a crash after the answer)."""
-    from tickets import intake
+    """Process stored deliveries left unprocessed (a crash after the answer), and keep the
+    refused webhooks counted since the last sweep in their sources' health."""
+    from tickets import intake, rejections
 
+    rejections.flush()
     return intake.process_pending()
 
 

@@ -168,8 +168,7 @@ def test_wrong_or_missing_signature_is_401_and_stores_nothing(client, gh):
                            content_type="application/json", **headers)
     assert response.status_code == 401
     assert not Delivery.objects.exists() and not Trigger.objects.exists()
-    gh.refresh_from_db()
-    assert gh.health["rejected"] == {"bad_signature": 2, "missing_signature": 1}
+    assert intake.health(gh)["rejected"] == {"bad_signature": 2, "missing_signature": 1}
 
 
 @pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b"", b"{\"a\": 1"])

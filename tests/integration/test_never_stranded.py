@@ -109,12 +109,12 @@ def test_retry_dispatches_a_failed_ticket_and_refuses_others(api, ticket, provid
 
 
 def test_a_viewer_cannot_retry(client, viewer, ticket):
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
 
     drain()
-    token = Token.objects.create(user=viewer)
+    _, token = AuthToken.objects.create(user=viewer)
     response = client.post(f"/api/v1/tickets/{ticket.pk}/retry",
-                           HTTP_AUTHORIZATION=f"Token {token.key}")
+                           HTTP_AUTHORIZATION=f"Token {token}")
     assert response.status_code == 403
     assert Assignment.objects.filter(ticket=ticket).count() == 1
 

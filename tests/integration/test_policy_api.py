@@ -181,11 +181,11 @@ def test_check_bad_facts_are_400_naming_the_field(api, gh, body, field):
 
 
 def test_viewers_read_and_check_but_cannot_save(gh, viewer):
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
     from rest_framework.test import APIClient
 
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=viewer).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=viewer)[1]}")
     assert client.get("/api/v1/policy/").status_code == 200
     assert put(client, doc(None, gh=COMMENTS)).status_code == 403
     r = client.post("/api/v1/policy/check", {"source": "gh", "scope": "comment"}, format="json")

@@ -96,11 +96,11 @@ def test_skills_are_created_by_writing_and_removed_by_restoring(api):
 
 
 def test_viewers_read_but_cannot_change_prompts(client, viewer):
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
     from rest_framework.test import APIClient
 
     reader = APIClient()
-    reader.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=viewer).key}")
+    reader.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=viewer)[1]}")
     assert reader.get("/api/v1/prompts/").status_code == 200
     response = reader.put("/api/v1/prompts/main.role", {"base_revision": 0, "text": "x"},
                           format="json")

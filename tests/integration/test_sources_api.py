@@ -66,11 +66,11 @@ def test_secrets_merge_and_clear_on_update(api):
 
 def test_viewers_read_but_cannot_change(client, viewer, api):
     api.post("/api/v1/sources", GITHUB, format="json")
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
     from rest_framework.test import APIClient
 
     reader = APIClient()
-    reader.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=viewer).key}")
+    reader.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=viewer)[1]}")
     assert reader.get("/api/v1/sources/gh").status_code == 200
     assert reader.patch("/api/v1/sources/gh", {"enabled": False},
                         format="json").status_code == 403

@@ -61,10 +61,10 @@ def test_unknown_tickets_and_bad_bodies_get_clear_errors(api, ticket):
 
 
 def test_a_viewer_reads_but_cannot_stop(client, viewer, ticket):
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
 
-    token = Token.objects.create(user=viewer)
-    headers = {"HTTP_AUTHORIZATION": f"Token {token.key}"}
+    _, token = AuthToken.objects.create(user=viewer)
+    headers = {"HTTP_AUTHORIZATION": f"Token {token}"}
     assert client.get("/api/v1/tickets", **headers).status_code == 200
     response = client.post(f"/api/v1/tickets/{ticket.pk}/stop", **headers)
     assert response.status_code == 403

@@ -62,12 +62,15 @@ def test_an_allowed_senders_web_chat_message_opens_a_ticket(api, chat):
     assert Effect.objects.filter(kind="dispatch").count() == 1
 
 
-def test_a_sender_not_allowed_opens_nothing(client, viewer, chat):
-    client.force_login(viewer)  # may chat, but is not on the source's allowed list
+def test_a_sender_not_allowed_opens_nothing(client, django_user_model, chat):
+    # an operator may post to web chat, but this one is not on the source's allowed list
+    other = django_user_model.objects.create_user("carol", password="carol-pass-123",
+                                                  is_staff=True)
+    client.force_login(other)
     response = client.post("/panel/sources/chat/chat/", {"text": "do my homework"})
     assert response.status_code == 302
     trigger = Trigger.objects.get()
-    assert (trigger.actor, trigger.decision, trigger.reason) == ("viewer", "ignore",
+    assert (trigger.actor, trigger.decision, trigger.reason) == ("carol", "ignore",
                                                                  "not_allowed")
     assert not Ticket.objects.exists()
 

@@ -26,7 +26,7 @@ def free_port() -> int:
 
 class AsgiServer:
     def __init__(self, env: dict[str, str], log: Path | None = None, workers: int = 1,
-                 port: int | None = None):
+                 port: int | None = None, log_level: str = "warning"):
         self.ws_args = UVICORN_WS_ARGS  # as `amux run` serves them
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -36,7 +36,7 @@ class AsgiServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "amux_site.asgi:application", "--host",
              "127.0.0.1", "--port", str(self.port), "--lifespan", "off", "--log-level",
-             "warning", *self.ws_args, "--workers", str(workers)],
+             log_level, *self.ws_args, "--workers", str(workers)],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 60

@@ -66,11 +66,11 @@ def trigger_fields(facts, decision: dict) -> dict:
     }
 
 
-def note_rejection(health: dict, reason: str, now, error: bool) -> dict:
+def note_rejection(health: dict, reason: str, now, error: bool, n: int = 1) -> dict:
     health = dict(health or {})
     rejected = dict(health.get("rejected") or {})
     if reason in rejected or len(rejected) < MAX_REASONS:
-        rejected[reason] = int(rejected.get(reason, 0)) + 1
+        rejected[reason] = int(rejected.get(reason, 0)) + n
     health["rejected"] = rejected
     if error:
         health["last_error"] = {"reason": reason, "at": now.isoformat()}

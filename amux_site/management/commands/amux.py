@@ -1,4 +1,4 @@
-"""`manage.py amux run|status|stop|doctor|token` — everything an operator runs."""
+"""`manage.py amux run|status|stop|doctor|token|user` — everything an operator runs."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ KILL_WAIT = 20
 
 
 class Command(BaseCommand):
-    help = "Operate amux: run, status, stop, doctor, token."
+    help = "Operate amux: run, status, stop, doctor, token, user."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -34,6 +34,16 @@ class Command(BaseCommand):
         sub.add_parser("doctor", help="one line per check; non-zero exit if a required one fails")
         token = sub.add_parser("token", help="print a new REST API token for a user")
         token.add_argument("--user", required=True, help="username")
+        user = sub.add_parser("user", help="manage panel and API accounts")
+        user_sub = user.add_subparsers(dest="user_action", required=True, metavar="ACTION")
+        user_add = user_sub.add_parser(
+            "add", help="create an account; prints a generated password once unless "
+                        "--password-file is given")
+        user_add.add_argument("name", help="user name")
+        user_add.add_argument("--role", required=True, choices=["viewer", "operator"],
+                              help="viewer reads everything; operator also changes things")
+        user_add.add_argument("--password-file", help="read the password from this file's "
+                                                      "first line")
 
     def handle(self, *args, action, **options):
         return getattr(self, f"do_{action}")(**options)
@@ -64,21 +74,29 @@ class Command(BaseCommand):
             raise CommandError("a required check failed", returncode=1)
 
     def do_token(self, user, **options):
-        from django.contrib.auth import get_user_model
-        from django.db import transaction
-        from rest_framework.authtoken.models import Token
+        from amux_site import accounts
 
-        User = get_user_model()
         try:
-            account = User.objects.get(**{User.USERNAME_FIELD: user})
-        except User.DoesNotExist:
-            raise CommandError(f"no user named {user!r}") from None
-        if not account.is_active:
-            raise CommandError(f"user {user!r} is inactive; a token would not authenticate")
-        with transaction.atomic():
-            Token.objects.filter(user=account).delete()
-            token = Token.objects.create(user=account)
-        self.stdout.write(token.key)
+            token = accounts.new_token(user)
+        except accounts.AccountError as exc:
+            raise CommandError(str(exc), returncode=1) from None
+        self.stdout.write(token)
+
+    def do_user(self, user_action, name, role, password_file=None, **options):
+        from amux_site import accounts
+
+        try:
+            password = (accounts.read_password_file(password_file)
+                        if password_file else None)
+            generated = accounts.add_user(name, role, password)
+        except accounts.AccountError as exc:
+            raise CommandError(str(exc), returncode=1) from None
+        if generated:
+            self.stdout.write(f"amux: created {role} {name!r}, password: {generated}\n"
+                              "amux: (shown this once; only its hash is kept)")
+        else:
+            self.stdout.write(f"amux: created {role} {name!r} with the password from "
+                              f"{password_file}")
 
     # -- run ----------------------------------------------------------------------------
 

@@ -20,8 +20,9 @@ def _seqs(page):
 
 
 def _wait_seqs(page, n):
-    page.wait_for_function(
-        f"document.querySelectorAll('#timeline-events > .ev').length >= {n}", timeout=30_000)
+    # a locator, not wait_for_function: Playwright evaluates a string there, which the
+    # panel's Content-Security-Policy (no eval) refuses
+    page.locator("#timeline-events > .ev").nth(n - 1).wait_for(timeout=30_000)
     return _seqs(page)
 
 

@@ -29,15 +29,15 @@ def server(session_dirs, tmp_path):
 
 @pytest.fixture
 def token(operator):
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
 
-    return Token.objects.create(user=operator).key
+    return AuthToken.objects.create(user=operator)[1]
 
 
 async def _connect(server, session_id, token, after=0):
     comm = await websockets.connect(f"{server.ws_url}/ws/sessions/{session_id}/timeline"
-                                    f"?after={after}&token={token}", open_timeout=10,
-                                    origin=server.url)
+                                    f"?after={after}", open_timeout=10, origin=server.url,
+                                    additional_headers={"Authorization": f"Token {token}"})
     snapshot = json.loads(await asyncio.wait_for(comm.recv(), 10))
     assert snapshot["type"] == "snapshot"
     return comm, snapshot
@@ -120,9 +120,12 @@ def test_a_published_jump_is_filled_from_the_database(openai_provider, session_d
 
 def test_anonymous_and_unknown_sessions_are_refused(openai_provider, session_dirs, token,
                                                     server):
+    auth = None
     async def refused(url):
         try:
-            comm = await websockets.connect(url, open_timeout=10, origin=server.url)
+            headers = {"Authorization": auth} if auth else {}
+            comm = await websockets.connect(url, open_timeout=10, origin=server.url,
+                                            additional_headers=headers)
         except websockets.exceptions.InvalidStatus:
             return True
         try:
@@ -132,8 +135,10 @@ def test_anonymous_and_unknown_sessions_are_refused(openai_provider, session_dir
         return False
 
     async def main():
+        nonlocal auth
         assert await refused(f"{server.ws_url}/ws/sessions/1/timeline")
-        assert await refused(f"{server.ws_url}/ws/sessions/999999/timeline?token={token}")
+        auth = f"Token {token}"
+        assert await refused(f"{server.ws_url}/ws/sessions/999999/timeline")
 
     run_async(main())
 
@@ -234,8 +239,9 @@ def test_a_client_far_behind_is_caught_up_from_the_database(openai_provider, ses
         path = f"/ws/sessions/{sid}/timeline"
         comm = ApplicationCommunicator(channels_app, {
             "type": "websocket", "path": path, "raw_path": path.encode(),
-            "query_string": f"after=0&token={token}".encode(), "scheme": "ws",
-            "headers": [(b"host", b"127.0.0.1"), (b"origin", b"http://127.0.0.1")],
+            "query_string": b"after=0", "scheme": "ws",
+            "headers": [(b"host", b"127.0.0.1"), (b"origin", b"http://127.0.0.1"),
+                        (b"authorization", f"Token {token}".encode())],
             "subprotocols": [], "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)})
         await comm.send_input({"type": "websocket.connect"})
         assert (await comm.receive_output(10))["type"] == "websocket.accept"
