@@ -12,9 +12,9 @@ import logging
 from django.dispatch import receiver
 
 from sessions.signals import turn_ended
-from tickets import engine, outbox, triage, worker
+from tickets import engine, outbox, triage, worker, workspace
 from tickets.models import Assignment, Eval, Input
-from tickets.tools import install_worker_bin
+from tickets.tools.worker_bin import WorkerSetupError
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +70,17 @@ def dispatch_assignment(effect_id: int, payload: dict) -> None:
     except worker.WorkerNotConfigured as exc:
         engine.assignment_ended(assignment_id=assignment.pk, reason=str(exc)[:60], failed=True)
         return
-    install_worker_bin(worker.bin_dir())
+    try:
+        worker.setup()
+        # The clone before the session: its first turn starts in the repository.
+        workdir = workspace.prepare(ticket)
+    except (WorkerSetupError, workspace.WorkspaceError) as exc:
+        log.warning("dispatch of ticket %s failed: %s", ticket.pk, exc)
+        engine.assignment_ended(assignment_id=assignment.pk, reason=str(exc)[:60], failed=True)
+        return
     worker.write_token(ticket, engine.issue_assignment_token(assignment_id=assignment.pk))
     session = ticket.session or Session.objects.filter(name=worker.session_name(ticket)).first()
     if session is None:
-        workdir = worker.work_dir(ticket)
-        workdir.mkdir(parents=True, exist_ok=True)
         from prompts_app import service as prompts
 
         session = sessions.create_session(
