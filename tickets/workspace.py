@@ -115,7 +115,7 @@ def origin_for(source: Source, repo: str) -> Origin:
         raise WorkspaceError(f"{repo}: {exc}") from exc
     except Exception as exc:  # the API is down or refuses: the dispatch fails, retried later
         raise WorkspaceError(f"GitHub did not describe {repo}: {_reason(exc)}") from exc
-    origin = Origin(source.pk, repo.lower(), info["clone_url"],
+    origin = Origin(source.pk, repo, info["clone_url"],
                     info.get("default_branch") or source.config.get("default_branch") or "main")
     with _origins_lock:
         _origins[key] = (now, origin)

@@ -14,10 +14,12 @@ pytestmark = pytest.mark.django_db
 def ticket(settings, tmp_path):
     settings.DATA_DIR = tmp_path / "data"
     settings.WORK_DIR = settings.DATA_DIR / "work"
-    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
-    thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
+    # A chat ticket (no repository to clone): dispatching, not cloning, is under test here
+    # (tests/integration/test_workspace.py has the clone).
+    source = Source.objects.create(kind="webchat", slug="team", name="Team chat")
+    thread = Thread.objects.create(source=source, key="general", title="Crash")
     trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id="c1", scope="comment", actor="octocat",
+        source=source, thread=thread, external_id="c1", scope="direct", actor="octocat",
         text="@amux please fix the crash", decision="explicit", strength="explicit",
         policy_version="v1",
     )

@@ -306,19 +306,20 @@ class GitHub(SourceKind):
     def repository(self, repo: str) -> dict:
         """Where git reaches `repo` (the API's own `clone_url`: github.com, an Enterprise
         host, or a test server) and its default branch."""
-        gh_repo = self.client().get_repo(self._own(repo))
+        self._own(repo)
+        gh_repo = self.client().get_repo(repo)
         return {"clone_url": gh_repo.clone_url, "default_branch": gh_repo.default_branch}
 
     def git_credential(self, repo: str) -> tuple[str, str]:
         """(username, password) for git over HTTPS to `repo`. A token source answers its
         own token; a GitHub App answers an installation token minted for this repository
         alone, kept until shortly before it expires."""
-        repo = self._own(repo)
+        self._own(repo)
         if self.secrets.get("token"):
             return "x-access-token", self.secrets["token"]
         if not (self.secrets.get("app_id") and self.secrets.get("private_key")):
             raise ConfigError({"secrets.token": "set a token, or app_id and private_key"})
-        key = (self._api()["base_url"], str(self.secrets["app_id"]), repo)
+        key = (self._api()["base_url"], str(self.secrets["app_id"]), repo.lower())
         with _minted_lock:
             cached = _minted.get(key)
         if cached and cached[1] - time.time() > TOKEN_MARGIN:

@@ -15,6 +15,7 @@ import pytest
 from django.core.cache import cache
 
 from sessions.models import ProviderProfile, Session, Turn
+from tests.support.git_server import GitServer
 from tests.support.recording_server import RecordingServer
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
 from tickets import engine, outbox, worker
@@ -35,7 +36,9 @@ def github(settings, tmp_path):
     settings.WORK_DIR.mkdir(parents=True)
     purge_queues()
     cache.delete(outbox.KICK_FLAG)  # the commit's kick must reach the first worker
-    with RecordingServer() as server:
+    with RecordingServer() as server, GitServer(token="ghp_test") as git_server:
+        git_server.create(REPO, {"README.md": "app\n"})
+        server.git = git_server  # the dispatch clones the repository from here
         server.state.issues[(REPO, 7)] = {"title": "Login crash", "body": "It crashes"}
         yield server
     purge_queues()
