@@ -17,6 +17,8 @@ from tests.support.recording_server import RecordingServer
 from tickets import engine, outbox, worker, workspace
 from tickets.models import Assignment, Source, Thread, Trigger
 from tickets.sources import github as github_plugin
+from tickets.sources.base import ConfigError
+from tickets.sources.webchat import WebChat
 from tickets.tools.worker_bin import install_worker_bin
 
 pytestmark = pytest.mark.django_db
@@ -122,7 +124,9 @@ def test_a_chat_ticket_gets_an_empty_directory_or_its_default_repository(servers
     workdir = workspace.prepare(ticket)
     assert workdir.is_dir() and list(workdir.iterdir()) == []
     workdir.rmdir()
-    chat.config = {"repo": REPO}
+    with pytest.raises(ConfigError):
+        WebChat.validate_config({"repo": "not a repository"})
+    chat.config = WebChat.validate_config({"repo": REPO})
     chat.save()
     ticket.thread.source.refresh_from_db()
     workdir = workspace.prepare(ticket)
@@ -276,3 +280,46 @@ def test_the_worker_environment_and_gitconfig_hold_no_credential(servers, source
     done = subprocess.run([str(worker.bin_dir() / "gh"), "issue", "list"], capture_output=True,
                           text=True, env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 1 and "gh is not available to amux workers" in done.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_workers_git_and_gh_act_through_amux(servers, source, live_server, tmp_path,
+                                                 monkeypatch):
+    """Outside any runtime: the worker's commands with the worker's environment. `gh pr
+    create` opens the PR through amux (which pushes the branch), and a plain `git push`
+    authenticates through git-credential-amux."""
+    git_server, api = servers
+    monkeypatch.setenv("AMUX_URL", live_server.url)
+    api.state.issues[(REPO, 1)] = {"title": "Crash"}
+    ticket = _ticket(source, 1)
+    worker.setup()
+    workdir = workspace.prepare(ticket)
+    _assignment, token = _assignment_token(ticket)
+    worker.write_token(ticket, token)
+    env = {**worker.environment(ticket), "HOME": str(tmp_path), "LANG": "C.UTF-8",
+           "PATH": f"{worker.bin_dir()}:/usr/bin:/bin"}
+
+    def run(*argv):
+        return subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True,
+                              timeout=60)
+
+    (workdir / "fix.txt").write_text("fixed\n")
+    assert run("git", "add", "fix.txt").returncode == 0
+    assert run("git", "commit", "-qm", "Fix the crash").returncode == 0
+    branch = f"amux/{ticket.short_name}"
+    opened = run("gh", "pr", "create", "--title", "Fix the crash", "--body", "Guards it.")
+    assert opened.returncode == 0, opened.stderr
+    assert opened.stdout.strip().endswith("/pull/2")
+    assert git_server.show(REPO, branch, "fix.txt") == "fixed\n"
+    created = api.matching("POST", rf"/repos/{REPO}/pulls")
+    assert created[0].body["head"] == branch and created[0].body["body"].endswith("Fixes #1")
+
+    (workdir / "fix.txt").write_text("fixed better\n")
+    run("git", "commit", "-qam", "Fix it better")
+    pushed = run("git", "push", "-q")
+    assert pushed.returncode == 0, pushed.stderr
+    assert git_server.show(REPO, branch, "fix.txt") == "fixed better\n"
+    # Another repository's URL gets no credential from amux.
+    other = run("git", "ls-remote", git_server.clone_url("octo/other"))
+    assert other.returncode != 0 and "credentials are given only for" in other.stderr
+    assert _files_containing(workdir, TOKEN) == []
