@@ -208,12 +208,27 @@ def prepare(ticket: Ticket) -> Path:
     if workdir.exists() and any(workdir.iterdir()):
         raise WorkspaceError(f"{workdir} is not empty and is not a git clone")
     workdir.parent.mkdir(parents=True, exist_ok=True)
+    branch = branch_name(ticket)
+    # A directory lost with its host is rebuilt from the branch the worker pushed.
+    start = branch if _has_branch(mirror, branch) else origin.default_branch
     _git(["clone", "--quiet", "--shared", "--no-checkout", str(mirror), str(workdir)])
     _git(["remote", "set-url", "origin", origin.clone_url], cwd=workdir)
-    _git(["checkout", "--quiet", "--no-track", "-b", branch_name(ticket),
-          f"origin/{origin.default_branch}"], cwd=workdir)
+    _git(["checkout", "--quiet", "--no-track", "-b", branch, f"origin/{start}"], cwd=workdir)
     _identity(workdir, source)
     return workdir
+
+
+def _has_branch(mirror: Path, branch: str) -> bool:
+    """Whether the mirror holds refs/heads/`branch` (loose or packed), without running git."""
+    ref = f"refs/heads/{branch}"
+    if (mirror / ref).is_file():
+        return True
+    try:
+        packed = (mirror / "packed-refs").read_text()
+    except OSError:
+        return False
+    return any(line.split(" ", 1)[-1] == ref for line in packed.splitlines()
+               if not line.startswith(("#", "^")))
 
 
 def _identity(workdir: Path, source: Source) -> None:

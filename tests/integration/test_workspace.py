@@ -4,6 +4,7 @@ http-backend over smart HTTP, basic auth) and PyGithub against the recording Git
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -111,6 +112,21 @@ def test_a_revived_ticket_keeps_its_directory_and_branch(servers, source):
     assert workspace.prepare(ticket) == workdir
     assert git("rev-parse", "HEAD", cwd=workdir).strip() == head
     assert git("branch", "--show-current", cwd=workdir).strip() == f"amux/{ticket.short_name}"
+
+
+def test_a_lost_directory_is_rebuilt_from_the_pushed_branch(servers, source):
+    git_server, _api = servers
+    ticket = _ticket(source, 1)
+    workdir = workspace.prepare(ticket)
+    (workdir / "fix.txt").write_text("pushed\n")
+    git("add", "fix.txt", cwd=workdir)
+    git("commit", "-qm", "wip", cwd=workdir)
+    branch = f"amux/{ticket.short_name}"
+    git("push", "-q", str(git_server.path(REPO)), f"{branch}:{branch}", cwd=workdir)
+    shutil.rmtree(workdir)  # the host that had it is gone
+    workdir = workspace.prepare(ticket)
+    assert (workdir / "fix.txt").read_text() == "pushed\n"
+    assert git("branch", "--show-current", cwd=workdir).strip() == branch
 
 
 def test_a_chat_ticket_gets_an_empty_directory_or_its_default_repository(servers, source):
