@@ -155,8 +155,13 @@ def _git(args: list[str], *, cwd: Path | None = None, auth: dict | None = None) 
 
 
 def _credential(source: Source, origin: Origin) -> dict[str, str]:
-    username, password = plugin(source.kind, source.config, source.secrets).git_credential(
-        origin.repo)
+    try:
+        username, password = plugin(source.kind, source.config, source.secrets
+                                    ).git_credential(origin.repo)
+    except ConfigError as exc:
+        raise WorkspaceError(f"{origin.repo}: {exc}") from exc
+    except Exception as exc:  # minting an App token failed: GitHub down or refusing
+        raise WorkspaceError(f"no credential for {origin.repo}: {_reason(exc)}") from exc
     return _auth_env(username, password)
 
 
@@ -178,15 +183,17 @@ def refresh_mirror(source: Source, origin: Origin) -> Path:
     auth = _credential(source, origin)
     with _locked(mirror):
         if (mirror / "HEAD").exists():
-            _git(["fetch", "--prune", "--quiet", "origin"], cwd=mirror, auth=auth)
+            _git(["fetch", "--prune", "--tags", "--quiet", "origin"], cwd=mirror, auth=auth)
         else:
             partial = mirror.with_name(mirror.name + ".partial")
             if partial.exists():  # a first clone that died half-way
                 shutil.rmtree(partial)
-            _git(["clone", "--quiet", "--mirror", origin.clone_url, str(partial)], auth=auth)
-            # Ticket clones borrow these objects: never prune any of them.
-            _git(["config", "gc.pruneExpire", "never"], cwd=partial)
-            _git(["config", "gc.reflogExpireUnreachable", "never"], cwd=partial)
+            # Branches and tags only: not GitHub's refs/pull/*, which a --mirror would take.
+            _git(["clone", "--quiet", "--bare", origin.clone_url, str(partial)], auth=auth)
+            for key, value in (("remote.origin.fetch", "+refs/heads/*:refs/heads/*"),
+                               ("gc.pruneExpire", "never"),  # ticket clones borrow objects
+                               ("gc.reflogExpireUnreachable", "never")):
+                _git(["config", key, value], cwd=partial)
             os.replace(partial, mirror)
     return mirror
 

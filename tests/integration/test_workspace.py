@@ -339,3 +339,25 @@ def test_the_workers_git_and_gh_act_through_amux(servers, source, live_server, t
     other = run("git", "ls-remote", git_server.clone_url("octo/other"))
     assert other.returncode != 0 and "credentials are given only for" in other.stderr
     assert _files_containing(workdir, TOKEN) == []
+
+
+def test_github_failing_to_open_the_pull_request_is_a_clear_503(servers, source):
+    git_server, api = servers
+    ticket = _ticket(source, 1)
+    workdir = workspace.prepare(ticket)
+    branch = f"amux/{ticket.short_name}"
+    (workdir / "fix.txt").write_text("fixed\n")
+    git("add", "fix.txt", cwd=workdir)
+    git("commit", "-qm", "Fix", cwd=workdir)
+    api.state.fail_next.append(("POST", rf"/repos/{REPO}/pulls", 502))
+    _assignment, token = _assignment_token(ticket)
+    api_client = APIClient()
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    answer = api_client.post("/api/v1/tools/pull_request/",
+                             {"title": "Fix", "head": branch}, format="json")
+    assert answer.status_code == 503, answer.content
+    assert answer.json()["error"]["code"] == "github_unavailable"
+    assert git_server.has_branch(REPO, branch)  # pushed; the retry only opens the PR
+    again = api_client.post("/api/v1/tools/pull_request/",
+                            {"title": "Fix", "head": branch}, format="json")
+    assert again.status_code == 201 and again.json()["created"] is True

@@ -264,6 +264,8 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
     credentials; the worker never does). The head branch is pushed from the worker's
     directory first when the remote does not have it yet. Once per head branch: a retry
     returns the same PR."""
+    from github import GithubException
+
     from tickets import intake, workspace
     from tickets.sources.base import ConfigError
 
@@ -296,6 +298,9 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
                                       base=base, closes=closes)
     except ConfigError as exc:
         raise _invalid("head", f"the source cannot open it: {exc}") from exc
+    except GithubException as exc:
+        raise ToolRefused(503, "github_unavailable",
+                          f"GitHub did not open it (HTTP {exc.status}); try again") from exc
     engine.pr_opened(ticket_id=ticket.pk, thread_key=f"{repo}#{pr['number']}", url=pr["url"],
                      title=title)
     return {"ticket": ticket.pk, "number": pr["number"], "url": pr["url"],
@@ -324,7 +329,12 @@ def git_credential(assignment: Assignment, *, protocol, host, path) -> dict:
     if not workspace.same_repository(origin.clone_url, protocol, host, path):
         raise ToolRefused(403, "permission_denied",
                           f"credentials are given only for {origin.clone_url}")
-    username, password = plugin(source.kind, source.config, source.secrets).git_credential(repo)
+    try:
+        username, password = plugin(source.kind, source.config, source.secrets
+                                    ).git_credential(repo)
+    except Exception as exc:  # an App token could not be minted: GitHub down or refusing
+        raise ToolRefused(503, "credential_unavailable",
+                          f"no credential for {repo} now; try again") from exc
     return {"protocol": protocol, "host": host, "username": username, "password": password}
 
 
