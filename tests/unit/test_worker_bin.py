@@ -53,4 +53,8 @@ def test_the_gitconfig_uses_amux_for_credentials_and_https_for_ssh_remotes(tmp_p
     ("prefixes #12", False), ("", False),
 ])
 def test_closing_keywords(text, closes):
-    assert closes_issue(text, 12) is closes
+    assert closes_issue(text, 12, "octo/app") is closes
+
+
+def test_a_closing_reference_to_another_repository_does_not_count():
+    assert not closes_issue("Fixes other/lib#12", 12, "octo/app")

@@ -379,7 +379,7 @@ class GitHub(SourceKind):
         owner = repo.split("/", 1)[0]
         for pull in gh_repo.get_pulls(state="open", head=f"{owner}:{head}"):
             return {"number": pull.number, "url": pull.html_url, "created": False}
-        if closes and not closes_issue(body, closes) and _is_issue(gh_repo, closes):
+        if closes and not closes_issue(body, closes, repo) and _is_issue(gh_repo, closes):
             body = f"{body.rstrip()}\n\nFixes #{closes}".lstrip()
         try:
             pull = gh_repo.create_pull(title=title, body=body, head=head, base=base)
@@ -449,13 +449,15 @@ class GitHub(SourceKind):
 
 
 CLOSING = re.compile(
-    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?\s+(?:[\w.-]+/[\w.-]+)?#(\d+)\b",
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?\s+([\w.-]+/[\w.-]+)?#(\d+)\b",
     re.IGNORECASE)
 
 
-def closes_issue(text: str, number: int) -> bool:
-    """Whether `text` closes issue `number` with one of GitHub's closing keywords."""
-    return any(int(n) == number for n in CLOSING.findall(text or ""))
+def closes_issue(text: str, number: int, repo: str = "") -> bool:
+    """Whether `text` closes issue `number` (of `repo`, when a reference names one) with
+    one of GitHub's closing keywords."""
+    return any(int(n) == number and (not named or not repo or named.lower() == repo.lower())
+               for named, n in CLOSING.findall(text or ""))
 
 
 def _is_issue(gh_repo, number: int) -> bool:
