@@ -209,19 +209,29 @@ def prepare(ticket: Ticket) -> Path:
     if found is None:
         workdir.mkdir(parents=True, exist_ok=True)
         return workdir
+    if workdir.exists() and any(workdir.iterdir()):
+        # A ticket from before amux cloned (its files are the worker's): left as it is.
+        log.warning("ticket %s: %s holds files but no clone; not cloning over them",
+                    ticket.pk, workdir)
+        return workdir
     source, repo = found
     origin = origin_for(source, repo)
     mirror = refresh_mirror(source, origin)
-    if workdir.exists() and any(workdir.iterdir()):
-        raise WorkspaceError(f"{workdir} is not empty and is not a git clone")
-    workdir.parent.mkdir(parents=True, exist_ok=True)
     branch = branch_name(ticket)
     # A directory lost with its host is rebuilt from the branch the worker pushed.
     start = branch if _has_branch(mirror, branch) else origin.default_branch
-    _git(["clone", "--quiet", "--shared", "--no-checkout", str(mirror), str(workdir)])
-    _git(["remote", "set-url", "origin", origin.clone_url], cwd=workdir)
-    _git(["checkout", "--quiet", "--no-track", "-b", branch, f"origin/{start}"], cwd=workdir)
-    _identity(workdir, source)
+    # Built beside it and moved into place whole: a half-made clone is never "revived".
+    partial = workdir.with_name(f".{workdir.name}.partial")
+    if partial.exists():
+        shutil.rmtree(partial)
+    workdir.parent.mkdir(parents=True, exist_ok=True)
+    _git(["clone", "--quiet", "--shared", "--no-checkout", str(mirror), str(partial)])
+    _git(["remote", "set-url", "origin", origin.clone_url], cwd=partial)
+    _git(["checkout", "--quiet", "--no-track", "-b", branch, f"origin/{start}"], cwd=partial)
+    _identity(partial, source)
+    if workdir.exists():
+        workdir.rmdir()  # empty (checked above)
+    os.replace(partial, workdir)
     return workdir
 
 
