@@ -40,8 +40,10 @@ DESCRIPTIONS = {
         "outside the mandate. amux then decides separately whether to take it on."
     ),
     "pull_request": (
-        "Open the pull request of your ticket on its GitHub repository, from the branch you "
-        "pushed (head) into base (the default branch when omitted), with a title and body. "
+        "Open the pull request of your ticket on its GitHub repository, from your branch "
+        "(head, e.g. amux/<ticket short name>) into base (the default branch when omitted), "
+        "with a title and body. If the remote does not have the branch yet, amux pushes it "
+        "from your work directory first. The body gets 'Fixes #N' for the ticket's issue. "
         "Opening it again for the same branch returns the same pull request. The ticket "
         "then waits for review; it ends when the pull request is merged or closed."
     ),
