@@ -225,10 +225,10 @@ def prepare(ticket: Ticket) -> Path:
     if partial.exists():
         shutil.rmtree(partial)
     workdir.parent.mkdir(parents=True, exist_ok=True)
-    _git(["clone", "--quiet", "--shared", "--no-checkout", str(mirror), str(partial)])
+    _git(["clone", "--quiet", "--shared", "--no-checkout", *_identity(source), str(mirror),
+          str(partial)])
     _git(["remote", "set-url", "origin", origin.clone_url], cwd=partial)
     _git(["checkout", "--quiet", "--no-track", "-b", branch, f"origin/{start}"], cwd=partial)
-    _identity(partial, source)
     if workdir.exists():
         workdir.rmdir()  # empty (checked above)
     os.replace(partial, workdir)
@@ -248,13 +248,14 @@ def _has_branch(mirror: Path, branch: str) -> bool:
                if not line.startswith(("#", "^")))
 
 
-def _identity(workdir: Path, source: Source) -> None:
-    """The agent's name on its commits: the source's handle (GitHub's noreply address)."""
+def _identity(source: Source) -> list[str]:
+    """`git clone` options that set the agent's name on its commits in the new clone: the
+    source's handle and GitHub's noreply address for it."""
     handle = str((source.config or {}).get("handle") or "").lstrip("@")
-    if handle:
-        _git(["config", "user.name", handle], cwd=workdir)
-        login = handle.removesuffix("[bot]")
-        _git(["config", "user.email", f"{login}@users.noreply.github.com"], cwd=workdir)
+    if not handle:
+        return []  # the worker gitconfig's default identity applies
+    login = handle.removesuffix("[bot]")
+    return ["-c", f"user.name={handle}", "-c", f"user.email={login}@users.noreply.github.com"]
 
 
 # --- pushing for the worker ---------------------------------------------------------------
