@@ -293,8 +293,9 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
     base = _text(base, "base", required=False) or origin.default_branch
     thread = ticket.thread
     closes = None
-    if thread.source_id == source.pk and "#" in thread.key:
-        closes = int(thread.key.rpartition("#")[2])
+    number = thread.key.rpartition("#")[2]
+    if thread.source_id == source.pk and "#" in thread.key and number.isdigit():
+        closes = int(number)
     try:
         pr = intake.open_pull_request(source, repo=repo, title=title, body=body, head=head,
                                       base=base, closes=closes)
@@ -326,8 +327,8 @@ def git_credential(assignment: Assignment, *, protocol, host, path) -> dict:
             raise ToolRefused(403, "no_repository", "this ticket has no repository")
         source, repo = found
         origin = workspace.origin_for(source, repo)
-    except workspace.WorkspaceError as exc:
-        raise ToolRefused(409, "no_repository", str(exc)) from exc
+    except workspace.WorkspaceError as exc:  # GitHub did not describe the repository
+        raise ToolRefused(503, "repository_unavailable", str(exc)) from exc
     if not workspace.same_repository(origin.clone_url, protocol, host, path):
         raise ToolRefused(403, "permission_denied",
                           f"credentials are given only for {origin.clone_url}")
