@@ -87,7 +87,7 @@ def test_a_worker_killed_mid_dispatch_recovers_without_a_duplicate_comment(githu
         assert set(Effect.objects.values_list("pk", flat=True)) == {dispatch.pk, relay.pk}
         assert len(github.state.comments[(REPO, 7)]) == 1
         assignment.refresh_from_db()
-        assert assignment.state == "running"
+        assert assignment.state == "running", assignment.end_reason
 
         second = Worker("outbox-second", env, queues="default", beat=True,
                         log=tmp_path / "second.log")
