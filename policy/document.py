@@ -99,7 +99,7 @@ def receives_all_scopes(kind: str, config: Mapping | None) -> frozenset[str]:
     receive all messages (``receive_all`` per group: a mapping chat id → bool, a list of chat
     ids, or one bool for all groups) opens ``group_configured``; a direct chat is always
     received whole; other groups and document comments only deliver @mentions.
-    webchat: a web chat is a direct conversation, received whole.
+    webchat: every message is written to the agent, received whole (all its scopes).
     """
     config = config or {}
     if kind == "github":
@@ -118,7 +118,7 @@ def receives_all_scopes(kind: str, config: Mapping | None) -> frozenset[str]:
             scopes.add("group_configured")
         return frozenset(scopes)
     if kind == "webchat":
-        return frozenset({"direct"})
+        return frozenset(SCOPES.get("webchat", ()))
     return frozenset()
 
 

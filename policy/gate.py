@@ -39,14 +39,19 @@ MANUAL = "manual"
 AUTO = "auto"
 ACCEPTANCE_MODES = (MANUAL, AUTO)
 
-# Scope rows per source kind (CONTRACT.md); order is the order shown in the panel.
-SCOPES: dict[str, tuple[str, ...]] = {
-    "github": ("issue_new", "pr_new", "comment", "ci_default_branch"),
-    "lark": ("group_configured", "group_other", "direct", "doc_comment"),
-    "webchat": ("direct",),
-}
+# Scope rows per source kind, in the order shown in the panel. The gate keeps no list of
+# its own: each source plugin declares its scopes (tickets/sources/<kind>.py) and the
+# tickets app registers them at start-up through declare_scopes() (policy never imports
+# tickets), so a scope a plugin emits is always a row the policy knows.
+SCOPES: dict[str, tuple[str, ...]] = {}
 # Rows whose events have no sender: only the "anyone, unaddressed" cell exists.
-NO_SENDER_SCOPES = frozenset({"ci_default_branch"})
+NO_SENDER_SCOPES: set[str] = set()
+
+
+def declare_scopes(kind: str, scopes, no_sender=()) -> None:
+    """A source kind's scope rows (and those of them that have no sender)."""
+    SCOPES[kind] = tuple(scopes)
+    NO_SENDER_SCOPES.update(no_sender)
 # Kinds whose identities compare case-insensitively (GitHub logins).
 CASE_INSENSITIVE_KINDS = frozenset({"github"})
 

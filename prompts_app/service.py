@@ -25,8 +25,8 @@ from prompts_app.models import BuiltinText, PromptVersion
 
 ORIGINS = ("panel", "api", "tool")
 
-__all__ = ["Invalid", "Stale", "current", "save", "restore", "keep_mine", "restore_version",
-           "fragments", "fragment", "note_revision", "set_policy_provider"]
+__all__ = ["Invalid", "Stale", "current", "for_turn", "save", "restore", "keep_mine",
+           "restore_version", "fragments", "fragment", "note_revision", "set_policy_provider"]
 
 
 class Stale(Exception):
@@ -172,6 +172,14 @@ def current(role: str, policy: str | None = None, **context) -> Current:
         policy = _policy_provider(role=role, **context)
     result = assembly.assemble(role, head.config if head else {}, defaults(), policy)
     return Current(result.text, head.revision if head else 0, result.parts)
+
+
+def for_turn(role: str, **context) -> tuple[str, list[int]]:
+    """The system prompt of one agent turn of `role`, assembled from the latest version, and
+    the revisions it came from (the session records them on the turn). The turn keeps this
+    text for every model request it makes: a save mid-turn reaches the next turn."""
+    cur = current(role, **context)
+    return cur.text, note_revision(None, cur.revision)
 
 
 def preview(role: str, revision: int | None = None, policy: str | None = None):

@@ -228,8 +228,13 @@ class SessionHost:
                     await self.adapter.close()
                 return
 
-    async def _start_adapter(self, session: Session) -> bool:
-        cfg = services.runtime_config(session)
+    async def _start_adapter(self, session: Session,
+                             prompt: services.TurnPrompt | None = None) -> bool:
+        if prompt is None:
+            prompt = await self.db(services.turn_prompt, session)
+        seen = await self.db(services.inline_prompt_seen, self.session_id)
+        cfg = services.runtime_config(session, system_prompt=prompt.text,
+                                      inline_prompt_seen=seen)
         adapter = get_adapter(session.runtime)(cfg)
         self.adapter = adapter
         resume = session.native_ref or None
@@ -240,13 +245,19 @@ class SessionHost:
                 # the saved conversation is gone: one new native conversation (handoff)
                 await self.db(timeline.note, self.session_id, "error", {
                     "code": exc.code, "message": str(exc)[:2000], "handoff": True})
-                adapter = get_adapter(session.runtime)(services.runtime_config(session))
+                adapter = get_adapter(session.runtime)(services.runtime_config(
+                    session, system_prompt=prompt.text))
                 self.adapter = adapter
                 native = await adapter.start()
         except (errors.RuntimeAdapterError, OSError) as exc:
             await self.db(_start_failed, self.session_id, self.owner, exc)
             return False
         await self.db(_started, self.session_id, self.owner, native, adapter.tag)
+        if adapter.mcp_skipped:
+            await self.db(timeline.note, self.session_id, "error", {
+                "code": "mcp_unsupported",
+                "message": f"the runtime takes no HTTP MCP server; not offered: "
+                           f"{', '.join(adapter.mcp_skipped)}"})
         return True
 
     async def _serve(self) -> str:
@@ -261,12 +272,21 @@ class SessionHost:
         while not self.lost:
             turn = await self.db(_next_turn, self.session_id)
             if turn is not None:
+                # assembled from the current prompt version for every turn
+                prompt = await self.db(services.turn_prompt, session)
+                reason = (self.adapter.restart_reason(prompt.text)
+                          if self.adapter is not None and self.adapter.alive else None)
+                if reason:
+                    # between turns only: what the runtime took at start has changed
+                    await self.db(timeline.note, self.session_id, "session.restarted",
+                                  {"reason": reason})
+                    await self.adapter.close()
                 if self.adapter is None or not self.adapter.alive:
                     fresh = await self.db(Session.objects.select_related("provider").get,
                                           pk=self.session_id)
-                    if not await self._start_adapter(fresh):
+                    if not await self._start_adapter(fresh, prompt):
                         return "start_failed"
-                await self._serve_turn(turn)
+                await self._serve_turn(turn, prompt)
                 last_active = loop.time()
                 continue
             msg = await control.pop(self._redis, self.session_id, self.poll)
@@ -288,7 +308,7 @@ class SessionHost:
                 return "slept"
         return "lost_lease"
 
-    async def _serve_turn(self, turn: Turn) -> None:
+    async def _serve_turn(self, turn: Turn, prompt: services.TurnPrompt) -> None:
         assert self.adapter is not None
         adapter = self.adapter
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -296,7 +316,12 @@ class SessionHost:
         queue.put_nowait(_OPEN)
         images = [(i.get("mime_type", "image/png"), i.get("data", ""))
                   for i in (turn.input or {}).get("images") or []]
-        turn_input = TurnInput(text=(turn.input or {}).get("text", ""), images=images)
+        turn_input = TurnInput(text=(turn.input or {}).get("text", ""), images=images,
+                               system_prompt=prompt.text)
+        # decided before the runtime sees the turn (an inline block is sent only once)
+        prompt_facts: dict[str, Any] = {"prompt_revisions": prompt.revisions}
+        if prompt.text:
+            prompt_facts.update(prompt_role=prompt.role, **adapter.prompt_plan(prompt.text))
 
         async def consume() -> None:
             try:
@@ -319,7 +344,8 @@ class SessionHost:
                 if batch[0] is _OPEN:
                     batch.pop(0)
                     # stored, then published after commit (sessions.publisher)
-                    await self.db(timeline.start_turn, self.session_id, turn.pk)
+                    await self.db(timeline.start_turn, self.session_id, turn.pk,
+                                  prompt=prompt_facts)
                 events = [e for e in batch if e is not None]
                 if events:
                     await self.db(timeline.record, self.session_id, turn.pk, events)

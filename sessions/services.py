@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from django.utils import timezone
 from sessions import control, timeline
 from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
 from sessions.runtimes import ProviderSpec, RuntimeConfig, WatchdogConfig, errors, get_adapter
+from sessions.runtimes.base import McpServer
 from sessions.runtimes.watchdog import (
     normalize_hard_cap,
     normalize_idle_timeout,
@@ -77,17 +79,53 @@ def provider_spec(provider: ProviderProfile) -> ProviderSpec:
                         slug=provider.slug)
 
 
+def _mcp_entries(entries: Any) -> list[dict[str, str]]:
+    """Validated MCP server entries: ``{"name", "url", "bearer_token_file"?}``. The token
+    stays in its file (read when the runtime starts), never in the snapshot."""
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise CommandError("mcp_servers must be a list", field="mcp_servers")
+    out, names = [], set()
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) \
+                or not isinstance(entry.get("url"), str):
+            raise CommandError("each MCP server needs a name and a url", field="mcp_servers")
+        name, url = entry["name"].strip(), entry["url"].strip()
+        if not name.replace("_", "").replace("-", "").isalnum() or name in names:
+            raise CommandError(f"MCP server name {name!r} must be unique and made of letters, "
+                               "digits, '-' and '_'", field="mcp_servers")
+        if not url.startswith(("http://", "https://")):
+            raise CommandError(f"MCP server {name!r} needs an http(s) url",
+                               field="mcp_servers")
+        token_file = entry.get("bearer_token_file")
+        if token_file is not None and not (isinstance(token_file, str)
+                                           and Path(token_file).is_absolute()):
+            raise CommandError("bearer_token_file must be an absolute path",
+                               field="mcp_servers")
+        names.add(name)
+        out.append({"name": name, "url": url, "bearer_token_file": token_file})
+    return out
+
+
 def create_session(*, runtime: str, provider: str, model: str, workdir: str | None = None,
                    name: str = "", permission_mode: str = "bypass", effort: str | None = None,
                    idle_timeout_s: int = 300, watchdog: dict[str, Any] | None = None,
                    developer_instructions: str | None = None,
+                   prompt_role: str | None = None,
+                   mcp_servers: list[dict[str, str]] | None = None,
                    env: dict[str, str] | None = None,
                    path: list[str] | None = None, ask_user: bool = True,
                    background_shell_after: float | None = None) -> Session:
     """Create a session; nothing starts until its first input. ``env`` (stored encrypted)
     and ``path`` extend the runtime's minimal environment, e.g. with a worker's scoped tool
     token and the directory of the `amux` shim. ``background_shell_after`` (seconds) moves
-    slow foreground shell commands to the background where the runtime allows it."""
+    slow foreground shell commands to the background where the runtime allows it.
+
+    ``prompt_role`` (e.g. "worker"): every turn's system prompt is assembled from the
+    current prompt version of that role (prompts_app), ``developer_instructions`` (fixed
+    text) after it. ``mcp_servers``: MCP servers offered to the model where the runtime
+    takes MCP (see ``_mcp_entries``)."""
     try:
         adapter_cls = get_adapter(runtime)
     except errors.UnknownRuntime as exc:
@@ -109,6 +147,13 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
                            field="background_shell_after")
     if workdir is not None and not Path(workdir).is_absolute():
         raise CommandError("workdir must be an absolute path", field="workdir")
+    if prompt_role is not None:
+        from prompts_app.assembly import ORDER
+
+        if prompt_role not in ORDER:
+            raise CommandError(f"prompt_role must be one of {', '.join(ORDER)}",
+                               field="prompt_role")
+    mcp = _mcp_entries(mcp_servers)
     wd = watchdog or {}
     snapshot = {
         "runtime": runtime, "model": model, "effort": effort, "provider": profile.slug,
@@ -121,6 +166,8 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
             "repeat_tool_call_limit": normalize_repeat_limit(wd.get("repeat_tool_call_limit")),
         },
         "developer_instructions": developer_instructions,
+        "prompt_role": prompt_role,
+        "mcp_servers": mcp,
         "extra_path": list(path or []),
         "ask_user": bool(ask_user),
         "background_shell_after": (float(background_shell_after)
@@ -150,11 +197,50 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         provider=provider_spec(provider), model=snap.get("model") or session.model,
         effort=snap.get("effort"), permission_mode=snap.get("permission_mode", "bypass"),
         watchdog=WatchdogConfig.from_settings(snap.get("watchdog")),
-        developer_instructions=snap.get("developer_instructions"),
+        mcp_servers=[McpServer(e["name"], e["url"], e.get("bearer_token_file"))
+                     for e in snap.get("mcp_servers") or []],
         ask_user=snap.get("ask_user", True),
         background_shell_after=snap.get("background_shell_after"),
         extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
         **overrides)
+
+
+@dataclass(frozen=True)
+class TurnPrompt:
+    """The system prompt one turn runs with, and where it came from."""
+
+    text: str | None
+    role: str | None = None
+    revisions: list[int] = field(default_factory=list)
+
+
+def turn_prompt(session: Session) -> TurnPrompt:
+    """Assembled now, from the current prompt version of the session's role (called before
+    every turn and at runtime start; never cached across turns)."""
+    snap = session.snapshot or {}
+    role = snap.get("prompt_role")
+    static = (snap.get("developer_instructions") or "").strip()
+    parts: list[str] = []
+    revisions: list[int] = []
+    if role:
+        from prompts_app import service as prompts
+
+        text, revisions = prompts.for_turn(role)
+        parts.append(text.strip())
+    if static:
+        parts.append(static)
+    return TurnPrompt("\n\n".join(parts) + "\n" if parts else None, role, revisions)
+
+
+def inline_prompt_seen(session_id: int) -> str | None:
+    """The hash of the last prompt a turn of this session ran with (what a resumed ACP
+    conversation already holds)."""
+    from sessions.models import TimelineEvent
+
+    last = (TimelineEvent.objects.filter(session_id=session_id, type="turn.started",
+                                         payload__has_key="prompt_hash")
+            .order_by("-seq").values_list("payload", flat=True).first())
+    return (last or {}).get("prompt_hash")
 
 
 # ------------------------------------------------------------------------ commands

@@ -212,8 +212,11 @@ def _late_terminal(turn: Turn, type_: str, payload: dict[str, Any]) -> None:
     accepted.save(update_fields=["provenance"])
 
 
-def start_turn(session_id: int, turn_id: int,
-               native_turn_id: str | None = None) -> list[dict[str, Any]]:
+def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
+               prompt: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Open a queued turn. ``prompt``: how its system prompt was made and delivered
+    (``prompt_revisions``, the prompt versions it was assembled from, and the channel),
+    kept in the ``turn.started`` payload and on the turn."""
     with transaction.atomic():
         session = _locked(session_id)
         turn = Turn.objects.select_for_update().get(pk=turn_id)
@@ -221,13 +224,15 @@ def start_turn(session_id: int, turn_id: int,
             return []
         turn.state = TurnState.RUNNING
         turn.started_at = timezone.now()
-        turn.save(update_fields=["state", "started_at"])
+        payload: dict[str, Any] = {"native_turn_id": native_turn_id} if native_turn_id else {}
+        payload.update(prompt or {})
+        turn.prompt_revisions = list(payload.get("prompt_revisions") or [])
+        turn.save(update_fields=["state", "started_at", "prompt_revisions"])
         session.lifecycle = Lifecycle.RUNNING
         session.sleep_reason = ""
         session.save(update_fields=["lifecycle", "sleep_reason", "updated_at"])
         writer = Writer(session)
-        writer.append("turn.started", {"native_turn_id": native_turn_id} if native_turn_id
-                      else {}, turn=turn)
+        writer.append("turn.started", payload, turn=turn)
         writer.commit_publish()
         return writer.published
 

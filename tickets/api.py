@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
@@ -11,7 +12,7 @@ from sessions.models import ProviderProfile
 from tickets import engine
 from tickets.core.errors import CommandRefused, NotFound
 from tickets.models import AgentSettings, Eval, Mandate, Thread, Ticket, Trigger
-from tickets.read import stages
+from tickets.read import failures, stages
 
 WORKER_RUNTIMES = ["codex", "claude", "pi", "acp"]
 
@@ -45,16 +46,23 @@ class MandateSerializer(serializers.ModelSerializer):
                   "created_at"]
 
 
+class FailureSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    at = serializers.DateTimeField(allow_null=True)
+
+
 class TicketSerializer(serializers.ModelSerializer):
     stage = serializers.SerializerMethodField()
     label = serializers.SerializerMethodField()
+    failure = serializers.SerializerMethodField()
     thread = ThreadSerializer(read_only=True)
     mandate = MandateSerializer(read_only=True)
 
     class Meta:
         model = Ticket
         fields = ["id", "short_name", "title", "stage", "label", "thread", "session", "mandate",
-                  "pr_url", "pr_state", "created_at", "ended_at", "end_reason"]
+                  "pr_url", "pr_state", "created_at", "ended_at", "end_reason", "failure"]
 
     def _stage(self, obj):
         known = self.context.setdefault("stages", {})
@@ -67,6 +75,15 @@ class TicketSerializer(serializers.ModelSerializer):
 
     def get_label(self, obj) -> str:
         return self._stage(obj)[1]
+
+    @extend_schema_field(FailureSerializer(allow_null=True))
+    def get_failure(self, obj) -> dict | None:
+        """Why the ticket's last run failed, whole; null when it has not failed."""
+        known = self.context.setdefault("failures", {})
+        if obj.pk not in known:
+            known.update(failures([obj]))
+        failure = known[obj.pk]
+        return failure.as_dict() if failure else None
 
 
 class InputSerializer(serializers.Serializer):
@@ -83,17 +100,28 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
         page = super().paginate_queryset(queryset)
         if page is not None:
             self._stages = stages(page)
+            self._failures = failures(page)
         return page
 
     def get_serializer_context(self):
         context = super().get_serializer_context()
         context["stages"] = getattr(self, "_stages", {})
+        context["failures"] = getattr(self, "_failures", {})
         return context
 
     @action(detail=True, methods=["post"])
     def stop(self, request, pk=None):
         ticket = run_command(engine.stop_ticket, ticket_id=self._id(pk), by=request.user.username)
         return Response(self.get_serializer(ticket).data)
+
+    @extend_schema(request=None)
+    @action(detail=True, methods=["post"])
+    def retry(self, request, pk=None):
+        """Dispatch a failed ticket again (a new run under the same mandate); 409 when the
+        ticket has ended or has not failed."""
+        ticket_id = self._id(pk)
+        run_command(engine.retry_ticket, ticket_id=ticket_id)
+        return Response(self.get_serializer(Ticket.objects.get(pk=ticket_id)).data)
 
     @action(detail=True, methods=["post"])
     def inputs(self, request, pk=None):
@@ -170,3 +198,8 @@ class AgentSettingsView(generics.RetrieveUpdateAPIView):
 
     def get_object(self):
         return AgentSettings.current()
+
+    def perform_update(self, serializer):
+        serializer.save()
+        # New settings may be what a failed ticket lacked: those are dispatched again.
+        engine.agent_settings_changed()

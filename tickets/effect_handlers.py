@@ -13,6 +13,7 @@ from django.dispatch import receiver
 
 from sessions.signals import turn_ended
 from tickets import engine, outbox, triage, worker, workspace
+from tickets.core import failure as failures
 from tickets.models import Assignment, Eval, Input
 from tickets.tools.worker_bin import WorkerSetupError
 
@@ -46,7 +47,6 @@ def assess_candidate(effect_id: int, payload: dict) -> None:
 def dispatch_assignment(effect_id: int, payload: dict) -> None:
     """Start (or stop) a ticket's worker run: its session, directory, tools and brief."""
     from sessions import services as sessions
-    from sessions.models import Session
 
     assignment = (
         Assignment.objects.select_related("ticket__thread__source", "ticket__mandate__trigger")
@@ -68,28 +68,49 @@ def dispatch_assignment(effect_id: int, payload: dict) -> None:
     try:
         config = worker.choose()
     except worker.WorkerNotConfigured as exc:
-        engine.assignment_ended(assignment_id=assignment.pk, reason=str(exc)[:60], failed=True)
+        _dispatch_failed(assignment, failures.dispatch_failure("settings", str(exc)))
         return
     try:
         worker.setup()
         # The clone before the session: its first turn starts in the repository.
         workdir = workspace.prepare(ticket)
-    except (WorkerSetupError, workspace.WorkspaceError) as exc:
-        log.warning("dispatch of ticket %s failed: %s", ticket.pk, exc)
-        engine.assignment_ended(assignment_id=assignment.pk, reason=str(exc)[:60], failed=True)
+    except WorkerSetupError as exc:
+        _dispatch_failed(assignment, failures.dispatch_failure("session", str(exc),
+                                                               failures.WORKER_SETUP))
         return
+    except workspace.WorkspaceError as exc:
+        log.warning("dispatch of ticket %s: %s", ticket.pk, exc)
+        _dispatch_failed(assignment, failures.dispatch_failure("session", str(exc),
+                                                               failures.WORKSPACE))
+        return
+    try:
+        _start_run(ticket, assignment, config, workdir)
+    except sessions.CommandError as exc:
+        # The session layer refused (unknown runtime, provider, model): retrying the same
+        # effect cannot help; the run fails visibly until input, Retry or new settings.
+        _dispatch_failed(assignment, failures.dispatch_failure("session", str(exc), exc.code))
+
+
+def _dispatch_failed(assignment: Assignment, failure: failures.Failure) -> None:
+    engine.assignment_ended(assignment_id=assignment.pk, reason=failure.code, failed=True,
+                            failure=failure)
+
+
+def _start_run(ticket, assignment: Assignment, config, workdir) -> None:
+    from sessions import services as sessions
+    from sessions.models import Session
+
     worker.write_token(ticket, engine.issue_assignment_token(assignment_id=assignment.pk))
     session = ticket.session or Session.objects.filter(name=worker.session_name(ticket)).first()
     if session is None:
-        from prompts_app import service as prompts
-
         session = sessions.create_session(
             runtime=config.worker_runtime,
             provider=config.worker_provider.slug,
             model=config.worker_model,
             workdir=str(workdir),
             name=worker.session_name(ticket),
-            developer_instructions=prompts.current("worker").text,
+            prompt_role="worker",  # every turn reads the current worker prompt
+            mcp_servers=worker.mcp_servers(ticket),
             env=worker.environment(ticket),
             path=[str(worker.bin_dir())],
             ask_user=False,  # the worker profile: people are asked only through `amux ask`
@@ -111,7 +132,13 @@ def deliver_input(effect_id: int, payload: dict) -> None:
         return
     session_id = item.ticket.session_id
     if session_id is None:
-        raise outbox.Later(5, "the worker session is not started yet")
+        verdict = engine.input_waiting(input_id=item.pk)
+        if verdict is failures.Delivery.WAIT:
+            raise outbox.Later(5, "the worker run is being dispatched")
+        if verdict is failures.Delivery.UNDELIVERABLE:
+            return  # shown as not delivered, with its reason; a new run re-queues it
+        session_id = Input.objects.filter(pk=item.pk).values_list(
+            "ticket__session_id", flat=True).first()
     author = f"{item.author}: " if item.author else ""
     try:
         sessions.post_message(session_id, f"{author}{item.text}", key=f"input:{item.pk}")
@@ -123,4 +150,16 @@ def deliver_input(effect_id: int, payload: dict) -> None:
 
 @receiver(turn_ended)
 def worker_turn_ended(sender, *, session_id, turn_id, state, error_code="", **kwargs):
-    engine.worker_turn_ended(session_id=session_id, state=state, error_code=error_code)
+    engine.worker_turn_ended(session_id=session_id, state=state, error_code=error_code,
+                             error_message=_failure_message(turn_id) if state == "failed"
+                             else "")
+
+
+def _failure_message(turn_id) -> str:
+    """The failed turn's own words (its terminal event), so the ticket shows them whole."""
+    from sessions.models import TimelineEvent
+
+    payload = (TimelineEvent.objects.filter(turn_id=turn_id, type="turn.failed")
+               .values_list("payload", flat=True).first()) or {}
+    message = payload.get("message") or payload.get("error") or ""
+    return message if isinstance(message, str) else str(message)

@@ -9,19 +9,22 @@ same transaction; the outbox kicks a drainer on commit.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import secrets
 from collections.abc import Callable
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import OuterRef, Q, Subquery
 
 from amux_common.clock import now as clock
 from prompts_app.contract import clip_routing_note
 from tickets import locks, outbox, policy_hooks
+from tickets.core import failure as failures
 from tickets.core import intake as intake_core
-from tickets.core import messages, rules
+from tickets.core import linking, messages, notices, rules
 from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound
-from tickets.core.routing import EndFacts, Route, RoutingFacts, may_end, route
+from tickets.core.routing import EndFacts, Route, RoutingFacts, end_reason, route
 from tickets.models import (
     LIVE_ASSIGNMENT,
     Assignment,
@@ -58,6 +61,49 @@ def _view(ticket: Ticket) -> rules.TicketView:
 
 def _new_assignment(ticket: Ticket, attempt: int = 1) -> Assignment:
     return Assignment.objects.create(ticket=ticket, attempt=attempt)
+
+
+def _run_facts(ticket: Ticket) -> failures.RunFacts:
+    runs = list(Assignment.objects.filter(ticket=ticket).order_by("-pk")
+                .values_list("pk", "state")[:1])
+    live = (Assignment.objects.filter(LIVE_ASSIGNMENT, ticket=ticket).order_by("-pk")
+            .values_list("pk", flat=True).first())
+    return failures.RunFacts(
+        ticket=ticket.pk, ended=ticket.ended_at is not None, live_assignment=live,
+        last_state=runs[0][1] if runs else None,
+        attempts=Assignment.objects.filter(ticket=ticket).count(),
+    )
+
+
+def _last_failure(ticket: Ticket) -> failures.Failure | None:
+    run = Assignment.objects.filter(ticket=ticket).order_by("-pk").first()
+    if run is None:
+        return None
+    return failures.last_failure(run.state, run.failure_code, run.failure_message,
+                                 run.ended_at, run.end_reason)
+
+
+def _redispatch(ticket: Ticket, cause: failures.Cause) -> Assignment | None:
+    """A failed run is dispatched again (same mandate, a new run) when the rule says so;
+    inputs shown as not delivered go back in line for the new run."""
+    attempt = failures.redispatch(_run_facts(ticket), cause)
+    if attempt is None:
+        return None
+    assignment = _new_assignment(ticket, attempt=attempt)
+    _enqueue(rules.open_plan(ticket.pk, assignment.pk))
+    stranded = Input.objects.filter(ticket=ticket, delivered_at__isnull=True,
+                                    failed_at__isnull=False, kind__in=_DELIVERED_KINDS)
+    for item in stranded:
+        item.failed_at = None
+        item.failure = ""
+        item.save(update_fields=["failed_at", "failure"])
+        effect = rules.deliver(item.pk, ticket.pk)
+        outbox.enqueue(effect.kind, effect.key, effect.payload)
+    return assignment
+
+
+# Inputs that are put into the worker's session (recorded follow-ups are kept, not sent).
+_DELIVERED_KINDS = ("message", "answer", "policy", "operator")
 
 
 def token_hash(token: str) -> str:
@@ -180,9 +226,38 @@ def add_input(*, ticket_id: int, text: str, author: str, kind: str = "operator",
         item = Input.objects.create(
             ticket=ticket, kind=kind, text=text, author=author, is_human=is_human
         )
+        if is_human:  # the new run first, so the input finds its session
+            _redispatch(ticket, failures.Cause.INPUT)
         effect = rules.deliver(item.pk, ticket.pk)
         outbox.enqueue(effect.kind, effect.key, effect.payload)
     return item
+
+
+def retry_ticket(*, ticket_id: int) -> Assignment:
+    """An operator dispatches a failed ticket again (refused when it ended or has not
+    failed)."""
+    with transaction.atomic(durable=True):
+        ticket = locks.ticket(ticket_id)
+        return _redispatch(ticket, failures.Cause.RETRY)
+
+
+def agent_settings_changed() -> list[int]:
+    """Fact: the agent settings were saved. Every live ticket whose last run failed is
+    dispatched again (the new settings may be what it lacked); one transaction per ticket.
+    Answers the tickets dispatched again."""
+    latest = Assignment.objects.filter(ticket=OuterRef("pk")).order_by("-pk")
+    candidates = (
+        Ticket.objects.filter(ended_at__isnull=True)
+        .annotate(last_state=Subquery(latest.values("state")[:1]))
+        .filter(last_state="failed").order_by("pk").values_list("pk", flat=True)
+    )
+    again = []
+    for ticket_id in list(candidates):
+        with transaction.atomic(durable=True):
+            ticket = locks.ticket(ticket_id)
+            if _redispatch(ticket, failures.Cause.SETTINGS) is not None:
+                again.append(ticket_id)
+    return again
 
 
 # --- facts ------------------------------------------------------------------------------
@@ -201,19 +276,27 @@ def assignment_started(*, assignment_id: int, session_id: int | None = None) -> 
             ticket.save(update_fields=["session"])
 
 
-def assignment_ended(*, assignment_id: int, reason: str = "", failed: bool = False) -> None:
+def assignment_ended(*, assignment_id: int, reason: str = "", failed: bool = False,
+                     failure: failures.Failure | None = None) -> None:
+    """Fact: a run ended; a failed one keeps its failure whole (code and message)."""
     with transaction.atomic(durable=True):
         ticket, assignment = locks.ticket_of_assignment(assignment_id)
         if assignment.state in ("ended", "failed"):
             return
+        if failed and failure is None:
+            failure = failures.Failure(failures.DISPATCH_ERROR, reason)
         assignment.state = "failed" if failed else "ended"
         assignment.ended_at = clock()
-        assignment.end_reason = reason[:60]
-        assignment.save(update_fields=["state", "ended_at", "end_reason"])
+        assignment.end_reason = ((failure.code if failure else "") or reason)[:60]
+        assignment.failure_code = failure.code[:60] if failure else ""
+        assignment.failure_message = failure.message if failure else ""
+        assignment.save(update_fields=["state", "ended_at", "end_reason", "failure_code",
+                                       "failure_message"])
         _end_if_due(ticket)
 
 
-def worker_turn_ended(*, session_id: int, state: str, error_code: str = "") -> None:
+def worker_turn_ended(*, session_id: int, state: str, error_code: str = "",
+                      error_message: str = "") -> None:
     """Fact: the worker session of a ticket finished a turn. A failed turn fails the run
     (the stage says so until a person speaks); any end of turn answers the messages the
     worker owned, so a closed PR may now end the ticket."""
@@ -232,10 +315,13 @@ def worker_turn_ended(*, session_id: int, state: str, error_code: str = "") -> N
         assignment.last_turn_at = clock()
         fields = ["last_turn_at"]
         if state == "failed":
+            failure = failures.turn_failure(error_code, error_message)
             assignment.state = "failed"
             assignment.ended_at = assignment.last_turn_at
-            assignment.end_reason = (error_code or "turn_failed")[:60]
-            fields += ["state", "ended_at", "end_reason"]
+            assignment.end_reason = failure.code[:60]
+            assignment.failure_code = failure.code[:60]
+            assignment.failure_message = failure.message
+            fields += ["state", "ended_at", "end_reason", "failure_code", "failure_message"]
         assignment.save(update_fields=fields)
         _end_if_due(ticket)
 
@@ -250,13 +336,31 @@ def input_delivered(*, input_id: int) -> None:
             item.save(update_fields=["delivered_at", "failed_at", "failure"])
 
 
+def input_waiting(*, input_id: int) -> failures.Delivery:
+    """Fact: a `deliver` effect found no worker session for its input. While a run is
+    being dispatched it waits (bounded: the dispatch settles either way); with no run that
+    could take it the input is marked not delivered, with the run's failure as reason."""
+    with transaction.atomic(durable=True):
+        ticket, item = locks.ticket_of_input(input_id)
+        if item.delivered_at is not None or item.failed_at is not None:
+            return failures.Delivery.UNDELIVERABLE  # settled already
+        facts = _run_facts(ticket)
+        verdict = failures.delivery(has_session=ticket.session_id is not None,
+                                    ended=facts.ended, live_assignment=facts.live_assignment)
+        if verdict is failures.Delivery.UNDELIVERABLE:
+            item.failed_at = clock()
+            item.failure = failures.undelivered_reason(_last_failure(ticket), facts.ended)
+            item.save(update_fields=["failed_at", "failure"])
+        return verdict
+
+
 def delivery_failed(*, input_id: int, reason: str) -> None:
     with transaction.atomic(durable=True):
         _ticket, item = locks.ticket_of_input(input_id)
         if item.delivered_at is not None:
             return  # a late failure after a success changes nothing
         item.failed_at = clock()
-        item.failure = reason[:200]
+        item.failure = reason
         item.save(update_fields=["failed_at", "failure"])
 
 
@@ -337,6 +441,8 @@ def _input_from_trigger(ticket: Ticket, trigger: Trigger, *, deliver: bool) -> I
         trigger=trigger,
     )
     if deliver:
+        if item.is_human:  # the new run first, so the input finds its session
+            _redispatch(ticket, failures.Cause.INPUT)
         effect = rules.deliver(item.pk, ticket.pk)
         outbox.enqueue(effect.kind, effect.key, effect.payload)
     return item
@@ -503,6 +609,7 @@ def answer_question(*, question_id: int, answer, by: str) -> Input:
         item = Input.objects.create(
             ticket=ticket, kind="answer", text=f"Answer to “{question.text}”: {text}", author=by
         )
+        _redispatch(ticket, failures.Cause.INPUT)  # the new run first: the answer follows
         effect = rules.deliver(item.pk, ticket.pk)
         outbox.enqueue(effect.kind, effect.key, effect.payload)
     return item
@@ -544,6 +651,7 @@ def pr_linked(*, ticket_id: int, pr_thread_id: int, url: str = "") -> None:
         holder = Subscription.objects.filter(thread=thread).first()
         if holder is None:
             Subscription.objects.create(ticket=ticket, thread=thread)
+        _note_open(thread)
         ticket.pr_url = url or thread.url or ticket.pr_url
         ticket.pr_state = "open"
         ticket.save(update_fields=["pr_url", "pr_state"])
@@ -560,6 +668,7 @@ def pr_opened(*, ticket_id: int, thread_key: str, url: str, title: str = "") -> 
         )
         if not Subscription.objects.filter(thread=thread).exists():
             Subscription.objects.create(ticket=ticket, thread=thread)
+        _note_open(thread)
         ticket.pr_url = url[:500]
         ticket.pr_state = "open"
         ticket.save(update_fields=["pr_url", "pr_state"])
@@ -573,29 +682,102 @@ def pr_closed(*, pr_thread_id: int, merged: bool) -> Ticket | None:
         return _pr_final(pr_thread_id, merged)
 
 
+def _note_open(thread: Thread) -> None:
+    # A webhook may have told its state already (it raced the tool): that one stands.
+    if "pr_state" not in thread.meta:
+        thread.meta = {**thread.meta, "pr_state": "open"}
+        thread.save(update_fields=["meta"])
+
+
 def _pr_final(pr_thread_id: int, merged: bool) -> Ticket | None:
     subscription = Subscription.objects.filter(thread_id=pr_thread_id).first()
     if subscription is None:
         return None
     ticket = locks.ticket(subscription.ticket_id)
-    ticket.pr_state = "merged" if merged else "closed"
+    other_open = (
+        Thread.objects.filter(subscription__ticket=ticket, meta__pr_state="open")
+        .exclude(pk=pr_thread_id).exists()
+    )
+    ticket.pr_state = linking.pr_state_after(merged, other_open)
     ticket.save(update_fields=["pr_state"])
     _end_if_due(ticket)
     return ticket
 
 
+def _pull_request_reported(source: Source, thread: Thread, facts: dict) -> None:
+    """A pull request's state, head or text was reported. An unlinked one joins the
+    ticket whose branch is its head or whose issue it closes, whoever opened it; a merged
+    or closed one may end its ticket; a reopened one is open again."""
+    subscription = Subscription.objects.filter(thread=thread).first()
+    if subscription is not None:
+        ticket_id = subscription.ticket_id
+    else:
+        ticket_id = _ticket_for_pull(source, thread, facts)
+        if ticket_id is None:
+            return
+        Subscription.objects.create(ticket_id=ticket_id, thread=thread)
+    ticket = locks.ticket(ticket_id)
+    url = (facts.get("pr_url") or thread.url or ticket.pr_url)[:500]
+    if subscription is None and url != ticket.pr_url:
+        ticket.pr_url = url
+        ticket.save(update_fields=["pr_url"])
+    state = facts.get("pr_state")
+    if state in ("merged", "closed"):
+        _pr_final(thread.pk, state == "merged")
+    elif ticket.pr_state != "open":
+        ticket.pr_state = "open"
+        ticket.save(update_fields=["pr_state"])
+
+
+def _ticket_for_pull(source: Source, thread: Thread, facts: dict) -> int | None:
+    pull = linking.PullFacts(facts.get("pr_state") or "", facts.get("head_ref") or "",
+                             tuple(facts.get("closes") or ()))
+    short = linking.short_name_of_branch(pull.head_ref)
+    by_branch = None
+    if short:
+        row = Ticket.objects.filter(short_name=short).values_list("pk", "ended_at").first()
+        by_branch = linking.Candidate(row[0], row[1] is not None) if row else None
+    repo = thread.key.partition("#")[0]
+    keys = [f"{repo}#{n}" for n in pull.closes]
+    found = {
+        key: linking.Candidate(pk, ended is not None)
+        for pk, key, ended in Ticket.objects.filter(thread__source=source, thread__key__in=keys)
+        .values_list("pk", "thread__key", "ended_at")
+    }
+    return linking.ticket_to_link(pull, by_branch, [found[k] for k in keys if k in found])
+
+
+def _issue_reported(thread: Thread) -> None:
+    """The ticket's own issue was closed (or reopened): it may end now."""
+    subscription = Subscription.objects.filter(thread=thread).first()
+    if subscription is None:
+        return
+    ticket = locks.ticket(subscription.ticket_id)
+    if ticket.thread_id == thread.pk:
+        _end_if_due(ticket)
+
+
 def _end_if_due(ticket: Ticket) -> None:
-    if ticket.ended_at is not None or ticket.pr_state not in ("merged", "closed"):
+    if ticket.ended_at is not None:
+        return
+    pr_final = ticket.pr_state in ("merged", "closed")
+    issue_closed = not pr_final and Thread.objects.filter(
+        pk=ticket.thread_id, meta__issue_state="closed").exists()
+    if not pr_final and not issue_closed:
         return
     in_flight = Assignment.objects.filter(ticket=ticket, state="dispatching").exists()
     answered_at = _last_answer_at(ticket)
     unanswered = Input.objects.filter(ticket=ticket, is_human=True, kind="message")
     if answered_at is not None:
         unanswered = unanswered.filter(created_at__gt=answered_at)
-    if not may_end(EndFacts(True, in_flight, unanswered.exists())):
+    reason = end_reason(EndFacts(
+        pr_final, in_flight, unanswered.exists(), issue_closed=issue_closed,
+        pr_open=ticket.pr_state == "open", merged=ticket.pr_state == "merged",
+    ))
+    if reason is None:
         return
     ticket.ended_at = clock()
-    ticket.end_reason = "merged" if ticket.pr_state == "merged" else "pr_closed"
+    ticket.end_reason = reason
     ticket.save(update_fields=["ended_at", "end_reason"])
     _notice_result(ticket)
 
@@ -612,18 +794,34 @@ def _last_answer_at(ticket: Ticket):
 
 
 def _notice_result(ticket: Ticket) -> None:
-    """One notice of the final result to the chat channel; GitHub already shows the PR."""
-    channel = ticket.channel or Channel.objects.filter(kind="chat").order_by("pk").first()
+    """One notice of the final result where the request came from: the chat thread that
+    asked, else the notice channel its source names; otherwise none (the PR shows it)."""
+    channel = ticket.channel or _configured_notice_channel(ticket.thread.source)
     if channel is None:
         return
-    verb = "merged" if ticket.pr_state == "merged" else "closed without merging"
-    text = f"{ticket.title}: pull request {verb}. {ticket.pr_url}".strip()
+    if ticket.end_reason == "issue_closed":
+        text = f"{ticket.title}: issue closed. {ticket.thread.url}".strip()
+    else:
+        verb = "merged" if ticket.pr_state == "merged" else "closed without merging"
+        text = f"{ticket.title}: pull request {verb}. {ticket.pr_url}".strip()
     outbox.enqueue(
         "notice",
         f"ticket:{ticket.pk}:end:{ticket.assignments.count()}",
         {"ticket": ticket.pk, "channel": channel.pk, "text": text},
         channel=f"channel:{channel.pk}",
     )
+
+
+def _configured_notice_channel(source: Source) -> Channel | None:
+    target = notices.parse_notice_channel((source.config or {}).get("notice_channel"))
+    if target is None:
+        return None
+    chat = Source.objects.filter(slug=target[0], kind__in=notices.CHAT_KINDS).first()
+    if chat is None:
+        return None  # the named chat source is gone: no notice rather than a wrong one
+    channel, _ = Channel.objects.get_or_create(
+        source=chat, address=target[1][:300], defaults={"kind": "chat"})
+    return channel
 
 
 def _relay(ticket: Ticket, key: str, text: str) -> None:
@@ -765,16 +963,19 @@ def _thread_id(source: Source, result) -> int:
 
 
 def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.Outcome:
+    result = _locate_on_pull_request(source, result)
     facts = intake_core.thread_facts(result)
     thread_id = None
     if (result.thread and facts) or intake_core.is_trigger(result):
         thread_id = _thread_id(source, result)
-        if facts:  # the thread's own state, and a merged or closed PR ends its ticket
+        if facts:  # the thread's own state: a PR joins or ends its ticket, an issue closes
             thread = Thread.objects.select_for_update().get(pk=thread_id)
             thread.meta = {**thread.meta, **facts}
             thread.save(update_fields=["meta"])
-            if facts.get("pr_state") in ("merged", "closed"):
-                _pr_final(thread_id, facts["pr_state"] == "merged")
+            if "pr_state" in facts:
+                _pull_request_reported(source, thread, facts)
+            if "issue_state" in facts:
+                _issue_reported(thread)
     if not intake_core.is_trigger(result):
         return intake_core.Outcome("ignored", result.reason, thread=thread_id, facts=facts)
     if not optimistic and Trigger.objects.filter(
@@ -797,6 +998,32 @@ def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.
     return intake_core.Outcome("ignored" if ignored else "admitted",
                                decision.get("reason") or "", trigger.pk,
                                thread=thread_id, facts=facts)
+
+
+def _locate_on_pull_request(source: Source, result):
+    """A CI result on a pull request's head reaches only a followed pull request (one
+    that belongs to a ticket); one that names no pull request (a commit status, a fork's
+    check) belongs to the open, followed pull request whose head is its commit or branch.
+    Anything else concerns no ticket and leaves no trigger."""
+    if not intake_core.is_trigger(result) or result.scope != "ci_pull_request":
+        return result
+    if result.thread:
+        followed = Subscription.objects.filter(thread__source=source,
+                                               thread__key=result.thread).exists()
+        return result if followed else intake_core.ignored("pull_request_not_followed")
+    match = result.meta.get("match_pr") or {}
+    sha, branches = match.get("sha") or "", list(match.get("branches") or [])
+    rows = (
+        Thread.objects.filter(source=source, subscription__isnull=False,
+                              key__startswith=f"{match.get('repo')}#", meta__pr_state="open")
+        .filter(Q(meta__head_sha=sha) | Q(meta__head_ref__in=branches))
+        .values_list("key", "meta")
+    )
+    key = linking.pr_for_commit(sha, branches, [
+        (k, m.get("head_ref") or "", m.get("head_sha") or "") for k, m in rows])
+    if key is None:
+        return intake_core.ignored("pull_request_not_followed")
+    return dataclasses.replace(result, thread=key)
 
 
 def source_event_rejected(*, source_id: int, reason: str, error: bool = False) -> None:

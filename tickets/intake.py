@@ -180,7 +180,7 @@ def poll(source: Source) -> int:
         engine.source_cursor_moved(source_id=source.pk, name="poll",
                                    cursor=timezone.now().isoformat())
         return 0
-    envs, new_cursor = plug.poll(cursor)
+    envs, new_cursor = plug.poll(cursor, watching=followed_pull_requests(source))
     for env in envs:
         status, _ = accept(source, env, {})
         if status == 202 and Delivery.objects.filter(
@@ -189,6 +189,17 @@ def poll(source: Source) -> int:
             raise RuntimeError("a polled event is stored but not processed; cursor kept")
     engine.source_cursor_moved(source_id=source.pk, name="poll", cursor=new_cursor)
     return len(envs)
+
+
+def followed_pull_requests(source: Source) -> list[dict]:
+    """The open pull requests that live tickets follow, with the head last reported: the
+    catch-up reads their CI results by commit."""
+    rows = (
+        Thread.objects.filter(source=source, subscription__isnull=False,
+                              subscription__ticket__ended_at__isnull=True, meta__pr_state="open")
+        .order_by("pk").values_list("key", "meta")
+    )
+    return [{"thread": key, "head_sha": meta.get("head_sha") or ""} for key, meta in rows]
 
 
 def poll_documents(source: Source, plug=None) -> int:

@@ -298,6 +298,10 @@ class Assignment(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=60, blank=True)
+    # A failed run keeps why, whole (tickets/core/failure.py): shown on the ticket page
+    # and in the API as `failure`.
+    failure_code = models.CharField(max_length=60, blank=True)
+    failure_message = models.TextField(blank=True)
     last_turn_at = models.DateTimeField(
         null=True, blank=True, help_text="when the worker last finished a turn"
     )
@@ -330,7 +334,7 @@ class Input(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)
-    failure = models.CharField(max_length=200, blank=True)
+    failure = models.TextField(blank=True)
 
     class Meta:
         ordering = ["id"]

@@ -16,7 +16,7 @@ from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
 from tickets.models import AgentSettings, Eval, Question, Source, Thread, Ticket, Trigger
-from tickets.read import stages
+from tickets.read import failures, stages
 
 
 @login_required
@@ -46,6 +46,7 @@ def ticket_page(request, pk):
         "stage": stage,
         "label": label,
         "ended": stage == Stage.ENDED,
+        "failure": failures([ticket])[ticket.pk],
         "mandate": getattr(ticket, "mandate", None),
         "inputs": ticket.inputs.all(),
         "reports": ticket.reports.all(),
@@ -66,6 +67,18 @@ def ticket_stop(request, pk):
     _operator(request)
     try:
         engine.stop_ticket(ticket_id=pk, by=request.user.username)
+    except CommandRefused as refusal:
+        messages.error(request, refusal.message)
+    return redirect("panel-ticket", pk=pk)
+
+
+@login_required
+@require_POST
+def ticket_retry(request, pk):
+    """Dispatch a failed ticket again (the page's Retry button)."""
+    _operator(request)
+    try:
+        engine.retry_ticket(ticket_id=pk)
     except CommandRefused as refusal:
         messages.error(request, refusal.message)
     return redirect("panel-ticket", pk=pk)
@@ -108,7 +121,9 @@ def agent_settings(request):
         form = AgentSettingsForm(request.POST, instance=AgentSettings.current())
         if form.is_valid():
             form.save()
-            messages.success(request, "Saved. New work uses these settings.")
+            again = engine.agent_settings_changed()
+            messages.success(request, "Saved. New work uses these settings." + (
+                f" {len(again)} failed ticket(s) dispatched again." if again else ""))
             return redirect("panel-agent-settings")
     return render(request, "panel/agent_settings.html", {"tab": "triage", "form": form})
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from policy import hooks
 from policy.document import SourceInfo, compile_policy, receives_all_scopes
 from policy.effects import Affected, policy_effects, revalidate
-from policy.gate import Facts, Policy, Verdict, gate
+from policy.gate import Facts, Policy, Verdict, declare_scopes, gate
 
 
 def acceptance_mode() -> str:
@@ -58,7 +58,16 @@ def live_mandates() -> list[dict]:
     ]
 
 
+def declare_source_scopes() -> None:
+    """The gate's scope rows are the source plugins' declared scopes (one vocabulary)."""
+    from tickets.sources import KINDS
+
+    for kind, plugin in KINDS.items():
+        declare_scopes(kind, plugin.scopes, plugin.no_sender_scopes)
+
+
 def register() -> None:
+    declare_source_scopes()
     hooks.provide_sources(source_infos)
     hooks.provide_live_mandates(live_mandates)
     hooks.on_new_version(_apply)

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 
 from django.db.models import Max
 
-from tickets.core.stage import LABELS, Stage, StageFacts, derive
+from tickets.core.failure import Failure, last_failure
+from tickets.core.stage import Stage, StageFacts, derive, label
 from tickets.models import Assignment, Input, Question, Report, Ticket
 
 
@@ -36,11 +37,13 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
     )
     assignment: dict[int, str] = {}
     assignment_end: dict[int, object] = {}
-    for ticket_id, state, ended in Assignment.objects.filter(ticket_id__in=ids).order_by(
+    failure: dict[int, str] = {}
+    for ticket_id, state, ended, code in Assignment.objects.filter(ticket_id__in=ids).order_by(
         "ticket_id", "id"
-    ).values_list("ticket_id", "state", "ended_at"):
+    ).values_list("ticket_id", "state", "ended_at", "failure_code"):
         assignment[ticket_id] = state
         assignment_end[ticket_id] = ended
+        failure[ticket_id] = code
     facts = {}
     for t in tickets:
         report = latest_report.get(t.pk)
@@ -58,6 +61,7 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
             person_spoke_since_report=spoke,
             assignment=assignment.get(t.pk),
             pr_open=t.pr_state == "open",
+            failure=failure.get(t.pk, ""),
         )
     return facts
 
@@ -77,5 +81,16 @@ def assignment_for_token(token: str) -> Assignment | None:
 
 
 def stages(tickets: Iterable[Ticket]) -> dict[int, tuple[Stage, str]]:
-    return {pk: (stage, LABELS[stage]) for pk, f in stage_facts(tickets).items()
+    return {pk: (stage, label(stage, f)) for pk, f in stage_facts(tickets).items()
             for stage in [derive(f)]}
+
+
+def failures(tickets: Iterable[Ticket]) -> dict[int, Failure | None]:
+    """Each ticket's failure: its last run's, when that run failed (else None)."""
+    ids = [t.pk for t in tickets]
+    last: dict[int, tuple] = {}
+    for row in Assignment.objects.filter(ticket_id__in=ids).order_by("ticket_id", "id") \
+            .values_list("ticket_id", "state", "failure_code", "failure_message", "ended_at",
+                         "end_reason"):
+        last[row[0]] = row[1:]
+    return {pk: last_failure(*last[pk]) if pk in last else None for pk in ids}

@@ -37,6 +37,7 @@ panel_urlpatterns = [
     path("tickets/<int:pk>/", panel.ticket_page, name="panel-ticket"),
     path("tickets/<int:pk>/stop/", panel.ticket_stop, name="panel-ticket-stop"),
     path("tickets/<int:pk>/inputs/", panel.ticket_input, name="panel-ticket-input"),
+    path("tickets/<int:pk>/retry/", panel.ticket_retry, name="panel-ticket-retry"),
     path("questions/<int:pk>/answer/", panel.question_answer, name="panel-question-answer"),
     path("triage/", panel.triage_tab, name="panel-triage"),
     path("settings/agents/", panel.agent_settings, name="panel-agent-settings"),

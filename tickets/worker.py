@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from tickets.models import AgentSettings, Assignment, Source, Ticket
-from tickets.tools import install_worker_bin, worker_env
+from tickets.sources import plugin
+from tickets.tools import install_worker_bin, mcp_server_entry, worker_env
 from tickets.tools.worker_bin import REMOVED_ENV, write_gitconfig
 
 # The worker profile: a foreground shell command still running after this many seconds
@@ -81,7 +82,13 @@ def write_token(ticket: Ticket, token: str) -> Path:
 
 
 def environment(ticket: Ticket) -> dict[str, str]:
+    """The worker's variables: its tools, its ticket, its git configuration, and what the
+    ticket's source plugin says about where the work lives (`AMUX_GITHUB_REPO`, …; never a
+    credential — the plugin is built without the source's secrets). The operator's GitHub
+    tokens are never among them."""
+    source = ticket.thread.source
     env = {
+        **plugin(source.kind, source.config).environment(),
         **worker_env(amux_url(), token_file=str(token_file(ticket)),
                      gitconfig=str(gitconfig_path())),
         "AMUX_TICKET": str(ticket.pk),
@@ -89,6 +96,11 @@ def environment(ticket: Ticket) -> dict[str, str]:
     for name in REMOVED_ENV:
         env.pop(name, None)
     return env
+
+
+def mcp_servers(ticket: Ticket) -> list[dict]:
+    """amux's MCP server for the worker's runtime, authenticated by the assignment token."""
+    return [mcp_server_entry(amux_url(), str(token_file(ticket)))]
 
 
 def brief(ticket: Ticket, assignment: Assignment) -> str:

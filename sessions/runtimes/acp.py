@@ -16,6 +16,11 @@
   A watchdog stop cancels, waits the grace period and always retires the process.
 * Resume: ``session/load`` (history replay is dropped, it is not part of any turn); a
   subclass may refuse a session it knows cannot be loaded before spawning anything.
+* System prompt: ACP has no channel for one, so a turn's prompt is prepended to its content
+  as a delimited block on the first turn of a native conversation and whenever it changed
+  (subclasses with a native channel override ``system_prompt_channel``/``session_meta``).
+* MCP: ``config.mcp_servers`` go into ``session/new``/``session/load`` as HTTP servers with
+  the bearer read at start, only if the agent declares ``mcpCapabilities.http``.
 """
 
 from __future__ import annotations
@@ -27,12 +32,14 @@ from typing import Any
 
 from . import errors
 from .base import (
+    INLINE,
     PROVIDER_KEY_ENV,
     Capabilities,
     Probe,
     RuntimeAdapter,
     RuntimeConfig,
     minimal_env,
+    prompt_hash,
     register,
     spawn,
 )
@@ -57,6 +64,17 @@ from .events import (
 from .watchdog import call_signature
 
 PROTOCOL_VERSION = 1
+PROMPT_BLOCK = ("<amux-system-prompt>\n"
+                "amux's system prompt for this session. It replaces any earlier "
+                "<amux-system-prompt> block and stays in force until a new one arrives.\n\n"
+                "{text}\n</amux-system-prompt>")
+
+
+def http_mcp_supported(init_response: Any) -> bool:
+    """Whether the agent declared ``agentCapabilities.mcpCapabilities.http`` (exactly true)."""
+    caps = getattr(init_response, "agent_capabilities", None)
+    mcp = getattr(caps, "mcp_capabilities", None) if caps is not None else None
+    return getattr(mcp, "http", None) is True
 
 
 def codex_acp_binary(runtimes_dir: Path) -> Path:
@@ -159,6 +177,8 @@ class AcpAdapter(RuntimeAdapter):
 
     name = "acp"
     platforms = frozenset({"openai-compat"})
+    system_prompt_channel = INLINE
+    takes_mcp = True
     pause_idle_during_tools = True
     retire_after_watchdog = True
 
@@ -177,6 +197,8 @@ class AcpAdapter(RuntimeAdapter):
         self._message_id: str | None = None
         self._message_text: list[str] = []
         self._permission_seq = 0
+        # INLINE: the hash of the prompt block the native conversation last received
+        self._inline_seen: str | None = None
 
     # ------------------------------------------------------------------ class API
     @classmethod
@@ -256,12 +278,15 @@ class AcpAdapter(RuntimeAdapter):
             caps = self.init_response.agent_capabilities
             self.image_input = accepts_images(self.init_response)
             self.load_session_supported = bool(caps and caps.load_session)
+            mcp_servers = self._mcp_servers()
+            meta = self.session_meta()
             if resume:
                 if not self.load_session_supported:
                     raise errors.NativeSessionNotFound("the agent cannot load sessions")
                 try:
                     resp = await asyncio.wait_for(self.conn.load_session(
-                        cwd=str(cfg.workdir), session_id=resume, mcp_servers=[]), 120)
+                        cwd=str(cfg.workdir), session_id=resume, mcp_servers=mcp_servers,
+                        **meta), 120)
                 except errors.RuntimeAdapterError:
                     raise
                 except Exception as exc:  # acp.RequestError
@@ -270,10 +295,12 @@ class AcpAdapter(RuntimeAdapter):
                         raise errors.NativeSessionNotFound(str(exc)) from exc
                     raise errors.RuntimeStartFailed(f"session/load: {exc}") from exc
                 self._session_id = resume
+                self._inline_seen = cfg.inline_prompt_seen
             else:
                 resp = await asyncio.wait_for(self.conn.new_session(
-                    cwd=str(cfg.workdir), mcp_servers=[]), 120)
+                    cwd=str(cfg.workdir), mcp_servers=mcp_servers, **meta), 120)
                 self._session_id = resp.session_id
+                self._inline_seen = None
             self.config_options = list(getattr(resp, "config_options", None) or [])
             self.modes = getattr(resp, "modes", None)
             await self._apply_settings()
@@ -287,6 +314,36 @@ class AcpAdapter(RuntimeAdapter):
             raise errors.RuntimeStartFailed(f"{type(exc).__name__}: {exc}") from exc
         self.native_session_id = self._session_id
         return self._session_id
+
+    def _mcp_servers(self) -> list[Any]:
+        """``mcpServers`` for session/new and session/load: streamable HTTP entries with the
+        bearer read from each token file now — only if the agent declared
+        ``mcpCapabilities.http``; amux serves MCP over HTTP only, so an agent without it gets
+        none (listed in ``mcp_skipped``; the worker still has the `amux` command)."""
+        from acp.schema import HttpHeader, HttpMcpServer
+
+        tokens = self.mcp_tokens()
+        if not self.config.mcp_servers:
+            return []
+        if not http_mcp_supported(self.init_response):
+            self.mcp_skipped = [s.name for s in self.config.mcp_servers]
+            self._mcp_in_use = False
+            return []
+        return [HttpMcpServer(type="http", name=server.name, url=server.url,
+                              headers=[HttpHeader(name="Authorization",
+                                                  value=f"Bearer {token}")] if token else [])
+                for server, token in zip(self.config.mcp_servers, tokens, strict=True)]
+
+    def session_meta(self) -> dict[str, Any]:
+        """``_meta`` of session/new and session/load (none for a generic ACP agent)."""
+        return {}
+
+    def prompt_plan(self, system_prompt: str | None) -> dict[str, Any]:
+        plan = super().prompt_plan(system_prompt)
+        if self.system_prompt_channel == INLINE:
+            plan["prompt_inline"] = bool(system_prompt) and \
+                prompt_hash(system_prompt) != self._inline_seen
+        return plan
 
     def _check_resumable(self, session_id: str) -> None:
         """Before any process starts: raise ``NativeSessionNotFound`` when the runtime's own
@@ -395,6 +452,12 @@ class AcpAdapter(RuntimeAdapter):
         self._message_id = None
         self._message_text = []
         blocks: list[Any] = [text_block(turn_input.text)]
+        digest = prompt_hash(turn_input.system_prompt)
+        if self.system_prompt_channel == INLINE and digest and digest != self._inline_seen:
+            # no system-prompt channel in ACP: the conversation gets the prompt as a
+            # delimited block before the user's words, on the first turn and when it changed
+            blocks.insert(0, text_block(PROMPT_BLOCK.format(text=turn_input.system_prompt)))
+            self._inline_seen = digest
         if turn_input.images and self.image_input:
             blocks += [image_block(data, mime) for mime, data in turn_input.images]
         self.emit(TurnStarted())

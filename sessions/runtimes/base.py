@@ -73,6 +73,49 @@ PLATFORMS = frozenset({"openai-compat", "anthropic-compat"})
 
 
 @dataclass(frozen=True)
+class McpServer:
+    """An MCP server (streamable HTTP) the runtime offers its model. The bearer token is
+    read from ``bearer_token_file`` when the runtime starts: the caller may rewrite the file
+    (a re-issued token), and ``RuntimeAdapter.restart_reason`` then says the runtime must be
+    restarted between turns to take it."""
+
+    name: str
+    url: str
+    bearer_token_file: str | None = None
+
+    def token(self) -> str | None:
+        if not self.bearer_token_file:
+            return None
+        try:
+            return Path(self.bearer_token_file).read_text().strip() or None
+        except OSError:
+            return None
+
+    def __repr__(self) -> str:  # never show the token
+        return f"McpServer(name={self.name!r}, url={self.url!r})"
+
+
+# How an adapter puts amux's system prompt in front of the model (``system_prompt_channel``):
+# PER_TURN: the runtime takes it with every turn and uses it for every model request of
+#   that turn (Codex: the turn's collaboration-mode developer instructions; Pi: an
+#   extension that sets the system prompt before each agent start from a file amux rewrites);
+# SESSION_START: only when the native session is created or loaded (Claude Code's
+#   ``_meta.systemPrompt.append``); the host restarts the runtime between turns when the
+#   prompt changed, resuming the same conversation;
+# INLINE: no system-prompt channel (generic ACP): the prompt is prepended to the turn's
+#   content as a delimited block on the first turn and whenever it changed.
+PER_TURN = "per_turn"
+SESSION_START = "session_start"
+INLINE = "inline"
+
+
+def prompt_hash(text: str | None) -> str | None:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:16] if text else None
+
+
+@dataclass(frozen=True)
 class Capabilities:
     resume: bool = False
     interrupt: bool = True
@@ -108,7 +151,12 @@ class RuntimeConfig:
     permission_mode: str = "bypass"  # bypass: native bypass; ask: every request is asked
     watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
     runtimes_dir: Path | None = None
-    developer_instructions: str | None = None
+    # the system prompt in effect when the runtime starts (channel SESSION_START applies it
+    # then; the others take each turn's ``TurnInput.system_prompt``)
+    system_prompt: str | None = None
+    # INLINE channel, resuming: the hash of the prompt block the conversation already holds
+    inline_prompt_seen: str | None = None
+    mcp_servers: list[McpServer] = field(default_factory=list)
     # Whether the runtime's native "ask the user" tool is on (off for ticket workers, who
     # ask people only through amux's structured `ask`).
     ask_user: bool = True
@@ -241,6 +289,8 @@ class RuntimeAdapter(ABC):
 
     name: ClassVar[str] = ""
     platforms: ClassVar[frozenset[str]] = frozenset({"openai-compat"})
+    system_prompt_channel: ClassVar[str] = PER_TURN
+    takes_mcp: ClassVar[bool] = False  # MCP servers of ``config.mcp_servers`` reach the model
     pause_idle_during_tools: ClassVar[bool] = False
     retire_after_watchdog: ClassVar[bool] = False
 
@@ -259,6 +309,11 @@ class RuntimeAdapter(ABC):
         self._stderr_tail: list[str] = []
         self._closed = False
         self._tasks: list[asyncio.Task[Any]] = []
+        # what was handed to the runtime at start and cannot change without a restart
+        self._started_prompt = config.system_prompt
+        self._started_tokens: tuple[str | None, ...] = ()
+        self._mcp_in_use = False  # the runtime was given ``config.mcp_servers`` at start
+        self.mcp_skipped: list[str] = []  # MCP servers this runtime could not be given
 
     # ---------------------------------------------------------------- class-level API
     @classmethod
@@ -312,6 +367,32 @@ class RuntimeAdapter(ABC):
 
     async def _close_native(self) -> None:  # noqa: B027 - optional hook
         """Optional polite shutdown before the group is killed."""
+
+    # ---------------------------------------------------------------- start-time inputs
+    def mcp_tokens(self) -> tuple[str | None, ...]:
+        """Read the MCP bearer tokens now; an adapter that hands them to the runtime at start
+        keeps what it read in ``_started_tokens``."""
+        tokens = tuple(server.token() for server in self.config.mcp_servers)
+        self._started_tokens = tokens
+        self._mcp_in_use = bool(tokens)
+        return tokens
+
+    def restart_reason(self, system_prompt: str | None) -> str | None:
+        """Why the running process cannot serve the next turn as asked (checked between
+        turns, never during one): a re-issued MCP token or, for a SESSION_START runtime, a
+        changed system prompt. None when it can."""
+        if self._mcp_in_use and tuple(
+                s.token() for s in self.config.mcp_servers) != self._started_tokens:
+            return "mcp_token_changed"
+        if self.system_prompt_channel == SESSION_START and \
+                (system_prompt or None) != (self._started_prompt or None):
+            return "system_prompt_changed"
+        return None
+
+    def prompt_plan(self, system_prompt: str | None) -> dict[str, Any]:
+        """How the next turn's system prompt reaches the model (recorded on the turn)."""
+        return {"prompt_channel": self.system_prompt_channel,
+                "prompt_hash": prompt_hash(system_prompt)}
 
     @property
     def alive(self) -> bool:

@@ -34,10 +34,11 @@ import re
 import shlex
 import shutil
 from pathlib import Path
+from typing import Any
 
 from . import errors
 from .acp import AcpAdapter
-from .base import Probe, minimal_env, register, which_node
+from .base import SESSION_START, Probe, minimal_env, register, which_node
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 CONVERSATION_ENTRIES = frozenset({"user", "assistant"})
@@ -87,6 +88,15 @@ def transcript_has_conversation(claude_dir: Path, session_id: str) -> bool:
 class ClaudeAdapter(AcpAdapter):
     name = "claude"
     platforms = frozenset({"anthropic-compat"})
+    # claude-code-acp hands ``_meta.systemPrompt`` to the Agent SDK when it creates (or
+    # loads) the session's query, and has no way to change it later: the host restarts the
+    # process between turns when the prompt changed, resuming the same conversation.
+    system_prompt_channel = SESSION_START
+
+    def session_meta(self) -> dict[str, Any]:
+        text = self.config.system_prompt
+        # appended to Claude Code's own preset prompt, which keeps its tool instructions
+        return {"systemPrompt": {"append": text}} if text else {}
 
     @classmethod
     def probe(cls, runtimes_dir: Path | None = None) -> Probe:

@@ -182,3 +182,5 @@ class TurnInput:
 
     text: str
     images: list[tuple[str, str]] = field(default_factory=list)
+    # the system prompt for every model request of this turn (None: amux sets none)
+    system_prompt: str | None = None

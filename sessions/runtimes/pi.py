@@ -8,7 +8,10 @@ at ``agent_end``. ``abort`` stops it. Usage: each assistant message's ``usage`` 
 ``get_session_stats`` (Pi's own running totals) is the cumulative snapshot. With
 ``background_shell_after`` (ticket workers) amux's extension ``pi_extensions/background_bash.ts``
 replaces the ``bash`` tool: a command still running after that many seconds is left running
-in its own process group, logging to a file, and the tool answers at once.
+in its own process group, logging to a file, and the tool answers at once. amux's
+extension ``pi_extensions/system_prompt.ts`` appends each turn's system prompt, written to a
+file just before the turn's ``prompt``, to Pi's own at agent start. Pi takes no MCP server:
+its worker reaches amux through the `amux` command.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ from .jsonl import JsonLines
 
 # amux's replacement of the `bash` tool that moves slow commands to the background
 BACKGROUND_BASH = Path(__file__).resolve().parent / "pi_extensions" / "background_bash.ts"
+# amux's extension that appends the turn's system prompt (a file rewritten before each turn)
+SYSTEM_PROMPT = Path(__file__).resolve().parent / "pi_extensions" / "system_prompt.ts"
 PI_FLAGS = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes",
             "--no-context-files"]
 
@@ -106,6 +111,17 @@ class PiAdapter(RuntimeAdapter):
     def agent_dir(self) -> Path:
         return self.config.state_dir / "home" / ".pi" / "agent"
 
+    @property
+    def system_prompt_file(self) -> Path:
+        return self.config.state_dir / "system-prompt.md"
+
+    def _write_system_prompt(self, text: str | None) -> None:
+        """Atomically, before the prompt is sent: the extension reads it at agent start."""
+        path = self.system_prompt_file
+        partial = path.with_suffix(".partial")
+        partial.write_text(text or "")
+        partial.replace(path)
+
     async def start(self, resume: str | None = None) -> str:
         cfg = self.config
         cli = pi_cli(cfg.runtimes_dir)
@@ -131,8 +147,8 @@ class PiAdapter(RuntimeAdapter):
                 *PI_FLAGS, "--session-dir", str(sessions_dir)]
         if resume:
             argv += ["--session", resume]
-        if cfg.developer_instructions:
-            argv += ["--append-system-prompt", cfg.developer_instructions]
+        argv += ["-e", str(SYSTEM_PROMPT)]
+        env["AMUX_RUNTIME_SYSTEM_PROMPT_FILE"] = str(self.system_prompt_file)
         if cfg.effort:
             argv += ["--thinking", cfg.effort]
         if cfg.background_shell_after:
@@ -166,6 +182,7 @@ class PiAdapter(RuntimeAdapter):
 
     async def _begin_turn(self, turn_input: TurnInput) -> None:
         self._last_assistant = None
+        self._write_system_prompt(turn_input.system_prompt)
         cmd: dict[str, Any] = {"type": "prompt", "message": turn_input.text}
         if turn_input.images:
             cmd["images"] = [{"type": "image", "data": data, "mimeType": mime}

@@ -4,6 +4,7 @@ import pytest
 
 from sessions import services
 from sessions.models import ProviderProfile, Session, Turn
+from tests.support.git_server import served_github
 from tickets import engine, outbox
 from tickets.models import AgentSettings, Assignment, Effect, Source, Thread, Trigger
 
@@ -14,22 +15,25 @@ pytestmark = pytest.mark.django_db
 def ticket(settings, tmp_path):
     settings.DATA_DIR = tmp_path / "data"
     settings.WORK_DIR = settings.DATA_DIR / "work"
-    # A chat ticket (no repository to clone): dispatching, not cloning, is under test here
-    # (tests/integration/test_workspace.py has the clone).
-    source = Source.objects.create(kind="webchat", slug="team", name="Team chat")
-    thread = Thread.objects.create(source=source, key="general", title="Crash")
-    trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id="c1", scope="direct", actor="octocat",
-        text="@amux please fix the crash", decision="explicit", strength="explicit",
-        policy_version="v1",
-    )
-    return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+    with served_github(["octo/app"]) as (api, _git):  # the dispatch clones octo/app
+        source = Source(kind="github", slug="gh", name="GitHub",
+                        config={"repo": ["octo/app"], "api_url": api.url})
+        source.secrets = {"webhook_secret": "s", "token": "ghp_test"}
+        source.save()
+        thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
+        trigger = Trigger.objects.create(
+            source=source, thread=thread, external_id="c1", scope="comment",
+            actor="octocat", text="@amux please fix the crash", decision="explicit",
+            strength="explicit", policy_version="v1",
+        )
+        yield engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 def test_without_a_worker_model_the_run_fails_visibly(ticket):
     outbox.drain(seconds=10)
     assignment = Assignment.objects.get(ticket=ticket)
-    assert assignment.state == "failed" and "worker" in assignment.end_reason
+    assert assignment.state == "failed" and assignment.failure_code == "settings_missing"
+    assert "no worker provider and model are configured" in assignment.failure_message
 
 
 def test_a_replayed_dispatch_reuses_the_session_and_the_first_turn(ticket):
@@ -47,6 +51,13 @@ def test_a_replayed_dispatch_reuses_the_session_and_the_first_turn(ticket):
     assert "@amux please fix the crash" in Turn.objects.get(session=session).input["text"]
     assert session.snapshot["extra_path"] and "AMUX_API_URL" in session.runtime_env
     assert session.snapshot["ask_user"] is False  # the worker profile asks only via amux
+    # every turn reads the current worker prompt; amux's MCP server with the token file;
+    # the source plugin's variables (never a credential) in the worker's environment
+    assert session.snapshot["prompt_role"] == "worker"
+    assert session.snapshot["mcp_servers"][0]["name"] == "amux"
+    assert session.snapshot["mcp_servers"][0]["bearer_token_file"].endswith(
+        f"worker-tokens/ticket-{ticket.pk}")
+    assert "AMUX_GITHUB_REPO" in session.runtime_env
     # … and moves slow shell commands to the background
     assert session.snapshot["background_shell_after"] == 5.0
     assert services.runtime_config(session).background_shell_after == 5.0

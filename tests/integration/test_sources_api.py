@@ -20,7 +20,8 @@ def test_create_fills_defaults_and_never_shows_secrets(api):
     body = response.json()
     assert body["config"] == {"repo": ["Codertocat/Hello-World"], "handle": "amux-bot",
                               "api_url": "https://api.github.com", "default_branch": "main",
-                              "bots": [], "receive_all": False, "poll": True}
+                              "bots": [], "receive_all": False, "poll": True,
+                              "notice_channel": ""}
     assert body["secrets"] == {"webhook_secret": True, "token": True, "app_id": False,
                                "private_key": False, "installation_id": False}
     assert body["webhook_url"] == "http://testserver/hooks/github/gh"
@@ -114,7 +115,7 @@ def test_webchat_messages_become_triggers_and_replies_show(api, operator):
                         format="json")
     assert response.status_code == 202, response.json()
     trigger = Trigger.objects.get(pk=response.json()["trigger"])
-    assert trigger.scope == "chat" and trigger.actor == "operator" and trigger.addressed
+    assert trigger.scope == "direct" and trigger.actor == "operator" and trigger.addressed
     again = api.post("/api/v1/sources/chat/messages", {"text": "x", "thread": "t1", "id": "m1"},
                      format="json")
     assert again.status_code == 200 and again.json()["duplicate"] is True

@@ -45,7 +45,10 @@ def stage_of(ticket):
 
 
 def test_explicit_request_to_merged_pr_then_revival_under_the_same_mandate(source):
-    chat = Channel.objects.create(source=source, kind="chat", address="team-chat")
+    # The GitHub source names where its tickets' results are announced.
+    team = Source.objects.create(kind="webchat", slug="team", name="Team chat")
+    source.config = {"notice_channel": "team:team-chat"}
+    source.save()
     assert engine.route_trigger(trigger_id=make_trigger(source, 1).pk) == "admitted"
     ticket = Ticket.objects.get()
     mandate_id = Mandate.objects.get(ticket=ticket).pk
@@ -61,6 +64,7 @@ def test_explicit_request_to_merged_pr_then_revival_under_the_same_mandate(sourc
     engine.pr_closed(pr_thread_id=pr.pk, merged=True)
     assert stage_of(ticket) == "ended"
     (notice,) = Effect.objects.filter(kind="notice")
+    chat = Channel.objects.get(source=team, address="team-chat")
     assert notice.payload["channel"] == chat.pk and "merged" in notice.payload["text"]
     assert not Effect.objects.filter(kind="relay").exists()  # nothing repeated on GitHub
 

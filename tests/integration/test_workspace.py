@@ -276,8 +276,9 @@ def test_an_unknown_file_in_the_command_directory_fails_the_dispatch(servers, so
     ticket = _ticket(source, 1)
     outbox.drain(seconds=10)
     assignment = Assignment.objects.get(ticket=ticket)
-    assert assignment.state == "failed"
-    assert "unknown file" in assignment.end_reason
+    assert assignment.state == "failed" and assignment.failure_code == "worker_setup"
+    assert f"unknown file in the worker's command directory: {worker.bin_dir() / 'git'}" in (
+        assignment.failure_message)
 
 
 def test_the_worker_environment_and_gitconfig_hold_no_credential(servers, source, monkeypatch):

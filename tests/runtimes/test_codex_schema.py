@@ -1,5 +1,7 @@
 """Every message amux exchanges with Codex validates against the JSON schema that the pinned
-binary generates (`codex app-server generate-json-schema`)."""
+binary generates (`codex app-server generate-json-schema --experimental`: amux opts into the
+experimental API at initialize, for the per-turn collaboration mode that carries the turn's
+system prompt)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ import subprocess
 import pytest
 from jsonschema import Draft7Validator
 
+from sessions.runtimes import TurnInput
 from sessions.runtimes.base import default_runtimes_dir
 from sessions.runtimes.codex import codex_binary
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
-from tests.support.runtimes import adapter_for, collect, make_config, run_async
+from tests.support.runtimes import adapter_for, make_config, run_async
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -24,7 +27,7 @@ def schema_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("codex-schema")
     home = tmp_path_factory.mktemp("codex-home")
     subprocess.run([str(codex_binary(default_runtimes_dir())), "app-server",
-                    "generate-json-schema", "--out", str(out)],
+                    "generate-json-schema", "--experimental", "--out", str(out)],
                    check=True, capture_output=True, timeout=60, stdin=subprocess.DEVNULL,
                    env={"PATH": "/usr/bin:/bin", "HOME": str(home), "CODEX_HOME": str(home)})
     return out
@@ -44,7 +47,9 @@ def test_wire_messages_match_the_pinned_schema(tmp_path, model_server, schema_di
         adapter = adapter_for("codex", cfg)
         try:
             await adapter.start()
-            await collect(adapter, "say hi")
+            async for _event in adapter.run_turn(TurnInput("say hi",
+                                                           system_prompt="Sign as the heron.")):
+                pass
         finally:
             await adapter.close()
 
@@ -56,6 +61,9 @@ def test_wire_messages_match_the_pinned_schema(tmp_path, model_server, schema_di
     incoming_notes = [m for d, m in wire if d == "in" and "method" in m and "id" not in m]
     assert {m.get("method") for m in outgoing} >= {"initialize", "initialized", "thread/start",
                                                    "turn/start"}
+    turn_start = next(m for m in outgoing if m.get("method") == "turn/start")
+    settings = turn_start["params"]["collaborationMode"]["settings"]
+    assert settings["developer_instructions"] == "Sign as the heron."
     for msg in outgoing:
         if "id" in msg:
             errors = list(client_request.iter_errors(msg))

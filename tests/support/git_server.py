@@ -14,6 +14,7 @@ user name, as GitHub takes `x-access-token`); anything else answers 401 with
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import subprocess
 import tempfile
@@ -189,3 +190,18 @@ class GitServer:
         """Bytes answered so far to fetches and clones of `repo`."""
         return sum(size for _method, path, _status, size in self.requests
                    if path.startswith(f"/{repo}.git/"))
+
+
+@contextlib.contextmanager
+def served_github(repos=("octo/app",), token: str = "ghp_test"):
+    """The recording GitHub whose repositories are real ones on a GitServer (each with a
+    README on main), for tests whose tickets are dispatched: a dispatch clones the ticket's
+    repository. Yields (api, git); point a GitHub source's `api_url` at `api.url` and give
+    it `token`."""
+    from tests.support.recording_server import RecordingServer
+
+    with GitServer(token) as git_server, RecordingServer() as api:
+        api.git = git_server
+        for repo in repos:
+            git_server.create(repo, {"README.md": f"{repo}\n"})
+        yield api, git_server

@@ -47,6 +47,9 @@ class ToolCall:
     tool: str | None = None  # force a tool name; default: the shell tool the request offers
     extra: dict[str, Any] | None = None  # more arguments (e.g. Codex sandbox escalation)
     arguments: dict[str, Any] | None = None  # the exact arguments (for a non-shell tool)
+    # Responses only: the namespace of a namespaced tool (Codex offers each MCP server's
+    # tools as a ``namespace`` tool, e.g. ``mcp__amux``; the call names both)
+    namespace: str | None = None
 
 
 @dataclass
@@ -70,6 +73,10 @@ def _tool_names(body: dict[str, Any]) -> list[str]:
     names = []
     for tool in body.get("tools") or []:
         if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace":  # Codex: one MCP server's tools, nested
+            names += [f"{tool.get('name')}.{t.get('name')}" for t in tool.get("tools") or []
+                      if isinstance(t, dict)]
             continue
         if isinstance(tool.get("function"), dict):
             names.append(tool["function"].get("name", ""))
@@ -321,6 +328,8 @@ class _Handler(BaseHTTPRequestHandler):
             item = {"type": "function_call", "id": srv._new_id("fc"),
                     "call_id": srv._new_id("call"), "name": name, "arguments": args,
                     "status": "completed"}
+            if reply.namespace:
+                item["namespace"] = reply.namespace
         else:
             item = {"type": "message", "id": srv._new_id("msg"), "role": "assistant",
                     "status": "completed",

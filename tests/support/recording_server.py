@@ -50,6 +50,14 @@ class State:
     lark_messages: dict = field(default_factory=dict)  # uuid -> message
     lark_history: list = field(default_factory=list)  # [(message_id, text)] oldest first
     pulls: dict = field(default_factory=dict)  # (repo, number) -> pull request dict
+    # What the catch-up reads: reviews and review comments per pull request, and CI per
+    # commit — (repo, number) -> [review | comment]; (repo, sha) -> [check run | check
+    # suite | status]. Missing fields are filled in as GitHub shows them (see _pull_view).
+    reviews: dict = field(default_factory=dict)
+    review_comments: dict = field(default_factory=dict)
+    check_runs: dict = field(default_factory=dict)
+    check_suites: dict = field(default_factory=dict)
+    statuses: dict = field(default_factory=dict)
     # file_token -> [{"comment_id", "is_whole", "quote", "replies": [{"reply_id",
     #   "user_id", "create_time" (s), "text", "mention"?}]}], oldest first
     lark_comments: dict = field(default_factory=dict)
@@ -171,16 +179,31 @@ class RecordingServer:
         if m and r.method == "GET":
             since = (r.query.get("since") or [""])[0]
             out = []
+            since = since.replace("+00:00", "Z")
             for (repo, number), issue in sorted(self.state.issues.items()):
-                if repo != m.group(1) or issue.get("updated_at", "") < since.replace("+00:00", "Z"):
+                if repo != m.group(1) or (repo, number) in self.state.pulls:
+                    continue
+                if issue.get("updated_at", "2026-11-01T00:00:00Z") < since:
                     continue
                 out.append({"id": 500 + number, "number": number, "title": issue.get("title"),
                             "body": issue.get("body"), "user": issue.get("user", {
                                 "login": "octocat", "type": "User"}),
+                            "state": issue.get("state", "open"),
+                            "closed_at": issue.get("closed_at"),
                             "created_at": issue.get("created_at", "2026-11-01T00:00:00Z"),
                             "updated_at": issue.get("updated_at", "2026-11-01T00:00:00Z"),
                             "url": f"{base}/repos/{repo}/issues/{number}",
                             **({"pull_request": {"url": "x"}} if issue.get("is_pr") else {})})
+            # Every pull request is an issue too, as GitHub lists them.
+            for (repo, number), pull in sorted(self.state.pulls.items()):
+                view = self._pull_view(repo, number, pull)
+                if repo != m.group(1) or view["updated_at"] < since:
+                    continue
+                out.append({k: view[k] for k in ("number", "title", "body", "user", "state",
+                                                   "closed_at", "created_at", "updated_at")}
+                           | {"id": 500 + number, "url": f"{base}/repos/{repo}/issues/{number}",
+                              "pull_request": {"url": view["url"]}})
+            out.sort(key=lambda x: x["updated_at"])
             return 200, out
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/comments", r.path)
         if m and r.method == "GET":
@@ -196,9 +219,14 @@ class RecordingServer:
         if m and r.method == "GET":
             head = (r.query.get("head") or [""])[0]
             state = (r.query.get("state") or ["open"])[0]
-            return 200, [p for (repo, _), p in sorted(self.state.pulls.items())
-                         if repo == m.group(1) and (not head or p["head"]["label"] == head)
-                         and state in ("all", p["state"])]
+            out = [self._pull_view(repo, n, p) for (repo, n), p in sorted(self.state.pulls.items())
+                   if repo == m.group(1)]
+            out = [p for p in out if (not head or p["head"]["label"] == head)
+                   and state in ("all", p["state"])]
+            if (r.query.get("sort") or [""])[0] == "updated":
+                desc = (r.query.get("direction") or ["desc"])[0] == "desc"
+                out.sort(key=lambda p: p["updated_at"], reverse=desc)
+            return 200, out
         if m and r.method == "POST":
             repo = m.group(1)
             if self.git is not None and not self.git.has_branch(repo, r.body.get("head", "")):
@@ -221,7 +249,45 @@ class RecordingServer:
             return 201, pull
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)", r.path)
         if m and r.method == "GET":
-            return 200, {"id": 9000 + int(m.group(2)), "number": int(m.group(2))}
+            key = (m.group(1), int(m.group(2)))
+            if key not in self.state.pulls:
+                return 404, {"message": "Not Found"}
+            return 200, self._pull_view(*key, self.state.pulls[key])
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)/reviews", r.path)
+        if m and r.method == "GET":
+            key = (m.group(1), int(m.group(2)))
+            if key not in self.state.pulls:
+                return 404, {"message": "Not Found"}
+            return 200, self.state.reviews.get(key, [])
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/comments", r.path)
+        if m and r.method == "GET":
+            since = (r.query.get("since") or [""])[0].replace("+00:00", "Z")
+            out = []
+            for (repo, number), comments in sorted(self.state.review_comments.items()):
+                for c in comments:
+                    if repo == m.group(1) and c.get("updated_at", "") >= since:
+                        out.append({"pull_request_url": f"{base}/repos/{repo}/pulls/{number}",
+                                    "url": f"{base}/repos/{repo}/pulls/comments/{c['id']}",
+                                    **c})
+            return 200, sorted(out, key=lambda c: c.get("updated_at", ""))
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/commits/([0-9a-f]+)/(check-runs|check-suites)",
+                         r.path)
+        if m and r.method == "GET":
+            key = (m.group(1), m.group(2))
+            if m.group(3) == "check-runs":
+                runs = self.state.check_runs.get(key, [])
+                return 200, {"total_count": len(runs), "check_runs": runs}
+            suites = self.state.check_suites.get(key, [])
+            return 200, {"total_count": len(suites), "check_suites": suites}
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/commits/([0-9a-f]+)/status", r.path)
+        if m and r.method == "GET":
+            statuses = self.state.statuses.get((m.group(1), m.group(2)), [])
+            states = {x.get("state") for x in statuses}
+            combined = ("failure" if states & {"failure", "error"} else
+                        "pending" if "pending" in states or not states else "success")
+            return 200, {"state": combined, "sha": m.group(2), "total_count": len(statuses),
+                         "statuses": statuses,
+                         "url": f"{base}/repos/{m.group(1)}/commits/{m.group(2)}/status"}
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)", r.path)
         if m and r.method == "GET":
             repo, number = m.group(1), int(m.group(2))
@@ -292,6 +358,18 @@ class RecordingServer:
             self.state.lark_messages[uuid or msg["message_id"]] = msg
             return 200, {"code": 0, "msg": "success", "data": msg}
         return 404, {"message": "Not Found", "path": r.path}
+
+    def _pull_view(self, repo: str, number: int, pull: dict) -> dict:
+        """A stored pull request as GitHub shows it: what the test left out filled in."""
+        owner = repo.split("/")[0]
+        head = {"ref": "topic", "sha": "0" * 40, **(pull.get("head") or {})}
+        head.setdefault("label", f"{owner}:{head['ref']}")
+        return {"id": 9000 + number, "number": number, "state": "open", "title": "",
+                "body": "", "user": {"login": "octocat", "type": "User"},
+                "base": {"ref": "main"}, "created_at": "2026-11-01T00:00:00Z",
+                "updated_at": "2026-11-01T00:00:00Z", "closed_at": None, "merged_at": None,
+                "html_url": f"https://github.example/{repo}/pull/{number}",
+                "url": f"{self.url}/repos/{repo}/pulls/{number}", **pull, "head": head}
 
     def _lark_comments(self, r: Recorded, token: str, comment_id: str | None):
         """drive v1 file comments (GET …/comments) and one comment's replies (GET

@@ -1,11 +1,9 @@
-"""The worker's command directory and gitconfig (seed 002's setup), and the closing
-keywords `amux pr` looks for before it adds `Fixes #N`."""
+"""The worker's command directory and gitconfig (seed 002's setup)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tickets.sources.github import closes_issue
 from tickets.tools.worker_bin import (
     WorkerSetupError,
     gitconfig_text,
@@ -45,16 +43,3 @@ def test_the_gitconfig_uses_amux_for_credentials_and_https_for_ssh_remotes(tmp_p
         assert f"insteadOf = ssh://git@{host}/" in text
     assert "lfs" not in text
     assert "[filter \"lfs\"]" in gitconfig_text(tmp_path, lfs=True)
-
-
-@pytest.mark.parametrize(("text", "closes"), [
-    ("Fixes #12", True), ("this closes #12.", True), ("Resolved: #12", True),
-    ("fix octo/app#12", True), ("See #12", False), ("Fixes #123", False),
-    ("prefixes #12", False), ("", False),
-])
-def test_closing_keywords(text, closes):
-    assert closes_issue(text, 12, "octo/app") is closes
-
-
-def test_a_closing_reference_to_another_repository_does_not_count():
-    assert not closes_issue("Fixes other/lib#12", 12, "octo/app")

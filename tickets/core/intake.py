@@ -17,6 +17,20 @@ class Outcome:
     facts: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class NotForAnyone:
+    """An event that intake, not the source, found concerns no thread (shaped like the
+    sources' Ignored)."""
+
+    reason: str
+    thread: str = ""
+    facts: dict = field(default_factory=dict)
+
+
+def ignored(reason: str) -> NotForAnyone:
+    return NotForAnyone(reason)
+
+
 def is_trigger(result) -> bool:
     return hasattr(result, "external_id")
 

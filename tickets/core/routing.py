@@ -48,12 +48,26 @@ def route(f: RoutingFacts) -> Route:
 
 @dataclass(frozen=True)
 class EndFacts:
-    """Whether a ticket whose PR was merged or closed may end now (seed 002 结束条件)."""
+    """Whether a ticket may end now (seed 002 结束条件): its pull request was merged or
+    closed, or its own issue was closed while none of its pull requests is open."""
 
     pr_final: bool  # merged or closed
     assignment_in_flight: bool  # a resume or retry is being dispatched
     unanswered_follow_up: bool  # the executor owns a person's message it has not answered
+    issue_closed: bool = False  # the ticket's own issue is closed
+    pr_open: bool = False  # one of the ticket's pull requests is open
+    merged: bool = False
 
 
 def may_end(f: EndFacts) -> bool:
-    return f.pr_final and not f.assignment_in_flight and not f.unanswered_follow_up
+    due = f.pr_final or (f.issue_closed and not f.pr_open)
+    return due and not f.assignment_in_flight and not f.unanswered_follow_up
+
+
+def end_reason(f: EndFacts) -> str | None:
+    """Why the ticket ends now (`merged`, `pr_closed`, `issue_closed`), or None."""
+    if not may_end(f):
+        return None
+    if f.pr_final:
+        return "merged" if f.merged else "pr_closed"
+    return "issue_closed"

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tickets.core.failure import reason
+
 
 class Stage(StrEnum):
     ENDED = "ended"
@@ -46,6 +48,7 @@ class StageFacts:
     person_spoke_since_report: bool = False
     assignment: str | None = None  # dispatching / running / ended / failed
     pr_open: bool = False
+    failure: str = ""  # the failed run's code (tickets/core/failure.py)
 
 
 def derive(f: StageFacts) -> Stage:
@@ -66,3 +69,10 @@ def derive(f: StageFacts) -> Stage:
     if f.assignment == "running":
         return Stage.WORKING
     return Stage.QUEUED
+
+
+def label(stage: Stage, f: StageFacts) -> str:
+    """The stage in a person's words; a failed run names its reason."""
+    if stage is Stage.FAILED and f.assignment == "failed" and f.failure:
+        return f"Failed — {reason(f.failure)}"
+    return LABELS[stage]

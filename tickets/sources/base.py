@@ -206,7 +206,11 @@ class SourceKind:
         HealthItem("last_error", "Last error"),
         HealthItem("rejected", "Events not admitted, by reason"),
     )
+    # The policy's scope rows for this kind (the gate's only list of them, registered at
+    # start-up through tickets/policy_hooks.py); rows whose events have no sender (a CI
+    # result) get only the "anyone, unaddressed" cell.
     scopes: ClassVar[tuple[str, ...]] = ()
+    no_sender_scopes: ClassVar[tuple[str, ...]] = ()
     has_webhook: ClassVar[bool] = True
 
     def __init__(self, config: dict | None = None, secrets: dict | None = None):

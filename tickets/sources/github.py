@@ -11,12 +11,13 @@ import hashlib
 import hmac
 import json
 import logging
-import re
 import threading
 import time
 from datetime import datetime
 from urllib.parse import parse_qs
 
+from tickets.core.linking import CiResult, PullFacts, ci_text, ci_trigger_id, closed_issues
+from tickets.core.notices import NOTICE_CHANNEL
 from tickets.sources.base import (
     ConfigError,
     Context,
@@ -33,6 +34,7 @@ from tickets.sources.base import (
     Unauthorized,
     mentions,
 )
+from tickets.sources.github_catchup import catch_up
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,11 @@ HANDLED = {
     "check_suite",
     "check_run",
     "workflow_run",
+    "status",
 }
+CI_EVENTS = ("check_suite", "check_run", "workflow_run", "status")
+# Pull request actions that change what amux knows of it (head, text, state).
+PR_UPDATES = {"reopened", "edited", "synchronize", "ready_for_review", "converted_to_draft"}
 
 
 # Installation tokens minted per repository: (api, app id, repo) -> (token, expires at).
@@ -66,6 +72,7 @@ class GitHub(SourceKind):
     kind = "github"
     label = "GitHub"
     scopes = ("issue_new", "pr_new", "comment", "ci_default_branch")
+    no_sender_scopes = ("ci_default_branch",)  # a CI result has no sender
     fields = (
         Field("repo", "Repositories", "list", required=True, pattern=REPO,
               help="owner/name, one per line"),
@@ -79,6 +86,9 @@ class GitHub(SourceKind):
         Field("receive_all", "Receive all comments", "bool", default=False,
               help="Unaddressed comments become candidates (the policy decides)"),
         Field("poll", "Catch up by polling", "bool", default=True),
+        Field("notice_channel", "Notice channel", default="", pattern=NOTICE_CHANNEL,
+              help="Where a ticket's final result is announced: <chat source slug>:<chat "
+                   "id> (a Lark chat or a web chat thread). Empty: the pull request says it"),
     )
     secret_fields = (
         Field("webhook_secret", "Webhook secret", required=True, secret=True),
@@ -138,14 +148,13 @@ class GitHub(SourceKind):
             return f"{repo}#{_d(p.get('pull_request')).get('number', p.get('number'))}"
         if event in ("check_suite", "check_run", "workflow_run"):
             obj = _d(p.get(event))
-            if event == "check_run":
-                prs = _d(obj.get("check_suite")).get("pull_requests") or obj.get("pull_requests")
-                branch = _d(obj.get("check_suite")).get("head_branch")
-            else:
-                prs, branch = obj.get("pull_requests"), obj.get("head_branch")
-            if isinstance(prs, list) and prs and isinstance(prs[0], dict) and "number" in prs[0]:
-                return f"{repo}#{prs[0]['number']}"
+            number = _ci_pr_number(obj)
+            if number is not None:
+                return f"{repo}#{number}"
+            branch = obj.get("head_branch") or _d(obj.get("check_suite")).get("head_branch")
             return f"{repo}@{_s(branch)}"
+        if event == "status":
+            return f"{repo}@{_s(p.get('sha'))}"
         return ""
 
     def is_bot(self, user: dict) -> bool:
@@ -163,14 +172,20 @@ class GitHub(SourceKind):
         p, event = env.payload, env.event
         if event not in HANDLED:
             return Ignored("event_not_handled", env.thread)
-        repo = _s(_d(p.get("repository")).get("full_name")).lower()
+        full = _s(_d(p.get("repository")).get("full_name"))
+        repo = full.lower()
         if repo not in self.repos:
             return Ignored("repo_not_configured", env.thread)
         sender = _d(p.get("sender"))
         login = _s(sender.get("login"))
         action = _s(p.get("action"))
+        if event in CI_EVENTS:
+            # The sender of a CI result is whoever pushed, often the agent: no own message.
+            return self._ci(event, action, p, full, env)
+        # What the event says about its thread holds whoever acted, the agent included.
+        facts = _thread_facts(event, action, p, full)
         if login and self.is_self(login):
-            return Ignored("own_message", env.thread)
+            return Ignored("own_message", env.thread, facts)
         base = {
             "actor": login,
             "is_bot": self.is_bot(sender),
@@ -181,8 +196,8 @@ class GitHub(SourceKind):
         if event == "issues":
             issue = _d(p.get("issue"))
             if action != "opened":
-                facts = {"issue_state": "closed"} if action == "closed" else {}
-                return Ignored("action_not_handled", env.thread, facts)
+                return Ignored(f"issue_{action}" if facts else "action_not_handled",
+                               env.thread, facts)
             text = _join(issue.get("title"), issue.get("body"))
             return TriggerFacts(
                 external_id=f"issue:{issue.get('id')}", thread=env.thread, scope="issue_new",
@@ -193,19 +208,17 @@ class GitHub(SourceKind):
         if event == "pull_request":
             pr = _d(p.get("pull_request"))
             if action == "closed":
-                state = "merged" if pr.get("merged") else "closed"
-                return Ignored(f"pr_{state}", env.thread, {"pr_state": state})
-            if action == "reopened":
-                return Ignored("action_not_handled", env.thread, {"pr_state": "open"})
+                return Ignored(f"pr_{facts['pr_state']}", env.thread, facts)
             if action != "opened":
-                return Ignored("action_not_handled", env.thread)
+                reason = "pr_updated" if action in PR_UPDATES else "action_not_handled"
+                return Ignored(reason, env.thread, facts)
             text = _join(pr.get("title"), pr.get("body"))
             return TriggerFacts(
                 external_id=f"pull_request:{pr.get('id')}", thread=env.thread, scope="pr_new",
                 addressed=mentions(text, handle), text=text,
                 thread_title=_s(pr.get("title")), thread_url=_s(pr.get("html_url")),
                 meta={"scope": "pr_new", "event": event, "repo": repo, "draft": pr.get("draft")},
-                facts={"pr_state": "open"}, **base,
+                facts=facts, **base,
             )
         if event in ("issue_comment", "pull_request_review_comment"):
             if action != "created":
@@ -213,37 +226,86 @@ class GitHub(SourceKind):
             comment = _d(p.get("comment"))
             parent = _d(p.get("issue") or p.get("pull_request"))
             on_pr = event == "pull_request_review_comment" or "pull_request" in parent
-            text = _s(comment.get("body"))
+            body = _s(comment.get("body"))
             kind = "issue_comment" if event == "issue_comment" else "review_comment"
+            text = body if kind == "issue_comment" else _review_comment_text(comment)
             return TriggerFacts(
                 external_id=f"{kind}:{comment.get('id')}", thread=env.thread, scope="comment",
-                addressed=mentions(text, handle), text=text,
+                addressed=mentions(body, handle), text=text,
                 thread_title=_s(parent.get("title")), thread_url=_s(parent.get("html_url")),
                 meta={"scope": "comment", "event": event, "repo": repo, "on_pr": on_pr,
                       "comment_id": comment.get("id"), "url": _s(comment.get("html_url"))},
                 **base,
             )
         if event == "pull_request_review":
+            review = _d(p.get("review"))
+            state = _s(review.get("state")).lower()
+            body = _s(review.get("body"))
             if action != "submitted":
                 return Ignored("action_not_handled", env.thread)
-            review = _d(p.get("review"))
+            if state == "commented" and not body.strip():
+                # The container of line comments: each arrives as a review comment.
+                return Ignored("review_without_text", env.thread)
             pr = _d(p.get("pull_request"))
-            text = _s(review.get("body"))
             return TriggerFacts(
                 external_id=f"review:{review.get('id')}", thread=env.thread, scope="comment",
-                addressed=mentions(text, handle), text=text,
+                addressed=mentions(body, handle), text=_review_text(review),
                 thread_title=_s(pr.get("title")), thread_url=_s(pr.get("html_url")),
                 meta={"scope": "comment", "event": event, "repo": repo, "on_pr": True,
-                      "review_state": _s(review.get("state"))},
+                      "review_state": state, "url": _s(review.get("html_url"))},
                 **base,
             )
-        # check_suite / check_run / workflow_run
-        obj = _d(p.get(event))
-        if action != "completed":
-            return Ignored("action_not_handled", env.thread)
-        branch = _s(obj.get("head_branch") or _d(obj.get("check_suite")).get("head_branch"))
-        if branch != self.config.get("default_branch", "main"):
-            return Ignored("not_default_branch", env.thread)
+        return Ignored("event_not_handled", env.thread)
+
+    def _ci(self, event: str, action: str, p: dict, full: str, env: Envelope):
+        """A CI result: on a pull request's head, an input for the ticket that follows the
+        pull request (path B; never a new ticket); on the default branch, a candidate
+        under the admission table (scope `ci_default_branch`)."""
+        repo = full.lower()
+        if event == "status":
+            if _s(p.get("state")) == "pending":
+                return Ignored("ci_not_final", env.thread)
+            result = CiResult(full, _s(p.get("sha")), _s(p.get("context")) or "status",
+                              _s(p.get("state")), _s(p.get("target_url")), summary=True)
+            branches = [_s(_d(b).get("name")) for b in p.get("branches") or []]
+            number = None
+        else:
+            obj = _d(p.get(event))
+            if action != "completed":
+                return Ignored("action_not_handled", env.thread)
+            suite = _d(obj.get("check_suite"))
+            branch = _s(obj.get("head_branch") or suite.get("head_branch"))
+            number = _ci_pr_number(obj)
+            if number is None and branch == self.config.get("default_branch", "main"):
+                return self._ci_default_branch(event, obj, full, branch, env)
+            name = _s(obj.get("name")) if event != "check_suite" else ""
+            name = name or _s(_d(obj.get("app")).get("name")) or event
+            sha = _s(obj.get("head_sha") or suite.get("head_sha"))
+            # A check suite has no page of its own: its commit's checks page stands in.
+            site = _s(_d(p.get("repository")).get("html_url"))
+            url = _s(obj.get("html_url")) or (f"{site}/commit/{sha}/checks" if site else "")
+            result = CiResult(full, sha, name, _s(obj.get("conclusion")), url,
+                              summary=event != "check_run")
+            branches = [branch] if branch else []
+        external_id = ci_trigger_id(result)
+        if external_id is None:
+            return Ignored("ci_not_final" if not result.conclusion else "ci_nothing_to_tell",
+                           env.thread)
+        # Without a pull request named (a fork, a status) the engine finds the open pull
+        # request thread by head commit or branch.
+        meta = {"scope": "ci_pull_request", "event": event, "repo": repo,
+                "head_sha": result.sha, "name": result.name, "conclusion": result.conclusion,
+                "url": result.url}
+        if number is None:
+            meta["match_pr"] = {"repo": full, "sha": result.sha, "branches": branches}
+        return TriggerFacts(
+            external_id=external_id, thread=f"{full}#{number}" if number is not None else "",
+            scope="ci_pull_request", actor="", is_human=False, is_bot=False, addressed=False,
+            receives_all=True, text=ci_text(result), meta=meta,
+        )
+
+    def _ci_default_branch(self, event, obj, full, branch, env):
+        repo = full.lower()
         conclusion = _s(obj.get("conclusion"))
         name = _s(obj.get("name") or _d(obj.get("app")).get("name") or event)
         return TriggerFacts(
@@ -379,7 +441,7 @@ class GitHub(SourceKind):
         owner = repo.split("/", 1)[0]
         for pull in gh_repo.get_pulls(state="open", head=f"{owner}:{head}"):
             return {"number": pull.number, "url": pull.html_url, "created": False}
-        if closes and not closes_issue(body, closes, repo) and _is_issue(gh_repo, closes):
+        if closes and closes not in closed_issues(body, repo) and _is_issue(gh_repo, closes):
             body = f"{body.rstrip()}\n\nFixes #{closes}".lstrip()
         try:
             pull = gh_repo.create_pull(title=title, body=body, head=head, base=base)
@@ -402,62 +464,16 @@ class GitHub(SourceKind):
     def catches_up(self) -> bool:
         return bool(self.config.get("poll", True))
 
-    def poll(self, cursor: str | None) -> tuple[list[Envelope], str | None]:
-        """Catch-up after downtime: issues, PRs and comments updated since `cursor`,
-        as webhook-shaped envelopes (ids `poll:…`; triggers dedupe on GitHub's own ids).
-        The caller moves the cursor only after the triggers are stored."""
-        gh = self.client()
+    def poll(self, cursor: str | None, watching: list[dict] | None = None,
+             ) -> tuple[list[Envelope], str | None]:
+        """Catch-up after downtime: issues, pull requests (opened, changed, merged or
+        closed), comments, reviews and review comments updated since `cursor`, and the CI
+        results on the heads of the open pull requests tickets follow (`watching`), as
+        webhook-shaped envelopes (tickets/sources/github_catchup.py). The caller moves
+        the cursor only after the triggers are stored."""
         since = datetime.fromisoformat(cursor) if cursor else None
-        envs: list[Envelope] = []
-        newest = since
-        for full in sorted(self.repos):
-            repo = gh.get_repo(full)
-            repo_data = {"full_name": repo.full_name}
-            kwargs = {"state": "all", "sort": "updated", "direction": "asc"}
-            if since:
-                kwargs["since"] = since
-            for issue in repo.get_issues(**kwargs):
-                raw = _raw(issue)
-                newest = max(filter(None, [newest, issue.updated_at]))
-                if since and issue.created_at <= since:
-                    continue
-                is_pr = "pull_request" in raw
-                event = "pull_request" if is_pr else "issues"
-                key = "pull_request" if is_pr else "issue"
-                payload = {"action": "opened", key: raw, "repository": repo_data,
-                           "sender": raw.get("user") or {}}
-                if is_pr:
-                    payload["number"] = raw.get("number")
-                    payload[key] = {**raw, "id": _pr_id(repo, raw)}
-                envs.append(Envelope("event", f"poll:{event}:{raw.get('id')}", event,
-                                     self.thread_of(event, payload), payload))
-            ckw = {"sort": "updated", "direction": "asc"}
-            if since:
-                ckw["since"] = since
-            for comment in repo.get_issues_comments(**ckw):
-                raw = _raw(comment)
-                newest = max(filter(None, [newest, comment.updated_at]))
-                if since and comment.created_at <= since:
-                    continue
-                number = int(_s(raw.get("issue_url")).rsplit("/", 1)[-1] or 0)
-                payload = {"action": "created", "comment": raw, "repository": repo_data,
-                           "issue": {"number": number}, "sender": raw.get("user") or {}}
-                envs.append(Envelope("event", f"poll:issue_comment:{raw.get('id')}",
-                                     "issue_comment", self.thread_of("issue_comment", payload),
-                                     payload))
+        envs, newest = catch_up(self, self.client(), since, list(watching or []))
         return envs, (newest.isoformat() if newest else cursor)
-
-
-CLOSING = re.compile(
-    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?\s+([\w.-]+/[\w.-]+)?#(\d+)\b",
-    re.IGNORECASE)
-
-
-def closes_issue(text: str, number: int, repo: str = "") -> bool:
-    """Whether `text` closes issue `number` (of `repo`, when a reference names one) with
-    one of GitHub's closing keywords."""
-    return any(int(n) == number and (not named or not repo or named.lower() == repo.lower())
-               for named, n in CLOSING.findall(text or ""))
 
 
 def _is_issue(gh_repo, number: int) -> bool:
@@ -477,18 +493,53 @@ def _validation(exc) -> str:
         f" ({'; '.join(parts)})" if parts else "")
 
 
-def _raw(obj) -> dict:
-    # The JSON a list page returned; `raw_data` would fetch each object again.
-    raw = getattr(obj, "_rawData", None)
-    return raw if isinstance(raw, dict) else obj.raw_data
+def _ci_pr_number(obj: dict):
+    """The pull request a check names: the one whose head is the checked commit, else
+    the first (GitHub lists the pull requests whose head or base the commit is)."""
+    suite = _d(obj.get("check_suite"))
+    prs = [x for x in (obj.get("pull_requests") or suite.get("pull_requests") or [])
+           if isinstance(x, dict) and isinstance(x.get("number"), int)]
+    sha = _s(obj.get("head_sha") or suite.get("head_sha"))
+    for x in prs:
+        if _s(_d(x.get("head")).get("sha")) == sha:
+            return x["number"]
+    return prs[0]["number"] if prs else None
 
 
-def _pr_id(repo, raw) -> object:
-    # The issues API gives the issue id; a PR trigger is keyed by the PR's own id.
-    try:
-        return repo.get_pull(raw["number"]).id
-    except Exception:
-        return raw.get("id")
+def _thread_facts(event: str, action: str, p: dict, full: str) -> dict:
+    """The thread's own state an event reports: an issue closed or reopened; a pull
+    request's state, head and the issues it closes (kept in the thread's meta)."""
+    if event == "issues" and action in ("closed", "reopened"):
+        return {"issue_state": "closed" if action == "closed" else "open"}
+    if event != "pull_request":
+        return {}
+    pr = _d(p.get("pull_request"))
+    head = _d(pr.get("head"))
+    if _s(pr.get("state")) == "open":
+        state = "open"
+    else:
+        state = "merged" if pr.get("merged") or pr.get("merged_at") else "closed"
+    facts = PullFacts(state, _s(head.get("ref")),
+                      tuple(closed_issues(_join(pr.get("title"), pr.get("body")), full)))
+    return {"pr_state": facts.state, "head_ref": facts.head_ref,
+            "head_sha": _s(head.get("sha")), "closes": list(facts.closes),
+            "pr_url": _s(pr.get("html_url"))}
+
+
+def _review_text(review: dict) -> str:
+    verdict = {"approved": "approved the pull request",
+               "changes_requested": "requested changes",
+               "commented": "reviewed"}.get(_s(review.get("state")).lower(), "reviewed")
+    parts = [f"Review: {verdict}.", _s(review.get("body")).strip(), _s(review.get("html_url"))]
+    return "\n".join(x for x in parts if x)
+
+
+def _review_comment_text(comment: dict) -> str:
+    line = comment.get("line") or comment.get("original_line")
+    where = _s(comment.get("path")) + (f":{line}" if line else "")
+    parts = [f"Review comment on {where}:" if where else "Review comment:",
+             _s(comment.get("body")).strip(), _s(comment.get("html_url"))]
+    return "\n".join(x for x in parts if x)
 
 
 def _decode(incoming: Incoming) -> dict:

@@ -22,7 +22,8 @@ from tickets.sources.base import (
 class WebChat(SourceKind):
     kind = "webchat"
     label = "Web chat"
-    scopes = ("chat",)
+    # Every web chat message is written to the agent, like a direct message.
+    scopes = ("direct",)
     has_webhook = False
     fields = (
         Field("title", "Title shown above the chat", default="amux"),
@@ -44,10 +45,10 @@ class WebChat(SourceKind):
         if not text.strip():
             return Ignored("empty_message", env.thread)
         return TriggerFacts(
-            external_id=f"message:{env.delivery_id}", thread=env.thread, scope="chat",
+            external_id=f"message:{env.delivery_id}", thread=env.thread, scope="direct",
             actor=str(p.get("author") or ""), is_human=True, is_bot=False, addressed=True,
             receives_all=True, text=text, thread_title=text.strip().splitlines()[0][:120],
-            meta={"scope": "chat"},
+            meta={"scope": "direct"},
         )
 
     def send(self, message: Message, ctx: Context) -> SendResult:

@@ -6,6 +6,11 @@ and the MCP server at /mcp (`mcp_server`). Both authenticate only with the assig
 bearer token.
 """
 
-from tickets.tools.worker_bin import install_worker_bin, mcp_server_config, worker_env
+from tickets.tools.worker_bin import (
+    install_worker_bin,
+    mcp_server_config,
+    mcp_server_entry,
+    worker_env,
+)
 
-__all__ = ["install_worker_bin", "mcp_server_config", "worker_env"]
+__all__ = ["install_worker_bin", "mcp_server_config", "mcp_server_entry", "worker_env"]

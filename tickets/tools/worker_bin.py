@@ -127,3 +127,11 @@ def mcp_server_config(base_url: str, token: str) -> dict:
     """An MCP client entry for the worker's runtime (streamable HTTP with the bearer)."""
     return {"type": "http", "url": f"{base_url.rstrip('/')}/mcp",
             "headers": {"Authorization": f"Bearer {token}"}}
+
+
+def mcp_server_entry(base_url: str, token_file: str, name: str = "amux") -> dict:
+    """amux's MCP server as a session's ``mcp_servers`` entry: the runtime reads the bearer
+    from ``token_file`` (rewritten on every dispatch) when it starts, and is restarted
+    between turns when the file holds a new token."""
+    return {"name": name, "url": f"{base_url.rstrip('/')}/mcp",
+            "bearer_token_file": str(token_file)}

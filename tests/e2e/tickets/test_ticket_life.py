@@ -79,7 +79,9 @@ def world(settings, tmp_path, live_server, monkeypatch):
         issue = comment("", 0)["issue"]
         github.state.issues[(REPO, issue["number"])] = {"title": issue["title"]}
         config = GitHub.validate_config({"repo": [REPO], "handle": "amux-bot",
-                                         "api_url": github.url, "default_branch": "main"})
+                                         "api_url": github.url, "default_branch": "main",
+                                         # results are announced in the team's web chat
+                                         "notice_channel": "team:general"})
         source = Source(kind="github", slug="gh", name="GitHub", config=config)
         source.secrets = {"webhook_secret": SECRET, "token": TOKEN}
         source.save()

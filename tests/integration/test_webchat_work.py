@@ -1,0 +1,170 @@
+"""Web chat opens work (one scope vocabulary: the gate's rows are the plugins' declared
+scopes), and a ticket's final notice goes where the request came from (issue 11, items 7
+and 11). Real database; the outbox drained by the real drainer; replies kept by web chat."""
+
+import pytest
+
+from policy.gate import NO_SENDER_SCOPES, SCOPES
+from tickets import engine, outbox
+from tickets.models import (
+    Assignment,
+    Channel,
+    Effect,
+    Mandate,
+    OutgoingMessage,
+    Source,
+    Thread,
+    Ticket,
+    Trigger,
+)
+from tickets.sources import KINDS
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_gate_knows_exactly_the_scopes_the_plugins_declare():
+    assert {kind: SCOPES[kind] for kind in KINDS} == {
+        kind: plugin.scopes for kind, plugin in KINDS.items()}
+    assert SCOPES["webchat"] == ("direct",)
+    assert "ci_default_branch" in NO_SENDER_SCOPES
+    assert "ci_default_branch" in KINDS["github"].no_sender_scopes
+
+
+@pytest.fixture
+def chat(api):
+    response = api.post("/api/v1/sources", {"kind": "webchat", "slug": "chat", "name": "Chat"},
+                        format="json")
+    assert response.status_code == 201, response.content
+    current = api.get("/api/v1/policy").json()["version"]
+    saved = api.put("/api/v1/policy", {
+        "base_version": current, "acceptance": "manual",
+        "sources": {"chat": {"allowed": ["operator"],
+                             "rows": {"direct": {"addressed": True}}}}}, format="json")
+    assert saved.status_code == 200, saved.content
+    return Source.objects.get(slug="chat")
+
+
+def test_an_allowed_senders_web_chat_message_opens_a_ticket(api, chat):
+    response = api.post("/api/v1/sources/chat/messages",
+                        {"text": "please fix the login bug", "thread": "room-1", "id": "m1"},
+                        format="json")
+    assert response.status_code == 202, response.content
+    trigger = Trigger.objects.get(pk=response.json()["trigger"])
+    assert (trigger.decision, trigger.strength, trigger.rule, trigger.reason) == (
+        "explicit", "explicit", "chat.direct.addressed", "")
+    ticket = Ticket.objects.get()
+    mandate = Mandate.objects.get(ticket=ticket)
+    assert (mandate.requester, mandate.scope, mandate.strength) == (
+        "operator", "direct", "explicit")
+    assert ticket.thread.key == "room-1"
+    assert ticket.channel == Channel.objects.get(source=chat, address="room-1")
+    assert Effect.objects.filter(kind="dispatch").count() == 1
+
+
+def test_a_sender_not_allowed_opens_nothing(client, viewer, chat):
+    client.force_login(viewer)  # may chat, but is not on the source's allowed list
+    response = client.post("/panel/sources/chat/chat/", {"text": "do my homework"})
+    assert response.status_code == 302
+    trigger = Trigger.objects.get()
+    assert (trigger.actor, trigger.decision, trigger.reason) == ("viewer", "ignore",
+                                                                 "not_allowed")
+    assert not Ticket.objects.exists()
+
+
+def test_the_panel_chat_opens_a_ticket(client, operator, chat):
+    client.force_login(operator)
+    response = client.post("/panel/sources/chat/chat/", {"text": "the export is broken"})
+    assert response.status_code == 302
+    ticket = Ticket.objects.get()
+    assert ticket.title == "the export is broken"
+    assert Mandate.objects.get(ticket=ticket).strength == "explicit"
+
+
+def test_web_chat_scope_in_the_policy_tab_and_check(api, client, operator, chat):
+    client.force_login(operator)
+    html = client.get("/panel/policy/").content.decode()
+    # the web chat source's row, its addressed cell on, and a "try it" option
+    assert 'name="cell:chat:direct:addressed"' in html
+    assert 'value="chat|direct"' in html
+    check = api.post("/api/v1/policy/check", {"source": "chat", "scope": "direct",
+                                              "actor": "operator", "addressed": True},
+                     format="json")
+    assert check.status_code == 200, check.content
+    assert check.json()["decision"] == "explicit"
+    assert check.json()["rule"] == "chat.direct.addressed"
+    unknown = api.post("/api/v1/policy/check", {"source": "chat", "scope": "chat",
+                                                "actor": "operator", "addressed": True},
+                       format="json")
+    assert unknown.status_code == 400
+    assert "scope" in unknown.json()["error"]["fields"]
+
+
+# --- notices go where the request came from ---------------------------------------------
+
+def _merged(ticket):
+    """The worker ran, opened a PR, and the PR was merged: the ticket ends."""
+    engine.assignment_started(assignment_id=Assignment.objects.get(ticket=ticket).pk)
+    pr = Thread.objects.create(source=ticket.thread.source, key=f"{ticket.thread.key}-pr")
+    engine.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
+    engine.pr_closed(pr_thread_id=pr.pk, merged=True)
+    ticket.refresh_from_db()
+    assert ticket.ended_at is not None
+
+
+def _github_ticket(config=None):
+    source = Source.objects.create(kind="github", slug="gh", name="GitHub",
+                                   config=config or {})
+    thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
+    trigger = Trigger.objects.create(
+        source=source, thread=thread, external_id="c1", scope="comment", actor="octocat",
+        addressed=True, decision="explicit", strength="explicit", policy_version="v1",
+    )
+    return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+
+
+def test_a_github_only_ticket_gets_no_notice_even_with_chats_around():
+    other = Source.objects.create(kind="webchat", slug="team", name="Team")
+    Channel.objects.create(source=other, kind="chat", address="general")
+    ticket = _github_ticket()
+    _merged(ticket)
+    assert not Effect.objects.filter(kind="notice").exists()
+
+
+def test_a_web_chat_ticket_hears_the_result_in_its_own_thread(api, chat):
+    api.post("/api/v1/sources/chat/messages", {"text": "fix the login bug", "thread": "room-1"},
+             format="json")
+    other = api.post("/api/v1/sources/chat/messages", {"text": "hi", "thread": "room-2"},
+                     format="json")
+    assert other.status_code == 202
+    ticket = Ticket.objects.get(thread__key="room-1")
+    _merged(ticket)
+    outbox.drain(seconds=10)
+    (notice,) = OutgoingMessage.objects.filter(source=chat)
+    assert notice.thread_key == "room-1" and "merged" in notice.text
+
+
+def test_a_configured_notice_channel_on_the_github_source_hears_it(api):
+    team = Source.objects.create(kind="webchat", slug="team", name="Team")
+    ticket = _github_ticket({"notice_channel": "team:general"})
+    _merged(ticket)
+    outbox.drain(seconds=10)
+    (notice,) = OutgoingMessage.objects.filter(source=team)
+    assert notice.thread_key == "general" and "Fix the crash" in notice.text
+
+
+def test_a_notice_channel_naming_a_missing_or_non_chat_source_sends_nothing():
+    ticket = _github_ticket({"notice_channel": "gh:octo/app#1"})
+    _merged(ticket)
+    assert not Effect.objects.filter(kind="notice").exists()
+
+
+def test_the_notice_channel_is_validated_with_the_github_config(api):
+    body = {"kind": "github", "slug": "gh", "name": "GitHub",
+            "config": {"repo": "octo/app", "notice_channel": "not a channel"},
+            "secrets": {"webhook_secret": "s", "token": "t"}}
+    response = api.post("/api/v1/sources", body, format="json")
+    assert response.status_code == 400
+    assert "config.notice_channel" in response.json()["error"]["fields"] or \
+        "notice_channel" in str(response.json()["error"]["fields"])
+    body["config"]["notice_channel"] = "team:oc_123"
+    assert api.post("/api/v1/sources", body, format="json").status_code == 201

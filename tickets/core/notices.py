@@ -1,0 +1,23 @@
+"""Where a ticket's final notice goes (pure).
+
+A notice goes where the request came from: the chat thread that asked (Lark, web chat),
+else the notice channel its source names (`notice_channel`: `<chat source slug>:<chat id>`).
+A GitHub-only ticket with neither gets no notice: its pull request shows the result.
+"""
+
+from __future__ import annotations
+
+import re
+
+# `<source slug>:<chat id or web chat thread>`; the slug is a Django slug.
+NOTICE_CHANNEL = r"[-a-zA-Z0-9_]+:\S+"
+CHAT_KINDS = ("lark", "webchat")
+
+
+def parse_notice_channel(value) -> tuple[str, str] | None:
+    """`(source slug, address)` of a configured notice channel, or None when unset or
+    malformed (the source's config validation refuses malformed values on save)."""
+    if not isinstance(value, str) or not re.fullmatch(NOTICE_CHANNEL, value.strip()):
+        return None
+    slug, address = value.strip().split(":", 1)
+    return slug, address
