@@ -13,10 +13,10 @@ from datetime import datetime
 
 from effects import outbox
 from effects.models import EffectKind
-from tickets import engine, triage, worker
+from tickets import engine, triage, worker, workspace
 from tickets.core import failure as failures
 from tickets.models import Assignment, Eval, Input
-from tickets.tools import install_worker_bin
+from tickets.tools.worker_bin import WorkerSetupError
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,20 @@ def dispatch_assignment(effect_id: int, payload: dict) -> None:
         _dispatch_failed(assignment, failures.dispatch_failure("settings", str(exc)))
         return
     try:
-        _start_run(ticket, assignment, config)
+        worker.setup()
+        # The clone before the session: its first turn starts in the repository.
+        workdir = workspace.prepare(ticket)
+    except WorkerSetupError as exc:
+        _dispatch_failed(assignment, failures.dispatch_failure("session", str(exc),
+                                                               failures.WORKER_SETUP))
+        return
+    except workspace.WorkspaceError as exc:
+        log.warning("dispatch of ticket %s: %s", ticket.pk, exc)
+        _dispatch_failed(assignment, failures.dispatch_failure("session", str(exc),
+                                                               failures.WORKSPACE))
+        return
+    try:
+        _start_run(ticket, assignment, config, workdir)
     except sessions.CommandError as exc:
         # The session layer refused (unknown runtime, provider, model): retrying the same
         # effect cannot help; the run fails visibly until input, Retry or new settings.
@@ -84,16 +97,13 @@ def _dispatch_failed(assignment: Assignment, failure: failures.Failure) -> None:
                             failure=failure)
 
 
-def _start_run(ticket, assignment: Assignment, config) -> None:
+def _start_run(ticket, assignment: Assignment, config, workdir) -> None:
     from sessions import services as sessions
     from sessions.models import Session
 
-    install_worker_bin(worker.bin_dir())
     worker.write_token(ticket, engine.issue_assignment_token(assignment_id=assignment.pk))
     session = ticket.session or Session.objects.filter(name=worker.session_name(ticket)).first()
     if session is None:
-        workdir = worker.work_dir(ticket)
-        workdir.mkdir(parents=True, exist_ok=True)
         session = sessions.create_session(
             runtime=config.worker_runtime,
             provider=config.worker_provider.slug,

@@ -274,12 +274,14 @@ def send(source: Source, *, message_id: str, thread: str, text: str,
 
 
 def open_pull_request(source: Source, *, repo: str, title: str, body: str, head: str,
-                      base: str) -> dict:
-    """Open a pull request through the source (GitHub), once per head branch."""
+                      base: str, closes: int | None = None) -> dict:
+    """Open a pull request through the source (GitHub), once per head branch; `closes`
+    is the issue it links."""
     plug = plugin(source.kind, source.config, source.secrets)
     if not hasattr(plug, "open_pull_request"):
         raise ConfigError({"source": f"a {source.kind} source cannot open pull requests"})
-    return plug.open_pull_request(repo=repo, title=title, body=body, head=head, base=base)
+    return plug.open_pull_request(repo=repo, title=title, body=body, head=head, base=base,
+                                  closes=closes)
 
 
 def health(source: Source) -> dict:

@@ -17,6 +17,8 @@ tool_urlpatterns = [
     path("hand-back/", tools_rest.HandBackDashView.as_view(), name="tool-hand-back-dash"),
     path("reply/", tools_rest.ReplyView.as_view(), name="tool-reply"),
     path("pull_request/", tools_rest.PullRequestView.as_view(), name="tool-pull-request"),
+    path("git_credential/", tools_rest.GitCredentialView.as_view(),
+         name="tool-git-credential"),
     path("context/", tools_rest.ContextView.as_view(), name="tool-context"),
     path("whoami/", tools_rest.ContextView.as_view(), name="tool-whoami"),
 ]

@@ -1,21 +1,26 @@
 """A ticket's worker: one agent session named `worker-<ticket id>` working in one
-directory, `<data dir>/work/<ticket short name>` (seed 002, 执行器).
+directory, `<data dir>/work/<ticket short name>` (seed 002, 执行器) — a clone of the
+ticket's repository on `amux/<short name>` when it has one (tickets.workspace).
 
 The worker reaches amux only through its tools: the `amux` command first on its PATH and a
 bearer token scoped to its assignment, kept in a file amux rewrites on every dispatch. Its
-environment holds no GitHub or Lark credential.
+environment holds no GitHub or Lark credential: its git asks amux for a credential scoped
+to the ticket's repository (`git-credential-amux`, set in the worker gitconfig that
+replaces the operator's), and `gh` is a shim that acts through amux.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from tickets.models import AgentSettings, Assignment, Ticket
+from tickets.models import AgentSettings, Assignment, Source, Ticket
 from tickets.sources import plugin
-from tickets.tools import mcp_server_entry, worker_env
+from tickets.tools import install_worker_bin, mcp_server_entry, worker_env
+from tickets.tools.worker_bin import REMOVED_ENV, write_gitconfig
 
 # The worker profile: a foreground shell command still running after this many seconds
 # moves to the background (where the runtime allows it), so a slow build never keeps a
@@ -33,6 +38,24 @@ def work_dir(ticket: Ticket) -> Path:
 
 def bin_dir() -> Path:
     return Path(settings.DATA_DIR) / "worker-bin"
+
+
+def gitconfig_path() -> Path:
+    return Path(settings.DATA_DIR) / "worker-gitconfig"
+
+
+def setup() -> None:
+    """Write the worker's commands and gitconfig (every dispatch: a changed source or a
+    moved data directory is picked up). Raises WorkerSetupError on a file amux did not
+    write in the command directory."""
+    install_worker_bin(bin_dir())
+    hosts = []
+    for source in Source.objects.filter(kind="github", enabled=True):
+        api = (source.config or {}).get("api_url") or "https://api.github.com"
+        host = urlsplit(api).hostname or ""
+        # api.github.com serves github.com; an Enterprise API lives on its own host.
+        hosts.append("github.com" if host == "api.github.com" else host)
+    write_gitconfig(gitconfig_path(), bin_dir(), [h for h in hosts if h])
 
 
 def token_file(ticket: Ticket) -> Path:
@@ -59,15 +82,20 @@ def write_token(ticket: Ticket, token: str) -> Path:
 
 
 def environment(ticket: Ticket) -> dict[str, str]:
-    """The worker's variables: its tools, its ticket, and what the ticket's source plugin
-    says about where the work lives (`AMUX_GITHUB_REPO`, …; never a credential — the plugin
-    is built without the source's secrets)."""
+    """The worker's variables: its tools, its ticket, its git configuration, and what the
+    ticket's source plugin says about where the work lives (`AMUX_GITHUB_REPO`, …; never a
+    credential — the plugin is built without the source's secrets). The operator's GitHub
+    tokens are never among them."""
     source = ticket.thread.source
-    return {
+    env = {
         **plugin(source.kind, source.config).environment(),
-        **worker_env(amux_url(), token_file=str(token_file(ticket))),
+        **worker_env(amux_url(), token_file=str(token_file(ticket)),
+                     gitconfig=str(gitconfig_path())),
         "AMUX_TICKET": str(ticket.pk),
     }
+    for name in REMOVED_ENV:
+        env.pop(name, None)
+    return env
 
 
 def mcp_servers(ticket: Ticket) -> list[dict]:
@@ -104,6 +132,12 @@ def brief(ticket: Ticket, assignment: Assignment) -> str:
         "person a structured question, hand back work outside this ticket, or reply on "
         "the thread.",
     ]
+    if (work_dir(ticket) / ".git").exists():
+        lines.append(
+            f"It is a clone of the repository on the branch amux/{ticket.short_name}: "
+            "commit there and `git push` (git gets its credential from amux), then open "
+            f"the pull request with `amux pr \"<title>\" --head amux/{ticket.short_name}`."
+        )
     return "\n".join(lines)
 
 

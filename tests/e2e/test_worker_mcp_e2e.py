@@ -14,6 +14,7 @@ from sessions import services
 from sessions.models import ProviderProfile, Session, TimelineEvent
 from tests.e2e.test_executor_tools_e2e import server  # noqa: F401 - the live-server fixture
 from tests.runtimes.conftest import require_runtime
+from tests.support.git_server import served_github
 from tests.support.model_server import ModelServer, Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 from tickets import engine, worker
@@ -30,18 +31,19 @@ def ticket(settings, tmp_path, monkeypatch, server):  # noqa: F811
     settings.WORK_DIR = settings.DATA_DIR / "work"
     settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
     monkeypatch.setenv("AMUX_URL", server)
-    source = Source.objects.create(
-        kind="github", slug="gh", name="GitHub",
-        config={"repo": "octo/app", "api_url": "http://127.0.0.1:9/api/v3",
-                "handle": "amux-bot"})
-    source.secrets = {"token": GITHUB_TOKEN, "webhook_secret": "hook-secret"}
-    source.save()
-    thread = Thread.objects.create(source=source, key="octo/app#5", title="Crash")
-    trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id="c5", scope="comment", actor="octocat",
-        addressed=True, text="@amux-bot please fix the crash", decision="explicit",
-        strength="explicit", rule="gh.comment.addressed", policy_version="v1")
-    return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+    # The dispatch clones octo/app from a real git server the recording GitHub names.
+    with served_github(["octo/app"], token=GITHUB_TOKEN) as (api, _git):
+        source = Source(kind="github", slug="gh", name="GitHub",
+                        config={"repo": "octo/app", "api_url": api.url, "handle": "amux-bot"})
+        source.secrets = {"token": GITHUB_TOKEN, "webhook_secret": "hook-secret"}
+        source.save()
+        thread = Thread.objects.create(source=source, key="octo/app#5", title="Crash")
+        trigger = Trigger.objects.create(
+            source=source, thread=thread, external_id="c5", scope="comment",
+            actor="octocat", addressed=True, text="@amux-bot please fix the crash",
+            decision="explicit", strength="explicit", rule="gh.comment.addressed",
+            policy_version="v1")
+        yield engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 # how each runtime names amux's tools to the model: (namespace, prefix of a tool name)

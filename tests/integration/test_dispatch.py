@@ -6,6 +6,7 @@ from effects import outbox
 from effects.models import Effect
 from sessions import services
 from sessions.models import ProviderProfile, Session, Turn
+from tests.support.git_server import served_github
 from tickets import engine
 from tickets.models import AgentSettings, Assignment, Source, Thread, Trigger
 
@@ -16,14 +17,18 @@ pytestmark = pytest.mark.django_db
 def ticket(settings, tmp_path):
     settings.DATA_DIR = tmp_path / "data"
     settings.WORK_DIR = settings.DATA_DIR / "work"
-    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
-    thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
-    trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id="c1", scope="comment", actor="octocat",
-        text="@amux please fix the crash", decision="explicit", strength="explicit",
-        policy_version="v1",
-    )
-    return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+    with served_github(["octo/app"]) as (api, _git):  # the dispatch clones octo/app
+        source = Source(kind="github", slug="gh", name="GitHub",
+                        config={"repo": ["octo/app"], "api_url": api.url})
+        source.secrets = {"webhook_secret": "s", "token": "ghp_test"}
+        source.save()
+        thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
+        trigger = Trigger.objects.create(
+            source=source, thread=thread, external_id="c1", scope="comment",
+            actor="octocat", text="@amux please fix the crash", decision="explicit",
+            strength="explicit", policy_version="v1",
+        )
+        yield engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 def test_without_a_worker_model_the_run_fails_visibly(ticket):

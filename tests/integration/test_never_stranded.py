@@ -7,6 +7,7 @@ import pytest
 from effects import outbox
 from effects.models import Effect
 from sessions.models import ProviderProfile, Session, Turn
+from tests.support.git_server import served_github
 from tickets import engine
 from tickets.models import AgentSettings, Assignment, Input, Source, Thread, Ticket, Trigger
 
@@ -17,14 +18,19 @@ pytestmark = pytest.mark.django_db
 def ticket(settings, tmp_path):
     settings.DATA_DIR = tmp_path / "data"
     settings.WORK_DIR = settings.DATA_DIR / "work"
-    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
-    thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
-    trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id="c1", scope="comment", actor="octocat",
-        addressed=True, text="@amux please fix the crash", decision="explicit",
-        strength="explicit", rule="gh.comment.addressed", policy_version="v1",
-    )
-    return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+    with served_github(["octo/app"]) as (api, _git):  # a dispatch clones octo/app
+        source = Source(kind="github", slug="gh", name="GitHub",
+                        config={"repo": ["octo/app"], "api_url": api.url})
+        source.secrets = {"webhook_secret": "s", "token": "ghp_test"}
+        source.save()
+        thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
+        trigger = Trigger.objects.create(
+            source=source, thread=thread, external_id="c1", scope="comment",
+            actor="octocat", addressed=True, text="@amux please fix the crash",
+            decision="explicit", strength="explicit", rule="gh.comment.addressed",
+            policy_version="v1",
+        )
+        yield engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 @pytest.fixture

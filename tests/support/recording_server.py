@@ -75,6 +75,9 @@ class RecordingServer:
         self.requests: list[Recorded] = []
         self.holds: list[Hold] = []
         self.state = State()
+        # A tests/support/git_server.GitServer: repositories answer its clone_url, and a
+        # pull request whose head branch is not in its bare repository is refused (422).
+        self.git = None
         self.lock = threading.Lock()
         server = self
 
@@ -166,8 +169,12 @@ class RecordingServer:
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)", r.path)
         if m and r.method == "GET":
             owner, name = m.group(1).split("/")
-            return 200, {"full_name": m.group(1), "name": name, "owner": {"login": owner},
-                         "url": f"{base}/repos/{m.group(1)}"}
+            repo = {"full_name": m.group(1), "name": name, "owner": {"login": owner},
+                    "url": f"{base}/repos/{m.group(1)}", "default_branch": "main",
+                    "clone_url": f"https://github.example/{m.group(1)}.git"}
+            if self.git is not None:  # the git side is a real server (tests/support/git_server)
+                repo["clone_url"] = self.git.clone_url(m.group(1))
+            return 200, repo
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues", r.path)
         if m and r.method == "GET":
             since = (r.query.get("since") or [""])[0]
@@ -222,6 +229,12 @@ class RecordingServer:
             return 200, out
         if m and r.method == "POST":
             repo = m.group(1)
+            if self.git is not None and not self.git.has_branch(repo, r.body.get("head", "")):
+                # What GitHub answers for a head branch the repository does not have.
+                return 422, {"message": "Validation Failed", "errors": [
+                    {"resource": "PullRequest", "field": "head", "code": "invalid"}],
+                    "documentation_url": "https://docs.github.com/rest/pulls/pulls"
+                                         "#create-a-pull-request"}
             number = max([n for (rp, n) in self.state.issues if rp == repo] +
                          [n for (rp, n) in self.state.pulls if rp == repo] + [0]) + 1
             owner = repo.split("/")[0]
@@ -284,7 +297,9 @@ class RecordingServer:
             return 200, {"url": f"{base}/repos/{repo}/issues/{number}", "number": number,
                          "id": 500 + number, "title": issue.get("title", ""),
                          "body": issue.get("body", ""), "user": {"login": "octocat"},
-                         "created_at": "2026-11-01T00:00:00Z", "state": "open"}
+                         "created_at": "2026-11-01T00:00:00Z", "state": "open",
+                         **({"pull_request": {"url": f"{base}/repos/{repo}/pulls/{number}"}}
+                            if issue.get("is_pr") else {})}
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)/comments", r.path)
         if m:
             key = (m.group(1), int(m.group(2)))

@@ -21,12 +21,16 @@ from tickets.core.errors import CommandRefused, TicketEnded
 SETTINGS_MISSING = "settings_missing"
 DISPATCH_ERROR = "dispatch_error"
 TURN_FAILED = "turn_failed"
+WORKER_SETUP = "worker_setup"  # a file amux did not write in the worker's command directory
+WORKSPACE = "workspace_error"  # the ticket's repository could not be cloned
 
 # What the ticket page says after "Failed — ": the reason in a person's words.
 REASONS = {
     SETTINGS_MISSING: "agent settings are not filled in",
     DISPATCH_ERROR: "the worker could not start",
     TURN_FAILED: "the worker's turn failed",
+    WORKER_SETUP: "the worker's command directory holds a file amux did not write",
+    WORKSPACE: "the ticket's repository could not be cloned",
     "unknown_runtime": "the worker runtime is not installed",
     "unknown_provider": "the worker provider does not exist",
     "provider_unsupported": "the runtime cannot use this provider",

@@ -11,6 +11,8 @@ import hashlib
 import hmac
 import json
 import logging
+import threading
+import time
 from datetime import datetime
 from urllib.parse import parse_qs
 
@@ -52,6 +54,13 @@ HANDLED = {
 CI_EVENTS = ("check_suite", "check_run", "workflow_run", "status")
 # Pull request actions that change what amux knows of it (head, text, state).
 PR_UPDATES = {"reopened", "edited", "synchronize", "ready_for_review", "converted_to_draft"}
+
+
+# Installation tokens minted per repository: (api, app id, repo) -> (token, expires at).
+# In memory only, per process; a token is minted again this long before it expires.
+TOKEN_MARGIN = 300
+_minted: dict[tuple[str, str, str], tuple[str, float]] = {}
+_minted_lock = threading.Lock()
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -324,22 +333,70 @@ class GitHub(SourceKind):
         }
 
     # -- client ------------------------------------------------------------------------
-    def client(self):
-        from github import Auth, Github, GithubIntegration
-
+    def _api(self) -> dict:
         api_url = self.config.get("api_url") or "https://api.github.com"
-        kwargs = {"base_url": api_url, "timeout": 15, "retry": None}
+        return {"base_url": api_url, "timeout": 15, "retry": None}
+
+    def _integration(self):
+        from github import Auth, GithubIntegration
+
+        app_auth = Auth.AppAuth(self.secrets["app_id"], self.secrets["private_key"])
+        return GithubIntegration(auth=app_auth, **self._api())
+
+    def _installation(self, gi, repo: str | None = None) -> int:
+        inst = self.secrets.get("installation_id")
+        if inst:
+            return int(inst)
+        owner, name = (repo or sorted(self.repos)[0]).split("/", 1)
+        return gi.get_repo_installation(owner, name).id
+
+    def client(self):
+        from github import Auth, Github
+
         if self.secrets.get("token"):
-            return Github(auth=Auth.Token(self.secrets["token"]), **kwargs)
+            return Github(auth=Auth.Token(self.secrets["token"]), **self._api())
         if self.secrets.get("app_id") and self.secrets.get("private_key"):
-            app_auth = Auth.AppAuth(self.secrets["app_id"], self.secrets["private_key"])
-            gi = GithubIntegration(auth=app_auth, **kwargs)
-            inst = self.secrets.get("installation_id")
-            if not inst:
-                owner, name = sorted(self.repos)[0].split("/", 1)
-                inst = gi.get_repo_installation(owner, name).id
-            return gi.get_github_for_installation(int(inst))
+            gi = self._integration()
+            return gi.get_github_for_installation(self._installation(gi))
         raise ConfigError({"secrets.token": "set a token, or app_id and private_key"})
+
+    def _own(self, repo: str) -> str:
+        if repo.lower() not in self.repos:
+            raise ConfigError({"repo": f"{repo} is not a repository of this source"})
+        return repo.lower()
+
+    def repository(self, repo: str) -> dict:
+        """Where git reaches `repo` (the API's own `clone_url`: github.com, an Enterprise
+        host, or a test server) and its default branch."""
+        self._own(repo)
+        gh_repo = self.client().get_repo(repo)
+        return {"clone_url": gh_repo.clone_url, "default_branch": gh_repo.default_branch}
+
+    def git_credential(self, repo: str) -> tuple[str, str]:
+        """(username, password) for git over HTTPS to `repo`. A token source answers its
+        own token; a GitHub App answers an installation token minted for this repository
+        alone, kept until shortly before it expires."""
+        self._own(repo)
+        if self.secrets.get("token"):
+            return "x-access-token", self.secrets["token"]
+        if not (self.secrets.get("app_id") and self.secrets.get("private_key")):
+            raise ConfigError({"secrets.token": "set a token, or app_id and private_key"})
+        key = (self._api()["base_url"], str(self.secrets["app_id"]), repo.lower())
+        with _minted_lock:
+            cached = _minted.get(key)
+        if cached and cached[1] - time.time() > TOKEN_MARGIN:
+            return "x-access-token", cached[0]
+        gi = self._integration()
+        installation = self._installation(gi, repo)
+        # PyGithub's get_access_token takes permissions only; the REST call takes the
+        # repositories the token may reach, which is the point here.
+        _headers, data = gi.requester.requestJsonAndCheck(
+            "POST", f"/app/installations/{installation}/access_tokens",
+            headers=gi._get_headers(), input={"repositories": [repo.split("/", 1)[1]]})
+        expires = datetime.fromisoformat(str(data["expires_at"]).replace("Z", "+00:00"))
+        with _minted_lock:
+            _minted[key] = (data["token"], expires.timestamp())
+        return "x-access-token", data["token"]
 
     def _issue(self, gh, thread: str):
         repo, _, number = thread.partition("#")
@@ -373,16 +430,25 @@ class GitHub(SourceKind):
             return SendResult.RETRY
 
     def open_pull_request(self, *, repo: str, title: str, body: str, head: str,
-                          base: str) -> dict:
+                          base: str, closes: int | None = None) -> dict:
         """Open a pull request, once per head branch: if one is already open for `head`
-        (a retry after a crash), that one is returned."""
-        if repo.lower() not in self.repos:
-            raise ConfigError({"repo": f"{repo} is not a repository of this source"})
+        (a retry after a crash), that one is returned. `closes` is the ticket's issue: the
+        body says `Fixes #N` (unless it already closes it) so that merging closes it."""
+        from github import GithubException
+
+        self._own(repo)
         gh_repo = self.client().get_repo(repo)
         owner = repo.split("/", 1)[0]
         for pull in gh_repo.get_pulls(state="open", head=f"{owner}:{head}"):
             return {"number": pull.number, "url": pull.html_url, "created": False}
-        pull = gh_repo.create_pull(title=title, body=body, head=head, base=base)
+        if closes and closes not in closed_issues(body, repo) and _is_issue(gh_repo, closes):
+            body = f"{body.rstrip()}\n\nFixes #{closes}".lstrip()
+        try:
+            pull = gh_repo.create_pull(title=title, body=body, head=head, base=base)
+        except GithubException as exc:
+            if exc.status == 422:
+                raise ConfigError({"head": _validation(exc)}) from exc
+            raise
         return {"number": pull.number, "url": pull.html_url, "created": True}
 
     def thread_context(self, thread, meta, ctx, limit=20):
@@ -408,6 +474,23 @@ class GitHub(SourceKind):
         since = datetime.fromisoformat(cursor) if cursor else None
         envs, newest = catch_up(self, self.client(), since, list(watching or []))
         return envs, (newest.isoformat() if newest else cursor)
+
+
+def _is_issue(gh_repo, number: int) -> bool:
+    try:
+        return gh_repo.get_issue(number).pull_request is None
+    except Exception:  # unknown number: link nothing rather than fail the pull request
+        return False
+
+
+def _validation(exc) -> str:
+    """GitHub's 422 in a sentence: `head invalid` means the branch is not on the remote."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    errors = data.get("errors") or []
+    parts = [e.get("message") or f"{e.get('field')} {e.get('code')}" for e in errors
+             if isinstance(e, dict)]
+    return f"GitHub refused it: {data.get('message') or 'Validation Failed'}" + (
+        f" ({'; '.join(parts)})" if parts else "")
 
 
 def _ci_pr_number(obj: dict):

@@ -94,6 +94,10 @@ class Lark(SourceKind):
               pattern=r"[A-Za-z0-9_-]+",
               help="chat ids whose unaddressed messages become candidates"),
         Field("doc_comments", "Document comments", "bool", default=False),
+        # No default: a source without it keeps its config as it was.
+        Field("repo", "Default repository", pattern=r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+",
+              help="owner/name of a repository a GitHub source serves: tickets from here "
+                   "work in a clone of it (empty: an empty directory)"),
         Field("documents", "Watched documents", "list", default=[],
               pattern=rf"({'|'.join(DOC_TYPES)}):[A-Za-z0-9_-]+",
               help="type:token (e.g. docx:doxcnAbc…), one per line; their comments are "

@@ -27,6 +27,10 @@ class WebChat(SourceKind):
     has_webhook = False
     fields = (
         Field("title", "Title shown above the chat", default="amux"),
+        # No default: a source without it keeps its config as it was.
+        Field("repo", "Default repository", pattern=r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+",
+              help="owner/name of a repository a GitHub source serves: tickets from here "
+                   "work in a clone of it (empty: an empty directory)"),
     )
     secret_fields = ()
 

@@ -33,6 +33,9 @@ examples:
   amux hand-back 42 "asks for a new feature, not this bug"
   amux reply "Reproduced; a fix is on its way."
   amux pr "Fix the login crash" --head amux/t12-login --body "Fixes #12"
+
+Commit and `git push` as usual: git asks amux for a credential for your ticket's
+repository. `amux pr` pushes your branch first when the remote does not have it.
 """
 
 
@@ -176,7 +179,8 @@ def parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("pr", parents=[common], aliases=["pull-request"],
                         help="open the ticket's pull request from a pushed branch")
     pr.add_argument("title", help="the pull request's title")
-    pr.add_argument("--head", required=True, help="the branch you pushed")
+    pr.add_argument("--head", required=True,
+                    help="your branch (amux pushes it if the remote does not have it)")
     pr.add_argument("--base", default=None, help="target branch (default: the default branch)")
     pr.add_argument("--body", default="", help="the description ('-' reads stdin)")
 
@@ -219,7 +223,92 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
+# --- git's credential helper (git-credential-amux) ---------------------------------------
+
+
+def credential_main(argv: list[str]) -> int:
+    """git's credential-helper protocol: on `get`, read protocol/host/path from stdin and
+    answer the credential amux gives for this ticket's repository (nothing is stored)."""
+    request = {}
+    for line in sys.stdin:
+        line = line.rstrip("\n")
+        if not line:
+            break
+        key, _, value = line.partition("=")
+        request[key] = value
+    if not argv or argv[0] != "get":
+        return 0  # `store` and `erase`: amux keeps nothing to store or erase
+    try:
+        answer = call("POST", "git_credential", {
+            "protocol": request.get("protocol", ""), "host": request.get("host", ""),
+            "path": request.get("path", "")})
+    except Failure as failure:
+        print(f"git-credential-amux: {failure.message}", file=sys.stderr)
+        return 1
+    sys.stdout.write(f"username={answer['username']}\npassword={answer['password']}\n")
+    return 0
+
+
+# --- the `gh` shim ------------------------------------------------------------------------
+
+GH_REFUSAL = ("gh is not available to amux workers; use `amux …` instead "
+              "(`amux pr` opens the pull request, `amux reply` comments on the thread, "
+              "`amux context` shows the ticket)")
+
+
+def gh_main(argv: list[str]) -> int:
+    """`gh pr create` acts through amux (`amux pr`); anything else fails with a clear
+    message: the worker holds no GitHub credential for gh to use."""
+    if argv[:2] != ["pr", "create"]:
+        print(GH_REFUSAL, file=sys.stderr)
+        return 1
+    opts = argparse.ArgumentParser(prog="gh pr create", add_help=False,
+                                   description="opens the pull request through amux")
+    opts.add_argument("-t", "--title")
+    opts.add_argument("-b", "--body", default="")
+    opts.add_argument("-F", "--body-file")
+    opts.add_argument("-H", "--head")
+    opts.add_argument("-B", "--base")
+    opts.add_argument("-f", "--fill", action="store_true")
+    args, unknown = opts.parse_known_args(argv[2:])
+    if unknown:
+        print(f"gh pr create (through amux) does not take {' '.join(unknown)}; "
+              "use --title, --body/--body-file, --head, --base or --fill", file=sys.stderr)
+        return 2
+    body = args.body
+    if args.body_file == "-":
+        body = sys.stdin.read()
+    elif args.body_file:
+        with open(args.body_file, encoding="utf-8") as fh:
+            body = fh.read()
+    head = args.head or _git_out("rev-parse", "--abbrev-ref", "HEAD")
+    title = args.title or (_git_out("log", "-1", "--format=%s") if args.fill else "")
+    if not title:
+        print("gh pr create: --title is required (or --fill)", file=sys.stderr)
+        return 2
+    try:
+        result = call("POST", "pull_request", {"title": title, "head": head,
+                                               "base": args.base, "body": body})
+    except Failure as failure:
+        print(f"gh: {failure.message}", file=sys.stderr)
+        return 1
+    print(result["url"])
+    return 0
+
+
+def _git_out(*args: str) -> str:
+    import subprocess
+
+    done = subprocess.run(["git", *args], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["git-credential"]:
+        return credential_main(argv[1:])
+    if argv[:1] == ["gh"]:
+        return gh_main(argv[1:])
     args = parser().parse_args(argv)
     try:
         run(args)

@@ -164,6 +164,23 @@ class PullRequestView(ToolView):
             body=d.get("body")), status=201)
 
 
+class GitCredentialSerializer(serializers.Serializer):
+    protocol = serializers.CharField()
+    host = serializers.CharField()
+    path = serializers.CharField(required=False, allow_blank=True)
+
+
+class GitCredentialView(ToolView):
+    """For the worker's git credential helper (`git-credential-amux`), not for the model."""
+
+    @extend_schema(request=GitCredentialSerializer, responses=dict,
+                   description="A git credential for the ticket's own repository (git's "
+                   "credential-helper `get`); any other host or path answers 403.")
+    def post(self, request):
+        return self._run(request, lambda a, d: service.git_credential(
+            a, protocol=d.get("protocol"), host=d.get("host"), path=d.get("path")))
+
+
 class ContextView(ToolView):
     @extend_schema(responses=dict, description=service.DESCRIPTIONS["context"])
     def get(self, request):

@@ -40,8 +40,10 @@ DESCRIPTIONS = {
         "outside the mandate. amux then decides separately whether to take it on."
     ),
     "pull_request": (
-        "Open the pull request of your ticket on its GitHub repository, from the branch you "
-        "pushed (head) into base (the default branch when omitted), with a title and body. "
+        "Open the pull request of your ticket on its GitHub repository, from your branch "
+        "(head, e.g. amux/<ticket short name>) into base (the default branch when omitted), "
+        "with a title and body. If the remote does not have the branch yet, amux pushes it "
+        "from your work directory first. The body gets 'Fixes #N' for the ticket's issue. "
         "Opening it again for the same branch returns the same pull request. The ticket "
         "then waits for review; it ends when the pull request is merged or closed."
     ),
@@ -56,6 +58,7 @@ DESCRIPTIONS = {
 }
 
 REF_INPUT = re.compile(r"^input:(\d+)$")
+BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 RECENT_INPUTS = 20
 
 
@@ -260,29 +263,82 @@ def reply(assignment: Assignment, *, text) -> dict:
 
 def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -> dict:
     """Open the ticket's pull request through its GitHub source (amux holds the
-    credentials; the worker never does). Once per head branch: a retry returns the same PR."""
-    from tickets import intake
+    credentials; the worker never does). The head branch is pushed from the worker's
+    directory first when the remote does not have it yet. Once per head branch: a retry
+    returns the same PR."""
+    from github import GithubException
+
+    from tickets import intake, workspace
     from tickets.sources.base import ConfigError
 
     title = _text(title, "title", required=True)
-    head = _text(head, "head", required=True)
+    head = _text(head, "head", required=True).strip()
     body = _text(body, "body", required=False)
+    if not BRANCH.fullmatch(head) or ".." in head or head.endswith((".lock", "/")):
+        raise _invalid("head", f"{head!r} is not a branch name")
     _ticket_open(assignment)
     ticket = assignment.ticket
-    source = ticket.thread.source
-    if source.kind != "github":
-        raise _invalid("head", "this ticket's source is not GitHub; there is no pull request")
-    repo = ticket.thread.key.partition("#")[0]
-    base = _text(base, "base", required=False) or source.config.get("default_branch") or "main"
+    try:
+        found = workspace.repository_of(ticket)
+    except workspace.WorkspaceError as exc:
+        raise _invalid("head", str(exc)) from exc
+    if found is None:
+        raise _invalid("head", "this ticket has no GitHub repository; there is no pull request")
+    source, repo = found
+    try:
+        origin = workspace.origin_for(source, repo)
+        workspace.push_if_missing(ticket, head)
+    except workspace.WorkspaceError as exc:
+        raise ToolRefused(409, "not_pushed", f"head: {exc}", {"head": [str(exc)]}) from exc
+    base = _text(base, "base", required=False) or origin.default_branch
+    thread = ticket.thread
+    closes = None
+    number = thread.key.rpartition("#")[2]
+    if thread.source_id == source.pk and "#" in thread.key and number.isdigit():
+        closes = int(number)
     try:
         pr = intake.open_pull_request(source, repo=repo, title=title, body=body, head=head,
-                                      base=base)
+                                      base=base, closes=closes)
     except ConfigError as exc:
         raise _invalid("head", f"the source cannot open it: {exc}") from exc
+    except GithubException as exc:
+        raise ToolRefused(503, "github_unavailable",
+                          f"GitHub did not open it (HTTP {exc.status}); try again") from exc
     engine.pr_opened(ticket_id=ticket.pk, thread_key=f"{repo}#{pr['number']}", url=pr["url"],
                      title=title)
     return {"ticket": ticket.pk, "number": pr["number"], "url": pr["url"],
             "created": pr["created"]}
+
+
+def git_credential(assignment: Assignment, *, protocol, host, path) -> dict:
+    """A git credential for the ticket's own repository, for the worker's credential
+    helper (git's `get` request: protocol, host, path). Any other host or path: 403."""
+    from tickets import workspace
+    from tickets.sources import plugin
+
+    protocol = _text(protocol, "protocol", required=True).strip().lower()
+    host = _text(host, "host", required=True).strip().lower()
+    path = _text(path, "path", required=False).strip()
+    _ticket_open(assignment)
+    ticket = assignment.ticket
+    try:
+        found = workspace.repository_of(ticket)
+        if found is None:
+            raise ToolRefused(403, "no_repository", "this ticket has no repository")
+        source, repo = found
+        origin = workspace.origin_for(source, repo)
+    except workspace.WorkspaceError as exc:  # GitHub did not describe the repository
+        raise ToolRefused(503, "repository_unavailable", str(exc)) from exc
+    if not workspace.same_repository(origin.clone_url, protocol, host, path):
+        raise ToolRefused(403, "permission_denied",
+                          f"credentials are given only for {origin.clone_url}")
+    try:
+        username, password = plugin(source.kind, source.config, source.secrets
+                                    ).git_credential(repo)
+    except Exception as exc:  # an App token could not be minted: GitHub down or refusing
+        raise ToolRefused(503, "credential_unavailable",
+                          f"no credential for {repo} now; try again") from exc
+    return {"protocol": protocol, "host": host, "username": username, "password": password}
 
 
 def _input(item: Input) -> dict:

@@ -1,43 +1,125 @@
-"""Put the `amux` command into a worker's bin directory (first on its PATH)."""
+"""The worker's command directory (first on its PATH) and its git configuration.
+
+Seed 002's setup: amux writes the commands a worker may use into one directory — `amux`
+(its tools), `git-credential-amux` (git asks amux for a credential scoped to the ticket's
+repository) and a `gh` shim that acts through amux or says plainly that it cannot — and a
+gitconfig that replaces the operator's. A file in that directory that amux did not write
+fails the setup: nobody slips a command in front of the worker.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 CLI_SOURCE = Path(__file__).with_name("amux_cli.py")
 
+# The shims run the `amux` command next to them (they never look it up on PATH).
+SHIMS = {
+    "git-credential-amux": '#!/bin/sh\nexec "$(dirname "$0")/amux" git-credential "$@"\n',
+    "gh": '#!/bin/sh\nexec "$(dirname "$0")/amux" gh "$@"\n',
+}
+MANAGED = frozenset({"amux", *SHIMS})
+
+
+class WorkerSetupError(RuntimeError):
+    """The worker's command directory holds something amux did not put there."""
+
+
+def _write(target: Path, data: bytes) -> None:
+    partial = target.with_name(f".{target.name}.partial")
+    partial.write_bytes(data)
+    partial.chmod(0o755)
+    os.replace(partial, target)
+
+
+def check_worker_bin(directory: str | os.PathLike) -> None:
+    """Refuse a directory with files amux does not write (a left-over `.partial` of an
+    interrupted write is amux's own)."""
+    for entry in sorted(Path(directory).iterdir()):
+        name = entry.name
+        if name in MANAGED and entry.is_file() and not entry.is_symlink():
+            continue
+        if name.startswith(".") and name.endswith(".partial"):
+            continue
+        raise WorkerSetupError(
+            f"unknown file in the worker's command directory: {entry} (remove it)")
+
 
 def install_worker_bin(directory: str | os.PathLike, python: str | None = None) -> Path:
-    """Write the `amux` shim (a stdlib-only Python script) into `directory` and return its
-    path. Idempotent: an existing shim is replaced atomically. The worker finds amux through
-    AMUX_API_URL and AMUX_ASSIGNMENT_TOKEN in its environment. The shim runs with the
-    worker's `python3` (`#!/usr/bin/env python3`) unless `python` names an interpreter."""
+    """Write the `amux` command (a stdlib-only Python script) and the git/gh shims into
+    `directory` and return the `amux` path. Idempotent: each file is replaced atomically.
+    Raises WorkerSetupError when the directory holds a file amux did not write. The shim
+    runs with the worker's `python3` (`#!/usr/bin/env python3`) unless `python` names an
+    interpreter."""
     target_dir = Path(directory)
     target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / "amux"
-    partial = target_dir / ".amux.partial"
+    check_worker_bin(target_dir)
     source = CLI_SOURCE.read_bytes()
     if python:
         _first, _, rest = source.partition(b"\n")
         source = f"#!{python}".encode() + b"\n" + rest
-    partial.write_bytes(source)
-    partial.chmod(0o755)
+    target = target_dir / "amux"
+    _write(target, source)
+    for name, text in SHIMS.items():
+        _write(target_dir / name, text.encode())
+    return target
+
+
+def gitconfig_text(bin_directory: str | os.PathLike, hosts: list[str] | None = None,
+                   lfs: bool | None = None) -> str:
+    """The worker's global git configuration (it replaces the operator's): a default
+    identity (each clone sets the agent's own), amux's credential helper, SSH remotes
+    rewritten to HTTPS for every GitHub host amux serves, and LFS when it is installed."""
+    helper = Path(bin_directory) / "git-credential-amux"
+    lines = [
+        "# Written by amux on every dispatch; edits are replaced.",
+        "[user]", "\tname = amux", "\temail = amux@users.noreply.github.com",
+        "[credential]", "\thelper =", f"\thelper = {helper}", "\tuseHttpPath = true",
+        "[init]", "\tdefaultBranch = main",
+        "[push]", "\tautoSetupRemote = true",
+    ]
+    for host in sorted(set(hosts or []) | {"github.com"}):
+        lines += [f'[url "https://{host}/"]', f"\tinsteadOf = git@{host}:",
+                  f"\tinsteadOf = ssh://git@{host}/"]
+    if lfs if lfs is not None else shutil.which("git-lfs"):
+        lines += ['[filter "lfs"]', "\tclean = git-lfs clean -- %f",
+                  "\tsmudge = git-lfs smudge -- %f", "\tprocess = git-lfs filter-process",
+                  "\trequired = true"]
+    return "\n".join(lines) + "\n"
+
+
+def write_gitconfig(path: str | os.PathLike, bin_directory: str | os.PathLike,
+                    hosts: list[str] | None = None) -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    partial.write_text(gitconfig_text(bin_directory, hosts))
+    partial.chmod(0o644)
     os.replace(partial, target)
     return target
 
 
+# Never in a worker's environment: the operator's GitHub credentials (seed 002, setup).
+REMOVED_ENV = ("GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN")
+
+
 def worker_env(base_url: str, token: str | None = None, *,
-               token_file: str | None = None) -> dict[str, str]:
+               token_file: str | None = None, gitconfig: str | None = None) -> dict[str, str]:
     """The variables a worker session needs to reach its tools. `base_url` is where amux
     serves, e.g. http://127.0.0.1:8000; the token is given directly or as a file that amux
-    rewrites on every dispatch (so a long-lived session follows re-issued tokens)."""
+    rewrites on every dispatch (so a long-lived session follows re-issued tokens).
+    `gitconfig` replaces the operator's global and system git configuration."""
     base = base_url.rstrip("/")
     env = {"AMUX_API_URL": f"{base}/api/v1", "AMUX_MCP_URL": f"{base}/mcp"}
     if token:
         env["AMUX_ASSIGNMENT_TOKEN"] = token
     if token_file:
         env["AMUX_ASSIGNMENT_TOKEN_FILE"] = token_file
+    if gitconfig:
+        env.update({"GIT_CONFIG_GLOBAL": gitconfig, "GIT_CONFIG_NOSYSTEM": "1",
+                    "GIT_TERMINAL_PROMPT": "0"})
     return env
 
 

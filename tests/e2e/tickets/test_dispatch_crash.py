@@ -17,6 +17,7 @@ from django.core.cache import cache
 from effects import outbox
 from effects.models import Effect
 from sessions.models import ProviderProfile, Session, Turn
+from tests.support.git_server import GitServer
 from tests.support.recording_server import RecordingServer
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
 from tickets import engine, worker
@@ -37,7 +38,9 @@ def github(settings, tmp_path):
     settings.WORK_DIR.mkdir(parents=True)
     purge_queues()
     cache.delete(outbox.KICK_FLAG)  # the commit's kick must reach the first worker
-    with RecordingServer() as server:
+    with RecordingServer() as server, GitServer(token="ghp_test") as git_server:
+        git_server.create(REPO, {"README.md": "app\n"})
+        server.git = git_server  # the dispatch clones the repository from here
         server.state.issues[(REPO, 7)] = {"title": "Login crash", "body": "It crashes"}
         yield server
     purge_queues()
@@ -89,7 +92,7 @@ def test_a_worker_killed_mid_dispatch_recovers_without_a_duplicate_comment(githu
         assert set(Effect.objects.values_list("pk", flat=True)) == {dispatch.pk, relay.pk}
         assert len(github.state.comments[(REPO, 7)]) == 1
         assignment.refresh_from_db()
-        assert assignment.state == "running"
+        assert assignment.state == "running", assignment.end_reason
 
         second = Worker("outbox-second", env, queues="default", beat=True,
                         log=tmp_path / "second.log")

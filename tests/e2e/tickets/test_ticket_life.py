@@ -1,10 +1,13 @@
 """A ticket's whole life with a real runtime (Pi) against the scripted model server, real
-GitHub webhooks signed as GitHub signs them, and PyGithub against a recording server:
+GitHub webhooks signed as GitHub signs them, PyGithub against a recording server, and a
+real git server (git http-backend over smart HTTP, the source's token as its password):
 
-"@amux-bot please fix …" from an allowed login → explicit ticket → the worker writes a
-file in its work directory, opens a PR through amux and reports done → awaiting review →
-PR merged → ended, with one notice to the chat channel → a later comment revives it under
-the same mandate."""
+"@amux-bot please fix …" from an allowed login → explicit ticket → the worker starts in a
+clone of the repository on amux/<short name>, commits, `git push`es (its git asks amux for
+the credential), opens the PR with `amux pr` and reports done → awaiting review → PR
+merged → ended, with one notice to the chat channel → a later comment revives it under
+the same mandate, in the same directory and branch. The source's token is never in the
+work directory, the worker's environment, the timeline or the logs."""
 
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ import pytest
 
 from effects import outbox
 from policy import services as policy
-from sessions.models import ProviderProfile
+from sessions.models import ProviderProfile, Session, TimelineEvent
 from sessions.runtimes.base import tagged_pids
+from tests.support.git_server import GitServer, git
 from tests.support.github_payloads import example, signed
 from tests.support.model_server import ModelServer, Text, ToolCall
 from tests.support.recording_server import RecordingServer
@@ -37,6 +41,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.m
 
 SECRET = "webhook-secret"
 REPO = "Codertocat/Hello-World"
+TOKEN = "ghp_sourcetoken_e2e"
 
 
 def stage(ticket) -> str:
@@ -66,7 +71,11 @@ def world(settings, tmp_path, live_server, monkeypatch):
     settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
     # The worker's `amux` command reaches this test's live server.
     monkeypatch.setenv("AMUX_URL", live_server.url)
-    with RecordingServer() as github, ModelServer() as model:
+    # The operator's own GitHub token must never reach a worker.
+    monkeypatch.setenv("GH_TOKEN", "ghp_operator_e2e")
+    with RecordingServer() as github, ModelServer() as model, GitServer(TOKEN) as git_server:
+        git_server.create(REPO, {"README.md": "Hello World\n"})
+        github.git = git_server
         issue = comment("", 0)["issue"]
         github.state.issues[(REPO, issue["number"])] = {"title": issue["title"]}
         config = GitHub.validate_config({"repo": [REPO], "handle": "amux-bot",
@@ -74,7 +83,7 @@ def world(settings, tmp_path, live_server, monkeypatch):
                                          # results are announced in the team's web chat
                                          "notice_channel": "team:general"})
         source = Source(kind="github", slug="gh", name="GitHub", config=config)
-        source.secrets = {"webhook_secret": SECRET, "token": "ghp_test"}
+        source.secrets = {"webhook_secret": SECRET, "token": TOKEN}
         source.save()
         chat_source = Source.objects.create(kind="webchat", slug="team", name="Team chat")
         chat = Channel.objects.create(source=chat_source, kind="chat", address="general")
@@ -87,14 +96,23 @@ def world(settings, tmp_path, live_server, monkeypatch):
         AgentSettings.objects.update_or_create(pk=1, defaults={
             "worker_runtime": "pi", "worker_provider": provider,
             "worker_model": "scripted-model"})
-        yield {"github": github, "model": model, "chat": chat, "issue": issue}
+        yield {"github": github, "model": model, "chat": chat, "issue": issue,
+               "git": git_server}
 
 
-def test_from_comment_to_merged_pr_then_revival(client, world, settings):
-    github, model = world["github"], world["model"]
+def _containing(root: Path, needle: str) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+def test_from_comment_to_merged_pr_then_revival(client, world, settings, caplog):
+    caplog.set_level("DEBUG")
+    github, model, git_server = world["github"], world["model"], world["git"]
     model.script(
-        ToolCall("echo fixed > fix.txt"),
-        ToolCall("amux pr 'Fix the crash' --head amux/fix-crash --body 'Fixes the crash'"),
+        ToolCall("env | sort; git config --show-origin --list"),
+        ToolCall("echo fixed > fix.txt && git add fix.txt && git commit -qm 'Fix the crash' "
+                 "&& git push -q && git log -1 --format=%an"),
+        ToolCall("amux pr 'Fix the crash' --head \"$(git branch --show-current)\" "
+                 "--body 'Guards the nil session.'"),
         ToolCall("amux report done 'Opened the pull request'"),
         Text("Done: the fix is in a pull request."),
     )
@@ -105,23 +123,49 @@ def test_from_comment_to_merged_pr_then_revival(client, world, settings):
     mandate = Mandate.objects.get(ticket=ticket)
     assert (mandate.requester, mandate.strength, mandate.scope) == (
         "octocat", "explicit", "comment")
+    branch = f"amux/{ticket.short_name}"
 
-    outbox.drain(seconds=30)  # dispatch: the worker session, its tools and its brief
+    outbox.drain(seconds=30)  # dispatch: the clone, the worker session, its tools and brief
     ticket.refresh_from_db()
     assert ticket.session is not None and ticket.session.name == f"worker-{ticket.pk}"
     assert stage(ticket) == "working"
+    workdir = Path(ticket.session.workdir)
+    assert workdir == Path(settings.WORK_DIR) / ticket.short_name
+    assert (workdir / "README.md").read_text() == "Hello World\n"
     type(ticket.session).objects.filter(pk=ticket.session_id).update(idle_timeout_s=1)
     assert run_host(ticket.session_id) == "slept"
 
-    workdir = Path(ticket.session.workdir)
-    assert (workdir / "fix.txt").read_text() == "fixed\n"
-    assert workdir == Path(settings.WORK_DIR) / ticket.short_name
+    # The worker's own commit, pushed by the worker's own git, is on its branch.
+    assert git_server.show(REPO, branch, "fix.txt") == "fixed\n"
+    assert git_server.log(REPO, branch)[0] == (
+        "amux-bot <amux-bot@users.noreply.github.com>|Fix the crash")
+    assert git("branch", "--show-current", cwd=workdir).strip() == branch
+    # The worker pushed it, not amux: git met the server's 401 on receive-pack and asked
+    # its credential helper (amux's own git sends the header unasked and never sees a 401).
+    pushes = [status for method, path, status, _ in git_server.requests
+              if "git-receive-pack" in path]
+    assert pushes[:1] == ["401"] and "200" in pushes
     created = github.matching("POST", rf"/repos/{REPO}/pulls")
-    assert len(created) == 1 and created[0].body["head"] == "amux/fix-crash"
+    assert len(created) == 1 and created[0].body["head"] == branch
     assert created[0].body["base"] == "main"
+    assert created[0].body["body"] == (
+        f"Guards the nil session.\n\nFixes #{world['issue']['number']}")
     ticket.refresh_from_db()
     assert ticket.pr_state == "open" and ticket.pr_url.endswith("/pull/2")
     assert stage(ticket) == "awaiting_review"
+
+    # No token anywhere the worker or a reader can see it.
+    seen_by_worker = str([r.body for r in model.requests])
+    assert "AMUX_ASSIGNMENT_TOKEN_FILE=" in seen_by_worker  # the env listing did run
+    assert "credential.helper=" in seen_by_worker
+    session = Session.objects.get(pk=ticket.session_id)
+    for text in (seen_by_worker, str(session.runtime_env), str(session.snapshot),
+                 str(list(TimelineEvent.objects.values_list("payload", flat=True))),
+                 caplog.text):
+        assert TOKEN not in text
+        assert "ghp_operator_e2e" not in text and "GH_TOKEN" not in text
+    assert _containing(workdir, TOKEN) == []
+    assert _containing(Path(settings.DATA_DIR), TOKEN) == []
 
     # The corpus has no merged PR: a closed one, merged.
     merged = example("pull_request", "closed")
@@ -149,6 +193,10 @@ def test_from_comment_to_merged_pr_then_revival(client, world, settings):
     outbox.drain(seconds=30)
     assert run_host(ticket.session_id) == "slept"
     assert "one more thing" in str(model.requests[-1].body)
+    # … in the same directory, on the same branch, with the worker's commit.
+    assert Ticket.objects.get(pk=ticket.pk).session.workdir == str(workdir)
+    assert git("branch", "--show-current", cwd=workdir).strip() == branch
+    assert (workdir / "fix.txt").read_text() == "fixed\n"
 
     # Outbound messages people received for this ticket: the one merge notice.
     outbound = notices.count() + len(github.matching("POST", r".*/comments"))

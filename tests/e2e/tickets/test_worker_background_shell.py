@@ -45,10 +45,11 @@ def model(settings, tmp_path):
 
 
 def _worker_session() -> Session:
-    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
-    thread = Thread.objects.create(source=source, key="octo/app#5", title="Slow build")
+    # A chat ticket: no repository to clone, the worker starts in an empty directory.
+    source = Source.objects.create(kind="webchat", slug="team", name="Team chat")
+    thread = Thread.objects.create(source=source, key="general", title="Slow build")
     trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id="c5", scope="comment", actor="octocat",
+        source=source, thread=thread, external_id="c5", scope="direct", actor="octocat",
         text="@amux please run the slow build", decision="explicit", strength="explicit",
         policy_version="v1")
     ticket = engine.open_ticket(trigger_id=trigger.pk, title="Run the slow build")

@@ -1,0 +1,365 @@
+"""A ticket's working copy and its credentials, against a real git server (git
+http-backend over smart HTTP, basic auth) and PyGithub against the recording GitHub."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from rest_framework.test import APIClient
+
+from effects import outbox
+from tests.support.git_server import GitServer, git
+from tests.support.recording_server import RecordingServer
+from tickets import engine, worker, workspace
+from tickets.models import Assignment, Source, Thread, Trigger
+from tickets.sources import github as github_plugin
+from tickets.sources.base import ConfigError
+from tickets.sources.webchat import WebChat
+from tickets.tools.worker_bin import install_worker_bin
+
+pytestmark = pytest.mark.django_db
+
+TOKEN = "ghp_sourcetoken123"
+REPO = "octo/app"
+
+
+@pytest.fixture
+def servers(settings, tmp_path):
+    settings.DATA_DIR = tmp_path / "data"
+    settings.WORK_DIR = settings.DATA_DIR / "work"
+    workspace._origins.clear()
+    with GitServer(token=TOKEN) as git_server, RecordingServer() as api:
+        api.git = git_server
+        # Big enough that a second download would show.
+        git_server.create(REPO, {"README.md": "hello\n", "data.bin": os.urandom(300_000).hex()})
+        git_server.create("octo/other", {"README.md": "other\n"})
+        yield git_server, api
+
+
+@pytest.fixture
+def source(servers):
+    _git, api = servers
+    src = Source(kind="github", slug="gh", name="GitHub", config={
+        "repo": [REPO, "octo/other"], "api_url": api.url, "handle": "amux-bot",
+        "default_branch": "main"})
+    src.secrets = {"webhook_secret": "s", "token": TOKEN}
+    src.save()
+    return src
+
+
+def _ticket(source, number: int):
+    thread = Thread.objects.create(source=source, key=f"{REPO}#{number}", title="Crash")
+    trigger = Trigger.objects.create(
+        source=source, thread=thread, external_id=f"c{number}", scope="comment",
+        actor="octocat", text="@amux-bot please fix", decision="explicit",
+        strength="explicit", policy_version="v1")
+    return engine.open_ticket(trigger_id=trigger.pk, title=f"Fix {number}")
+
+
+def _files_containing(root: Path, needle: str) -> list[Path]:
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and needle.encode() in path.read_bytes():
+            found.append(path)
+    return found
+
+
+def test_a_ticket_works_in_a_clone_on_its_own_branch(servers, source):
+    git_server, _api = servers
+    ticket = _ticket(source, 1)
+    workdir = workspace.prepare(ticket)
+    assert workdir == Path(worker.work_dir(ticket))
+    assert (workdir / "README.md").read_text() == "hello\n"
+    assert git("branch", "--show-current", cwd=workdir).strip() == f"amux/{ticket.short_name}"
+    assert git("remote", "get-url", "origin", cwd=workdir).strip() == git_server.clone_url(REPO)
+    assert git("config", "user.name", cwd=workdir).strip() == "amux-bot"
+    assert git("config", "user.email", cwd=workdir).strip() == (
+        "amux-bot@users.noreply.github.com")
+    # The source's token is nowhere under the work directory or the mirror.
+    assert _files_containing(workdir, TOKEN) == []
+    assert _files_containing(workspace.mirror_dir(git_server.clone_url(REPO)), TOKEN) == []
+
+
+def test_the_second_ticket_on_a_repository_does_not_download_it_again(servers, source):
+    git_server, _api = servers
+    first = workspace.prepare(_ticket(source, 1))
+    served_first = git_server.bytes_served(REPO)
+    assert served_first > 300_000
+    git_server.commit_on(REPO, "main", {"NEWS.md": "new\n"}, "Add news")
+    second = workspace.prepare(_ticket(source, 2))
+    served_second = git_server.bytes_served(REPO) - served_first
+    # Only the new commit travelled; the clone borrows the mirror's objects.
+    assert served_second < 20_000, served_second
+    mirror = workspace.mirror_dir(git_server.clone_url(REPO))
+    alternates = (second / ".git/objects/info/alternates").read_text().strip()
+    assert Path(alternates) == mirror / "objects"
+    assert (second / "NEWS.md").read_text() == "new\n"
+    assert not (first / "NEWS.md").exists()  # a working copy is never moved under a worker
+
+
+def test_a_revived_ticket_keeps_its_directory_and_branch(servers, source):
+    ticket = _ticket(source, 1)
+    workdir = workspace.prepare(ticket)
+    (workdir / "fix.txt").write_text("half done\n")
+    git("add", "fix.txt", cwd=workdir)
+    git("commit", "-qm", "wip", cwd=workdir)
+    head = git("rev-parse", "HEAD", cwd=workdir).strip()
+    assert workspace.prepare(ticket) == workdir
+    assert git("rev-parse", "HEAD", cwd=workdir).strip() == head
+    assert git("branch", "--show-current", cwd=workdir).strip() == f"amux/{ticket.short_name}"
+
+
+def test_a_lost_directory_is_rebuilt_from_the_pushed_branch(servers, source):
+    git_server, _api = servers
+    ticket = _ticket(source, 1)
+    workdir = workspace.prepare(ticket)
+    (workdir / "fix.txt").write_text("pushed\n")
+    git("add", "fix.txt", cwd=workdir)
+    git("commit", "-qm", "wip", cwd=workdir)
+    branch = f"amux/{ticket.short_name}"
+    git("push", "-q", str(git_server.path(REPO)), f"{branch}:{branch}", cwd=workdir)
+    shutil.rmtree(workdir)  # the host that had it is gone
+    workdir = workspace.prepare(ticket)
+    assert (workdir / "fix.txt").read_text() == "pushed\n"
+    assert git("branch", "--show-current", cwd=workdir).strip() == branch
+
+
+def test_a_chat_ticket_gets_an_empty_directory_or_its_default_repository(servers, source):
+    chat = Source.objects.create(kind="webchat", slug="team", name="Team")
+    thread = Thread.objects.create(source=chat, key="general", title="Chat")
+    trigger = Trigger.objects.create(source=chat, thread=thread, external_id="m1",
+                                     scope="direct", actor="alice", text="please",
+                                     decision="explicit", strength="explicit",
+                                     policy_version="v1")
+    ticket = engine.open_ticket(trigger_id=trigger.pk, title="Chat work")
+    workdir = workspace.prepare(ticket)
+    assert workdir.is_dir() and list(workdir.iterdir()) == []
+    workdir.rmdir()
+    with pytest.raises(ConfigError):
+        WebChat.validate_config({"repo": "not a repository"})
+    chat.config = WebChat.validate_config({"repo": REPO})
+    chat.save()
+    ticket.thread.source.refresh_from_db()
+    workdir = workspace.prepare(ticket)
+    assert (workdir / "README.md").exists()
+
+
+# --- credentials -----------------------------------------------------------------------------
+
+
+def _assignment_token(ticket) -> tuple[Assignment, str]:
+    assignment = Assignment.objects.get(ticket=ticket)
+    return assignment, engine.issue_assignment_token(assignment_id=assignment.pk)
+
+
+def _ask(token: str, **body):
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return api.post("/api/v1/tools/git_credential/", body, format="json")
+
+
+def test_the_credential_is_given_for_the_tickets_repository_only(servers, source):
+    git_server, _api = servers
+    ticket = _ticket(source, 1)
+    _assignment, token = _assignment_token(ticket)
+    host = git_server.url.split("//", 1)[1]
+    ok = _ask(token, protocol="http", host=host, path=f"{REPO}.git")
+    assert ok.status_code == 200, ok.content
+    assert ok.json()["password"] == TOKEN and ok.json()["username"] == "x-access-token"
+    for other in ({"protocol": "http", "host": host, "path": "octo/other.git"},
+                  {"protocol": "http", "host": "github.com", "path": f"{REPO}.git"},
+                  {"protocol": "https", "host": host, "path": f"{REPO}.git"}):
+        refused = _ask(token, **other)
+        assert refused.status_code == 403, other
+        assert TOKEN not in refused.content.decode()
+    assert _ask(token, protocol="http").status_code == 400
+
+
+def test_an_ended_assignment_gets_no_credential(servers, source):
+    git_server, _api = servers
+    ticket = _ticket(source, 1)
+    assignment, token = _assignment_token(ticket)
+    engine.assignment_ended(assignment_id=assignment.pk, reason="done")
+    refused = _ask(token, protocol="http", host=git_server.url.split("//", 1)[1],
+                   path=f"{REPO}.git")
+    assert refused.status_code == 403 and TOKEN not in refused.content.decode()
+
+
+def test_a_github_app_mints_a_token_for_the_one_repository_and_keeps_it(servers):
+    _git, api = servers
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()).decode()
+    plug = github_plugin.GitHub({"repo": [REPO], "api_url": api.url},
+                                {"app_id": "7", "private_key": key})
+    github_plugin._minted.clear()
+    assert plug.git_credential(REPO) == ("x-access-token", "ghs_installation")
+    assert plug.git_credential(REPO) == ("x-access-token", "ghs_installation")
+    minted = api.matching("POST", r"/app/installations/\d+/access_tokens")
+    assert len(minted) == 1 and minted[0].body["repositories"] == ["app"]
+    with pytest.raises(Exception, match="not a repository of this source"):
+        plug.git_credential("octo/elsewhere")
+
+
+# --- pushing and the pull request ------------------------------------------------------------
+
+
+def test_amux_pr_pushes_a_branch_the_remote_lacks_then_links_the_issue(servers, source):
+    git_server, api = servers
+    ticket = _ticket(source, 1)
+    api.state.issues[(REPO, 1)] = {"title": "Crash"}
+    workdir = workspace.prepare(ticket)
+    branch = f"amux/{ticket.short_name}"
+    (workdir / "fix.txt").write_text("fixed\n")
+    git("add", "fix.txt", cwd=workdir)
+    git("commit", "-qm", "Fix the crash", cwd=workdir)
+    # A hook planted in the work directory never runs with amux's credential.
+    hook = workdir / ".git/hooks/pre-push"
+    hook.write_text(f"#!/bin/sh\nenv > {workdir}/leak.txt\n")
+    hook.chmod(0o755)
+    assert not git_server.has_branch(REPO, branch)
+    _assignment, token = _assignment_token(ticket)
+    api_client = APIClient()
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    answer = api_client.post("/api/v1/tools/pull_request/",
+                             {"title": "Fix the crash", "head": branch}, format="json")
+    assert answer.status_code == 201, answer.content
+    assert git_server.show(REPO, branch, "fix.txt") == "fixed\n"
+    created = api.matching("POST", rf"/repos/{REPO}/pulls")
+    assert len(created) == 1 and created[0].body["head"] == branch
+    assert created[0].body["base"] == "main"
+    assert created[0].body["body"].endswith("Fixes #1")
+    assert not (workdir / "leak.txt").exists()
+    assert _files_containing(workdir, TOKEN) == []
+    mirror = workspace.mirror_dir(git_server.clone_url(REPO))
+    assert not git("for-each-ref", "refs/amux", cwd=mirror).strip()
+
+
+def test_a_branch_that_exists_nowhere_is_refused_and_github_is_not_asked(servers, source):
+    _git, api = servers
+    ticket = _ticket(source, 1)
+    workspace.prepare(ticket)
+    _assignment, token = _assignment_token(ticket)
+    api_client = APIClient()
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    answer = api_client.post("/api/v1/tools/pull_request/",
+                             {"title": "Fix", "head": "amux/nothing-here"}, format="json")
+    assert answer.status_code == 409 and answer.json()["error"]["code"] == "not_pushed"
+    assert "amux/nothing-here" in answer.json()["error"]["message"]
+    assert not api.matching("POST", rf"/repos/{REPO}/pulls")
+
+
+def test_github_refuses_a_pull_request_from_a_branch_it_does_not_have(servers, source):
+    plug = github_plugin.GitHub(source.config, source.secrets)
+    with pytest.raises(Exception, match="head invalid"):
+        plug.open_pull_request(repo=REPO, title="x", body="", head="amux/none", base="main")
+
+
+# --- the worker's commands and git configuration ------------------------------------------
+
+
+def test_an_unknown_file_in_the_command_directory_fails_the_dispatch(servers, source):
+    from sessions.models import ProviderProfile
+    from tickets.models import AgentSettings
+
+    provider = ProviderProfile.objects.create(slug="local", platform="openai-compat",
+                                              base_url="http://127.0.0.1:9/v1")
+    AgentSettings.objects.update_or_create(pk=1, defaults={
+        "worker_runtime": "pi", "worker_provider": provider, "worker_model": "m"})
+    install_worker_bin(worker.bin_dir())
+    (worker.bin_dir() / "git").write_text("#!/bin/sh\necho gotcha\n")
+    ticket = _ticket(source, 1)
+    outbox.drain(seconds=10)
+    assignment = Assignment.objects.get(ticket=ticket)
+    assert assignment.state == "failed" and assignment.failure_code == "worker_setup"
+    assert f"unknown file in the worker's command directory: {worker.bin_dir() / 'git'}" in (
+        assignment.failure_message)
+
+
+def test_the_worker_environment_and_gitconfig_hold_no_credential(servers, source, monkeypatch):
+    monkeypatch.setenv("GH_TOKEN", "ghp_operator")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_operator")
+    ticket = _ticket(source, 1)
+    worker.setup()
+    env = worker.environment(ticket)
+    assert "GH_TOKEN" not in env and "GITHUB_TOKEN" not in env
+    assert env["GIT_CONFIG_GLOBAL"] == str(worker.gitconfig_path())
+    assert env["GIT_CONFIG_NOSYSTEM"] == "1"
+    text = worker.gitconfig_path().read_text()
+    assert f"helper = {worker.bin_dir() / 'git-credential-amux'}" in text
+    assert 'insteadOf = git@github.com:' in text and TOKEN not in text
+    # The gh shim answers plainly instead of acting with someone else's credential.
+    done = subprocess.run([str(worker.bin_dir() / "gh"), "issue", "list"], capture_output=True,
+                          text=True, env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 1 and "gh is not available to amux workers" in done.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_workers_git_and_gh_act_through_amux(servers, source, live_server, tmp_path,
+                                                 monkeypatch):
+    """Outside any runtime: the worker's commands with the worker's environment. `gh pr
+    create` opens the PR through amux (which pushes the branch), and a plain `git push`
+    authenticates through git-credential-amux."""
+    git_server, api = servers
+    monkeypatch.setenv("AMUX_URL", live_server.url)
+    api.state.issues[(REPO, 1)] = {"title": "Crash"}
+    ticket = _ticket(source, 1)
+    worker.setup()
+    workdir = workspace.prepare(ticket)
+    _assignment, token = _assignment_token(ticket)
+    worker.write_token(ticket, token)
+    env = {**worker.environment(ticket), "HOME": str(tmp_path), "LANG": "C.UTF-8",
+           "PATH": f"{worker.bin_dir()}:/usr/bin:/bin"}
+
+    def run(*argv):
+        return subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True,
+                              timeout=60)
+
+    (workdir / "fix.txt").write_text("fixed\n")
+    assert run("git", "add", "fix.txt").returncode == 0
+    assert run("git", "commit", "-qm", "Fix the crash").returncode == 0
+    branch = f"amux/{ticket.short_name}"
+    opened = run("gh", "pr", "create", "--title", "Fix the crash", "--body", "Guards it.")
+    assert opened.returncode == 0, opened.stderr
+    assert opened.stdout.strip().endswith("/pull/2")
+    assert git_server.show(REPO, branch, "fix.txt") == "fixed\n"
+    created = api.matching("POST", rf"/repos/{REPO}/pulls")
+    assert created[0].body["head"] == branch and created[0].body["body"].endswith("Fixes #1")
+
+    (workdir / "fix.txt").write_text("fixed better\n")
+    run("git", "commit", "-qam", "Fix it better")
+    pushed = run("git", "push", "-q")
+    assert pushed.returncode == 0, pushed.stderr
+    assert git_server.show(REPO, branch, "fix.txt") == "fixed better\n"
+    # Another repository's URL gets no credential from amux.
+    other = run("git", "ls-remote", git_server.clone_url("octo/other"))
+    assert other.returncode != 0 and "credentials are given only for" in other.stderr
+    assert _files_containing(workdir, TOKEN) == []
+
+
+def test_github_failing_to_open_the_pull_request_is_a_clear_503(servers, source):
+    git_server, api = servers
+    ticket = _ticket(source, 1)
+    workdir = workspace.prepare(ticket)
+    branch = f"amux/{ticket.short_name}"
+    (workdir / "fix.txt").write_text("fixed\n")
+    git("add", "fix.txt", cwd=workdir)
+    git("commit", "-qm", "Fix", cwd=workdir)
+    api.state.fail_next.append(("POST", rf"/repos/{REPO}/pulls", 502))
+    _assignment, token = _assignment_token(ticket)
+    api_client = APIClient()
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    answer = api_client.post("/api/v1/tools/pull_request/",
+                             {"title": "Fix", "head": branch}, format="json")
+    assert answer.status_code == 503, answer.content
+    assert answer.json()["error"]["code"] == "github_unavailable"
+    assert git_server.has_branch(REPO, branch)  # pushed; the retry only opens the PR
+    again = api_client.post("/api/v1/tools/pull_request/",
+                            {"title": "Fix", "head": branch}, format="json")
+    assert again.status_code == 201 and again.json()["created"] is True
