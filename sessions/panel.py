@@ -6,10 +6,11 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, render
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from sessions import services, timeline
-from sessions.models import Session
+from sessions.models import Lifecycle, Session
 
 
 @login_required
@@ -23,12 +24,23 @@ def session_detail(request, pk: int):
     session = get_object_or_404(Session.objects.select_related("provider"), pk=pk)
     return render(request, "sessions/detail.html", {
         "tab": "sessions", "s": session, "pending": timeline.pending_requests(pk),
-        "can_act": request.user.is_staff})
+        "can_act": request.user.is_staff, "archived": session.lifecycle == Lifecycle.ARCHIVED})
 
 
 def _result(message: str, ok: bool = True, status: int = 200) -> HttpResponse:
     cls = "ok" if ok else "error"
-    return HttpResponse(f'<p class="notice {cls}" role="status">{message}</p>', status=status)
+    return HttpResponse(format_html('<p class="notice {}" role="status">{}</p>', cls, message),
+                        status=status)
+
+
+def _refuse_archived(pk: int) -> HttpResponse | None:
+    """An archived session takes no more input: say so plainly (409), whatever the page
+    showed when it was loaded."""
+    session = get_object_or_404(Session, pk=pk)
+    if session.lifecycle == Lifecycle.ARCHIVED:
+        return _result("This session is archived: it takes no messages and has nothing to "
+                       "interrupt.", ok=False, status=409)
+    return None
 
 
 @login_required
@@ -36,7 +48,8 @@ def _result(message: str, ok: bool = True, status: int = 200) -> HttpResponse:
 def session_message(request, pk: int):
     if not request.user.is_staff:
         return HttpResponseForbidden("viewers cannot send messages")
-    get_object_or_404(Session, pk=pk)
+    if refused := _refuse_archived(pk):
+        return refused
     try:
         turn = services.post_message(pk, request.POST.get("text", ""))
     except services.CommandError as exc:
@@ -49,7 +62,8 @@ def session_message(request, pk: int):
 def session_interrupt(request, pk: int):
     if not request.user.is_staff:
         return HttpResponseForbidden("viewers cannot interrupt")
-    get_object_or_404(Session, pk=pk)
+    if refused := _refuse_archived(pk):
+        return refused
     try:
         services.interrupt(pk)
     except services.CommandError as exc:
