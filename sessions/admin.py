@@ -13,6 +13,7 @@ class ProviderAdminForm(forms.ModelForm):
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
         help_text="Write-only: leave empty to keep the current key.")
     clear_key = forms.BooleanField(label="Remove the stored key", required=False)
+    base_url = forms.URLField(label="Base URL", max_length=300, assume_scheme="https")
 
     class Meta:
         model = models.ProviderProfile

@@ -34,6 +34,10 @@ class ProviderForm(forms.ModelForm):
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
         help_text="Write-only: never shown again. Leave empty to keep the current key.")
     clear_key = forms.BooleanField(label="Remove the stored key", required=False)
+    base_url = forms.URLField(
+        label="Base URL", max_length=300, assume_scheme="https",
+        help_text="For example https://api.openai.com/v1; the connection test asks "
+                  "the base URL + /models.")
     models_text = forms.CharField(
         label="Suggested models", required=False, widget=forms.Textarea(attrs={"rows": 3}),
         help_text="One model name per line (offered in agent settings).")
@@ -41,9 +45,7 @@ class ProviderForm(forms.ModelForm):
     class Meta:
         model = ProviderProfile
         fields = ["slug", "platform", "base_url"]
-        labels = {"slug": "Name (slug)", "base_url": "Base URL"}
-        help_texts = {"base_url": "For example https://api.openai.com/v1; the connection "
-                                  "test asks <base URL>/models."}
+        labels = {"slug": "Name (slug)"}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
