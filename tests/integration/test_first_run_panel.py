@@ -283,3 +283,30 @@ def test_triage_title_is_plain_text(op):
     html = op.get("/panel/triage/").content.decode()
     title = re.search(r"<title>(.*?)</title>", html, re.S).group(1)
     assert title == "Triage · amux"
+
+
+# --- the admin's provider form -------------------------------------------------------------
+
+def test_the_admin_provider_form_has_a_write_only_key(client, django_user_model):
+    admin_user = django_user_model.objects.create_superuser("root", password="root-pass-123")
+    client.force_login(admin_user)
+    form = client.get("/admin/agent_sessions/providerprofile/add/")
+    assert form.status_code == 200
+    assert 'name="api_key"' in form.content.decode()
+    response = client.post("/admin/agent_sessions/providerprofile/add/", {
+        "slug": "adm", "platform": "openai-compat", "base_url": "https://api.example.com/v1",
+        "model_names": "[]", "api_key": KEY})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    provider = ProviderProfile.objects.get(slug="adm")
+    assert provider.secrets == {"api_key": KEY}
+    change = client.get(f"/admin/agent_sessions/providerprofile/{provider.pk}/change/")
+    listing = client.get("/admin/agent_sessions/providerprofile/")
+    for page in (change, listing):
+        assert page.status_code == 200 and KEY not in page.content.decode()
+    # saving without a key keeps it
+    client.post(f"/admin/agent_sessions/providerprofile/{provider.pk}/change/", {
+        "slug": "adm", "platform": "openai-compat", "base_url": "https://api.example.com/v2",
+        "model_names": "[]", "api_key": ""})
+    provider.refresh_from_db()
+    assert provider.base_url == "https://api.example.com/v2"
+    assert provider.secrets == {"api_key": KEY}
