@@ -3,6 +3,7 @@ from django.contrib import admin
 
 from amux_common.admin import ReadOnlyAdmin
 from sessions import models
+from sessions.provider_keys import key_problem, with_key
 
 
 class ProviderAdminForm(forms.ModelForm):
@@ -20,8 +21,6 @@ class ProviderAdminForm(forms.ModelForm):
         fields = ["slug", "platform", "base_url", "model_names"]
 
     def clean_api_key(self) -> str:
-        from sessions.providers_panel import key_problem
-
         key = self.cleaned_data.get("api_key") or ""
         if key and (problem := key_problem(key)):
             raise forms.ValidationError(problem)
@@ -29,12 +28,8 @@ class ProviderAdminForm(forms.ModelForm):
 
     def save(self, commit: bool = True):
         provider = super().save(commit=False)
-        secrets = dict(provider.secrets or {})
-        if self.cleaned_data.get("clear_key"):
-            secrets.pop("api_key", None)
-        elif self.cleaned_data.get("api_key"):
-            secrets["api_key"] = self.cleaned_data["api_key"]
-        provider.secrets = secrets
+        provider.secrets = with_key(provider.secrets, self.cleaned_data.get("api_key") or "",
+                                    bool(self.cleaned_data.get("clear_key")))
         if commit:
             provider.save()
         return provider

@@ -4,6 +4,8 @@ write-only (the page says only whether one is set), and a connection test that i
 
 from __future__ import annotations
 
+import re
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -14,18 +16,11 @@ from django.views.decorators.http import require_POST
 from amux_common.doctor import Check
 from sessions.doctor import provider_check
 from sessions.models import ProviderProfile
+from sessions.provider_keys import key_problem, with_key
 
 # Providers are where every runtime sends its model requests, so the page sits with the
 # Sessions tab; agent settings and the first-run checklist link to it.
 TAB = "sessions"
-
-
-def key_problem(key: str) -> str | None:
-    """Why a key cannot travel in an HTTP header (visible ASCII only), or None."""
-    if not key.isascii() or not key.isprintable() or key != key.strip():
-        return ("use only visible ASCII characters (no spaces at the ends, no accents or "
-                "other non-ASCII letters): the key is sent in an HTTP header")
-    return None
 
 
 class ProviderForm(forms.ModelForm):
@@ -71,12 +66,8 @@ class ProviderForm(forms.ModelForm):
         provider = super().save(commit=False)
         provider.model_names = [m.strip() for m in self.cleaned_data["models_text"].splitlines()
                                 if m.strip()]
-        secrets = dict(provider.secrets or {})
-        if self.cleaned_data.get("clear_key"):
-            secrets.pop("api_key", None)
-        elif self.cleaned_data.get("api_key"):
-            secrets["api_key"] = self.cleaned_data["api_key"]
-        provider.secrets = secrets
+        provider.secrets = with_key(provider.secrets, self.cleaned_data.get("api_key") or "",
+                                    bool(self.cleaned_data.get("clear_key")))
         provider.save()
         return provider
 
@@ -126,9 +117,13 @@ def provider_test(request, slug: str):
     _operator(request)
     provider = get_object_or_404(ProviderProfile, slug=slug)
     check = connection_check(provider)
-    if check.ok:
-        messages.success(request, f"{provider.slug}: {check.detail} — reachable and "
-                                  "authenticated.")
+    status = re.search(r"\((\d{3})\)", check.detail)
+    if check.ok and status and status[1].startswith("2"):
+        messages.success(request, f"{provider.slug}: {check.detail}, authenticated.")
+    elif check.ok:  # the server answered, but not with the model list: a wrong base URL?
+        messages.warning(request, f"{provider.slug}: {check.detail}, but "
+                                  f"{provider.base_url}/models is not a model list: check "
+                                  "the base URL.")
     else:
         messages.error(request, f"{provider.slug}: {check.detail}")
     return redirect("panel-providers")

@@ -11,7 +11,8 @@ from django.urls import reverse
 from policy import services as policy_services
 from policy.document import open_cells
 from sessions.models import ProviderProfile
-from tickets.models import AgentSettings, Source
+from tickets.models import Source
+from tickets.policy_hooks import worker_configured
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,6 @@ class Step:
 
 
 def steps() -> list[Step]:
-    settings = AgentSettings.objects.filter(pk=1).first()
-    worker_set = bool(settings and settings.worker_provider_id and settings.worker_model.strip())
     sources = policy_services.sources()
     return [
         Step("provider", "Add a model provider",
@@ -33,7 +32,7 @@ def steps() -> list[Step]:
              "there.", reverse("panel-providers"), ProviderProfile.objects.exists()),
         Step("agent-settings", "Choose the worker's provider and model",
              "Agent settings: the runtime, provider and model each ticket's worker runs on "
-             "(and the triage model).", reverse("panel-agent-settings"), worker_set),
+             "(and the triage model).", reverse("panel-agent-settings"), worker_configured()),
         Step("source", "Connect a source",
              "GitHub, Lark or web chat: where requests come from.", reverse("panel-sources"),
              Source.objects.filter(enabled=True).exists()),
