@@ -179,6 +179,31 @@ def test_connection_test_reaches_and_authenticates_against_a_real_server(op):
         assert "sk-wrong" not in html
 
 
+def test_a_server_that_answers_without_a_model_list_is_flagged(op, tmp_path):
+    """A plain web server (no /v1/models there: 404) is reachable, but the base URL is
+    wrong for a provider; the page says to check it instead of calling it fine."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(Quiet, directory=str(tmp_path)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        _add_provider(op, f"http://127.0.0.1:{server.server_address[1]}/v1")
+        html = op.post("/panel/providers/main/test/", follow=True).content.decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "reachable (404)" in html and "check the base URL" in html
+    assert 'class="notice warning"' in html
+
+
 def test_connection_test_against_a_closed_port_says_so(op):
     _add_provider(op, f"http://127.0.0.1:{_closed_port()}/v1")
     html = op.post("/panel/providers/main/test/", follow=True).content.decode()
