@@ -7,7 +7,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView, TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from amux_site import health, root
+from amux_site import favicon, health, root
 from policy import urls as policy_urls
 from prompts_app import urls as prompts_urls
 from sessions import urls as sessions_urls
@@ -52,6 +52,7 @@ urlpatterns = [
     path("api/v1/", include(api_patterns)),
     path("panel/", include(panel_patterns)),
     path("admin/", admin.site.urls),
+    path("favicon.ico", favicon.favicon, name="favicon"),
     path("robots.txt", TemplateView.as_view(template_name="robots.txt", content_type="text/plain")),
 ]
 

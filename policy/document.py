@@ -67,6 +67,33 @@ CELL_OUTCOMES = {
 }
 
 
+def open_cells(document: Mapping, infos: Mapping[str, SourceInfo]) -> list[str]:
+    """The cells (``<source>.<scope>.<cell>``) through which work can be admitted: open in
+    the document on an enabled source (explicit and inferred cells alike)."""
+    opened = []
+    for slug, part in sorted(((document or {}).get("sources") or {}).items()):
+        info = infos.get(slug)
+        if info is None or not info.enabled:
+            continue
+        for scope, cells in sorted((part.get("rows") or {}).items()):
+            opened += [f"{slug}.{scope}.{cell}" for cell, on in sorted(cells.items()) if on]
+    return opened
+
+# The gate's content-free reasons in words (the Policy tab's "try the gate", web chat).
+GATE_REASON_WORDS = {
+    "self_message": "it is the agent's own message",
+    "source_not_in_policy": "the policy allows nothing on this source",
+    "unknown_scope": "this source has no such scope",
+    "scope_disabled": "every cell of this row is closed",
+    "bot_not_listed": "a bot that is not on the bot list",
+    "not_addressed": "it does not @mention the agent and no unaddressed cell admits it",
+    "not_allowed": "the sender is not on the allowlist",
+    "cell_closed": "the matching cell is closed",
+    "not_receiving_all": "the source does not receive every message here",
+    "acceptance_manual": "an inferred candidate, and acceptance is manual",
+}
+
+
 @dataclass(frozen=True)
 class SourceInfo:
     """What the policy needs to know about one source (filled by the tickets app)."""

@@ -6,6 +6,8 @@ The tickets app registers, from TicketsConfig.ready():
 - ``sources``: a callable returning ``{slug: SourceInfo}`` for every source (enabled or not);
 - ``live_mandates``: a callable returning the live tickets' mandates as plain dicts (see
   policy/effects.py for the keys);
+- ``worker_configured``: a callable answering whether agent settings name a worker provider
+  and model (the Policy tab warns while the policy admits work and none is configured);
 - ``on_new_version``: listeners called after a new version is committed, with
   ``(old_version, new_version)`` (hashes; ``old_version`` is None for the first save). The
   engine's ``policy_changed`` command is one.
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 _sources: Callable[[], Mapping[str, SourceInfo]] | None = None
 _live_mandates: Callable[[], list[dict]] | None = None
 _listeners: list[Callable[[str | None, str], None]] = []
+_worker_configured: Callable[[], bool] | None = None
 
 
 def provide_sources(fn: Callable[[], Mapping[str, SourceInfo]]) -> None:
@@ -33,6 +36,16 @@ def provide_sources(fn: Callable[[], Mapping[str, SourceInfo]]) -> None:
 def provide_live_mandates(fn: Callable[[], list[dict]]) -> None:
     global _live_mandates
     _live_mandates = fn
+
+
+def provide_worker_configured(fn: Callable[[], bool]) -> None:
+    global _worker_configured
+    _worker_configured = fn
+
+
+def worker_configured() -> bool | None:
+    """None when nobody told the policy app (then it warns about nothing)."""
+    return _worker_configured() if _worker_configured else None
 
 
 def on_new_version(fn: Callable[[str | None, str], None]) -> None:

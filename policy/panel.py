@@ -12,31 +12,22 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from amux_common import roles
-from policy import services
+from policy import hooks, services
 from policy.document import (
     CELL_LABELS,
     CELL_OUTCOMES,
+    GATE_REASON_WORDS,
     SCOPE_LABELS,
     PolicyInvalid,
     closed_reason,
     diff,
+    open_cells,
 )
 from policy.gate import AUTO, CELLS, MANUAL, SCOPES, Facts, cells_of, gate
 from policy.models import PolicyHead, PolicyVersion
 
 KIND_NAMES = {"github": "GitHub", "lark": "Lark", "webchat": "Web chat"}
-REASON_LABELS = {
-    "self_message": "it is the agent's own message",
-    "source_not_in_policy": "the policy allows nothing on this source",
-    "unknown_scope": "this source has no such scope",
-    "scope_disabled": "every cell of this row is closed",
-    "bot_not_listed": "a bot that is not on the bot list",
-    "not_addressed": "it does not @mention the agent and no unaddressed cell admits it",
-    "not_allowed": "the sender is not on the allowlist",
-    "cell_closed": "the matching cell is closed",
-    "not_receiving_all": "the source does not receive every message here",
-    "acceptance_manual": "an inferred candidate, and acceptance is manual",
-}
+REASON_LABELS = GATE_REASON_WORDS
 _SPLIT = re.compile(r"[\s,]+")
 
 
@@ -119,8 +110,11 @@ def policy_tab(request):
          "scopes": [(s, SCOPE_LABELS.get(s, s)) for s in SCOPES.get(info.kind, ())]}
         for slug, info in sorted(infos.items()) if info.enabled and info.kind in SCOPES
     ]
+    admitting = open_cells(cur.document, infos)
     return render(request, "panel/policy.html", {
         "tab": "policy", "current": cur, "grid": _grid(cur.document, infos),
+        "no_worker": bool(admitting) and hooks.worker_configured() is False,
+        "open_cells": admitting,
         "cell_labels": [(c, CELL_LABELS[c], CELL_OUTCOMES[c]) for c in CELLS],
         "history": history, "try_sources": try_sources, "can_edit": _can_edit(request),
         "saved": request.GET.get("saved", ""),

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from sessions import services, timeline
-from sessions.models import Session
+from sessions.models import Lifecycle, Session
 
 
 @roles.read_page
@@ -23,18 +24,31 @@ def session_detail(request, pk: int):
     session = get_object_or_404(Session.objects.select_related("provider"), pk=pk)
     return render(request, "sessions/detail.html", {
         "tab": "sessions", "s": session, "pending": timeline.pending_requests(pk),
-        "can_act": roles.is_operator(request.user)})
+        "can_act": roles.is_operator(request.user),
+        "archived": session.lifecycle == Lifecycle.ARCHIVED})
 
 
 def _result(message: str, ok: bool = True, status: int = 200) -> HttpResponse:
     cls = "ok" if ok else "error"
-    return HttpResponse(f'<p class="notice {cls}" role="status">{message}</p>', status=status)
+    return HttpResponse(format_html('<p class="notice {}" role="status">{}</p>', cls, message),
+                        status=status)
+
+
+def _refuse_archived(pk: int) -> HttpResponse | None:
+    """An archived session takes no more input: say so plainly (409), whatever the page
+    showed when it was loaded."""
+    session = get_object_or_404(Session, pk=pk)
+    if session.lifecycle == Lifecycle.ARCHIVED:
+        return _result("This session is archived: it takes no messages and has nothing to "
+                       "interrupt.", ok=False, status=409)
+    return None
 
 
 @roles.operator_required
 @require_POST
 def session_message(request, pk: int):
-    get_object_or_404(Session, pk=pk)
+    if refused := _refuse_archived(pk):
+        return refused
     try:
         turn = services.post_message(pk, request.POST.get("text", ""))
     except services.CommandError as exc:
@@ -45,7 +59,8 @@ def session_message(request, pk: int):
 @roles.operator_required
 @require_POST
 def session_interrupt(request, pk: int):
-    get_object_or_404(Session, pk=pk)
+    if refused := _refuse_archived(pk):
+        return refused
     try:
         services.interrupt(pk)
     except services.CommandError as exc:

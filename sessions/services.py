@@ -279,6 +279,9 @@ def post_message(session_id: int, text: str, *, key: str | None = None,
 
 
 def interrupt(session_id: int) -> None:
+    if Session.objects.filter(pk=session_id, lifecycle=Lifecycle.ARCHIVED).exists():
+        raise Conflict("the session is archived: there is nothing to interrupt",
+                       code="session_archived")
     turn = timeline.turn_in_flight(session_id)
     if turn is None:
         raise Conflict("no turn is in flight", code="no_turn_in_flight")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from sessions import api, panel
+from sessions import api, panel, providers_panel
 
 api_urlpatterns = [
     path("providers/", api.ProviderList.as_view(), name="provider-list"),
@@ -22,6 +22,11 @@ api_urlpatterns = [
 ]
 panel_urlpatterns = [
     path("sessions/", panel.sessions_tab, name="panel-sessions"),
+    path("providers/", providers_panel.providers, name="panel-providers"),
+    path("providers/new/", providers_panel.provider_form, name="panel-provider-new"),
+    path("providers/<slug:slug>/", providers_panel.provider_form, name="panel-provider-edit"),
+    path("providers/<slug:slug>/test/", providers_panel.provider_test,
+         name="panel-provider-test"),
     path("sessions/<int:pk>/", panel.session_detail, name="panel-session"),
     path("sessions/<int:pk>/message/", panel.session_message, name="panel-session-message"),
     path("sessions/<int:pk>/interrupt/", panel.session_interrupt,

@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from amux_common import roles
-from tickets import engine
+from tickets import engine, first_run
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
@@ -26,6 +26,8 @@ def tickets_tab(request):
     ended = Ticket.objects.filter(ended_at__isnull=False).select_related("thread__source")
     context = {
         "tab": "tickets",
+        # an empty tab guides a new install through set-up until every step is done
+        "checklist": None if live or ended.exists() else first_run.checklist(),
         "needs_me": [r for r in rows if r[1] in NEEDS_ME],
         "moving": [r for r in rows if r[1] in MOVING],
         "ended": ended.order_by("-ended_at")[:50],

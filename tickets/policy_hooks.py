@@ -44,6 +44,15 @@ def source_infos() -> dict[str, SourceInfo]:
     }
 
 
+def worker_configured() -> bool:
+    """Agent settings name the worker's provider and model (without them admitted work
+    cannot run)."""
+    from tickets.models import AgentSettings
+
+    settings = AgentSettings.objects.filter(pk=1).first()
+    return bool(settings and settings.worker_provider_id and settings.worker_model.strip())
+
+
 def live_mandates() -> list[dict]:
     from tickets.models import Mandate
 
@@ -70,6 +79,7 @@ def register() -> None:
     declare_source_scopes()
     hooks.provide_sources(source_infos)
     hooks.provide_live_mandates(live_mandates)
+    hooks.provide_worker_configured(worker_configured)
     hooks.on_new_version(_apply)
 
 

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from amux_common.api import error_response
 from tickets import intake
+from tickets.core.outcome import describe
 from tickets.models import OutgoingMessage, Source, SourceKind, Trigger
 from tickets.sources import KINDS
 from tickets.sources.base import MAX_BODY, ConfigError
@@ -203,7 +204,8 @@ def chat_messages(source: Source, thread: str, limit: int = 200) -> list[dict]:
         outgoing = outgoing.filter(thread_key=thread)
     rows = [
         {"id": t.external_id, "thread": t.thread.key, "author": t.actor, "text": t.text,
-         "outgoing": False, "at": t.created_at.isoformat()}
+         "outgoing": False, "at": t.created_at.isoformat(),
+         "outcome": _outcome(t)}
         for t in incoming.select_related("thread").order_by("-id")[:limit]
     ] + [
         {"id": m.message_id, "thread": m.thread_key, "author": "amux", "text": m.text,
@@ -211,6 +213,12 @@ def chat_messages(source: Source, thread: str, limit: int = 200) -> list[dict]:
         for m in outgoing.order_by("-id")[:limit]
     ]
     return sorted(rows, key=lambda r: r["at"])[-limit:]
+
+
+def _outcome(trigger: Trigger) -> dict | None:
+    """Admitted or ignored, in words; None while it waits to be decided."""
+    said = describe(trigger.decision, trigger.reason, trigger.disposition)
+    return {"admitted": said.admitted, "text": said.text} if said else None
 
 
 def send_test_event(source: Source) -> tuple[int, dict]:

@@ -118,8 +118,12 @@ DEFAULT_USAGE = {"input_tokens": 100, "output_tokens": 10, "cached_input_tokens"
 
 
 class ModelServer:
-    def __init__(self, default_text: str = "Done.", side_text: str = "Scripted title"):
+    def __init__(self, default_text: str = "Done.", side_text: str = "Scripted title",
+                 api_key: str | None = None):
         self.default_text = default_text
+        # set: `GET …/models` answers 401 unless the request carries this key (as a real
+        # provider does), so a connection test can tell reachable from authenticated
+        self.api_key = api_key
         self.side_text = side_text
         self.requests: list[LoggedRequest] = []
         self._queue: list[Text | ToolCall] = []
@@ -263,6 +267,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0]
         if path.rstrip("/").endswith("/models"):
+            key = self.model_server.api_key
+            sent = {self.headers.get("Authorization", ""), self.headers.get("x-api-key", "")}
+            if key is not None and not sent & {f"Bearer {key}", key}:
+                self._json(401, {"error": {"message": "Incorrect API key provided",
+                                           "type": "invalid_request_error"}})
+                return
             self._json(200, {"object": "list", "data": [], "models": []})
         else:
             self._json(404, {"error": {"message": "not found"}})
