@@ -11,7 +11,8 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from tickets import engine
+from amux_common.clock import now as clock
+from tickets import engine, guarding
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
@@ -47,6 +48,8 @@ def ticket_page(request, pk):
         "label": label,
         "ended": stage == Stage.ENDED,
         "failure": failures([ticket])[ticket.pk],
+        "cap": guarding.reached([ticket], clock())[ticket.pk],
+        "held_messages": ticket.messages.filter(released_at__isnull=True),
         "mandate": getattr(ticket, "mandate", None),
         "inputs": ticket.inputs.all(),
         "reports": ticket.reports.all(),
@@ -75,7 +78,8 @@ def ticket_stop(request, pk):
 @login_required
 @require_POST
 def ticket_retry(request, pk):
-    """Dispatch a failed ticket again (the page's Retry button)."""
+    """Dispatch a failed ticket again, or let a ticket a cap blocked go on (the page's
+    Retry button)."""
     _operator(request)
     try:
         engine.retry_ticket(ticket_id=pk)
@@ -101,8 +105,12 @@ class AgentSettingsForm(forms.ModelForm):
     class Meta:
         model = AgentSettings
         fields = ["triage_provider", "triage_model", "worker_runtime", "worker_provider",
-                  "worker_model"]
+                  "worker_model", "ticket_token_cap", "daily_token_cap",
+                  "messages_per_ticket_hour"]
         labels = {
+            "ticket_token_cap": "Token cap per ticket",
+            "daily_token_cap": "Token cap per day (UTC)",
+            "messages_per_ticket_hour": "Messages per ticket per hour",
             "triage_provider": "Triage provider",
             "triage_model": "Triage model",
             "worker_runtime": "Worker runtime",
