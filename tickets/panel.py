@@ -118,6 +118,26 @@ class AgentSettingsForm(forms.ModelForm):
             "worker_model": "Worker model",
         }
         widgets = {"worker_runtime": forms.Select(choices=[(r, r) for r in WORKER_RUNTIMES])}
+        help_texts = {
+            "ticket_token_cap": "Tokens one ticket's worker may spend; 0: no cap.",
+            "daily_token_cap": "Tokens all agent sessions may spend per day (UTC); 0: no cap.",
+            "messages_per_ticket_hour": "Replies and notices sent for one ticket per clock "
+                                        "hour; more are held and sent next hour. 0: no cap.",
+        }
+
+    CAPS = ("ticket_token_cap", "daily_token_cap", "messages_per_ticket_hour")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in self.CAPS:  # left empty: the cap stays as it is
+            self.fields[name].required = False
+
+    def clean(self):
+        data = super().clean()
+        for name in self.CAPS:
+            if data.get(name) is None and name not in self.errors:
+                data[name] = getattr(self.instance, name)
+        return data
 
 
 @login_required

@@ -22,7 +22,6 @@ from tickets.models import (
     OutgoingMessage,
     Source,
     Thread,
-    Ticket,
     TicketMessage,
     Trigger,
 )
@@ -265,3 +264,23 @@ def test_settings_accept_caps_and_refuse_bad_ones(api):
         assert list(bad)[0] in response.json()["error"]["fields"]
     ok = api.patch("/api/v1/settings/agents", {"daily_token_cap": 0}, format="json")
     assert ok.status_code == 200 and ok.json()["daily_token_cap"] == 0  # 0: no cap
+
+
+def test_the_panel_settings_form_sets_the_caps(client, operator, worker_settings):
+    client.force_login(operator)
+    page = client.get("/panel/settings/agents/").content.decode()
+    assert "Token cap per day (UTC)" in page and "Messages per ticket per hour" in page
+    form = {"worker_runtime": "pi", "worker_provider": worker_settings.worker_provider.pk,
+            "worker_model": "m", "triage_model": ""}
+    bad = client.post("/panel/settings/agents/", {**form, "daily_token_cap": "-5"})
+    assert bad.status_code == 200 and "daily_token_cap" in bad.context["form"].errors
+    saved = client.post("/panel/settings/agents/", {
+        **form, "ticket_token_cap": "1000", "daily_token_cap": "0",
+        "messages_per_ticket_hour": "5"})
+    assert saved.status_code == 302
+    agents = AgentSettings.current()
+    assert (agents.ticket_token_cap, agents.daily_token_cap,
+            agents.messages_per_ticket_hour) == (1000, 0, 5)
+    # a form without the caps (an older page) leaves them as they are
+    assert client.post("/panel/settings/agents/", form).status_code == 302
+    assert AgentSettings.current().ticket_token_cap == 1000

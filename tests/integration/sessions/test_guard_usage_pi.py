@@ -10,12 +10,7 @@ import pytest
 from sessions.models import Session, Turn, UsageDay
 from sessions.usage import cumulative_total
 from tests.support.model_server import Text
-from tests.support.sessions import (  # noqa: F401 - fixtures
-    model_server,
-    openai_provider,
-    run_host,
-    session_dirs,
-)
+from tests.support.sessions import run_host
 from tickets import engine, outbox
 from tickets.models import AgentSettings, Input, Source, Thread, Trigger
 
