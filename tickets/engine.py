@@ -245,10 +245,11 @@ def retry_ticket(*, ticket_id: int) -> Assignment | None:
         if found is None:
             return _redispatch(ticket, failures.Cause.RETRY)
         spend = guarding.spends([ticket], now)[ticket.pk]
-        ticket.guard_waiver = guards.Waiver(at=now, ticket_tokens=spend.ticket_tokens,
-                                            day_tokens=spend.day_tokens).as_dict()
+        before = guards.Waiver.from_dict(ticket.guard_waiver)
+        ticket.guard_waiver = guards.waive(found, spend, now, before).as_dict()
         ticket.save(update_fields=["guard_waiver"])
-        _release_messages(ticket, now, everything=True)
+        if found.cap == guards.HOURLY_MESSAGES:
+            _release_messages(ticket, now, everything=True)
         _release_held_work(ticket)
         if _run_facts(ticket).last_state == "failed":
             return _redispatch(ticket, failures.Cause.RETRY)
@@ -283,10 +284,11 @@ def guards_rechecked() -> list[int]:
     held = (
         set(TicketMessage.objects.filter(released_at__isnull=True)
             .values_list("ticket_id", flat=True))
-        | set(Input.objects.exclude(held="").filter(delivered_at__isnull=True)
+        | set(Input.objects.exclude(held="").filter(delivered_at__isnull=True,
+                                                    ticket__ended_at__isnull=True)
               .values_list("ticket_id", flat=True))
-        | set(Assignment.objects.filter(state="dispatching").exclude(held="")
-              .values_list("ticket_id", flat=True))
+        | set(Assignment.objects.filter(state="dispatching", ticket__ended_at__isnull=True)
+              .exclude(held="").values_list("ticket_id", flat=True))
     )
     released = []
     for ticket_id in sorted(held):

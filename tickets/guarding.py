@@ -45,7 +45,7 @@ def spends(tickets: Iterable[Ticket], now: datetime) -> dict[int, guards.Spend]:
     waivers = {t.pk: guards.Waiver.from_dict(t.guard_waiver) for t in tickets}
     sent: dict[int, int] = {}
     for ticket_id, at in sent_rows:
-        waived = waivers[ticket_id].at
+        waived = waivers[ticket_id].messages_at
         if waived is None or at > waived:  # what Retry released is not counted again
             sent[ticket_id] = sent.get(ticket_id, 0) + 1
     today = day_tokens(now)

@@ -284,3 +284,28 @@ def test_the_panel_settings_form_sets_the_caps(client, operator, worker_settings
     # a form without the caps (an older page) leaves them as they are
     assert client.post("/panel/settings/agents/", form).status_code == 302
     assert AgentSettings.current().ticket_token_cap == 1000
+
+
+def test_retry_sends_the_held_messages_at_once(api, clock, worker_settings, chat):
+    worker_settings.messages_per_ticket_hour = 1
+    worker_settings.save()
+    ticket = open_ticket(8, source=chat)
+    drain()
+    token = engine.issue_assignment_token(
+        assignment_id=Assignment.objects.get(ticket=ticket).pk)
+    for n in (1, 2, 3):
+        reply(token, f"reply {n}")
+    drain()
+    assert show(api, ticket)["label"] == \
+        "Blocked — the hourly message cap (1) is reached; 2 messages held"
+    retried = api.post(f"/api/v1/tickets/{ticket.pk}/retry")
+    assert retried.status_code == 200 and retried.json()["stage"] == "working"
+    drain()
+    assert list(OutgoingMessage.objects.filter(thread_key=ticket.thread.key)
+                .values_list("text", flat=True)) == ["reply 1", "reply 2", "reply 3"]
+    clock.advance(minutes=1)
+    reply(token, "reply 4")  # one more this hour: the cap counts from the Retry
+    reply(token, "reply 5")
+    drain()
+    assert OutgoingMessage.objects.filter(thread_key=ticket.thread.key).count() == 4
+    assert show(api, ticket)["stage"] == "blocked"

@@ -40,17 +40,28 @@ def test_ticket_cap_wins_over_daily_cap():
         guards.TICKET_TOKENS
 
 
-def test_retry_waives_what_was_spent_one_more_caps_worth():
-    caps = Caps(ticket_tokens=1000, daily_tokens=5000)
-    waiver = Waiver(at=NOW, ticket_tokens=1200, day_tokens=5100)
-    assert guards.reached(caps, Spend(ticket_tokens=1500, day_tokens=5200), NOW, waiver) is None
+def test_retry_waives_only_the_cap_that_blocked_one_more_caps_worth():
+    caps = Caps(ticket_tokens=1000, daily_tokens=5000, messages_per_hour=2)
+    spend = Spend(ticket_tokens=1200, day_tokens=5100)
+    found = guards.reached(caps, spend, NOW)
+    waiver = guards.waive(found, spend, NOW, Waiver())
+    assert waiver == Waiver(ticket_tokens=1200)
+    # the daily cap was not waived: it blocks next
+    assert guards.reached(caps, spend, NOW, waiver).cap == guards.DAILY_TOKENS
+    waiver = guards.waive(guards.reached(caps, spend, NOW, waiver), spend, NOW, waiver)
+    assert waiver == Waiver(ticket_tokens=1200, day=NOW.date(), day_tokens=5100)
+    assert guards.reached(caps, Spend(ticket_tokens=2100, day_tokens=9000), NOW, waiver) is None
     assert guards.reached(caps, Spend(ticket_tokens=2200), NOW, waiver).cap == \
         guards.TICKET_TOKENS
     # the day's waiver ends with the day: the next day counts from zero
     tomorrow = NOW + timedelta(days=1)
     assert guards.reached(caps, Spend(ticket_tokens=1500, day_tokens=5000), tomorrow,
                           waiver).cap == guards.DAILY_TOKENS
-    assert Waiver.from_dict(waiver.as_dict()) == waiver
+    held = guards.reached(caps, Spend(sent_this_hour=2, held=1), NOW)
+    assert guards.waive(held, spend, NOW, waiver) == Waiver(
+        ticket_tokens=1200, day=NOW.date(), day_tokens=5100, messages_at=NOW)
+    assert Waiver.from_dict(Waiver(1, NOW.date(), 2, NOW).as_dict()) == Waiver(1, NOW.date(),
+                                                                             2, NOW)
     assert Waiver.from_dict({}) == Waiver()
 
 

@@ -4,14 +4,14 @@ sends per hour. Pure: the usage facts and the clock are passed in.
 Windows are fixed and in UTC: a day runs from 00:00 to 24:00 UTC, an hour from :00 to :00.
 A cap of 0 means no cap. Reaching a cap blocks the ticket (stage `blocked`, the cap named in
 the label) until the window rolls over, an operator raises the cap, or presses Retry — a
-Retry waives what was spent so far, so the ticket gets one more cap's worth (the waiver
-below is the baseline it counts from).
+Retry waives what was spent so far against the cap that blocked, so the ticket gets one
+more cap's worth of it (the waiver below is the baseline it counts from).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta
 
 TICKET_TOKENS = "ticket_tokens"
 DAILY_TOKENS = "daily_tokens"
@@ -27,23 +27,38 @@ class Caps:
 
 @dataclass(frozen=True)
 class Waiver:
-    """What was spent when an operator pressed Retry on a blocked ticket: counted from here."""
+    """What an operator waived by pressing Retry on a blocked ticket: only the cap that
+    blocked it counts from there (the ticket's tokens from `ticket_tokens`, the day's from
+    `day_tokens` within `day`, messages released after `messages_at` within its hour)."""
 
-    at: datetime | None = None
     ticket_tokens: int = 0
-    day_tokens: int = 0  # the day's total at `at` (only within that day)
+    day: date | None = None
+    day_tokens: int = 0
+    messages_at: datetime | None = None
 
     def as_dict(self) -> dict:
-        return {"at": self.at.isoformat() if self.at else None,
-                "ticket_tokens": self.ticket_tokens, "day_tokens": self.day_tokens}
+        return {"ticket_tokens": self.ticket_tokens,
+                "day": self.day.isoformat() if self.day else None,
+                "day_tokens": self.day_tokens,
+                "messages_at": self.messages_at.isoformat() if self.messages_at else None}
 
     @classmethod
     def from_dict(cls, data: dict | None) -> Waiver:
         data = data or {}
-        at = data.get("at")
-        return cls(at=datetime.fromisoformat(at) if at else None,
-                   ticket_tokens=int(data.get("ticket_tokens") or 0),
-                   day_tokens=int(data.get("day_tokens") or 0))
+        day, at = data.get("day"), data.get("messages_at")
+        return cls(ticket_tokens=int(data.get("ticket_tokens") or 0),
+                   day=date.fromisoformat(day) if day else None,
+                   day_tokens=int(data.get("day_tokens") or 0),
+                   messages_at=datetime.fromisoformat(at) if at else None)
+
+
+def waive(found: Reached, spend: Spend, now: datetime, before: Waiver) -> Waiver:
+    """Retry on a ticket `found` blocks: that cap counts from what was spent now."""
+    if found.cap == TICKET_TOKENS:
+        return replace(before, ticket_tokens=spend.ticket_tokens)
+    if found.cap == DAILY_TOKENS:
+        return replace(before, day=day_start(now).date(), day_tokens=spend.day_tokens)
+    return replace(before, messages_at=now)
 
 
 @dataclass(frozen=True)
@@ -81,18 +96,14 @@ def hour_start(now: datetime) -> datetime:
     return now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
-def _waived_in(window_start: datetime, waiver: Waiver) -> bool:
-    return waiver.at is not None and waiver.at >= window_start
-
-
 def tokens_reached(caps: Caps, spend: Spend, now: datetime,
                    waiver: Waiver = Waiver()) -> Reached | None:
     """The token cap this ticket has reached, if any (the ticket's own cap first)."""
-    ticket_used = spend.ticket_tokens - (waiver.ticket_tokens if waiver.at else 0)
+    ticket_used = spend.ticket_tokens - waiver.ticket_tokens
     if caps.ticket_tokens and ticket_used >= caps.ticket_tokens:
         return Reached(TICKET_TOKENS, caps.ticket_tokens, None)
     today = day_start(now)
-    day_used = spend.day_tokens - (waiver.day_tokens if _waived_in(today, waiver) else 0)
+    day_used = spend.day_tokens - (waiver.day_tokens if waiver.day == today.date() else 0)
     if caps.daily_tokens and day_used >= caps.daily_tokens:
         return Reached(DAILY_TOKENS, caps.daily_tokens, today + timedelta(days=1))
     return None
