@@ -53,6 +53,7 @@ for model in [
     models.Question,
     models.Channel,
     models.Correlation,
+    models.TicketMessage,
 ]:
     admin.site.register(model, ReadOnlyAdmin)
 
