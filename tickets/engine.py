@@ -323,7 +323,7 @@ def _held(ticket: Ticket, now) -> guards.Reached | None:
 
 def input_held(*, input_id: int) -> guards.Reached | None:
     """Fact: a `deliver` effect is about to put an input into the worker's session. While
-    a token cap is reached it is held (the input says why) and the cap is answered;
+    a cap blocks the ticket the input is held (it says why) and the cap is answered;
     otherwise a hold is lifted and None answered."""
     with transaction.atomic(durable=True):
         ticket, item = locks.ticket_of_input(input_id)
@@ -336,7 +336,8 @@ def input_held(*, input_id: int) -> guards.Reached | None:
 
 
 def dispatch_held(*, assignment_id: int) -> guards.Reached | None:
-    """Fact: a run is about to be started. While a token cap is reached it waits."""
+    """Fact: a run is about to be started. While a cap blocks the ticket it waits (the run
+    says why)."""
     with transaction.atomic(durable=True):
         ticket, assignment = locks.ticket_of_assignment(assignment_id)
         found = _held(ticket, clock()) if ticket.ended_at is None else None
