@@ -20,6 +20,7 @@ app.conf.beat_schedule = {
     "outbox-sweep": {"task": "effects.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
     "intake-sweep": {"task": "tickets.intake_sweep", "schedule": 30.0, "options": {"expires": 30}},
     "source-poll": {"task": "tickets.poll_sources", "schedule": 300.0, "options": {"expires": 300}},
+    "guards-sweep": {"task": "tickets.guards_sweep", "schedule": 60.0, "options": {"expires": 60}},
     "policy-effects-sweep": {
         "task": "policy.apply_pending", "schedule": 30.0, "options": {"expires": 30}
     },

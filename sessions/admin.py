@@ -60,3 +60,8 @@ class TurnAdmin(ReadOnlyAdmin):
 @admin.register(models.TimelineEvent)
 class TimelineEventAdmin(ReadOnlyAdmin):
     list_display = ["id", "session", "seq", "type", "at"]
+
+
+@admin.register(models.UsageDay)
+class UsageDayAdmin(ReadOnlyAdmin):
+    list_display = ["session", "day", "tokens"]

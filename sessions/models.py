@@ -140,3 +140,19 @@ class TimelineEvent(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["session", "seq"], name="event_unique_seq")
         ]
+
+
+class UsageDay(models.Model):
+    """Tokens a session spent within one UTC day, added up from its usage reports
+    (sessions/usage.py); the daily spend cap of tickets sums these over sessions."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="usage_days")
+    day = models.DateField()
+    tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["session", "day"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "day"], name="usage_day_unique")
+        ]
+        indexes = [models.Index(fields=["day"], name="usage_day_by_day")]

@@ -13,17 +13,20 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from datetime import UTC
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import F, Max
 from django.utils import timezone
 
+from amux_common.clock import now as clock
 from effects import outbox
 from effects.models import EffectKind
 from sessions import publisher
+from sessions import usage as usage_rules
 from sessions.apps import TIMELINE_LAYER
-from sessions.models import Lifecycle, Session, TimelineEvent, Turn, TurnState
+from sessions.models import Lifecycle, Session, TimelineEvent, Turn, TurnState, UsageDay
 from sessions.runtimes import events as rt
 
 log = logging.getLogger(__name__)
@@ -180,6 +183,7 @@ def record(session_id: int, turn_id: int | None,
                 session.lifecycle = Lifecycle.IDLE
                 session.last_active_at = timezone.now()
             if event.type == rt.UsageObserved.type:
+                _count_usage(session, payload)
                 usage = dict(session.usage or {})
                 for k in USAGE_KEYS:  # the latest report replaces; never summed
                     if payload.get(k) is not None:
@@ -194,6 +198,28 @@ def record(session_id: int, turn_id: int | None,
             session.save(update_fields=[*fields, "updated_at"])
         writer.commit_publish()
         return writer.published
+
+
+def _count_usage(session: Session, payload: dict[str, Any]) -> None:
+    """Add what a usage report spent to the session's record of today (UTC), in the same
+    transaction as the report, before the session's latest usage is replaced by it."""
+    added = usage_rules.increase(session.usage, payload, _native_cumulative(session.runtime))
+    if added <= 0:
+        return
+    day = clock().astimezone(UTC).date()
+    updated = UsageDay.objects.filter(session=session, day=day).update(tokens=F("tokens") + added)
+    if not updated:
+        UsageDay.objects.create(session=session, day=day, tokens=added)
+
+
+def _native_cumulative(runtime: str) -> bool:
+    from sessions.runtimes.base import get_adapter
+    from sessions.runtimes.errors import UnknownRuntime
+
+    try:
+        return get_adapter(runtime).static_capabilities().native_cumulative_usage
+    except UnknownRuntime:
+        return False
 
 
 def _announce_turn_end(session_id: int, turn: Turn) -> None:

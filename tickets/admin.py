@@ -53,5 +53,6 @@ for model in [
     models.Question,
     models.Channel,
     models.Correlation,
+    models.TicketMessage,
 ]:
     admin.site.register(model, ReadOnlyAdmin)

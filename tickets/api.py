@@ -117,8 +117,9 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None)
     @action(detail=True, methods=["post"])
     def retry(self, request, pk=None):
-        """Dispatch a failed ticket again (a new run under the same mandate); 409 when the
-        ticket has ended or has not failed."""
+        """Dispatch a failed ticket again (a new run under the same mandate), or let a
+        ticket a cap blocked go on (one more cap's worth, held messages sent); 409 when the
+        ticket has ended or is neither failed nor blocked by a cap."""
         ticket_id = self._id(pk)
         run_command(engine.retry_ticket, ticket_id=ticket_id)
         return Response(self.get_serializer(Ticket.objects.get(pk=ticket_id)).data)
@@ -135,7 +136,8 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
         )
         return Response(
             {"id": item.pk, "ticket": item.ticket_id, "text": item.text,
-             "created_at": item.created_at, "delivered": item.delivered_at is not None},
+             "created_at": item.created_at, "delivered": item.delivered_at is not None,
+             "held": item.held},
             status=status.HTTP_201_CREATED,
         )
 
@@ -183,11 +185,17 @@ class AgentSettingsSerializer(serializers.ModelSerializer):
         slug_field="slug", queryset=ProviderProfile.objects.all(), allow_null=True, required=False
     )
     worker_runtime = serializers.ChoiceField(choices=WORKER_RUNTIMES, required=False)
+    # Guards (0: no cap); bounded so a typo cannot overflow the column.
+    ticket_token_cap = serializers.IntegerField(min_value=0, max_value=10**15, required=False)
+    daily_token_cap = serializers.IntegerField(min_value=0, max_value=10**15, required=False)
+    messages_per_ticket_hour = serializers.IntegerField(min_value=0, max_value=100_000,
+                                                        required=False)
 
     class Meta:
         model = AgentSettings
         fields = ["triage_provider", "triage_model", "worker_runtime", "worker_provider",
-                  "worker_model", "updated_at"]
+                  "worker_model", "ticket_token_cap", "daily_token_cap",
+                  "messages_per_ticket_hour", "updated_at"]
         read_only_fields = ["updated_at"]
 
 

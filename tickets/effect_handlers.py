@@ -11,10 +11,12 @@ import contextlib
 import logging
 from datetime import datetime
 
+from amux_common.clock import now as clock
 from effects import outbox
 from effects.models import EffectKind
 from tickets import engine, triage, worker, workspace
 from tickets.core import failure as failures
+from tickets.core import guards
 from tickets.models import Assignment, Eval, Input
 from tickets.tools.worker_bin import WorkerSetupError
 
@@ -66,6 +68,7 @@ def dispatch_assignment(effect_id: int, payload: dict) -> None:
         return
     if assignment.state != "dispatching" or ticket.ended_at is not None:
         return  # started already, or stopped meanwhile
+    _wait_if_capped(engine.dispatch_held(assignment_id=assignment.pk))
     try:
         config = worker.choose()
     except worker.WorkerNotConfigured as exc:
@@ -131,6 +134,7 @@ def deliver_input(effect_id: int, payload: dict) -> None:
     item = Input.objects.select_related("ticket").filter(pk=payload.get("input")).first()
     if item is None or item.delivered_at is not None:
         return
+    _wait_if_capped(engine.input_held(input_id=item.pk))
     session_id = item.ticket.session_id
     if session_id is None:
         verdict = engine.input_waiting(input_id=item.pk)
@@ -147,6 +151,13 @@ def deliver_input(effect_id: int, payload: dict) -> None:
         engine.delivery_failed(input_id=item.pk, reason=str(exc))
         return
     engine.input_delivered(input_id=item.pk)
+
+
+def _wait_if_capped(found) -> None:
+    """A reached cap holds new work (not a failure): the row waits in line until the cap
+    resets; raising it or Retry makes it due at once (engine.guards_rechecked)."""
+    if found is not None:
+        raise outbox.Later(guards.retry_in(found, clock()), found.text)
 
 
 @outbox.register(EffectKind.TURN_ENDED)

@@ -21,10 +21,10 @@ from django.db.models import OuterRef, Q, Subquery
 from amux_common.clock import now as clock
 from effects import outbox
 from prompts_app.contract import clip_routing_note
-from tickets import locks, policy_hooks
+from tickets import guarding, locks, policy_hooks
 from tickets.core import failure as failures
+from tickets.core import guards, linking, messages, notices, rules
 from tickets.core import intake as intake_core
-from tickets.core import linking, messages, notices, rules
 from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound
 from tickets.core.routing import EndFacts, Route, RoutingFacts, end_reason, route
 from tickets.models import (
@@ -42,6 +42,7 @@ from tickets.models import (
     Subscription,
     Thread,
     Ticket,
+    TicketMessage,
     Trigger,
 )
 
@@ -235,12 +236,26 @@ def add_input(*, ticket_id: int, text: str, author: str, kind: str = "operator",
     return item
 
 
-def retry_ticket(*, ticket_id: int) -> Assignment:
+def retry_ticket(*, ticket_id: int) -> Assignment | None:
     """An operator dispatches a failed ticket again (refused when it ended or has not
-    failed)."""
+    failed). On a ticket a cap blocked, Retry waives what was spent so far (one more cap's
+    worth), sends its held messages and lets its held inputs and dispatch go."""
     with transaction.atomic(durable=True):
         ticket = locks.ticket(ticket_id)
-        return _redispatch(ticket, failures.Cause.RETRY)
+        now = clock()
+        found = guarding.reached([ticket], now)[ticket.pk]
+        if found is None:
+            return _redispatch(ticket, failures.Cause.RETRY)
+        spend = guarding.spends([ticket], now)[ticket.pk]
+        before = guards.Waiver.from_dict(ticket.guard_waiver)
+        ticket.guard_waiver = guards.waive(found, spend, now, before).as_dict()
+        ticket.save(update_fields=["guard_waiver"])
+        if found.cap == guards.HOURLY_MESSAGES:
+            _release_messages(ticket, now, everything=True)
+        _release_held_work(ticket)
+        if _run_facts(ticket).last_state == "failed":
+            return _redispatch(ticket, failures.Cause.RETRY)
+        return None
 
 
 def agent_settings_changed() -> list[int]:
@@ -259,7 +274,80 @@ def agent_settings_changed() -> list[int]:
             ticket = locks.ticket(ticket_id)
             if _redispatch(ticket, failures.Cause.SETTINGS) is not None:
                 again.append(ticket_id)
+    guards_rechecked()  # a raised cap lets held work and messages go now
     return again
+
+
+def guards_rechecked() -> list[int]:
+    """Fact: time passed or a cap changed. On each live ticket with something held (a
+    message, an input, a dispatch), what no cap blocks any more goes now: held messages
+    that fit in this hour, in order; held inputs and dispatches are made due at once.
+    One transaction per ticket. Answers the tickets where something was released."""
+    held = (
+        set(TicketMessage.objects.filter(released_at__isnull=True)
+            .values_list("ticket_id", flat=True))
+        | set(Input.objects.exclude(held="").filter(delivered_at__isnull=True,
+                                                    ticket__ended_at__isnull=True)
+              .values_list("ticket_id", flat=True))
+        | set(Assignment.objects.filter(state="dispatching", ticket__ended_at__isnull=True)
+              .exclude(held="").values_list("ticket_id", flat=True))
+    )
+    released = []
+    for ticket_id in sorted(held):
+        with transaction.atomic(durable=True):
+            ticket = locks.ticket(ticket_id)
+            now = clock()
+            sent = _release_messages(ticket, now)
+            found = guarding.reached([ticket], now)[ticket.pk]
+            if (found is None and _release_held_work(ticket)) or sent:
+                released.append(ticket_id)
+    return released
+
+
+def _release_held_work(ticket: Ticket) -> bool:
+    """Held inputs and the held dispatch are made due now; their handlers look again."""
+    items = list(Input.objects.filter(ticket=ticket, delivered_at__isnull=True).exclude(held=""))
+    for item in items:
+        effect = rules.deliver(item.pk, ticket.pk)
+        outbox.enqueue(effect.kind, effect.key, effect.payload)
+    runs = list(Assignment.objects.filter(ticket=ticket, state="dispatching").exclude(held=""))
+    for run in runs:
+        effect = rules.dispatch(run.pk, ticket.pk)
+        outbox.enqueue(effect.kind, effect.key, effect.payload)
+    return bool(items or runs)
+
+
+def _held(ticket: Ticket, now) -> guards.Reached | None:
+    """The cap that keeps new work from the ticket's worker now, if any (a blocked ticket
+    gets nothing new, whichever cap blocks it)."""
+    return guarding.reached([ticket], now)[ticket.pk]
+
+
+def input_held(*, input_id: int) -> guards.Reached | None:
+    """Fact: a `deliver` effect is about to put an input into the worker's session. While
+    a cap blocks the ticket the input is held (it says why) and the cap is answered;
+    otherwise a hold is lifted and None answered."""
+    with transaction.atomic(durable=True):
+        ticket, item = locks.ticket_of_input(input_id)
+        found = _held(ticket, clock()) if ticket.ended_at is None else None
+        text = found.text if found else ""
+        if item.held != text[:200]:
+            item.held = text[:200]
+            item.save(update_fields=["held"])
+        return found
+
+
+def dispatch_held(*, assignment_id: int) -> guards.Reached | None:
+    """Fact: a run is about to be started. While a cap blocks the ticket it waits (the run
+    says why)."""
+    with transaction.atomic(durable=True):
+        ticket, assignment = locks.ticket_of_assignment(assignment_id)
+        found = _held(ticket, clock()) if ticket.ended_at is None else None
+        text = found.text if found else ""
+        if assignment.held != text[:200]:
+            assignment.held = text[:200]
+            assignment.save(update_fields=["held"])
+        return found
 
 
 # --- facts ------------------------------------------------------------------------------
@@ -808,12 +896,9 @@ def _notice_result(ticket: Ticket) -> None:
     else:
         verb = "merged" if ticket.pr_state == "merged" else "closed without merging"
         text = f"{ticket.title}: pull request {verb}. {ticket.pr_url}".strip()
-    outbox.enqueue(
-        "notice",
-        f"ticket:{ticket.pk}:end:{ticket.assignments.count()}",
-        {"ticket": ticket.pk, "channel": channel.pk, "text": text},
-        channel=outbox.channel_key(channel.source.slug, channel.address),
-    )
+    _send(ticket, "notice", f"ticket:{ticket.pk}:end:{ticket.assignments.count()}",
+          {"ticket": ticket.pk, "channel": channel.pk, "text": text},
+          channel=outbox.channel_key(channel.source.slug, channel.address))
 
 
 def _configured_notice_channel(source: Source) -> Channel | None:
@@ -830,12 +915,36 @@ def _configured_notice_channel(source: Source) -> Channel | None:
 
 def _relay(ticket: Ticket, key: str, text: str) -> None:
     thread = ticket.thread
-    outbox.enqueue(
-        "relay",
-        f"ticket:{ticket.pk}:{key}",
-        {"ticket": ticket.pk, "thread": thread.pk, "text": text},
-        channel=outbox.channel_key(thread.source.slug, thread.key),
-    )
+    _send(ticket, "relay", f"ticket:{ticket.pk}:{key}",
+          {"ticket": ticket.pk, "thread": thread.pk, "text": text},
+          channel=outbox.channel_key(thread.source.slug, thread.key))
+
+
+def _send(ticket: Ticket, kind: str, key: str, payload: dict, channel: str) -> None:
+    """A message on the ticket's behalf (its lock held): out now, or held by the hourly
+    message cap (kept, shown on the ticket, released in order by _release_messages)."""
+    now = clock()
+    spend = guarding.spends([ticket], now)[ticket.pk]
+    released = now if guards.may_send(guarding.caps(), spend) else None
+    TicketMessage.objects.create(ticket=ticket, kind=kind, key=key, channel=channel,
+                                 payload=payload, created_at=now, released_at=released)
+    if released is not None:
+        outbox.enqueue(kind, key, payload, channel=channel)
+
+
+def _release_messages(ticket: Ticket, now, everything: bool = False) -> int:
+    """Held messages that fit in this hour go out, oldest first (all of them on Retry)."""
+    spend = guarding.spends([ticket], now)[ticket.pk]
+    count = spend.held if everything else guards.releasable(guarding.caps(), spend)
+    if not count:
+        return 0
+    held = list(TicketMessage.objects.filter(ticket=ticket, released_at__isnull=True)
+                .order_by("pk")[:count])
+    for message in held:
+        message.released_at = now
+        message.save(update_fields=["released_at"])
+        outbox.enqueue(message.kind, message.key, message.payload, channel=message.channel)
+    return len(held)
 
 
 

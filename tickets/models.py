@@ -212,6 +212,9 @@ class Ticket(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=40, blank=True)
+    # What was spent when an operator pressed Retry on a ticket a cap blocked: its caps
+    # count from there (tickets/core/guards.py Waiver).
+    guard_waiver = models.JSONField(default=dict, blank=True, editable=False)
 
     class Meta:
         ordering = ["-id"]
@@ -302,6 +305,8 @@ class Assignment(models.Model):
     # and in the API as `failure`.
     failure_code = models.CharField(max_length=60, blank=True)
     failure_message = models.TextField(blank=True)
+    held = models.CharField(max_length=200, blank=True,
+                            help_text="why a cap keeps the run from starting for now")
     last_turn_at = models.DateTimeField(
         null=True, blank=True, help_text="when the worker last finished a turn"
     )
@@ -335,6 +340,8 @@ class Input(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)
     failure = models.TextField(blank=True)
+    held = models.CharField(max_length=200, blank=True,
+                            help_text="why a cap keeps it from the worker for now")
 
     class Meta:
         ordering = ["id"]
@@ -422,6 +429,13 @@ class AgentSettings(models.Model):
         related_name="+",
     )
     worker_model = models.CharField(max_length=120, blank=True)
+    # Guards (tickets/core/guards.py); 0 means no cap.
+    ticket_token_cap = models.PositiveBigIntegerField(
+        default=2_000_000, help_text="tokens one ticket's worker may spend (0: no cap)")
+    daily_token_cap = models.PositiveBigIntegerField(
+        default=20_000_000, help_text="tokens all sessions may spend per UTC day (0: no cap)")
+    messages_per_ticket_hour = models.PositiveIntegerField(
+        default=20, help_text="messages amux sends for one ticket per hour (0: no cap)")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -448,4 +462,27 @@ class OutgoingMessage(models.Model):
             models.UniqueConstraint(
                 fields=["source", "message_id"], name="outgoing_unique_message"
             )
+        ]
+
+
+class TicketMessage(models.Model):
+    """A message amux sends on a ticket's behalf (a relay to its thread, a notice), counted
+    against the hourly message cap. Released ones went to the outbox at `released_at`; a
+    held one waits, payload and all, and goes out in order when the hour rolls over, the
+    cap is raised or an operator presses Retry."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.CASCADE, related_name="messages")
+    kind = models.CharField(max_length=10, choices=[("relay", "relay"), ("notice", "notice")])
+    key = models.CharField(max_length=300)
+    channel = models.CharField(max_length=300, blank=True)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["ticket", "released_at"], name="ticket_message_window"),
+            models.Index(fields=["ticket", "id"], name="ticket_message_held",
+                         condition=Q(released_at__isnull=True)),
         ]

@@ -10,7 +10,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from amux_common import roles
-from tickets import engine, first_run
+from amux_common.clock import now as clock
+from tickets import engine, first_run, guarding
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
@@ -48,6 +49,8 @@ def ticket_page(request, pk):
         "label": label,
         "ended": stage == Stage.ENDED,
         "failure": failures([ticket])[ticket.pk],
+        "cap": guarding.reached([ticket], clock())[ticket.pk],
+        "held_messages": ticket.messages.filter(released_at__isnull=True),
         "mandate": getattr(ticket, "mandate", None),
         "inputs": ticket.inputs.all(),
         "reports": ticket.reports.all(),
@@ -70,7 +73,8 @@ def ticket_stop(request, pk):
 @roles.operator_required
 @require_POST
 def ticket_retry(request, pk):
-    """Dispatch a failed ticket again (the page's Retry button)."""
+    """Dispatch a failed ticket again, or let a ticket a cap blocked go on (the page's
+    Retry button)."""
     try:
         engine.retry_ticket(ticket_id=pk)
     except CommandRefused as refusal:
@@ -94,8 +98,12 @@ class AgentSettingsForm(forms.ModelForm):
     class Meta:
         model = AgentSettings
         fields = ["triage_provider", "triage_model", "worker_runtime", "worker_provider",
-                  "worker_model"]
+                  "worker_model", "ticket_token_cap", "daily_token_cap",
+                  "messages_per_ticket_hour"]
         labels = {
+            "ticket_token_cap": "Token cap per ticket",
+            "daily_token_cap": "Token cap per day (UTC)",
+            "messages_per_ticket_hour": "Messages per ticket per hour",
             "triage_provider": "Triage provider",
             "triage_model": "Triage model",
             "worker_runtime": "Worker runtime",
@@ -103,6 +111,26 @@ class AgentSettingsForm(forms.ModelForm):
             "worker_model": "Worker model",
         }
         widgets = {"worker_runtime": forms.Select(choices=[(r, r) for r in WORKER_RUNTIMES])}
+        help_texts = {
+            "ticket_token_cap": "Tokens one ticket's worker may spend; 0: no cap.",
+            "daily_token_cap": "Tokens all agent sessions may spend per day (UTC); 0: no cap.",
+            "messages_per_ticket_hour": "Replies and notices sent for one ticket per clock "
+                                        "hour; more are held and sent next hour. 0: no cap.",
+        }
+
+    CAPS = ("ticket_token_cap", "daily_token_cap", "messages_per_ticket_hour")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in self.CAPS:  # left empty: the cap stays as it is
+            self.fields[name].required = False
+
+    def clean(self):
+        data = super().clean()
+        for name in self.CAPS:
+            if data.get(name) is None and name not in self.errors:
+                data[name] = getattr(self.instance, name)
+        return data
 
 
 @roles.operator_to_change

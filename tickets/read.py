@@ -6,6 +6,8 @@ from collections.abc import Iterable
 
 from django.db.models import Max
 
+from amux_common.clock import now as clock
+from tickets import guarding
 from tickets.core.failure import Failure, last_failure
 from tickets.core.stage import Stage, StageFacts, derive, label
 from tickets.models import Assignment, Input, Question, Report, Ticket
@@ -44,6 +46,7 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
         assignment[ticket_id] = state
         assignment_end[ticket_id] = ended
         failure[ticket_id] = code
+    caps = guarding.reached(tickets, clock())
     facts = {}
     for t in tickets:
         report = latest_report.get(t.pk)
@@ -62,6 +65,7 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
             assignment=assignment.get(t.pk),
             pr_open=t.pr_state == "open",
             failure=failure.get(t.pk, ""),
+            cap=caps[t.pk].text if caps[t.pk] else "",
         )
     return facts
 

@@ -36,3 +36,18 @@ def poll_sources() -> int:
     from tickets import intake
 
     return intake.poll_all()
+
+
+@shared_task(
+    name="tickets.guards_sweep",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=50,
+    time_limit=60,
+    ignore_result=True,
+)
+def guards_sweep() -> int:
+    """When an hour or a day rolls over, what a cap held goes out (in order)."""
+    from tickets import engine
+
+    return len(engine.guards_rechecked())

@@ -49,11 +49,14 @@ class StageFacts:
     assignment: str | None = None  # dispatching / running / ended / failed
     pr_open: bool = False
     failure: str = ""  # the failed run's code (tickets/core/failure.py)
+    cap: str = ""  # a guard reached, in words (tickets/core/guards.py Reached.text)
 
 
 def derive(f: StageFacts) -> Stage:
     if f.ended:
         return Stage.ENDED
+    if f.cap:  # nothing reaches the worker until the cap resets, is raised or waived
+        return Stage.BLOCKED
     if f.open_question:
         return Stage.WAITING_FOR_PERSON
     if f.undelivered_failed_input:
@@ -75,4 +78,6 @@ def label(stage: Stage, f: StageFacts) -> str:
     """The stage in a person's words; a failed run names its reason."""
     if stage is Stage.FAILED and f.assignment == "failed" and f.failure:
         return f"Failed — {reason(f.failure)}"
+    if stage is Stage.BLOCKED and f.cap:
+        return f"Blocked — {f.cap}"
     return LABELS[stage]
