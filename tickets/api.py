@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from sessions.models import ProviderProfile
 from tickets import engine
 from tickets.core.errors import CommandRefused, NotFound
+from tickets.core.text_cap import MAX_TEXT
 from tickets.models import AgentSettings, Eval, Mandate, Thread, Ticket, Trigger
 from tickets.read import failures, stages
 
@@ -87,7 +88,15 @@ class TicketSerializer(serializers.ModelSerializer):
 
 
 class InputSerializer(serializers.Serializer):
-    text = serializers.CharField(max_length=100_000, trim_whitespace=False)
+    text = serializers.CharField(max_length=MAX_TEXT, trim_whitespace=False)
+
+
+class InputCreatedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    ticket = serializers.IntegerField()
+    text = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    delivered = serializers.BooleanField()
 
 
 class TicketViewSet(viewsets.ReadOnlyModelViewSet):
@@ -109,6 +118,7 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
         context["failures"] = getattr(self, "_failures", {})
         return context
 
+    @extend_schema(request=None)
     @action(detail=True, methods=["post"])
     def stop(self, request, pk=None):
         ticket = run_command(engine.stop_ticket, ticket_id=self._id(pk), by=request.user.username)
@@ -123,6 +133,7 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
         run_command(engine.retry_ticket, ticket_id=ticket_id)
         return Response(self.get_serializer(Ticket.objects.get(pk=ticket_id)).data)
 
+    @extend_schema(request=InputSerializer, responses={201: InputCreatedSerializer})
     @action(detail=True, methods=["post"])
     def inputs(self, request, pk=None):
         body = InputSerializer(data=request.data)
