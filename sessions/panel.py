@@ -8,13 +8,14 @@ from django.http import HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
+from amux_common.pager import paged
 from sessions import services, timeline
 from sessions.models import Session
 
 
 @login_required
 def sessions_tab(request):
-    sessions = Session.objects.select_related("provider")[:200]
+    sessions = paged(request, Session.objects.select_related("provider").order_by("-id"))
     return render(request, "panel/sessions.html", {"tab": "sessions", "sessions": sessions})
 
 

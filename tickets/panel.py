@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from amux_common.pager import paged
 from tickets import engine
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
@@ -31,7 +32,7 @@ def tickets_tab(request):
         "tab": "tickets",
         "needs_me": [r for r in rows if r[1] in NEEDS_ME],
         "moving": [r for r in rows if r[1] in MOVING],
-        "ended": ended.order_by("-ended_at")[:50],
+        "ended": paged(request, ended.order_by("-ended_at", "-id"), param="ended"),
     }
     return render(request, "panel/tickets.html", context)
 
@@ -152,9 +153,12 @@ def question_answer(request, pk):
 
 @login_required
 def triage_tab(request):
-    triggers = Trigger.objects.select_related("source", "thread")[:100]
-    evals = Eval.objects.select_related("trigger")[:100]
-    handed_back = Trigger.objects.filter(disposition="handed_back").select_related("source")[:50]
+    triggers = paged(request, Trigger.objects.select_related("source", "thread")
+                     .order_by("-id"), param="triggers")
+    evals = paged(request, Eval.objects.select_related("trigger").order_by("-id"),
+                  param="evals")
+    handed_back = paged(request, Trigger.objects.filter(disposition="handed_back")
+                        .select_related("source").order_by("-id"), param="handed_back")
     return render(
         request,
         "panel/triage.html",

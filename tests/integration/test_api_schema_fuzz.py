@@ -8,6 +8,8 @@ two minutes on two cores."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import schemathesis
 from django.core.wsgi import get_wsgi_application
@@ -28,7 +30,9 @@ pytestmark = pytest.mark.django_db
 schema = schemathesis.openapi.from_dict(SchemaGenerator().get_schema(request=None, public=True))
 schema.app = get_wsgi_application()
 schema.config.generation.update(
-    modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE], max_examples=8,
+    # AMUX_FUZZ_EXAMPLES raises the bound for a longer hunt outside the suite.
+    modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
+    max_examples=int(os.environ.get("AMUX_FUZZ_EXAMPLES", "8")),
     # PostgreSQL cannot store NUL in text; amux refuses it with a 400 that the schema
     # cannot express, so NUL is left out of generated strings.
     allow_x00=False,
@@ -85,7 +89,8 @@ def operator_token(operator):
 @schema.parametrize()
 # Derandomized: the suite runs the same examples each time (a failure reproduces); the
 # generation is still schemathesis's, positive and negative.
-@settings(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(deadline=None, derandomize=not os.environ.get("AMUX_FUZZ_EXAMPLES"),
+          suppress_health_check=list(HealthCheck))
 def test_every_operation_answers_as_documented(case, operator_token):
     checks = CHECKS
     if case.operation.label in REFUSED_BY_STORED_STATE:
