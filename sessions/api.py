@@ -6,14 +6,14 @@ from typing import Any
 
 from django.db import transaction
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
-from amux_common.fields import StrictCharField
+from amux_common.fields import JsonTyped
 from amux_common.schema import page_of
 from amux_common.secrets import set_keys
 from sessions import services, timeline
@@ -27,10 +27,10 @@ def _refused(exc: services.CommandError) -> Response:
 
 
 # ------------------------------------------------------------------------- providers
-class ProviderSerializer(serializers.ModelSerializer):
+class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
     api_key = serializers.CharField(write_only=True, required=False, allow_blank=True,
                                     trim_whitespace=False)
-    models = serializers.ListField(source="model_names", child=StrictCharField(),
+    models = serializers.ListField(source="model_names", child=serializers.CharField(),
                                    required=False)
     secrets = serializers.SerializerMethodField()
 
@@ -146,8 +146,13 @@ class SessionSerializer(serializers.ModelSerializer):
         return counts
 
 
-class CreateSession(serializers.Serializer):
-    runtime = serializers.ChoiceField(sorted(registered()))
+@extend_schema_field({"type": "string", "enum": sorted(registered())})
+class RuntimeName(serializers.CharField):
+    """A registered runtime; an unknown one is refused by the service (`unknown_runtime`)."""
+
+
+class CreateSession(JsonTyped, serializers.Serializer):
+    runtime = RuntimeName()
     provider = serializers.CharField()
     model = serializers.CharField()
     workdir = serializers.CharField(required=False)
@@ -185,7 +190,7 @@ def _session(pk: int) -> Session:
     return get_object_or_404(Session, pk=pk)
 
 
-class MessageRequest(serializers.Serializer):
+class MessageRequest(JsonTyped, serializers.Serializer):
     text = serializers.CharField(max_length=65_536, trim_whitespace=False)
     key = serializers.CharField(max_length=120, required=False, allow_null=True,
                                 help_text="idempotency key: the same key posts once")
@@ -202,11 +207,11 @@ class MessageAccepted(serializers.Serializer):
     key = serializers.CharField()
 
 
-class PermissionAnswer(serializers.Serializer):
+class PermissionAnswer(JsonTyped, serializers.Serializer):
     option = serializers.CharField(max_length=200, help_text="one of the request's option ids")
 
 
-class QuestionAnswer(serializers.Serializer):
+class QuestionAnswer(JsonTyped, serializers.Serializer):
     answers = serializers.DictField(help_text="question id → answer")
 
 

@@ -8,6 +8,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
+from amux_common.fields import JsonTyped
 from sessions.models import ProviderProfile
 from tickets import engine
 from tickets.core.errors import CommandRefused, NotFound
@@ -87,7 +88,7 @@ class TicketSerializer(serializers.ModelSerializer):
         return failure.as_dict() if failure else None
 
 
-class InputSerializer(serializers.Serializer):
+class InputSerializer(JsonTyped, serializers.Serializer):
     text = serializers.CharField(max_length=MAX_TEXT, trim_whitespace=False)
 
 
@@ -186,7 +187,7 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     queryset = Eval.objects.order_by("-id")
 
 
-class AgentSettingsSerializer(serializers.ModelSerializer):
+class AgentSettingsSerializer(JsonTyped, serializers.ModelSerializer):
     triage_provider = serializers.SlugRelatedField(
         slug_field="slug", queryset=ProviderProfile.objects.all(), allow_null=True, required=False
     )

@@ -14,6 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from amux_common.api import error_response
+from amux_common.fields import JsonTyped
 from tickets import intake
 from tickets.core.source_rules import slug_change_refused
 from tickets.models import OutgoingMessage, Source, SourceKind, Trigger
@@ -73,7 +74,7 @@ def webhook_url(request, source: Source) -> str | None:
 # --- sources/ -------------------------------------------------------------------------------
 
 
-class SourceSerializer(serializers.ModelSerializer):
+class SourceSerializer(JsonTyped, serializers.ModelSerializer):
     kind = serializers.ChoiceField(choices=SourceKind.choices)
     config = serializers.DictField(required=False, help_text="the kind's settings")
     secrets = serializers.DictField(
@@ -143,7 +144,7 @@ class SourceSerializer(serializers.ModelSerializer):
         return instance
 
 
-class ChatMessageSerializer(serializers.Serializer):
+class ChatMessageSerializer(JsonTyped, serializers.Serializer):
     text = serializers.CharField(max_length=20000, trim_whitespace=False)
     thread = serializers.RegexField(r"^[A-Za-z0-9_.:-]{1,200}$", required=False)
     id = serializers.RegexField(r"^[A-Za-z0-9_.:-]{1,100}$", required=False)
