@@ -50,8 +50,9 @@ def type_error(field, value) -> str | None:
     return None
 
 
+# Serializer mixin: refuse body values whose JSON type is not the documented one. (No
+# docstring: the schema would show it as every serializer's description.)
 class JsonTyped:
-    """Serializer mixin: refuse body values whose JSON type is not the documented one."""
 
     def to_internal_value(self, data):
         if isinstance(data, dict):

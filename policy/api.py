@@ -119,7 +119,7 @@ class CheckView(APIView):
 
     permission_classes = [_Authenticated]
 
-    @extend_schema(request=schema.CheckRequestSerializer,
+    @extend_schema(request=schema.CheckFactsSerializer,
                    responses=schema.CheckResponseSerializer, operation_id="policy_check")
     def post(self, request):
         data = request.data if isinstance(request.data, dict) else None

@@ -42,7 +42,7 @@ class VersionSerializer(serializers.Serializer):
     current = serializers.BooleanField()
 
 
-class CheckRequestSerializer(serializers.Serializer):
+class CheckFactsSerializer(serializers.Serializer):
     source = serializers.CharField()
     scope = serializers.CharField()
     actor = serializers.CharField(required=False)

@@ -27,12 +27,20 @@ def _refused(exc: services.CommandError) -> Response:
 
 
 # ------------------------------------------------------------------------- providers
+@extend_schema_field({"type": "string", "format": "uri", "pattern": "^https?://[a-z0-9]",
+                      "maxLength": 250})
+class BaseUrl(serializers.URLField):
+    """An explicit http(s) URL (a host name is at most 253 characters, so a longer URL
+    cannot be valid)."""
+
+
 class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
     api_key = serializers.CharField(write_only=True, required=False, allow_blank=True,
                                     trim_whitespace=False)
     models = serializers.ListField(source="model_names", child=serializers.CharField(),
                                    required=False)
     secrets = serializers.SerializerMethodField()
+    base_url = BaseUrl(max_length=250)
 
     class Meta:
         model = ProviderProfile
@@ -190,7 +198,7 @@ def _session(pk: int) -> Session:
     return get_object_or_404(Session, pk=pk)
 
 
-class MessageRequest(JsonTyped, serializers.Serializer):
+class PostMessage(JsonTyped, serializers.Serializer):
     text = serializers.CharField(max_length=65_536, trim_whitespace=False)
     key = serializers.CharField(max_length=120, required=False, allow_null=True,
                                 help_text="idempotency key: the same key posts once")
@@ -226,10 +234,10 @@ def _valid(serializer_class, request) -> dict:
 
 
 class SessionMessages(APIView):
-    @extend_schema(request=MessageRequest, responses={202: MessageAccepted})
+    @extend_schema(request=PostMessage, responses={202: MessageAccepted})
     def post(self, request, pk: int):
         _session(pk)
-        data = _valid(MessageRequest, request)
+        data = _valid(PostMessage, request)
         try:
             turn = services.post_message(pk, data["text"], key=data.get("key"))
         except services.CommandError as exc:

@@ -43,8 +43,9 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 # Operations whose schema-valid requests may still be refused with a 400 because the body
 # names something that must exist in the database (a source, provider or policy version by
-# its slug or hash) or must fit the rules of the kind it names (a source's config): no
-# static schema can say which names exist. These keep every other check.
+# its slug or hash), must fit the rules of the kind it names (a source's config) or must
+# pass a validator no JSON Schema states (a URL's host name): no static schema can say
+# which names exist. These keep every other check, negative_data_rejection included.
 REFUSED_BY_STORED_STATE = {
     "POST /api/v1/policy/check/": "source and version name stored objects",
     "POST /api/v1/policy/preview/": "sources are keyed by stored source slugs",
@@ -57,6 +58,10 @@ REFUSED_BY_STORED_STATE = {
     "POST /api/v1/sources/": "config must fit the kind's rules",
     "PUT /api/v1/sources/{slug}/": "config must fit the kind's rules",
     "PATCH /api/v1/sources/{slug}/": "config must fit the kind's rules",
+    "POST /api/v1/providers/": "base_url must pass Django's URL validator (a real host "
+                               "name with a top-level domain), stricter than format: uri",
+    "PUT /api/v1/providers/{slug}/": "base_url: as above",
+    "PATCH /api/v1/providers/{slug}/": "base_url: as above",
     "PUT /api/v1/prompts/{key}/": "keys are the stored and built-in fragments",
     "POST /api/v1/prompts/{key}/restore/": "keys are the stored and built-in fragments",
     "POST /api/v1/prompts/{key}/keep/": "keys are the stored and built-in fragments",
