@@ -82,6 +82,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "amux_site.middleware.OptionalTrailingSlashMiddleware",
+    "amux_common.nul.RefuseNulMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -205,7 +206,7 @@ REST_FRAMEWORK = {
     # The API speaks JSON: a body in any other media type is refused (415), so the
     # document has one request shape per operation and nested objects (a source's config)
     # cannot be half-parsed from a form.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["amux_common.nul.NulFreeJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
