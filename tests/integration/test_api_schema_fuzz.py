@@ -32,7 +32,7 @@ schema.app = get_wsgi_application()
 schema.config.generation.update(
     # AMUX_FUZZ_EXAMPLES raises the bound for a longer hunt outside the suite.
     modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
-    max_examples=int(os.environ.get("AMUX_FUZZ_EXAMPLES", "8")),
+    max_examples=int(os.environ.get("AMUX_FUZZ_EXAMPLES", "5")),
     # PostgreSQL cannot store NUL in text: amux refuses it at the door with a 400
     # (amux_common/nul.py, tested on its own) that the schema cannot express, so NUL is
     # left out of generated strings.
