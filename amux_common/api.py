@@ -55,15 +55,6 @@ def _fields(detail) -> dict:
     return {}
 
 
-def _only_taken(detail) -> bool:
-    """Whether every error in `detail` is a uniqueness error."""
-    if isinstance(detail, dict):
-        return bool(detail) and all(_only_taken(v) for v in detail.values())
-    if isinstance(detail, list):
-        return bool(detail) and all(_only_taken(v) for v in detail)
-    return getattr(detail, "code", None) == "unique"
-
-
 def error_response(status_code: int, code: str, message: str, fields: dict | None = None):
     return Response(
         {"error": {"code": code, "message": message, "fields": fields or {}}},
@@ -86,13 +77,6 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
-    if isinstance(exc, exceptions.ValidationError) and _only_taken(exc.detail):
-        # A slug or name already taken is well-formed input that contradicts what is
-        # stored: a conflict (409), as the schema documents, not bad input.
-        response.status_code = status.HTTP_409_CONFLICT
-        response.data = {"error": {"code": "conflict", "message": _message(exc.detail),
-                                   "fields": _fields(exc.detail)}}
-        return response
     detail = exc.detail if isinstance(exc, exceptions.APIException) else response.data
     code = getattr(exc, "default_code", None) or _CODES.get(response.status_code, "error")
     if isinstance(exc, exceptions.APIException) and isinstance(detail, exceptions.ErrorDetail):

@@ -82,9 +82,3 @@ def test_the_admin_shows_the_slug_read_only_once_events_arrived(
     page = admin_client.get(f"/admin/tickets/source/{source.pk}/change/").content.decode()
     assert 'name="slug"' not in page
 
-
-def test_a_slug_already_taken_is_a_conflict(api, source):
-    response = api.post("/api/v1/sources", GITHUB)
-    assert response.status_code == 409, response.json()
-    assert response.json()["error"]["code"] == "conflict"
-    assert "slug" in response.json()["error"]["fields"]
