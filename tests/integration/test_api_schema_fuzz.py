@@ -56,11 +56,12 @@ REFUSED_BY_STORED_STATE = {
     "PUT /api/v1/settings/agents/": "providers are named by stored slugs",
     "PATCH /api/v1/settings/agents/": "providers are named by stored slugs",
     "POST /api/v1/sessions/": "the provider is named by a stored slug",
-    "POST /api/v1/sources/": "config must fit the kind's rules",
+    "POST /api/v1/sources/": "config must fit the kind's rules; the slug must be free",
     "PUT /api/v1/sources/{slug}/": "config must fit the kind's rules",
     "PATCH /api/v1/sources/{slug}/": "config must fit the kind's rules",
     "POST /api/v1/providers/": "base_url must pass Django's URL validator (a real host "
-                               "name with a top-level domain), stricter than format: uri",
+                               "name with a top-level domain), stricter than format: uri; "
+                               "the slug must be free",
     "PUT /api/v1/providers/{slug}/": "base_url: as above",
     "PATCH /api/v1/providers/{slug}/": "base_url: as above",
     "PUT /api/v1/prompts/{key}/": "keys are the stored and built-in fragments",
@@ -68,6 +69,11 @@ REFUSED_BY_STORED_STATE = {
     "POST /api/v1/prompts/{key}/keep/": "keys are the stored and built-in fragments",
     "POST /api/v1/prompts/versions/{revision}/restore/": "base_revision must be the latest",
 }
+
+
+def test_the_exceptions_name_real_operations():
+    labels = {op.ok().label for op in schema.get_all_operations()}
+    assert set(REFUSED_BY_STORED_STATE) <= labels, set(REFUSED_BY_STORED_STATE) - labels
 
 
 @pytest.fixture(autouse=True)
