@@ -1,6 +1,8 @@
 """The API root and the glossary page."""
 
 from django.shortcuts import render
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
@@ -14,6 +16,9 @@ RESOURCES = [
 ]
 
 
+@extend_schema(responses=inline_serializer("ApiRoot", {
+    "resources": serializers.DictField(child=serializers.URLField()),
+    "schema": serializers.URLField(), "docs": serializers.URLField()}))
 @api_view(["GET"])
 def api_root(request, format=None):
     base = reverse("api-root", request=request)

@@ -106,6 +106,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "amux_site.middleware.OptionalTrailingSlashMiddleware",
+    "amux_common.nul.RefuseNulMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -259,7 +260,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["amux_common.roles.OperatorOrReadOnly"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "amux_common.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "amux_common.api.exception_handler",
     # A runaway script is slowed down, not a person: per account and per anonymous address.
@@ -268,7 +269,12 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {"account": "1200/minute", "anonymous": "300/minute"},
     # the address is the connection's: an X-Forwarded-For a client writes itself is ignored
     "NUM_PROXIES": 0,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "amux_common.schema.AmuxAutoSchema",
+    # The API speaks JSON: a body in any other media type is refused (415), so the
+    # document has one request shape per operation and nested objects (a source's config)
+    # cannot be half-parsed from a form.
+    "DEFAULT_PARSER_CLASSES": ["amux_common.nul.NulFreeJSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
@@ -288,6 +294,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1/",
+    # Requests and responses are distinct shapes: write-only secrets appear only in
+    # requests, read-only fields only in responses.
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 LOGGING = {

@@ -58,3 +58,6 @@ urlpatterns = [
 
 admin.site.site_header = "amux audit"
 admin.site.site_title = "amux"
+
+handler404 = "amux_site.errors.not_found"
+handler500 = "amux_site.errors.server_error"

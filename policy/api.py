@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common import roles
 from amux_common.api import error_response
+from amux_common.pagination import paginate
+from amux_common.schema import PageQuery, page_of
 from policy import schema, services
 from policy.document import PolicyInvalid, diff
 from policy.models import PolicyHead, PolicyVersion
@@ -48,7 +49,7 @@ class PolicyView(APIView):
                                   {"base_version": "required: the version this edit is based "
                                                    "on (null for the first save)"})
         base = data.get("base_version")
-        if base is not None and not isinstance(base, str):
+        if base is not None and (not isinstance(base, str) or not base):
             return error_response(400, "invalid", "base_version must be a string or null",
                                   {"base_version": "must be a version hash or null"})
         try:
@@ -63,15 +64,13 @@ class PolicyView(APIView):
 class VersionsView(APIView):
     """History, newest first, paginated; each entry with its hash and base."""
 
-    @extend_schema(responses=schema.VersionSerializer(many=True),
-                   operation_id="policy_versions_list")
+    @extend_schema(responses=page_of("PolicyVersionPage", schema.VersionSerializer(many=True)),
+                   parameters=[PageQuery], operation_id="policy_versions_list")
     def get(self, request):
         head = PolicyHead.objects.filter(pk=1).first()
         current_id = head.entry_id if head else None
-        paginator = LimitOffsetPagination()
-        page = paginator.paginate_queryset(PolicyVersion.objects.order_by("-id"), request,
-                                           view=self)
-        return paginator.get_paginated_response([_version_row(e, current_id) for e in page])
+        return paginate(request, self, PolicyVersion.objects.order_by("-id"),
+                        lambda page: [_version_row(e, current_id) for e in page])
 
 
 class VersionDetailView(APIView):
@@ -116,7 +115,7 @@ class CheckView(APIView):
 
     permission_classes = [roles.AnyRole]  # writes nothing
 
-    @extend_schema(request=schema.CheckRequestSerializer,
+    @extend_schema(request=schema.CheckFactsSerializer,
                    responses=schema.CheckResponseSerializer, operation_id="policy_check")
     def post(self, request):
         data = request.data if isinstance(request.data, dict) else None
@@ -141,7 +140,7 @@ class PreviewView(APIView):
 
     permission_classes = [roles.AnyRole]  # writes nothing
 
-    @extend_schema(request=schema.PolicyDocumentSerializer, responses=schema.PreviewSerializer,
+    @extend_schema(request=schema.PolicyDraftSerializer, responses=schema.PreviewSerializer,
                    operation_id="policy_preview")
     def post(self, request):
         try:

@@ -25,6 +25,13 @@ class PolicyDocumentSerializer(serializers.Serializer):
     sources = serializers.DictField(child=SourcePartSerializer(), help_text="slug → part")
 
 
+class PolicyDraftSerializer(serializers.Serializer):
+    """A document not (yet) saved: previewing needs no base version."""
+
+    acceptance = serializers.ChoiceField(choices=["manual", "auto"])
+    sources = serializers.DictField(child=SourcePartSerializer(), help_text="slug → part")
+
+
 class VersionSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     version = serializers.CharField()
@@ -35,7 +42,7 @@ class VersionSerializer(serializers.Serializer):
     current = serializers.BooleanField()
 
 
-class CheckRequestSerializer(serializers.Serializer):
+class CheckFactsSerializer(serializers.Serializer):
     source = serializers.CharField()
     scope = serializers.CharField()
     actor = serializers.CharField(required=False)
@@ -71,6 +78,7 @@ class AffectedSerializer(serializers.Serializer):
     text = serializers.CharField()
 
 
-class PreviewSerializer(PolicyDocumentSerializer):
+class PreviewSerializer(PolicyDraftSerializer):
+    version = serializers.CharField()
     changes = ChangeSerializer(many=True)
     affected = AffectedSerializer(many=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
+from amux_common.pagination import paginate
+from amux_common.schema import PageQuery, page_of
 from prompts_app import assembly, core, service
 from prompts_app.models import PromptVersion
 
@@ -131,7 +132,7 @@ class FragmentAction(APIView):
         return Response(service.fragment(key))
 
 
-class VersionSerializer(serializers.ModelSerializer):
+class PromptVersionSerializer(serializers.ModelSerializer):
     predecessor = serializers.SerializerMethodField()
 
     class Meta:
@@ -142,22 +143,29 @@ class VersionSerializer(serializers.ModelSerializer):
         return obj.predecessor.revision if obj.predecessor_id else None
 
 
+class PromptVersionDetailSerializer(PromptVersionSerializer):
+    config = serializers.JSONField(help_text="the whole configuration of this revision")
+
+    class Meta(PromptVersionSerializer.Meta):
+        fields = [*PromptVersionSerializer.Meta.fields, "config"]
+
+
 class VersionList(APIView):
-    @extend_schema(responses=VersionSerializer(many=True))
+    @extend_schema(responses=page_of("PromptVersionPage", PromptVersionSerializer(many=True)),
+                   parameters=[PageQuery])
     def get(self, request):
-        paginator = LimitOffsetPagination()
         queryset = PromptVersion.objects.select_related("predecessor").order_by("-revision")
-        page = paginator.paginate_queryset(queryset, request, view=self)
-        return paginator.get_paginated_response(VersionSerializer(page, many=True).data)
+        return paginate(request, self, queryset,
+                        lambda page: PromptVersionSerializer(page, many=True).data)
 
 
 class VersionDetail(APIView):
-    @extend_schema(responses=VersionSerializer)
+    @extend_schema(responses=PromptVersionDetailSerializer)
     def get(self, request, revision):
         found = service.version(revision)
         if found is None:
             return error_response(404, "not_found", f"There is no revision {revision}.")
-        return Response({**VersionSerializer(found).data, "config": found.config})
+        return Response({**PromptVersionSerializer(found).data, "config": found.config})
 
 
 class VersionRestore(APIView):
@@ -194,7 +202,7 @@ class Preview(APIView):
     """The assembled system prompt of a role, each part marked with its layer;
     `?revision=N` shows it as of an older version (what a turn worked under)."""
 
-    @extend_schema(responses=inline_serializer("Preview", {
+    @extend_schema(responses=inline_serializer("PromptPreview", {
         "role": serializers.CharField(), "revision": serializers.IntegerField(),
         "text": serializers.CharField(), "prefix_hash": serializers.CharField(),
         "parts": serializers.ListField(child=serializers.DictField())}))

@@ -6,12 +6,15 @@ from typing import Any
 
 from django.db import transaction
 from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
+from amux_common.fields import JsonTyped
+from amux_common.schema import page_of
 from amux_common.secrets import set_keys
 from sessions import services, timeline
 from sessions.models import ProviderProfile, Session
@@ -24,12 +27,20 @@ def _refused(exc: services.CommandError) -> Response:
 
 
 # ------------------------------------------------------------------------- providers
-class ProviderSerializer(serializers.ModelSerializer):
+@extend_schema_field({"type": "string", "format": "uri", "pattern": "^https?://[a-z0-9]",
+                      "maxLength": 250})
+class BaseUrl(serializers.URLField):
+    """An explicit http(s) URL (a host name is at most 253 characters, so a longer URL
+    cannot be valid)."""
+
+
+class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
     api_key = serializers.CharField(write_only=True, required=False, allow_blank=True,
                                     trim_whitespace=False)
     models = serializers.ListField(source="model_names", child=serializers.CharField(),
                                    required=False)
     secrets = serializers.SerializerMethodField()
+    base_url = BaseUrl(max_length=250)
 
     class Meta:
         model = ProviderProfile
@@ -91,7 +102,18 @@ def runtime_info(name: str, cls: Any) -> dict[str, Any]:
             "capabilities": cls.static_capabilities().as_dict()}
 
 
+class RuntimeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    installed = serializers.BooleanField()
+    version = serializers.CharField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+    platforms = serializers.ListField(child=serializers.CharField())
+    capabilities = serializers.DictField()
+
+
 class RuntimeList(APIView):
+    @extend_schema(operation_id="runtimes_list", responses=page_of("RuntimePage",
+                                                                   RuntimeSerializer(many=True)))
     def get(self, request):
         items = [runtime_info(n, c) for n, c in sorted(registered().items())]
         return Response({"count": len(items), "next": None, "previous": None,
@@ -99,6 +121,7 @@ class RuntimeList(APIView):
 
 
 class RuntimeDetail(APIView):
+    @extend_schema(responses=RuntimeSerializer)
     def get(self, request, name: str):
         cls = registered().get(name)
         if cls is None:
@@ -131,8 +154,13 @@ class SessionSerializer(serializers.ModelSerializer):
         return counts
 
 
-class CreateSession(serializers.Serializer):
-    runtime = serializers.CharField()
+@extend_schema_field({"type": "string", "enum": sorted(registered())})
+class RuntimeName(serializers.CharField):
+    """A registered runtime; an unknown one is refused by the service (`unknown_runtime`)."""
+
+
+class CreateSession(JsonTyped, serializers.Serializer):
+    runtime = RuntimeName()
     provider = serializers.CharField()
     model = serializers.CharField()
     workdir = serializers.CharField(required=False)
@@ -150,6 +178,7 @@ class SessionList(generics.ListAPIView):
     def get_serializer_context(self):
         return {**super().get_serializer_context(), "list": True}
 
+    @extend_schema(request=CreateSession, responses={201: SessionSerializer})
     def post(self, request):
         data = CreateSession(data=request.data)
         data.is_valid(raise_exception=True)
@@ -169,13 +198,48 @@ def _session(pk: int) -> Session:
     return get_object_or_404(Session, pk=pk)
 
 
+class PostMessage(JsonTyped, serializers.Serializer):
+    text = serializers.CharField(max_length=65_536, trim_whitespace=False)
+    key = serializers.CharField(max_length=120, required=False, allow_null=True,
+                                help_text="idempotency key: the same key posts once")
+
+    def validate_text(self, value):
+        if not value.strip():
+            raise ValidationError("must not be blank")
+        return value
+
+
+class MessageAccepted(serializers.Serializer):
+    turn = serializers.IntegerField()
+    state = serializers.CharField()
+    key = serializers.CharField()
+
+
+class PermissionAnswer(JsonTyped, serializers.Serializer):
+    option = serializers.CharField(max_length=200, help_text="one of the request's option ids")
+
+
+class QuestionAnswer(JsonTyped, serializers.Serializer):
+    answers = serializers.DictField(help_text="question id → answer")
+
+
+def _accepted(name: str, field: str):
+    return {202: inline_serializer(name, {field: serializers.CharField()})}
+
+
+def _valid(serializer_class, request) -> dict:
+    body = serializer_class(data=request.data)
+    body.is_valid(raise_exception=True)
+    return body.validated_data
+
+
 class SessionMessages(APIView):
+    @extend_schema(request=PostMessage, responses={202: MessageAccepted})
     def post(self, request, pk: int):
         _session(pk)
-        text = request.data.get("text") if isinstance(request.data, dict) else None
-        key = request.data.get("key") if isinstance(request.data, dict) else None
+        data = _valid(PostMessage, request)
         try:
-            turn = services.post_message(pk, text, key=key)
+            turn = services.post_message(pk, data["text"], key=data.get("key"))
         except services.CommandError as exc:
             return _refused(exc)
         return Response({"turn": turn.seq, "state": turn.state, "key": turn.key},
@@ -183,6 +247,7 @@ class SessionMessages(APIView):
 
 
 class SessionInterrupt(APIView):
+    @extend_schema(request=None, responses=_accepted("InterruptRequested", "interrupt"))
     def post(self, request, pk: int):
         _session(pk)
         try:
@@ -193,9 +258,11 @@ class SessionInterrupt(APIView):
 
 
 class SessionPermission(APIView):
+    @extend_schema(request=PermissionAnswer,
+                   responses=_accepted("PermissionAnswered", "answered"))
     def post(self, request, pk: int, request_id: str):
         _session(pk)
-        option = request.data.get("option") if isinstance(request.data, dict) else None
+        option = _valid(PermissionAnswer, request)["option"]
         try:
             services.answer_permission(pk, request_id, option)
         except services.CommandError as exc:
@@ -204,9 +271,10 @@ class SessionPermission(APIView):
 
 
 class SessionQuestion(APIView):
+    @extend_schema(request=QuestionAnswer, responses=_accepted("QuestionAnswered", "answered"))
     def post(self, request, pk: int, request_id: str):
         _session(pk)
-        answers = request.data.get("answers") if isinstance(request.data, dict) else None
+        answers = _valid(QuestionAnswer, request)["answers"]
         try:
             services.answer_question(pk, request_id, answers)
         except services.CommandError as exc:
@@ -215,6 +283,7 @@ class SessionQuestion(APIView):
 
 
 class SessionSleep(APIView):
+    @extend_schema(request=None, responses=_accepted("SleepRequested", "sleep"))
     def post(self, request, pk: int):
         _session(pk)
         try:
@@ -225,6 +294,8 @@ class SessionSleep(APIView):
 
 
 class SessionArchive(APIView):
+    @extend_schema(request=None, responses={200: inline_serializer(
+        "Archived", {"lifecycle": serializers.CharField()})})
     def post(self, request, pk: int):
         _session(pk)
         try:
@@ -234,18 +305,25 @@ class SessionArchive(APIView):
         return Response({"lifecycle": "archived"})
 
 
+class TimelineEventSerializer(serializers.Serializer):
+    seq = serializers.IntegerField()
+    turn = serializers.IntegerField(allow_null=True)
+    type = serializers.CharField(help_text="dotted, e.g. turn.started, message.delta")
+    payload = serializers.DictField()
+    at = serializers.DateTimeField()
+
+
+class TimelineQuery(serializers.Serializer):
+    after = serializers.IntegerField(min_value=0, max_value=2_147_483_647, default=0,
+                                     help_text="the last sequence number already seen")
+    limit = serializers.IntegerField(min_value=1, max_value=10_000, default=1000)
+
+
 class SessionTimeline(APIView):
+    @extend_schema(parameters=[TimelineQuery], responses=TimelineEventSerializer(many=True))
     def get(self, request, pk: int):
         _session(pk)
-        try:
-            after = int(request.query_params.get("after", 0))
-            limit = int(request.query_params.get("limit", 1000))
-        except ValueError:
-            return error_response(400, "invalid", "after and limit must be integers",
-                                  {"after": ["an integer"]})
-        if after < 0 or not 0 < limit <= 10000:
-            return error_response(400, "invalid", "after ≥ 0 and 0 < limit ≤ 10000")
-        return Response(timeline.events_after(pk, after, limit))
-
-
-
+        query = TimelineQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return Response(timeline.events_after(pk, query.validated_data["after"],
+                                              query.validated_data["limit"]))

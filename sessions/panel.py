@@ -9,13 +9,14 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from amux_common import roles
+from amux_common.pager import paged
 from sessions import services, timeline
 from sessions.models import Lifecycle, Session
 
 
 @roles.read_page
 def sessions_tab(request):
-    sessions = Session.objects.select_related("provider")[:200]
+    sessions = paged(request, Session.objects.select_related("provider").order_by("-id"))
     return render(request, "panel/sessions.html", {"tab": "sessions", "sessions": sessions})
 
 

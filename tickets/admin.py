@@ -10,6 +10,11 @@ class SourceAdmin(admin.ModelAdmin):
     list_filter = ["kind", "enabled"]
     readonly_fields = ["health", "created_at", "updated_at"]
 
+    def get_readonly_fields(self, request, obj=None):
+        # Once events arrived, the webhook URL and the policy name the source by its slug.
+        fixed = obj is not None and (obj.deliveries.exists() or obj.threads.exists())
+        return [*self.readonly_fields, *(["slug"] if fixed else [])]
+
 
 @admin.register(models.Delivery)
 class DeliveryAdmin(ReadOnlyAdmin):

@@ -8,9 +8,11 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
+from amux_common.fields import JsonTyped
 from sessions.models import ProviderProfile
 from tickets import engine
 from tickets.core.errors import CommandRefused, NotFound
+from tickets.core.text_cap import MAX_TEXT
 from tickets.models import AgentSettings, Eval, Mandate, Thread, Ticket, Trigger
 from tickets.read import failures, stages
 
@@ -86,8 +88,16 @@ class TicketSerializer(serializers.ModelSerializer):
         return failure.as_dict() if failure else None
 
 
-class InputSerializer(serializers.Serializer):
-    text = serializers.CharField(max_length=100_000, trim_whitespace=False)
+class InputSerializer(JsonTyped, serializers.Serializer):
+    text = serializers.CharField(max_length=MAX_TEXT, trim_whitespace=False)
+
+
+class InputCreatedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    ticket = serializers.IntegerField()
+    text = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    delivered = serializers.BooleanField()
 
 
 class TicketViewSet(viewsets.ReadOnlyModelViewSet):
@@ -109,6 +119,7 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
         context["failures"] = getattr(self, "_failures", {})
         return context
 
+    @extend_schema(request=None)
     @action(detail=True, methods=["post"])
     def stop(self, request, pk=None):
         ticket = run_command(engine.stop_ticket, ticket_id=self._id(pk), by=request.user.username)
@@ -124,6 +135,7 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
         run_command(engine.retry_ticket, ticket_id=ticket_id)
         return Response(self.get_serializer(Ticket.objects.get(pk=ticket_id)).data)
 
+    @extend_schema(request=InputSerializer, responses={201: InputCreatedSerializer})
     @action(detail=True, methods=["post"])
     def inputs(self, request, pk=None):
         body = InputSerializer(data=request.data)
@@ -177,7 +189,7 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     queryset = Eval.objects.order_by("-id")
 
 
-class AgentSettingsSerializer(serializers.ModelSerializer):
+class AgentSettingsSerializer(JsonTyped, serializers.ModelSerializer):
     triage_provider = serializers.SlugRelatedField(
         slug_field="slug", queryset=ProviderProfile.objects.all(), allow_null=True, required=False
     )

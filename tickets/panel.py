@@ -11,12 +11,15 @@ from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from amux_common.clock import now as clock
+from amux_common.pager import paged
 from tickets import engine, first_run, guarding
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
+from tickets.core.source_rules import SLUG_FIXED, slug_change_refused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
 from tickets.models import AgentSettings, Eval, Question, Source, Thread, Ticket, Trigger
 from tickets.read import failures, stages
+from tickets.source_views import has_events
 
 
 @roles.read_page
@@ -31,7 +34,7 @@ def tickets_tab(request):
         "checklist": None if live or ended.exists() else first_run.checklist(),
         "needs_me": [r for r in rows if r[1] in NEEDS_ME],
         "moving": [r for r in rows if r[1] in MOVING],
-        "ended": ended.order_by("-ended_at")[:50],
+        "ended": paged(request, ended.order_by("-ended_at", "-id"), param="ended"),
     }
     return render(request, "panel/tickets.html", context)
 
@@ -169,9 +172,12 @@ def question_answer(request, pk):
 
 @roles.read_page
 def triage_tab(request):
-    triggers = Trigger.objects.select_related("source", "thread")[:100]
-    evals = Eval.objects.select_related("trigger")[:100]
-    handed_back = Trigger.objects.filter(disposition="handed_back").select_related("source")[:50]
+    triggers = paged(request, Trigger.objects.select_related("source", "thread")
+                     .order_by("-id"), param="triggers")
+    evals = paged(request, Eval.objects.select_related("trigger").order_by("-id"),
+                  param="evals")
+    handed_back = paged(request, Trigger.objects.filter(disposition="handed_back")
+                        .select_related("source").order_by("-id"), param="handed_back")
     return render(
         request,
         "panel/triage.html",
@@ -249,12 +255,19 @@ def source_form(request, kind=None, slug=None):
     config = dict(source.config) if source else plug_cls.defaults()
     meta = {"slug": source.slug if source else "", "name": source.name if source else "",
             "enabled": source.enabled if source else True}
+    # Once events arrived, the webhook URL and the policy name the source by its slug.
+    slug_fixed = bool(source) and has_events(source)
     if request.method == "POST":
         config = _form_values(plug_cls, request.POST)
         meta = {"slug": (request.POST.get("slug") or "").strip(),
                 "name": (request.POST.get("name") or "").strip(),
                 "enabled": "enabled" in request.POST}
-        if not source:
+        if source and not meta["slug"]:
+            meta["slug"] = source.slug  # a fixed slug is shown, not posted
+        refused = source and slug_change_refused(source.slug, meta["slug"], slug_fixed)
+        if refused:
+            errors["slug"] = refused
+        elif not source or meta["slug"] != source.slug:
             from django.core.validators import validate_slug
 
             try:
@@ -270,7 +283,8 @@ def source_form(request, kind=None, slug=None):
         except ConfigError as exc:
             errors.update(exc.fields)
         if not errors:
-            target = source or Source(kind=kind, slug=meta["slug"])
+            target = source or Source(kind=kind)
+            target.slug = meta["slug"]
             secrets = dict(target.secrets or {})
             for f in plug_cls.secret_fields:
                 if request.POST.get(f"clear_{f.name}"):
@@ -285,7 +299,8 @@ def source_form(request, kind=None, slug=None):
                         (source.secrets if source else {}) or {})
     return render(request, "panel/sources_form.html", {
         "tab": "sources", "kind": kind, "label": plug_cls.label, "source": source,
-        "meta": meta, "errors": errors, **ctx,
+        "meta": meta, "errors": errors, "slug_fixed": slug_fixed,
+        "slug_fixed_why": SLUG_FIXED, **ctx,
     }, status=400 if errors else 200)
 
 

@@ -14,8 +14,10 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from amux_common.api import error_response
+from amux_common.fields import JsonTyped
 from tickets import intake
 from tickets.core.outcome import describe
+from tickets.core.source_rules import slug_change_refused
 from tickets.models import OutgoingMessage, Source, SourceKind, Trigger
 from tickets.sources import KINDS
 from tickets.sources.base import MAX_BODY, ConfigError
@@ -59,6 +61,11 @@ github_hook = _hook("github")
 lark_hook = _hook("lark")
 
 
+def has_events(source: Source) -> bool:
+    """Whether the source has received anything (a delivery, or a thread from a poll)."""
+    return source.deliveries.exists() or source.threads.exists()
+
+
 def webhook_url(request, source: Source) -> str | None:
     if not KINDS[source.kind].has_webhook:
         return None
@@ -68,10 +75,12 @@ def webhook_url(request, source: Source) -> str | None:
 # --- sources/ -------------------------------------------------------------------------------
 
 
-class SourceSerializer(serializers.ModelSerializer):
+class SourceSerializer(JsonTyped, serializers.ModelSerializer):
     kind = serializers.ChoiceField(choices=SourceKind.choices)
-    config = serializers.JSONField(required=False)
-    secrets = serializers.JSONField(required=False)
+    config = serializers.DictField(required=False, help_text="the kind's settings")
+    secrets = serializers.DictField(
+        required=False, help_text="write: values to set (empty or null clears one); "
+        "read: which of the kind's secrets are set")
     health = serializers.SerializerMethodField()
     webhook_url = serializers.SerializerMethodField()
 
@@ -99,6 +108,10 @@ class SourceSerializer(serializers.ModelSerializer):
         kind = attrs.get("kind") or (instance.kind if instance else None)
         if instance and "kind" in attrs and attrs["kind"] != instance.kind:
             raise serializers.ValidationError({"kind": "cannot change; add a new source"})
+        if instance and "slug" in attrs:
+            refused = slug_change_refused(instance.slug, attrs["slug"], has_events(instance))
+            if refused:
+                raise serializers.ValidationError({"slug": [refused]})
         plug = KINDS[kind]
         try:
             if "config" in attrs or instance is None:
@@ -132,7 +145,7 @@ class SourceSerializer(serializers.ModelSerializer):
         return instance
 
 
-class ChatMessageSerializer(serializers.Serializer):
+class ChatMessageSerializer(JsonTyped, serializers.Serializer):
     text = serializers.CharField(max_length=20000, trim_whitespace=False)
     thread = serializers.RegexField(r"^[A-Za-z0-9_.:-]{1,200}$", required=False)
     id = serializers.RegexField(r"^[A-Za-z0-9_.:-]{1,100}$", required=False)
@@ -158,7 +171,7 @@ class SourceViewSet(
     lookup_field = "slug"
 
     def perform_destroy(self, instance):
-        if instance.deliveries.exists() or instance.threads.exists():
+        if has_events(instance):
             from amux_common.api import Conflict
 
             raise Conflict("this source has received events; disable it instead")

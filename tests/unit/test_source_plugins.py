@@ -150,3 +150,12 @@ def test_a_comment_reply_is_escaped_and_cut_into_parts_never_inside_an_escape():
     assert marker.startswith("[amux:") and marker == comment_marker("effect-12")
     assert marker != comment_marker("effect-13")
     assert comment_marker("effect-12", 1, 3) == marker[:-1] + " 2/3]"
+
+
+def test_a_source_keeps_its_slug_once_it_has_received_events():
+    from tickets.core.source_rules import slug_change_refused
+
+    assert slug_change_refused("gh", "gh", has_events=True) is None
+    assert slug_change_refused("gh", "github", has_events=False) is None
+    reason = slug_change_refused("gh", "github", has_events=True)
+    assert reason and "webhook URL" in reason and "policy" in reason

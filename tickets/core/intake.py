@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tickets.core.text_cap import cap_text
+
 # Errors worth remembering in health are content-free: a reason code and a time.
 MAX_REASONS = 50
 
@@ -56,7 +58,8 @@ def trigger_fields(facts, decision: dict) -> dict:
         "is_bot": facts.is_bot,
         "addressed": facts.addressed,
         "receives_all": facts.receives_all,
-        "text": facts.text,
+        # Capped here, once: the ticket's input is made from the trigger's text.
+        "text": cap_text(facts.text or ""),
         "meta": facts.meta,
         "decision": decision.get("decision") or "",
         "strength": decision.get("strength") or "",

@@ -1,0 +1,68 @@
+"""JSON bodies are taken as they are typed.
+
+DRF coerces: a CharField takes the number 0 as "0", an IntegerField takes the string "5",
+a BooleanField takes "true" or 1, a nullable relation takes "" as null. The API documents
+JSON types, so a value of another type is refused (400 naming the field) rather than
+guessed at; null clears a nullable field, "" does not.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+_MESSAGES = {str: "Must be a string.", int: "Must be an integer.", bool: "Must be true or false.",
+             dict: "Must be an object.", list: "Must be a list."}
+
+
+def _expected(field) -> type | None:
+    if isinstance(field, serializers.BooleanField):
+        return bool
+    if isinstance(field, serializers.IntegerField):
+        return int
+    if isinstance(field, (serializers.CharField, serializers.ChoiceField,
+                          serializers.RelatedField)):
+        return str
+    if isinstance(field, serializers.DictField):
+        return dict
+    if isinstance(field, serializers.ListField):
+        return list
+    return None  # JSONField and the like take any JSON
+
+
+def type_error(field, value) -> str | None:
+    """Why `value` (decoded JSON) does not have the JSON type `field` documents."""
+    if value is None:
+        return None  # DRF answers for null (allowed or not)
+    expected = _expected(field)
+    if expected is None:
+        return None
+    if expected is int and isinstance(value, bool):
+        return _MESSAGES[int]
+    if not isinstance(value, expected):
+        return _MESSAGES[expected]
+    if isinstance(field, serializers.RelatedField) and value == "":
+        return "Must name one (or be null)."
+    if expected is list:
+        for item in value:
+            inner = type_error(field.child, item)
+            if inner:
+                return f"Each item: {inner[0].lower()}{inner[1:]}"
+    return None
+
+
+# Serializer mixin: refuse body values whose JSON type is not the documented one. (No
+# docstring: the schema would show it as every serializer's description.)
+class JsonTyped:
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            errors = {}
+            for name, field in self.fields.items():
+                if field.read_only or field.field_name not in data:
+                    continue
+                problem = type_error(field, data[field.field_name])
+                if problem:
+                    errors[name] = [problem]
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)

@@ -1,0 +1,85 @@
+"""The OpenAPI document says what the API really answers, errors included.
+
+Every operation lists the errors it can give, all in the one error shape (`Error`,
+`{"error": {"code", "message", "fields"}}`), derived from what the operation takes: any
+operation can refuse a caller (401 no or bad token, 403 not allowed, 429 throttled); one
+that takes query parameters or a body can refuse them (400) and the body's media type
+(415); one addressed by a path parameter can name something that does not exist (404); one
+that changes state can conflict with it (409). The schemathesis run in the test suite holds
+the document to it.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.openapi import AutoSchema
+from rest_framework import serializers
+
+from amux_common.pagination import MAX_LIMIT, MAX_OFFSET
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="machine-readable, e.g. invalid, not_found")
+    message = serializers.CharField(help_text="what was wrong, in words")
+    fields = serializers.DictField(
+        help_text="per field (or parameter) what was wrong with it; empty when none")
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+_DESCRIPTIONS = {
+    "400": "Bad input: the fields (or parameters) named in `error.fields`.",
+    "401": "No credentials, or credentials that are not valid.",
+    "403": "The caller may not do this.",
+    "404": "Nothing is found under this path.",
+    "409": "The request contradicts the current state; nothing was written.",
+    "415": "The body is not JSON.",
+    "429": "Too many requests; try again later.",
+}
+
+
+class AmuxAutoSchema(AutoSchema):
+    def get_operation(self, path, path_regex, path_prefix, method, registry):
+        operation = super().get_operation(path, path_regex, path_prefix, method, registry)
+        if operation is None:
+            return None
+        parameters = operation.get("parameters") or []
+        codes = ["401", "403", "429"]
+        if any(p["in"] == "query" for p in parameters) or "requestBody" in operation:
+            codes.append("400")
+        if "requestBody" in operation:
+            codes.append("415")
+        if any(p["in"] == "path" for p in parameters):
+            codes.append("404")
+        if self.method not in ("GET", "HEAD", "OPTIONS"):
+            codes.append("409")
+        responses = operation["responses"]
+        for code in sorted(codes):
+            if code not in responses:
+                responses[code] = self._get_response_for_code(ErrorSerializer, code)
+                responses[code]["description"] = _DESCRIPTIONS[code]
+        return operation
+
+
+def page_of(name: str, child: serializers.BaseSerializer) -> serializers.Serializer:
+    """The documented shape of one page of a list (for views that paginate by hand)."""
+    from drf_spectacular.utils import inline_serializer
+
+    return inline_serializer(name, {
+        "count": serializers.IntegerField(),
+        "next": serializers.URLField(allow_null=True),
+        "previous": serializers.URLField(allow_null=True),
+        "results": child,
+    })
+
+
+class PageQuery(serializers.Serializer):
+    """The `limit`/`offset` parameters of a hand-paginated list, as the pagination bounds
+    them (amux_common.pagination)."""
+
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_LIMIT,
+                                     help_text="Number of results to return per page.")
+    offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET,
+                                      help_text="The initial index from which to return "
+                                                "the results.")

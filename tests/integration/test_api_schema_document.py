@@ -1,0 +1,51 @@
+"""What the OpenAPI document promises: errors in one shape, secrets only in requests,
+read-only fields only in responses, bounded pages."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def document(api):
+    response = api.get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_every_operation_documents_its_errors_in_the_error_shape(document):
+    assert document["components"]["schemas"]["Error"]["properties"]["error"]
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            for code in ("401", "403", "429"):
+                assert code in responses, (method, path, code)
+            for code, response in responses.items():
+                if code.startswith(("4", "5")):
+                    ref = response["content"]["application/json"]["schema"]["$ref"]
+                    assert ref == "#/components/schemas/Error", (method, path, code)
+            if "{" in path:
+                assert "404" in responses, (method, path)
+            if "requestBody" in operation:
+                assert {"400", "415"} <= set(responses), (method, path)
+            if method != "get":
+                assert "409" in responses, (method, path)
+
+
+def test_write_only_secrets_only_in_requests_and_read_only_fields_only_in_responses(document):
+    schemas = document["components"]["schemas"]
+    assert "api_key" in schemas["ProviderRequest"]["properties"]
+    assert "api_key" not in schemas["Provider"]["properties"]
+    assert "created_at" in schemas["Provider"]["properties"]
+    assert "created_at" not in schemas["ProviderRequest"]["properties"]
+    assert "updated_at" not in schemas["SourceRequest"]["properties"]
+    assert "health" not in schemas["SourceRequest"]["properties"]
+
+
+def test_list_parameters_carry_their_bounds(document):
+    params = {p["name"]: p["schema"] for p in
+              document["paths"]["/api/v1/tickets/"]["get"]["parameters"]}
+    assert params["limit"] == {"type": "integer", "minimum": 1, "maximum": 200}
+    assert params["offset"]["minimum"] == 0
