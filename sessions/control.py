@@ -10,20 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import redis
-from django.conf import settings
+from amux_common.shared_redis import client
 
 KEY = "amux:session:{id}:control"
 ANSWERED = "amux:session:{id}:answered:{rid}"
-_client: redis.Redis | None = None
-
-
-def client() -> redis.Redis:
-    global _client
-    if _client is None:
-        _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5,
-                                       socket_connect_timeout=5)
-    return _client
 
 
 def key(session_id: int) -> str:

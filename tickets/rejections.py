@@ -14,21 +14,13 @@ from __future__ import annotations
 import logging
 
 import redis
-from django.conf import settings
+
+from amux_common.shared_redis import client
 
 log = logging.getLogger(__name__)
 
 PREFIX = "amux:intake:rejected:"
 PENDING = PREFIX + "pending"
-_client: redis.Redis | None = None
-
-
-def client() -> redis.Redis:
-    global _client
-    if _client is None:
-        _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5,
-                                       socket_connect_timeout=5)
-    return _client
 
 
 def key(source) -> str:
