@@ -2,7 +2,7 @@
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 from kombu import Queue
 
 from amux_site import heartbeat
@@ -28,3 +28,14 @@ app.conf.beat_schedule = {
 app.conf.beat_scheduler = "amux_site.heartbeat:HeartbeatScheduler"
 app.steps["worker"].add(heartbeat.WorkerHeartbeat)
 app.autodiscover_tasks()
+
+
+@signals.setup_logging.connect
+def _django_logging(**kwargs):
+    """Workers and beat log through settings.LOGGING (its format and filters) instead of
+    Celery's own handler."""
+    from logging.config import dictConfig
+
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from amux_common.api import error_response
 from amux_common.secrets import set_keys
 from sessions import services, timeline
+from sessions.keys import api_key_problem
 from sessions.models import ProviderProfile, Session
 from sessions.runtimes import registered
 
@@ -38,6 +39,13 @@ class ProviderSerializer(serializers.ModelSerializer):
 
     def get_secrets(self, obj: ProviderProfile) -> dict[str, bool]:
         return set_keys(obj.secrets)
+
+    def validate_api_key(self, value: str) -> str:
+        value = value.strip()
+        problem = api_key_problem(value)
+        if problem:
+            raise ValidationError(problem)
+        return value
 
     def validate_base_url(self, value: str) -> str:
         if not value.startswith(("http://", "https://")):
