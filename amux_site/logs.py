@@ -16,10 +16,18 @@ from datetime import UTC, datetime
 _TASK_LOGGERS = ("celery.beat", "celery.worker.strategy", "celery.app.trace")
 
 
+_tasks_loaded: list[bool] = []
+
+
 def periodic_task_names() -> frozenset[str]:
+    """The tasks beat sends on a schedule (apps add theirs when their tasks load)."""
     from amux_site.celery import app
 
-    return frozenset(entry["task"] for entry in app.conf.beat_schedule.values())
+    if not _tasks_loaded:
+        # loads every app's tasks (and may set Django, and so logging, up): once
+        _tasks_loaded.append(True)
+        app.loader.import_default_modules()
+    return frozenset(entry["task"] for entry in (app.conf.beat_schedule or {}).values())
 
 
 class QuietPeriodic(logging.Filter):
@@ -28,18 +36,13 @@ class QuietPeriodic(logging.Filter):
     They still show when the root logger is at DEBUG; their warnings and errors (a task
     that fails) are untouched."""
 
-    def __init__(self, name: str = "") -> None:
-        super().__init__(name)
-        self._names: frozenset[str] | None = None
-
     def _periodic(self, record: logging.LogRecord) -> bool:
-        if self._names is None:
-            try:
-                self._names = periodic_task_names()
-            except Exception:  # settings not ready yet: nothing to recognise
-                return False
+        try:
+            names = periodic_task_names()
+        except Exception:  # settings or apps not ready yet: nothing to recognise
+            return False
         text = record.getMessage()
-        return any(name in text for name in self._names)
+        return any(name in text for name in names)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno != logging.INFO or not record.name.startswith(_TASK_LOGGERS):
