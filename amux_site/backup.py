@@ -46,7 +46,7 @@ def backup(to: str | os.PathLike | None = None) -> Path:
     """Write a consistent copy of the database into `to`; return the file written."""
     target = _target_dir(to)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    db = settings.DATABASES["default"]
+    db = connection.settings_dict
     if connection.vendor == "sqlite":
         return _sqlite(Path(db["NAME"]), target / f"amux-{stamp}.sqlite3")
     if connection.vendor == "postgresql":
