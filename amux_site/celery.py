@@ -20,6 +20,10 @@ app.conf.beat_schedule = {
     "outbox-sweep": {"task": "tickets.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
     "intake-sweep": {"task": "tickets.intake_sweep", "schedule": 30.0, "options": {"expires": 30}},
     "source-poll": {"task": "tickets.poll_sources", "schedule": 300.0, "options": {"expires": 300}},
+    # bounded batches per run (tickets/retention.py); a no-op with AMUX_RETENTION_DAYS=0
+    "history-prune": {
+        "task": "tickets.prune_history", "schedule": 900.0, "options": {"expires": 900}
+    },
     "policy-effects-sweep": {
         "task": "policy.apply_pending", "schedule": 30.0, "options": {"expires": 30}
     },

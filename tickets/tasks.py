@@ -50,3 +50,18 @@ def poll_sources() -> int:
     from tickets import intake
 
     return intake.poll_all()
+
+
+@shared_task(
+    name="tickets.prune_history",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=240,
+    time_limit=300,
+    ignore_result=True,
+)
+def prune_history() -> int:
+    """Drop timelines of long-ended tickets and old deliveries (AMUX_RETENTION_DAYS)."""
+    from tickets import retention
+
+    return retention.prune().total
