@@ -278,6 +278,15 @@ def test_a_failed_runtime_install_json_logs_private_files_backup_and_restart(dat
         assert proc.poll() is None
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
 
+        # `amux upgrade` on a running amux: nothing mid-turn, so back up, migrate, restart
+        upgrade = _amux(env, "upgrade", "--timeout", "5", timeout=180)
+        assert upgrade.returncode == 0, upgrade.stderr + upgrade.stdout
+        assert f"amux: backed up to {data_dir / 'backups'}" in upgrade.stdout
+        assert "amux: database migrated" in upgrade.stdout
+        assert "amux restarted" in upgrade.stdout
+        third = json.loads((data_dir / "run" / "state.json").read_text())
+        assert third["pid"] == proc.pid and third["run_id"] != again["run_id"]
+
         private = [p for p in data_dir.rglob("*") if p.stat().st_mode & 0o077]
         assert private == [], [(str(p), oct(p.stat().st_mode)) for p in private]
         assert data_dir.stat().st_mode & 0o777 == 0o700
@@ -291,7 +300,7 @@ def test_a_failed_runtime_install_json_logs_private_files_backup_and_restart(dat
     entries = [json.loads(line) for line in log.read_text().splitlines()]  # all JSON
     assert all({"time", "level", "logger", "message"} <= set(e) for e in entries)
     assert any(e["message"] == "amux: restarting" for e in entries)
-    assert sum("amux: serving" in e["message"] for e in entries) == 2
+    assert sum("amux: serving" in e["message"] for e in entries) == 3
     # the sweeps beat sends every 5 s leave no line (the workers' startup banner lists them)
     periodic = [e for e in entries if e["logger"].startswith("celery")
                 and any(name in e["message"] for name in PERIODIC)]
