@@ -152,9 +152,18 @@ def test_amux_run_serves_refuses_a_second_run_and_stops_cleanly(data_dir, tmp_pa
         assert status.returncode == 0, status.stderr
         assert status.stdout == ""
 
+        # a second run, even with a changed lockfile, is refused before it touches the
+        # runtimes under the running one
+        runtimes = Path(env["AMUX_RUNTIMES_DIR"])
+        stamp = (runtimes / runtimes_install.STAMP).read_text()
+        write_project(runtimes.parent, "9.9.9")
+        (runtimes / "in-use").write_text("a runtime the running amux uses")
         second = _amux(env, "run")
         assert second.returncode != 0
         assert "already running on data directory" in second.stderr
+        assert "runtimes" not in second.stdout + second.stderr
+        assert (runtimes / "in-use").exists()
+        assert (runtimes / runtimes_install.STAMP).read_text() == stamp
 
         printed = re.findall(r"password: (\S+)", log.read_text())
         assert len(printed) == 1
