@@ -16,9 +16,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# Agent runtimes pinned in package.json / package-lock.json, installed where amux finds them.
-runtimes:
-	@if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; fi
+# Agent runtimes pinned in package.json / package-lock.json, installed where amux finds them,
+# only when the lockfile changed since the last install (a stamp in node_modules holds its
+# hash). `make run` needs no step here: `amux run` does the same once it holds the data
+# directory, and starts without them (see `amux doctor`) when npm or its registry is missing.
+runtimes: venv
+	@$(BIN)/python -m amux_site.runtimes_install
 
 # Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).
 browser:
@@ -28,7 +31,6 @@ browser:
 	  else echo "browser tests need /usr/bin/chromium: sudo apt-get install chromium"; fi; fi
 
 run: venv
-	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory runtimes; fi
 	@$(BIN)/python manage.py amux run
 
 lint: venv
@@ -37,7 +39,7 @@ lint: venv
 
 test: export AMUX_DATA_DIR := $(CURDIR)/var/test
 test: venv browser
-	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory runtimes; fi
+	@$(BIN)/python -m amux_site.runtimes_install || true  # the runtime tests say what is missing
 	@$(BIN)/ruff check .
 	@$(BIN)/lint-imports --no-cache
 	@status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \

@@ -11,10 +11,15 @@ provider reachable and authenticated) adds a module `<app>/doctor.py` with
 
 `amux_site.doctor` collects them from every installed app; a failing check with
 `required=True` (the default) makes `amux doctor` exit non-zero, `required=False` only warns.
+
+A check that does work which may raise (contacting a provider, starting a runtime) is
+better yielded as a `Probe`: `amux doctor` runs each probe on its own, and an exception in
+one becomes that check's failing line instead of ending the app's other checks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -23,4 +28,13 @@ class Check:
     name: str
     ok: bool
     detail: str = ""
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A check run later, on its own: `run()` returns its Check, or raises."""
+
+    name: str
+    run: Callable[[], Check]
     required: bool = True

@@ -2,7 +2,7 @@
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 from kombu import Queue
 
 from amux_site import heartbeat
@@ -21,6 +21,10 @@ app.conf.beat_schedule = {
     "intake-sweep": {"task": "tickets.intake_sweep", "schedule": 30.0, "options": {"expires": 30}},
     "source-poll": {"task": "tickets.poll_sources", "schedule": 300.0, "options": {"expires": 300}},
     "guards-sweep": {"task": "tickets.guards_sweep", "schedule": 60.0, "options": {"expires": 60}},
+    # bounded batches per run (tickets/retention.py); a no-op with AMUX_RETENTION_DAYS=0
+    "history-prune": {
+        "task": "tickets.prune_history", "schedule": 900.0, "options": {"expires": 900}
+    },
     "policy-effects-sweep": {
         "task": "policy.apply_pending", "schedule": 30.0, "options": {"expires": 30}
     },
@@ -29,3 +33,14 @@ app.conf.beat_schedule = {
 app.conf.beat_scheduler = "amux_site.heartbeat:HeartbeatScheduler"
 app.steps["worker"].add(heartbeat.WorkerHeartbeat)
 app.autodiscover_tasks()
+
+
+@signals.setup_logging.connect
+def _django_logging(**kwargs):
+    """Workers and beat log through settings.LOGGING (its format and filters) instead of
+    Celery's own handler."""
+    from logging.config import dictConfig
+
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)

@@ -5,6 +5,13 @@ DATA_DIR/run/ holds
   processes it forks, so it stays held while any child it started is alive);
 - `state.json` — pid, port and start time of the running `amux run`;
 - `stopped` — written by `amux stop`, removed by the next `amux run`: "stopped on purpose".
+
+`amux restart` sends RESTART_SIGNAL to the running `amux run`, which stops its children
+like Ctrl-C and then executes itself again in place: the same pid, terminal and process
+manager, with the code now on disk (what `amux upgrade` needs).
+
+Everything under the data directory is private to the service user: the processes run
+with umask 077 (set in settings.py) and `amux run` tightens what older versions created.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ UVICORN_WS_ARGS = ("--ws", "websockets-sansio", "--ws-per-message-deflate", "fal
 
 # Exit codes of `amux status` (CONTRACT.md).
 HEALTHY, DOWN, DEGRADED, STOPPED = 0, 1, 2, 3
+RESTART_SIGNAL = signal.SIGUSR1
 
 
 class AlreadyRunning(RuntimeError):
@@ -153,8 +161,15 @@ def _failing(body: dict, required: bool) -> str:
     return ", ".join(parts)
 
 
-def status(data_dir: Path, host: str = "127.0.0.1") -> tuple[int, str]:
-    """(exit code, one line to print or "") for `amux status`."""
+def status(data_dir: Path, host: str = "127.0.0.1",
+           respect_stop: bool = False) -> tuple[int, str]:
+    """(exit code, one line to print or "") for `amux status`.
+
+    Not running is DOWN (1), except after `amux stop`: a stop by an operator that no
+    `amux run` has undone since answers STOPPED (3), so a process manager that restarts on
+    1 leaves a deliberate stop alone (CONTRACT.md). `respect_stop` (`--respect-stop`, the
+    seed's spelling for the same rule) changes nothing beyond that: plain `status` already
+    respects a deliberate stop."""
     if not is_running(data_dir):
         at = stopped_at(data_dir)
         if at is not None:
@@ -193,3 +208,45 @@ def stop(data_dir: Path, timeout: float = 60.0) -> tuple[int, str]:
             return 1, f"amux (pid {pid}) is still running after {timeout:.0f} s"
         time.sleep(0.2)
     return 0, "amux stopped"
+
+
+def restart(data_dir: Path, host: str = "127.0.0.1",
+            timeout: float = 120.0) -> tuple[int, str]:
+    """Ask the running `amux run` to restart in place; wait until it is healthy again."""
+    if not is_running(data_dir):
+        return DOWN, "amux is not running; `make run` starts it"
+    state = read_state(data_dir) or {}
+    if "pid" not in state or "run_id" not in state:
+        return DOWN, "amux is still starting; try again when `amux status` answers"
+    try:
+        os.kill(int(state["pid"]), RESTART_SIGNAL)
+    except ProcessLookupError:
+        return DOWN, f"amux (pid {state['pid']}) is gone"
+    deadline = time.monotonic() + timeout
+    code, line = DOWN, "did not start again"
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = read_state(data_dir) or {}
+        if now.get("run_id") in (None, state["run_id"]):
+            continue
+        code, line = status(data_dir, host)
+        if code == HEALTHY:
+            return HEALTHY, f"amux restarted (pid {now['pid']}, http://127.0.0.1:{now['port']}/)"
+    return code, f"amux did not come back healthy within {timeout:.0f} s: {line}"
+
+
+def make_private(data_dir: Path) -> None:
+    """Tighten what an older amux (or another umask) left readable: the data directory and
+    its top-level entries to 0700 directories / 0600 files, and the files under run/ (the
+    umask covers everything created from now on; work/ trees are closed by their 0700
+    parent)."""
+    data_dir = Path(data_dir)
+    entries = [data_dir, *data_dir.iterdir()]
+    run = data_dir / "run"
+    if run.is_dir():
+        entries += list(run.iterdir())
+    for path in entries:
+        if path.is_symlink():
+            continue
+        with contextlib.suppress(OSError):
+            path.chmod(0o700 if path.is_dir() else 0o600)

@@ -1,8 +1,8 @@
 """Settings from the environment (see CONTRACT.md "Configuration").
 
-Only DATABASE_URL, REDIS_URL, AMUX_SECRET_KEY, AMUX_DATA_DIR, AMUX_ALLOWED_HOSTS and
-AMUX_DEBUG are read here (plus a few tuning knobs such as AMUX_TLS and the outbox's
-AMUX_OUTBOX_*); everything else is data managed in the panel, API or admin.
+Only DATABASE_URL, REDIS_URL, AMUX_SECRET_KEY, AMUX_DATA_DIR, AMUX_ALLOWED_HOSTS,
+AMUX_DEBUG, AMUX_TLS, AMUX_LOG_FORMAT, AMUX_RETENTION_DAYS and the outbox's AMUX_OUTBOX_*
+tuning knobs are read here; everything else is data managed in the panel, API or admin.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from amux_site import logs as amux_logs
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -24,6 +26,11 @@ def _flag(name: str, default: bool = False) -> bool:
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
+
+# Every amux process (web, workers, beat, manage.py) imports these settings before it
+# creates a file: the database, its WAL, the secret key, run state, work directories and
+# backups are then private to the service user (0600 files, 0700 directories).
+os.umask(0o077)
 
 DATA_DIR = Path(os.environ.get("AMUX_DATA_DIR") or BASE_DIR / "var").resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
@@ -299,16 +306,28 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": "INFO"},
-    "loggers": {
-        "django.db.backends": {"level": "WARNING"},
-        # the MCP SDK logs every stateless request's transport teardown at INFO
-        "mcp.server.streamable_http": {"level": "WARNING"},
-        "axes.apps": {"level": "WARNING"},  # its start-up banner, in every process
-    },
-}
+# AMUX_LOG_FORMAT=json: one JSON object per line (time, level, logger, message,
+# exception) for log collectors; anything else is the plain one-line format.
+LOG_FORMAT = "json" if os.environ.get("AMUX_LOG_FORMAT", "").strip().lower() == "json" \
+    else "plain"
+LOGGING = amux_logs.config(LOG_FORMAT)
+
+
+def _retention_days() -> int:
+    raw = os.environ.get("AMUX_RETENTION_DAYS", "90").strip()
+    try:
+        days = int(raw)
+    except ValueError:
+        days = -1
+    if days < 0:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            f"AMUX_RETENTION_DAYS must be a whole number of days (0 keeps everything), "
+            f"not {raw!r}")
+    return days
+
+
+# Ended tickets (with their timelines) and deliveries older than this many days are
+# pruned by beat (tickets/retention.py); 0 keeps everything.
+RETENTION_DAYS = _retention_days()

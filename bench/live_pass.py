@@ -111,8 +111,9 @@ def build_live() -> None:
             SELECT 'live-' || g, 'live ticket ' || g, %s, '', '', now(), ''
             FROM generate_series(1, %s) g;
             INSERT INTO tickets_assignment (ticket_id, state, token_hash, attempt, created_at,
-                                            started_at, end_reason)
-            SELECT id, 'running', '', 1, now(), now(), '' FROM tickets_ticket;
+                                            started_at, end_reason, failure_code,
+                                            failure_message)
+            SELECT id, 'running', '', 1, now(), now(), '', '', '' FROM tickets_ticket;
             INSERT INTO tickets_input (ticket_id, kind, text, author, is_human, created_at,
                                        delivered_at, failure)
             SELECT t.id, 'message', 'input', 'octocat', true, now(),
@@ -153,8 +154,9 @@ def build_history(count: int) -> None:
         c.execute(
             """
             INSERT INTO tickets_assignment (ticket_id, state, token_hash, attempt, created_at,
-                                            started_at, ended_at, end_reason)
-            SELECT id, 'ended', '', 1, created_at, created_at, ended_at, 'done'
+                                            started_at, ended_at, end_reason, failure_code,
+                                            failure_message)
+            SELECT id, 'ended', '', 1, created_at, created_at, ended_at, 'done', '', ''
             FROM tickets_ticket WHERE ended_at IS NOT NULL
             """
         )

@@ -3,7 +3,7 @@ from django.contrib import admin
 
 from amux_common.admin import ReadOnlyAdmin
 from sessions import models
-from sessions.provider_keys import key_problem, with_key
+from sessions.keys import api_key_problem, with_key
 
 
 class ProviderAdminForm(forms.ModelForm):
@@ -22,7 +22,7 @@ class ProviderAdminForm(forms.ModelForm):
 
     def clean_api_key(self) -> str:
         key = self.cleaned_data.get("api_key") or ""
-        if key and (problem := key_problem(key)):
+        if key and (problem := api_key_problem(key)):
             raise forms.ValidationError(problem)
         return key
 

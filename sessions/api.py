@@ -17,6 +17,7 @@ from amux_common.fields import JsonTyped
 from amux_common.schema import page_of
 from amux_common.secrets import set_keys
 from sessions import services, timeline
+from sessions.keys import api_key_problem
 from sessions.models import ProviderProfile, Session
 from sessions.runtimes import registered
 
@@ -49,6 +50,13 @@ class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
 
     def get_secrets(self, obj: ProviderProfile) -> dict[str, bool]:
         return set_keys(obj.secrets)
+
+    def validate_api_key(self, value: str) -> str:
+        value = value.strip()
+        problem = api_key_problem(value)
+        if problem:
+            raise ValidationError(problem)
+        return value
 
     def validate_base_url(self, value: str) -> str:
         if not value.startswith(("http://", "https://")):

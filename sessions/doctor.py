@@ -8,8 +8,10 @@ import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from functools import partial
 
-from amux_common.doctor import Check
+from amux_common.doctor import Check, Probe
+from sessions.keys import api_key_problem
 from sessions.runtimes import ProviderSpec, RuntimeConfig, errors, registered
 
 # a provider that is never contacted: starting a native session makes no model call
@@ -62,21 +64,28 @@ def _run_in_thread(coro) -> None:
         raise failure[0]
 
 
+def runtime_check(name: str, start: bool = True) -> Check:
+    probe = registered()[name].probe()
+    if not probe.installed:
+        return Check(f"runtime:{name}", False, f"missing: {probe.error or 'not installed'}",
+                     required=False)
+    ok, detail = can_start(name) if start else (True, "installed")
+    return Check(f"runtime:{name}", ok, f"{probe.version}, {detail}", required=False)
+
+
 def runtime_checks(start: bool = True) -> Iterator[Check]:
-    for name, cls in sorted(registered().items()):
-        probe = cls.probe()
-        if not probe.installed:
-            yield Check(f"runtime:{name}", False, probe.error or "not installed",
-                        required=False)
-            continue
-        ok, detail = can_start(name) if start else (True, "installed")
-        yield Check(f"runtime:{name}", ok, f"{probe.version}, {detail}", required=False)
+    for name in sorted(registered()):
+        yield runtime_check(name, start)
 
 
 def provider_check(provider) -> Check:
     """GET <base_url>/models with the key: any answer is reachable; 401/403 is not
     authenticated."""
     key = (provider.secrets or {}).get("api_key", "")
+    problem = api_key_problem(key)
+    if problem:
+        # stored before keys were checked on save: say so instead of failing inside http
+        return Check(f"provider:{provider.slug}", False, f"unusable api_key: {problem}")
     url = provider.base_url.rstrip("/") + "/models"
     headers = {"User-Agent": "amux-doctor"}
     if key and provider.platform == "anthropic-compat":
@@ -97,9 +106,11 @@ def provider_check(provider) -> Check:
     return Check(f"provider:{provider.slug}", True, f"reachable ({status})")
 
 
-def checks() -> Iterator[Check]:
+def checks() -> Iterator[Probe]:
+    """Each runtime and each provider is a probe of its own (see amux_common.doctor)."""
     from sessions.models import ProviderProfile
 
-    yield from runtime_checks()
+    for name in sorted(registered()):
+        yield Probe(f"runtime:{name}", partial(runtime_check, name), required=False)
     for provider in ProviderProfile.objects.all():
-        yield provider_check(provider)
+        yield Probe(f"provider:{provider.slug}", partial(provider_check, provider))

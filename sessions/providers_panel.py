@@ -15,8 +15,8 @@ from django.views.decorators.http import require_POST
 
 from amux_common.doctor import Check
 from sessions.doctor import provider_check
+from sessions.keys import api_key_problem, with_key
 from sessions.models import ProviderProfile
-from sessions.provider_keys import key_problem, with_key
 
 # Providers are where every runtime sends its model requests, so the page sits with the
 # Sessions tab; agent settings and the first-run checklist link to it.
@@ -58,7 +58,7 @@ class ProviderForm(forms.ModelForm):
 
     def clean_api_key(self) -> str:
         key = self.cleaned_data.get("api_key") or ""
-        if key and (problem := key_problem(key)):
+        if key and (problem := api_key_problem(key)):
             raise forms.ValidationError(problem)
         return key
 

@@ -51,3 +51,18 @@ def guards_sweep() -> int:
     from tickets import engine
 
     return len(engine.guards_rechecked())
+
+
+@shared_task(
+    name="tickets.prune_history",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=240,
+    time_limit=300,
+    ignore_result=True,
+)
+def prune_history() -> int:
+    """Drop timelines of long-ended tickets and old deliveries (AMUX_RETENTION_DAYS)."""
+    from tickets import retention
+
+    return retention.prune().total

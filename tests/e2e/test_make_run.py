@@ -7,9 +7,11 @@ Lark long-connection receivers.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -19,7 +21,8 @@ import httpx
 import pytest
 from django.conf import settings
 
-from amux_site import embedded_redis
+from amux_site import embedded_redis, runtimes_install
+from tests.integration.test_ops_runtimes_install import write_project
 
 pytestmark = pytest.mark.e2e
 
@@ -29,10 +32,23 @@ MANAGE = [sys.executable, "manage.py", "amux"]
 def _env(data_dir: Path, port: int) -> dict:
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "AMUX_EMBEDDED_REDIS",
-                        "AMUX_ADMIN_PASSWORD"}}
+                        "AMUX_ADMIN_PASSWORD", "AMUX_LOG_FORMAT"}}
     env.update(AMUX_DATA_DIR=str(data_dir), AMUX_PORT=str(port), PYTHONUNBUFFERED="1",
-               DJANGO_SETTINGS_MODULE="amux_site.settings")
+               DJANGO_SETTINGS_MODULE="amux_site.settings",
+               AMUX_RUNTIMES_DIR=str(_installed_runtimes(data_dir.parent / "runtimes")))
     return env
+
+
+def _installed_runtimes(root: Path) -> Path:
+    """A runtimes directory installed from its lockfile (stamp current): these runs
+    neither need the agent runtimes nor may reinstall the checkout's own."""
+    target = root / "node_modules"
+    if not target.exists():
+        write_project(root, "1.0.0")
+        target.mkdir()
+        (target / runtimes_install.STAMP).write_text(
+            runtimes_install.lock_hash(root / "package-lock.json"))
+    return target
 
 
 def _amux(env, *args, timeout=60):
@@ -136,9 +152,18 @@ def test_amux_run_serves_refuses_a_second_run_and_stops_cleanly(data_dir, tmp_pa
         assert status.returncode == 0, status.stderr
         assert status.stdout == ""
 
+        # a second run, even with a changed lockfile, is refused before it touches the
+        # runtimes under the running one
+        runtimes = Path(env["AMUX_RUNTIMES_DIR"])
+        stamp = (runtimes / runtimes_install.STAMP).read_text()
+        write_project(runtimes.parent, "9.9.9")
+        (runtimes / "in-use").write_text("a runtime the running amux uses")
         second = _amux(env, "run")
         assert second.returncode != 0
         assert "already running on data directory" in second.stderr
+        assert "runtimes" not in second.stdout + second.stderr
+        assert (runtimes / "in-use").exists()
+        assert (runtimes / runtimes_install.STAMP).read_text() == stamp
 
         printed = re.findall(r"password: (\S+)", log.read_text())
         assert len(printed) == 1
@@ -188,8 +213,11 @@ def test_amux_stop_is_a_stop_on_purpose(data_dir, tmp_path):
             proc.kill()
     assert [pid for pid in tree if _alive(pid)] == []
     status = _amux(env, "status")
-    assert status.returncode == 3
+    assert status.returncode == 3  # stopped on purpose: report once, do not restart
     assert "stopped by an operator" in status.stderr
+    respecting = _amux(env, "status", "--respect-stop")
+    assert respecting.returncode == 3  # a process manager restarting on 1 leaves it alone
+    assert "stopped by an operator" in respecting.stderr
 
 
 def test_a_process_that_dies_stops_everything_and_run_fails(data_dir, tmp_path):
@@ -210,3 +238,81 @@ def test_a_process_that_dies_stops_everything_and_run_fails(data_dir, tmp_path):
     assert [pid for pid in tree if _alive(pid)] == []
     assert "a process exited on its own" in log.read_text()
     assert _amux(env, "status").returncode == 1
+
+
+PERIODIC = ("tickets.drain_outbox", "sessions.sweep", "outbox-sweep", "sessions-sweep")
+
+
+def test_a_failed_runtime_install_json_logs_private_files_backup_and_restart(data_dir,
+                                                                             tmp_path):
+    port = embedded_redis.free_port()
+    env = _env(data_dir, port)
+    # runtimes whose lockfile needs the registry, which is unreachable
+    offline = write_project(tmp_path / "offline-runtimes", "1.0.0", deps=True)
+    env.update(AMUX_RUNTIMES_DIR=str(offline), npm_config_registry="http://127.0.0.1:9/",
+               npm_config_fetch_retries="0", npm_config_cache=str(tmp_path / "npm-cache"),
+               AMUX_LOG_FORMAT="json")
+    log = tmp_path / "run.log"
+    proc = _start(env, log)
+    try:
+        _wait_healthz(proc, port, log, within=90)
+        assert _wait_status(env, 0).returncode == 0
+        first = json.loads((data_dir / "run" / "state.json").read_text())
+        text = log.read_text()
+        assert "agent runtimes not installed" in text and "ECONNREFUSED" in text
+
+        doctor = _amux(env, "doctor", timeout=120)
+        lines = {x.split()[1]: x for x in doctor.stdout.splitlines()}
+        for runtime in ("codex", "pi", "claude", "acp"):
+            assert lines[f"runtime:{runtime}"].startswith("warn"), doctor.stdout
+            assert "missing" in lines[f"runtime:{runtime}"]
+        assert lines["database"].startswith("ok")
+
+        backup = _amux(env, "backup", "--to", str(tmp_path / "backups"))
+        assert backup.returncode == 0, backup.stderr
+        copy = Path(backup.stdout.strip())
+        assert copy.parent == tmp_path / "backups" and copy.suffix == ".sqlite3"
+        assert copy.stat().st_mode & 0o777 == 0o600
+        with sqlite3.connect(copy) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            assert db.execute("SELECT username FROM auth_user").fetchall() == [("admin",)]
+
+        time.sleep(11)  # two outbox sweeps, two session sweeps
+        restart = _amux(env, "restart", timeout=180)
+        assert restart.returncode == 0, restart.stderr + restart.stdout
+        assert "amux restarted" in restart.stderr + restart.stdout
+        again = json.loads((data_dir / "run" / "state.json").read_text())
+        assert again["pid"] == first["pid"] == proc.pid  # in place: same process
+        assert again["run_id"] != first["run_id"]
+        assert proc.poll() is None
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+
+        # `amux upgrade` on a running amux: nothing mid-turn, so back up, migrate, restart
+        upgrade = _amux(env, "upgrade", "--timeout", "5", timeout=180)
+        assert upgrade.returncode == 0, upgrade.stderr + upgrade.stdout
+        assert f"amux: backed up to {data_dir / 'backups'}" in upgrade.stdout
+        assert "amux: database migrated" in upgrade.stdout
+        assert "amux restarted" in upgrade.stdout
+        third = json.loads((data_dir / "run" / "state.json").read_text())
+        assert third["pid"] == proc.pid and third["run_id"] != again["run_id"]
+
+        private = [p for p in data_dir.rglob("*") if p.stat().st_mode & 0o077]
+        assert private == [], [(str(p), oct(p.stat().st_mode)) for p in private]
+        assert data_dir.stat().st_mode & 0o777 == 0o700
+
+        stop = _amux(env, "stop", timeout=90)
+        assert stop.returncode == 0, stop.stderr
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    entries = [json.loads(line) for line in log.read_text().splitlines()]  # all JSON
+    assert all({"time", "level", "logger", "message"} <= set(e) for e in entries)
+    assert any(e["message"] == "amux: restarting" for e in entries)
+    assert sum("amux: serving" in e["message"] for e in entries) == 3
+    # the sweeps beat sends every 5 s leave no line (the workers' startup banner lists them)
+    periodic = [e for e in entries if e["logger"].startswith("celery")
+                and any(name in e["message"] for name in PERIODIC)]
+    assert periodic == []
+    assert any(e["logger"] == "celery.apps.worker" and "ready" in e["message"]
+               for e in entries)

@@ -122,3 +122,32 @@ def test_healthz_answers_503_only_for_a_required_failure(client, settings):
     body = response.json()
     assert body["status"] == "failing"
     assert not body["checks"]["redis"]["ok"] and body["checks"]["database"]["ok"]
+
+
+def test_each_check_runs_on_its_own_so_one_failure_hides_nothing(capsys, settings):
+    settings.INSTALLED_APPS = [*settings.INSTALLED_APPS,
+                               "tests.integration.ops_partly_broken_doctor_app"]
+    _everyone_alive()
+    with pytest.raises(CommandError):
+        call_command("amux", "doctor")
+    lines = _lines(capsys)
+    by_name = {line.split()[1]: line for line in lines}
+    assert by_name["stand-in:first"].startswith("ok")
+    assert by_name["stand-in:broken"].startswith("FAIL")
+    assert "UnicodeEncodeError" in by_name["stand-in:broken"]
+    assert by_name["stand-in:third"].startswith("ok")  # after the failure, still checked
+    assert all(len(line.splitlines()) == 1 for line in lines)
+
+
+def test_a_built_in_check_that_raises_is_its_own_failing_line(monkeypatch):
+    from amux_site import health
+
+    def broken():
+        raise RuntimeError("database driver exploded")
+
+    monkeypatch.setattr(health, "check_database", broken)
+    _everyone_alive()
+    checks = {c.name: c for c in doctor.run(modules=[])}
+    assert not checks["database"].ok
+    assert "RuntimeError: database driver exploded" in checks["database"].detail
+    assert checks["redis"].ok and checks["beat"].ok

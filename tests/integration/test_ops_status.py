@@ -58,12 +58,27 @@ def test_not_running_is_down(tmp_path):
     assert "not running" in line
 
 
-def test_stopped_by_an_operator_is_3(tmp_path):
+def test_stopped_by_an_operator_is_3_with_or_without_respect_stop(tmp_path):
     code, line = operations.stop(tmp_path)
     assert code == 0 and "not running" in line
     code, line = operations.status(tmp_path)
     assert code == operations.STOPPED == 3
     assert "stopped by an operator" in line
+    code, line = operations.status(tmp_path, respect_stop=True)
+    assert code == operations.STOPPED == 3
+    assert "stopped by an operator" in line
+
+
+def test_respect_stop_changes_nothing_without_a_stop(tmp_path):
+    assert operations.status(tmp_path, respect_stop=True)[0] == operations.DOWN
+    operations.mark_stopped(tmp_path)
+    operations.clear_stopped(tmp_path)  # what the next `amux run` does
+    assert operations.status(tmp_path, respect_stop=True)[0] == operations.DOWN
+
+
+def test_restart_refuses_when_nothing_runs(tmp_path):
+    code, line = operations.restart(tmp_path)
+    assert code == operations.DOWN and "not running" in line
 
 
 def test_a_second_holder_of_the_data_directory_is_refused(tmp_path, lock_holder):
@@ -113,7 +128,7 @@ def test_stop_terminates_the_running_process_and_marks_it(tmp_path, lock_holder)
     assert (code, line) == (0, "amux stopped")
     assert lock_holder.wait(timeout=5) == -signal.SIGTERM
     assert time.monotonic() - started < 20
-    assert operations.status(tmp_path)[0] == operations.STOPPED
+    assert operations.status(tmp_path, respect_stop=True)[0] == operations.STOPPED
 
 
 def test_run_refuses_a_port_in_use_with_a_clear_message(monkeypatch):

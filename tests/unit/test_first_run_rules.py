@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from policy.document import SourceInfo, open_cells
-from sessions.provider_keys import key_problem, with_key
+from sessions.keys import api_key_problem, with_key
 from tickets.core.outcome import describe
 
 INFOS = {"chat": SourceInfo("chat", "webchat"), "gh": SourceInfo("gh", "github"),
@@ -51,12 +51,12 @@ def test_an_undecided_message_has_no_outcome_yet():
 
 @pytest.mark.parametrize("key", ["sk-abc_DEF.123", "sk-" + "x" * 200])
 def test_keys_a_header_can_carry(key):
-    assert key_problem(key) is None
+    assert api_key_problem(key) is None
 
 
 @pytest.mark.parametrize("key", ["sk-café", "sk-abc\n", " sk-abc", "sk-\u200babc", "sk-\x00"])
 def test_keys_a_header_cannot_carry(key):
-    assert "ASCII" in key_problem(key)
+    assert "ASCII" in api_key_problem(key)
 
 
 def test_an_empty_key_field_keeps_the_key_a_typed_one_replaces_it_clear_removes_it():

@@ -1,12 +1,15 @@
-"""`manage.py amux run|status|stop|doctor|token|user` — everything an operator runs."""
+"""`manage.py amux run|status|stop|restart|backup|upgrade|doctor|token|user` — everything
+an operator runs."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import shlex
+import signal
 import socket
 import sys
+import time
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -21,16 +24,36 @@ CONCURRENCY = {"default": 2, "runtime": 4}
 # Seconds honcho waits after SIGTERM before SIGKILL (Celery's warm shutdown lets the
 # tasks in hand finish; acks_late re-delivers any that are killed).
 KILL_WAIT = 20
+# What `_supervise` returns when `amux restart` asked for a new start in place.
+RESTART = -1
 
 
 class Command(BaseCommand):
-    help = "Operate amux: run, status, stop, doctor, token, user."
+    help = "Operate amux: run, status, stop, restart, backup, upgrade, doctor, token, user."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
         sub.add_parser("run", help="migrate, then serve with workers and beat (Ctrl-C stops)")
-        sub.add_parser("status", help="exit 0 healthy, 1 down, 2 degraded, 3 stopped on purpose")
-        sub.add_parser("stop", help="stop a running `amux run` on purpose (status then says 3)")
+        status = sub.add_parser(
+            "status", help="exit 0 healthy, 1 down, 2 degraded, 3 stopped on purpose")
+        status.add_argument(
+            "--respect-stop", action="store_true",
+            help="leave a deliberate stop alone (3, not 1); plain `status` already does, "
+                 "this spelling is accepted for watchdog scripts that pass it")
+        sub.add_parser("stop", help="stop a running `amux run` on purpose")
+        restart = sub.add_parser(
+            "restart", help="stop the running `amux run` and start it again in its place")
+        restart.add_argument("--timeout", type=float, default=120.0,
+                             help="seconds to wait until it is healthy again (default 120)")
+        backup = sub.add_parser("backup", help="a consistent copy of the database; prints "
+                                               "the file it wrote")
+        backup.add_argument("--to", dest="to", default=None,
+                            help="directory for the copy (default DATA_DIR/backups)")
+        upgrade = sub.add_parser(
+            "upgrade", help="after updating the code: wait until no turn runs, back up, "
+                            "migrate, restart")
+        upgrade.add_argument("--timeout", type=float, default=600.0,
+                             help="seconds to wait for running turns to end (default 600)")
         sub.add_parser("doctor", help="one line per check; non-zero exit if a required one fails")
         token = sub.add_parser("token", help="print a new REST API token for a user")
         token.add_argument("--user", required=True, help="username")
@@ -56,11 +79,49 @@ class Command(BaseCommand):
         sys.stdout.flush()
         sys.exit(code)
 
-    def do_status(self, **options):
-        self._exit(*operations.status(settings.DATA_DIR, _host_header()))
+    def do_status(self, respect_stop=False, **options):
+        self._exit(*operations.status(settings.DATA_DIR, _host_header(),
+                                      respect_stop=respect_stop))
 
     def do_stop(self, **options):
         self._exit(*operations.stop(settings.DATA_DIR))
+
+    def do_restart(self, timeout=120.0, **options):
+        self._exit(*operations.restart(settings.DATA_DIR, _host_header(), timeout=timeout))
+
+    # -- backup / upgrade ---------------------------------------------------------------
+
+    def do_backup(self, to=None, **options):
+        from amux_site import backup
+
+        try:
+            path = backup.backup(to)
+        except backup.BackupError as exc:
+            raise CommandError(str(exc), returncode=1) from None
+        self.stdout.write(str(path))
+
+    def do_upgrade(self, timeout=600.0, **options):
+        from amux_site import backup
+
+        running = backup.wait_for_no_running_turns(timeout, self.stdout.write)
+        if running:
+            raise CommandError(
+                f"{running} turn(s) still running after {timeout:.0f} s; nothing was changed "
+                "(try again later or with a longer --timeout)", returncode=1)
+        try:
+            path = backup.backup(None)
+        except backup.BackupError as exc:
+            raise CommandError(f"backup failed, nothing was changed: {exc}",
+                               returncode=1) from None
+        self.stdout.write(f"amux: backed up to {path} (an older amux cannot open the "
+                          "migrated database: roll back with this copy)")
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("amux: database migrated")
+        if not operations.is_running(settings.DATA_DIR):
+            self.stdout.write("amux: not running; `make run` starts the new version")
+            return
+        code, line = operations.restart(settings.DATA_DIR, _host_header())
+        self._exit(code, line)
 
     # -- doctor / token -----------------------------------------------------------------
 
@@ -102,6 +163,12 @@ class Command(BaseCommand):
 
     def do_run(self, **options):
         data_dir = settings.DATA_DIR
+        if settings.LOG_FORMAT == "json":
+            from django.core.management.base import OutputWrapper
+
+            from amux_site.logs import JsonLines
+
+            self.stdout = OutputWrapper(JsonLines(sys.stdout))
         try:
             lock = operations.acquire_lock(data_dir)
         except operations.AlreadyRunning as exc:
@@ -109,7 +176,9 @@ class Command(BaseCommand):
         try:
             port = _port()
             operations.clear_stopped(data_dir)
+            operations.make_private(data_dir)
             self.stdout.write(f"amux: data directory {data_dir}")
+            self._install_runtimes()
             call_command("migrate", interactive=False, verbosity=0)
             self.stdout.write("amux: database migrated")
             self._ensure_admin()
@@ -117,9 +186,37 @@ class Command(BaseCommand):
         finally:
             operations.clear_state(data_dir)
             lock.close()
+        if code == RESTART:
+            self._reexec()
         if code:
             raise CommandError("a process exited on its own; everything was stopped",
                                returncode=code)
+
+    def _install_runtimes(self):
+        """After the lock: a second `make run` is refused before it touches the runtimes."""
+        from amux_site import runtimes_install
+
+        started = time.monotonic()
+        outcome = runtimes_install.ensure()
+        if outcome.state == "installed":
+            self.stdout.write(f"amux: agent runtimes installed from package-lock.json "
+                              f"({time.monotonic() - started:.0f} s)")
+        elif not outcome.ok:
+            self.stdout.write(f"amux: agent runtimes not installed ({outcome.detail}); "
+                              "starting without them, `amux doctor` lists what is missing")
+
+    def _reexec(self):
+        """`amux restart`: the same process (pid, terminal, process manager) runs the code
+        now on disk. Python opens files close-on-exec, so the lock is free for it."""
+        self.stdout.write("amux: restarting")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        env = os.environ.copy()
+        if settings.REDIS_EMBEDDED:
+            # settings published this run's embedded server; the next run starts its own
+            env.pop("REDIS_URL", None)
+        manage = str(settings.BASE_DIR / "manage.py")
+        os.execve(sys.executable, [sys.executable, manage, "amux", "run"], env)
 
     def _ensure_admin(self):
         from django.contrib.auth import get_user_model
@@ -153,7 +250,13 @@ class Command(BaseCommand):
         env.update(AMUX_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1",
                    DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE",
                                                          "amux_site.settings"))
-        manager = honcho.manager.Manager(Printer(sys.stdout))
+        if settings.LOG_FORMAT == "json":
+            from amux_site.logs import json_printer
+
+            printer = json_printer(sys.stdout)
+        else:
+            printer = Printer(sys.stdout)
+        manager = honcho.manager.Manager(printer)
         honcho.manager.KILL_WAIT = KILL_WAIT
         python = shlex.quote(sys.executable)
         host = socket.gethostname()
@@ -206,42 +309,48 @@ class Command(BaseCommand):
             f"exec {python} {shlex.quote(str(settings.BASE_DIR / 'manage.py'))} lark_receivers",
             env=env, cwd=cwd,
         )
+        hung_up = _on_signal(manager, signal.SIGHUP, self.stdout.write,
+                             "amux: terminal closed (SIGHUP); stopping")
+        # before the state names this process: `amux restart` signals only after that
+        restart = _on_signal(manager, operations.RESTART_SIGNAL, self.stdout.write,
+                             "amux: restart requested; stopping")
         operations.write_state(
-            data_dir, pid=os.getpid(), port=port,
+            data_dir, pid=os.getpid(), port=port, run_id=secrets.token_hex(8),
             started=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         self.stdout.write(f"amux: serving http://127.0.0.1:{port}/panel/ (Ctrl-C stops)")
         sys.stdout.flush()
         connections.close_all()
-        hung_up = _stop_on_hangup(manager)
         try:
             manager.loop()
         finally:
             if settings.REDIS_EMBEDDED:
                 embedded_redis.forget(data_dir, os.getpid())
+        if restart:
+            return RESTART
         # Ctrl-C (130), SIGTERM (143) and a closed terminal are the clean ways to stop.
         return 0 if manager.returncode in (130, 143) or hung_up else 1
 
 
-def _stop_on_hangup(manager) -> list:
-    """A closed terminal (SIGHUP) stops everything like Ctrl-C instead of orphaning the
-    children (they run in sessions of their own, so the hangup never reaches them).
+def _on_signal(manager, signum: int, say, message: str) -> list:
+    """Stop every child when `signum` arrives, like Ctrl-C.
 
+    SIGHUP (a closed terminal) would otherwise orphan the children (they run in sessions
+    of their own, so the hangup never reaches them); RESTART_SIGNAL is `amux restart`.
     honcho's helper processes are forked from this one and inherit the handler; it acts
     only in the process that installed it. Returns a list that is non-empty once it fired.
     """
-    import signal
-
     owner, fired = os.getpid(), []
 
-    def hangup(signum, frame):
+    def handler(signum, frame):
         if os.getpid() != owner or fired:
             return
         fired.append(signum)
-        print("amux: terminal closed (SIGHUP); stopping", flush=True)
+        say(message)
+        sys.stdout.flush()
         manager.terminate()
 
-    signal.signal(signal.SIGHUP, hangup)
+    signal.signal(signum, handler)
     return fired
 
 

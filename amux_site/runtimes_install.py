@@ -1,0 +1,163 @@
+"""Install the agent runtimes pinned in package-lock.json once, not on every start.
+
+`amux run` calls `ensure()` after it holds the data directory's lock, so a second
+`make run` on the same checkout is refused before it touches the runtimes under the one
+that runs. The runtimes directory (`node_modules`, or AMUX_RUNTIMES_DIR) keeps a stamp
+holding the sha256 of the lockfile it was installed from: while the lockfile is unchanged,
+nothing is installed and no registry is contacted.
+
+`npm ci` deletes `node_modules` before it fetches anything, so an unreachable registry
+would leave no runtimes at all. It therefore runs in a staging directory beside it, and the
+result replaces the runtimes directory only once it succeeded: a failed install leaves the
+runtimes that were there, amux starts anyway, and `amux doctor` names what is missing.
+
+No Django here: `make runtimes` runs it as `python -m amux_site.runtimes_install`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+STAMP = ".amux-lock-sha256"
+NPM_CI = ("ci", "--no-audit", "--no-fund", "--loglevel=error")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: str  # "current" | "installed" | "adopted" | "no-lockfile" | "failed"
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state != "failed"
+
+
+def runtimes_dir() -> Path:
+    """Where the runtimes live (the same rule as sessions.runtimes.base)."""
+    env = os.environ.get("AMUX_RUNTIMES_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "node_modules"
+
+
+def lock_hash(lockfile: Path) -> str:
+    return hashlib.sha256(lockfile.read_bytes()).hexdigest()
+
+
+def _stamp(target: Path) -> str | None:
+    try:
+        return (target / STAMP).read_text().strip()
+    except OSError:
+        return None
+
+
+def _installed_matches(lockfile: Path, target: Path) -> bool:
+    """Whether `target` already holds exactly what the lockfile pins.
+
+    npm records what it installed in `node_modules/.package-lock.json`; an install made
+    before stamps existed is adopted when every package there is pinned identically and
+    every pinned package missing there is optional (another platform's binary)."""
+    try:
+        pinned = json.loads(lockfile.read_text())["packages"]
+        present = json.loads((target / ".package-lock.json").read_text())["packages"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    for name, entry in present.items():
+        want = pinned.get(name)
+        if want is None or (want.get("version"), want.get("integrity")) != (
+                entry.get("version"), entry.get("integrity")):
+            return False
+    return all(entry.get("optional") for name, entry in pinned.items()
+               if name and name not in present)
+
+
+def _reason(stderr: str) -> str:
+    """npm's own sentence about what failed (not its error code lines or log path)."""
+    for line in stderr.splitlines():
+        text = line.removeprefix("npm error").removeprefix("npm ERR!").strip()
+        if text and not text.startswith(("code ", "syscall ", "errno ", "A complete log")):
+            return text
+    return "no reason given"
+
+
+def _npm_ci(project: Path, target: Path, npm: str) -> str | None:
+    """Install into a staging copy, then swap it in. Returns why it failed, or None."""
+    staging = project / ".amux-runtimes-staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        for name in ("package.json", "package-lock.json", ".npmrc"):
+            if (project / name).exists():
+                shutil.copy2(project / name, staging / name)
+        result = subprocess.run([npm, *NPM_CI], cwd=staging, capture_output=True,
+                                text=True, stdin=subprocess.DEVNULL)
+        if result.returncode != 0:
+            return f"npm ci exited {result.returncode}: {_reason(result.stderr)}"[:300]
+        built = staging / "node_modules"
+        built.mkdir(exist_ok=True)  # a lockfile without packages installs nothing
+        (built / STAMP).write_text(lock_hash(project / "package-lock.json") + "\n")
+        old = target.with_name(target.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if target.is_symlink():
+            target.unlink()
+        elif target.exists():
+            target.rename(old)
+        built.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+        return None
+    except OSError as exc:
+        return f"could not install: {exc}"[:300]
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def ensure(target: Path | None = None) -> Outcome:
+    """Install the pinned runtimes into `target` unless they are current. Never raises for
+    a missing npm or a failed install: the caller starts anyway."""
+    target = Path(target or runtimes_dir())
+    project = target.parent
+    lockfile = project / "package-lock.json"
+    if not lockfile.exists():
+        return Outcome("no-lockfile", f"no package-lock.json next to {target}")
+    wanted = lock_hash(lockfile)
+    if _stamp(target) == wanted:
+        return Outcome("current")
+    # One install per checkout at a time, even from two data directories.
+    with open(lockfile, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if _stamp(target) == wanted:
+            return Outcome("current")
+        if _installed_matches(lockfile, target):
+            with contextlib.suppress(OSError):
+                (target / STAMP).write_text(wanted + "\n")
+            return Outcome("adopted")
+        npm = shutil.which("npm")
+        if npm is None:
+            return Outcome("failed", "npm not found")
+        failure = _npm_ci(project, target, npm)
+    if failure:
+        return Outcome("failed", failure)
+    return Outcome("installed")
+
+
+def main() -> int:
+    outcome = ensure()
+    if outcome.state == "installed":
+        print(f"amux: agent runtimes installed into {runtimes_dir()}")
+    elif not outcome.ok:
+        print(f"amux: agent runtimes not installed: {outcome.detail}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
