@@ -11,6 +11,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from effects import outbox
+from effects.models import Effect
 from sessions import timeline
 from sessions.models import ProviderProfile, Session, Turn, UsageDay
 from sessions.runtimes.events import UsageObserved
@@ -18,7 +19,6 @@ from tickets import engine, tasks
 from tickets.models import (
     AgentSettings,
     Assignment,
-    Effect,
     Input,
     OutgoingMessage,
     Source,
@@ -66,9 +66,10 @@ def worker_settings(settings, tmp_path):
 
 
 def open_ticket(number=12, source=None):
+    # A web chat ticket by default: its worker gets an empty directory, no clone to serve.
     source = source or Source.objects.get_or_create(
-        kind="github", slug="gh", defaults={"name": "GitHub"})[0]
-    thread = Thread.objects.create(source=source, key=f"octo/app#{number}", title="Crash")
+        kind="webchat", slug="desk", defaults={"name": "Desk"})[0]
+    thread = Thread.objects.create(source=source, key=f"desk-{number}", title="Crash")
     trigger = Trigger.objects.create(
         source=source, thread=thread, external_id=f"c{number}", scope="comment",
         actor="octocat", addressed=True, text="@amux please fix the crash",

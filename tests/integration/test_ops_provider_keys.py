@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 
 from amux_site.doctor import settle
 from sessions import doctor as session_doctor
-from sessions.admin import ProviderProfileForm
+from sessions.admin import ProviderAdminForm
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProfile
 from tests.support.sessions import model_server  # noqa: F401
@@ -46,18 +46,18 @@ def test_problem_names_the_character_and_its_position():
 
 
 def test_admin_form_has_a_write_only_key_field_checked_on_save():
-    bad = ProviderProfileForm(data={**GOOD, "api_key": "sk-ü", "model_names": "[]"})
+    bad = ProviderAdminForm(data={**GOOD, "api_key": "sk-ü", "model_names": "[]"})
     assert not bad.is_valid() and "api_key" in bad.errors
-    good = ProviderProfileForm(data={**GOOD, "api_key": "sk-good", "model_names": "[]"})
+    good = ProviderAdminForm(data={**GOOD, "api_key": "sk-good", "model_names": "[]"})
     assert good.is_valid(), good.errors
     profile = good.save()
     assert profile.secrets == {"api_key": "sk-good"}
     # empty keeps the stored key; the field never renders it back
-    edit = ProviderProfileForm(data={**GOOD, "api_key": "", "model_names": "[]"},
+    edit = ProviderAdminForm(data={**GOOD, "api_key": "", "model_names": "[]"},
                                instance=profile)
     assert edit.is_valid(), edit.errors
     assert edit.save().secrets == {"api_key": "sk-good"}
-    assert "sk-good" not in str(ProviderProfileForm(instance=profile))
+    assert "sk-good" not in str(ProviderAdminForm(instance=profile))
 
 
 def test_admin_add_page_refuses_a_non_ascii_key(client, django_user_model):

@@ -30,12 +30,13 @@ def test_pi_usage_crosses_the_ticket_cap(api, openai_provider, session_dirs, mod
     agents.worker_provider = openai_provider
     agents.ticket_token_cap = 100  # one scripted model call spends 110
     agents.save()
-    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
-    thread = Thread.objects.create(source=source, key="octo/app#3", title="Crash")
+    # a web chat ticket: its worker's directory starts empty, no repository to clone
+    source = Source.objects.create(kind="webchat", slug="desk", name="Desk")
+    thread = Thread.objects.create(source=source, key="desk-3", title="Crash")
     trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id="c3", scope="comment", actor="octocat",
-        addressed=True, text="@amux please fix the crash", decision="explicit",
-        strength="explicit", rule="gh.comment.addressed", policy_version="v1")
+        source=source, thread=thread, external_id="c3", scope="direct", actor="octocat",
+        addressed=True, text="please fix the crash", decision="explicit",
+        strength="explicit", rule="desk.direct.addressed", policy_version="v1")
     ticket = engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
     outbox.drain(seconds=20)
     session = Session.objects.get(name=f"worker-{ticket.pk}")
