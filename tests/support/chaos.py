@@ -85,7 +85,7 @@ def respond(body: dict[str, Any]) -> Text | ToolCall:
     """The model's next step, from the conversation alone: the last person's message names
     the lifecycle and turn ("[chaos 7.2]"); each step of that turn's plan runs until its
     command printed the success marker. A turn replayed after a crash sees what its earlier
-    run already did (when the runtime kept it) and does only the rest."""
+    run already did (when the runtime kept it) and does only the rest, as a model would."""
     messages = body.get("messages") or []
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
     if not users:
@@ -94,7 +94,10 @@ def respond(body: dict[str, Any]) -> Text | ToolCall:
     if not tags:
         return Text("Nothing to do.")
     n, turn = int(tags[-1][0]), int(tags[-1][1])
-    after = messages[users[-1] + 1:]
+    # A continuation after a crash repeats the input: the turn's work so far is everything
+    # since the first message that carried this tag.
+    first = next(i for i in users if f"[chaos {n}.{turn}]" in _text(messages[i]))
+    after = messages[first + 1:]
     results = "\n".join(_text(m) for m in after if m.get("role") == "tool")
     calls = "\n".join(_calls(m) for m in after if m.get("role") == "assistant")
     for name, command in _plan(n, turn):
@@ -236,8 +239,12 @@ class Killer(threading.Thread):
         self.kills: Counter[str] = Counter()
 
     def run(self) -> None:
+        deck: list[str] = []
         while not self.halt.wait(self.rng.uniform(*self.interval)):
-            target = self.rng.choice(self.TARGETS)
+            # Every target in turn, in a random order each round: four kills hit all four.
+            if not deck:
+                deck = self.rng.sample(self.TARGETS, len(self.TARGETS))
+            target = deck.pop()
             if target == "host":
                 if self.cluster.procs["runtime"].kill_one_child(self.rng):
                     self.kills["host"] += 1
