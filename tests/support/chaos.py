@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import random
 import re
@@ -491,7 +492,7 @@ def count(result: Result, github, lifecycles: list[Lifecycle]) -> None:
 
 
 def run(*, lifecycles: int, data_dir: Path, env: dict[str, str], seed: int | None = None,
-        parallel: int = 3, kill_interval: tuple[float, float] = (8.0, 20.0),
+        parallel: int = 3, kill_interval: tuple[float, float] = (6.0, 14.0),
         lifecycle_timeout: float = 240.0, settle_timeout: float = 120.0,
         log=print) -> Result:
     """Run `lifecycles` ticket lifecycles, `parallel` at a time, under random SIGKILLs.
@@ -574,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per webhook is noise
     from django.core.management import call_command
 
     from amux_site import embedded_redis
