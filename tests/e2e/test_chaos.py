@@ -2,7 +2,8 @@
 Celery workers, real Pi against the scripted model, PyGithub against the recording GitHub)
 while the web server, the workers and session hosts are SIGKILLed at random and restarted.
 Nothing is lost, nothing is sent twice, every turn has exactly one terminal event.
-`make chaos` runs the same driver over 50 lifecycles (tests/support/chaos.py)."""
+`make chaos` runs the same driver over 50 lifecycles (tests/support/chaos.py). The seed is
+printed; AMUX_CHAOS_SEED replays its choice of targets and moments."""
 
 from __future__ import annotations
 
