@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export AMUX_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: venv run runtimes browser test lint clean
+.PHONY: venv run runtimes browser test lint clean chaos
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ test: venv browser
 	@status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
 	  if [ -z "$$REDIS_URL" ]; then $(BIN)/python -m amux_site.embedded_redis stop; fi; \
 	  exit $$status
+
+# Proof under faults (not part of `make test`): 50 ticket lifecycles while the web server,
+# workers and session hosts are SIGKILLed at random; prints lost effects, duplicated
+# outbound messages and turns without exactly one terminal event, and fails unless all are 0.
+chaos: venv
+	@$(BIN)/python -m tests.support.chaos --lifecycles $(or $(LIFECYCLES),50)
 
 clean:
 	rm -rf $(VENV) node_modules var

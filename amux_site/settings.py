@@ -148,19 +148,26 @@ TEMPLATES = [
 ]
 
 # Database: DATABASE_URL, else SQLite in WAL mode under the data directory.
+# Several processes (web, workers, beat) share one SQLite file: without a busy timeout and
+# write transactions that take the lock up front, a concurrent writer fails at once with
+# "database is locked" — so a `sqlite:///` DATABASE_URL gets the same options.
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+    " PRAGMA busy_timeout=30000;",
+    "transaction_mode": "IMMEDIATE",
+}
 if os.environ.get("DATABASE_URL"):
     DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=0)}
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if "sqlite" in DATABASES["default"]["ENGINE"]:
+        DATABASES["default"]["OPTIONS"] = {**SQLITE_OPTIONS,
+                                           **DATABASES["default"].get("OPTIONS", {})}
 else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": DATA_DIR / "amux.sqlite3",
-            "OPTIONS": {
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                " PRAGMA busy_timeout=30000;",
-                "transaction_mode": "IMMEDIATE",
-            },
+            "OPTIONS": dict(SQLITE_OPTIONS),
             "TEST": {"NAME": str(DATA_DIR / "test.sqlite3")},
         }
     }

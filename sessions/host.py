@@ -98,6 +98,10 @@ def try_retire(session_id: int, owner: str, reason: str) -> bool:
     return True
 
 
+def _idle_timeout(session_id: int) -> int:
+    return Session.objects.values_list("idle_timeout_s", flat=True).get(pk=session_id)
+
+
 def _next_turn(session_id: int) -> Turn | None:
     return Turn.objects.filter(session_id=session_id, state=TurnState.QUEUED).order_by(
         "seq").first()
@@ -288,6 +292,9 @@ class SessionHost:
                         return "start_failed"
                 await self._serve_turn(turn, prompt)
                 last_active = loop.time()
+                # A timeout changed while the host was awake applies from this turn on.
+                idle_timeout = max(await self.db(_idle_timeout, self.session_id),
+                                   min_idle_seconds())
                 continue
             msg = await control.pop(self._redis, self.session_id, self.poll)
             if msg is not None:

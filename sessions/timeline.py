@@ -271,13 +271,33 @@ def end_turn(session_id: int, turn_id: int, event: rt.Event) -> None:
     record(session_id, turn_id, [event])
 
 
+RESUME_SUFFIX = ":resumed"
+RESUME_LIMIT = 2  # continuations of one input; a turn that keeps killing its host fails
+RESUME_TEXT = ("(amux) The process running this conversation stopped while you were working "
+               "on the message below, so that turn was cut short. Continue it where it "
+               "stopped: what you already did has taken effect, so do not repeat it.\n\n")
+
+
 def reconcile_running(session_id: int, code: str = "host_lost",
                       message: str = "the runtime host stopped during this turn") -> int:
-    """Give every turn left running by a dead host its one terminal event."""
+    """Give every turn left running by a dead host its one terminal event.
+
+    A host's death is amux's fault, not the agent's: the turn ends cancelled and the same
+    input is queued again as a continuation (idempotent on its key, bounded), so the work
+    a person asked for is not dropped. Past the bound the turn ends failed, as before."""
     ended = 0
-    for turn_id in Turn.objects.filter(session_id=session_id,
-                                       state=TurnState.RUNNING).values_list("pk", flat=True):
-        record(session_id, turn_id, [rt.TurnFailed(code=code, message=message)])
+    archived = Session.objects.filter(pk=session_id, lifecycle=Lifecycle.ARCHIVED).exists()
+    for turn in Turn.objects.filter(session_id=session_id, state=TurnState.RUNNING):
+        with transaction.atomic():
+            if not archived and turn.key.count(RESUME_SUFFIX) < RESUME_LIMIT:
+                record(session_id, turn.pk, [rt.TurnCancelled(reason=code)])
+                text = (turn.input or {}).get("text", "")
+                if not text.startswith(RESUME_TEXT):
+                    text = RESUME_TEXT + text
+                enqueue_input(session_id, text, key=turn.key + RESUME_SUFFIX,
+                              images=(turn.input or {}).get("images") or None)
+            else:
+                record(session_id, turn.pk, [rt.TurnFailed(code=code, message=message)])
         ended += 1
     return ended
 

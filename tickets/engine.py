@@ -708,11 +708,18 @@ def answer_question(*, question_id: int, answer, by: str) -> Input:
 
 
 def reply_requested(*, assignment_id: int, text: str) -> None:
-    """The executor posts on its thread through the source (ordered per thread)."""
+    """The executor posts on its thread through the source (ordered per thread).
+
+    The run and the text are the reply's idempotency key: an executor that asks again
+    because a crash cut the answer to its first ask (or a turn resumed after its host died
+    repeats it) gets the same effect while it waits, and the same message id once sent, so
+    the thread shows it once."""
     messages.check_text(text, "reply text")
     with transaction.atomic(durable=True):
         ticket, assignment = locks.ticket_of_assignment(assignment_id)
-        _relay(ticket, f"reply:{assignment.pk}:{secrets.token_hex(8)}", text)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+        _relay(ticket, f"reply:{assignment.pk}:{digest}", text,
+               message_id=f"reply-{assignment.pk}-{digest}")
 
 
 def hand_back(*, assignment_id: int, trigger_id: int, reason: str) -> Trigger:
@@ -913,10 +920,12 @@ def _configured_notice_channel(source: Source) -> Channel | None:
     return channel
 
 
-def _relay(ticket: Ticket, key: str, text: str) -> None:
+def _relay(ticket: Ticket, key: str, text: str, message_id: str = "") -> None:
     thread = ticket.thread
-    _send(ticket, "relay", f"ticket:{ticket.pk}:{key}",
-          {"ticket": ticket.pk, "thread": thread.pk, "text": text},
+    payload = {"ticket": ticket.pk, "thread": thread.pk, "text": text}
+    if message_id:  # else the effect's id is the message's
+        payload["message_id"] = message_id
+    _send(ticket, "relay", f"ticket:{ticket.pk}:{key}", payload,
           channel=outbox.channel_key(thread.source.slug, thread.key))
 
 

@@ -30,7 +30,8 @@ def _settle(result: SendResult, effect_id: int) -> None:
 @outbox.register("relay")
 def relay(effect_id: int, payload: dict) -> None:
     thread = Thread.objects.select_related("source").get(pk=payload["thread"])
-    result = intake.send(thread.source, message_id=f"effect-{effect_id}", thread=thread.key,
+    message_id = payload.get("message_id") or f"effect-{effect_id}"
+    result = intake.send(thread.source, message_id=message_id, thread=thread.key,
                          text=payload["text"])
     _settle(result, effect_id)
 

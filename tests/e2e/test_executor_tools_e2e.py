@@ -184,8 +184,10 @@ def test_mcp_refuses_unknown_and_ended_tokens(server):
     assert json.loads(ended.value.read())["error"]["code"] == "assignment_ended"
 
 
-def _amux(bin_dir: Path, server: str, token: str, *args: str, stdin: str | None = None):
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LANG": "C.UTF-8", **worker_env(server, token)}
+def _amux(bin_dir: Path, server: str, token: str, *args: str, stdin: str | None = None,
+          **extra: str):
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LANG": "C.UTF-8", **worker_env(server, token),
+           **extra}
     return subprocess.run(["amux", *args], env=env, capture_output=True, text=True,
                           timeout=60, input=stdin)
 
@@ -233,7 +235,8 @@ def test_the_amux_command_on_the_workers_path(server, tmp_path):
     assert unknown.returncode == 1 and "401" in unknown.stderr
     unset = _amux(bin_dir, server, "", "context")
     assert unset.returncode == 2 and "AMUX_ASSIGNMENT_TOKEN" in unset.stderr
-    down = _amux(bin_dir, "http://127.0.0.1:1", token, "context")
+    # amux down: the command waits a while for it to come back (a restart), then says so
+    down = _amux(bin_dir, "http://127.0.0.1:1", token, "context", AMUX_RETRY_SECONDS="2")
     assert down.returncode == 3 and "cannot reach amux" in down.stderr
 
     assert list(Report.objects.values_list("ticket_id", "assignment_id", "status", "text")) == [

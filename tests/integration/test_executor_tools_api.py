@@ -170,7 +170,14 @@ def test_reply_posts_on_the_thread_through_the_outbox(one):
     response = client(token).post("/api/v1/tools/reply/", {"text": "On it."}, format="json")
     assert response.status_code == 202
     relay = Effect.objects.get(kind="relay")
-    assert relay.payload == {"ticket": ticket.pk, "thread": ticket.thread_id, "text": "On it."}
+    assert relay.payload == {"ticket": ticket.pk, "thread": ticket.thread_id, "text": "On it.",
+                             "message_id": relay.payload["message_id"]}
+    assert relay.payload["message_id"].startswith(f"reply-{_assignment.pk}-")
+    # The same reply asked again (its first answer lost to a crash) is the same message.
+    again = client(token).post("/api/v1/tools/reply/", {"text": "On it."}, format="json")
+    assert again.status_code == 202
+    assert list(Effect.objects.filter(kind="relay").values_list("pk", "payload")) == [
+        (relay.pk, relay.payload)]
     empty = client(token).post("/api/v1/tools/reply/", {"text": ""}, format="json")
     assert empty.status_code == 400 and "text" in empty.json()["error"]["fields"]
     assert Effect.objects.filter(kind="relay").count() == 1

@@ -9,7 +9,8 @@ Stdlib only. Listens on 127.0.0.1, port 0, and speaks, streaming (SSE) and plain
 Each request that offers tools takes the next scripted reply from a queue: ``ToolCall`` (a
 call to whichever shell tool the request offers: ``exec_command``/``shell`` for Codex,
 ``bash`` for Pi, ``Bash`` for Claude) or ``Text``. When the queue is empty the server answers
-``default_text``. A request without tools (a side call such as title generation) gets a short
+``default_text`` — unless a ``responder`` is set, which chooses each reply from the request
+itself. A request without tools (a side call such as title generation) gets a short
 text and leaves the queue alone. Every request is logged (``server.requests``). A reply may
 carry a ``delay`` (seconds before the answer starts) so interrupt tests can act while the
 model call is in flight.
@@ -25,6 +26,7 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -127,6 +129,9 @@ class ModelServer:
         self.side_text = side_text
         self.requests: list[LoggedRequest] = []
         self._queue: list[Text | ToolCall] = []
+        # Replaces the queue when set: the reply is a function of the request itself, so
+        # concurrent sessions, and a turn replayed after a crash, each get their own script.
+        self.responder: Callable[[dict[str, Any]], Text | ToolCall] | None = None
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._ids = itertools.count(1)
@@ -216,6 +221,8 @@ class ModelServer:
             self.requests.append(logged)
             if not logged.has_tools:
                 reply: Text | ToolCall = Text(self.side_text)
+            elif self.responder is not None:
+                reply = self.responder(logged.body)
             elif self._queue:
                 reply = self._queue.pop(0)
             else:

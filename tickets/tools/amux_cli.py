@@ -7,6 +7,7 @@ python3 the worker has. It reads from its environment:
   AMUX_API_URL                amux's API root, e.g. http://127.0.0.1:8000/api/v1
   AMUX_ASSIGNMENT_TOKEN       the bearer token of this worker's assignment, or
   AMUX_ASSIGNMENT_TOKEN_FILE  a file holding it (amux rewrites it when it re-dispatches)
+  AMUX_RETRY_SECONDS          how long to wait for amux while it restarts (default 60)
 
 Exit status: 0 done, 1 refused by amux, 2 wrong usage or configuration, 3 amux unreachable.
 """
@@ -17,11 +18,14 @@ import argparse
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
 TIMEOUT = 60
+RETRY_SECONDS = 60  # how long a call waits for amux to come back (a restart takes seconds)
+REPEATABLE = {"reply", "pull_request"}  # tools amux answers once per content, however often
 
 EPILOG = """\
 examples:
@@ -75,21 +79,34 @@ def token() -> str:
 
 
 def call(method: str, tool: str, body: dict | None = None) -> dict:
+    """One call, tried again while amux restarts: always when the connection was refused
+    (nothing reached amux), and for tools amux answers idempotently (the same reply text,
+    the same PR head) also when the connection broke after the request was sent."""
     url = f"{api_root()}/tools/{tool}/"
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
-    request.add_header("Authorization", f"Bearer {token()}")
-    request.add_header("Accept", "application/json")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-            return json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as error:
-        raise Failure(_refusal(error), 1) from None
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", error)
-        raise Failure(f"cannot reach amux at {url}: {reason}", 3) from None
+    deadline = time.monotonic() + float(os.environ.get("AMUX_RETRY_SECONDS") or RETRY_SECONDS)
+    while True:
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {token()}")
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            if error.code in (502, 503, 504) and time.monotonic() < deadline:
+                time.sleep(1)
+                continue
+            raise Failure(_refusal(error), 1) from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            refused = isinstance(reason, ConnectionRefusedError)
+            if (refused or method == "GET" or tool in REPEATABLE) and (
+                    time.monotonic() < deadline):
+                time.sleep(1)
+                continue
+            raise Failure(f"cannot reach amux at {url}: {reason}", 3) from None
 
 
 def _refusal(error: urllib.error.HTTPError) -> str:

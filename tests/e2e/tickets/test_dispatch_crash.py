@@ -107,7 +107,7 @@ def test_a_worker_killed_mid_dispatch_recovers_without_a_duplicate_comment(githu
     posts = github.matching("POST", COMMENTS)
     assert len(posts) == 1 and len(github.state.comments[(REPO, 7)]) == 1
     assert posts[0].body["body"] == (
-        "On it: reproducing the crash.\n\n" + MARKER.format(f"effect-{relay.pk}"))
+        "On it: reproducing the crash.\n\n" + MARKER.format(relay.payload["message_id"]))
     assert len(github.matching("GET", COMMENTS)) == 2  # each run looked before posting
 
     # The dispatch started one session with one brief, and one assignment.

@@ -162,3 +162,26 @@ def test_a_second_host_does_not_take_a_live_lease(openai_provider, session_dirs)
     assert run_host(session.pk) == "busy"
     session.refresh_from_db()
     assert session.lease_owner == "host-a"
+
+
+def test_a_turn_cut_by_a_dead_host_is_continued_at_most_twice(openai_provider, session_dirs):
+    """A host's death is amux's fault: its running turn ends once, cancelled, and the same
+    input comes back as a continuation; a continuation cut twice more ends failed."""
+    session = _session()
+    turn, _ = timeline.enqueue_input(session.pk, "fix the parser")
+    for expected in ("cancelled", "cancelled", "failed"):
+        Turn.objects.filter(pk=turn.pk).update(state="running")  # a host took it, then died
+        assert timeline.reconcile_running(session.pk) == 1
+        assert Turn.objects.get(pk=turn.pk).state == expected
+        assert TimelineEvent.objects.filter(
+            turn=turn, type__in=list(timeline.TERMINAL_STATE)).count() == 1
+        queued = Turn.objects.filter(session=session, state="queued").first()
+        if expected == "failed":
+            assert queued is None
+            break
+        assert queued.key == turn.key + timeline.RESUME_SUFFIX
+        assert queued.input["text"].startswith(timeline.RESUME_TEXT)
+        assert queued.input["text"].endswith("fix the parser")
+        assert queued.input["text"].count(timeline.RESUME_TEXT) == 1
+        assert timeline.reconcile_running(session.pk) == 0  # nothing running: idempotent
+        turn = queued
