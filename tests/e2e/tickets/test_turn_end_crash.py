@@ -134,9 +134,10 @@ def test_a_turn_cut_by_a_lost_host_reaches_the_ticket_after_a_second_crash(
         first.proc.wait(10)
         assert live_assignment(ticket).state == "running"
         # The next host gives the turn its terminal event (cancelled, host_lost; the same
-        # input is queued again as a continuation). It is killed as soon as that commits. The sweep that starts it once the dead host's lease has
-        # expired runs here, as beat would run it on a `default` worker (none may run yet:
-        # it would drain the fact before the kill).
+        # input is queued again as a continuation). It is killed as soon as that commits.
+        # The sweep that starts it once the dead host's lease has expired runs here, as
+        # beat would run it on a `default` worker (none may run yet: it would drain the
+        # fact before the kill).
         second = Worker("turn-host-2", env, queues="runtime", log=tmp_path / "host-2.log")
         within(lambda: sweep_sessions() > 0, 30, first, second, interval=0.5)
         turn = within(lambda: ended_turn(ticket.session_id, 1), 90, first, second)
