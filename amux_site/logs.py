@@ -108,7 +108,8 @@ def config(fmt: str) -> dict:
             "django.db.backends": {"level": "WARNING"},
             # the MCP SDK logs every stateless request's transport teardown at INFO
             "mcp.server.streamable_http": {"level": "WARNING"},
-            "axes.apps": {"level": "WARNING"},  # its start-up banner, in every process
+            # its start-up banner in every process, and a line per login or reset
+            "axes": {"level": "WARNING"},
             # uvicorn's own handlers would bypass the format; send them through ours
             "uvicorn": {"handlers": ["console"], "level": "INFO", "propagate": False},
             "uvicorn.error": {"handlers": [], "level": "INFO", "propagate": True},

@@ -8,11 +8,10 @@ import re
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from amux_common import roles
 from amux_common.doctor import Check
 from sessions.doctor import provider_check
 from sessions.keys import api_key_problem, with_key
@@ -72,25 +71,19 @@ class ProviderForm(forms.ModelForm):
         return provider
 
 
-def _operator(request) -> None:
-    if not request.user.is_staff:
-        raise PermissionDenied("Only operators can change providers.")
-
-
-@login_required
+@roles.read_page
 def providers(request):
     rows = [{"p": p, "key_set": bool((p.secrets or {}).get("api_key"))}
             for p in ProviderProfile.objects.all()]
     return render(request, "panel/providers.html", {
-        "tab": TAB, "rows": rows, "can_edit": request.user.is_staff})
+        "tab": TAB, "rows": rows, "can_edit": roles.is_operator(request.user)})
 
 
-@login_required
+@roles.operator_to_change
 def provider_form(request, slug: str | None = None):
     provider = get_object_or_404(ProviderProfile, slug=slug) if slug else None
     form = ProviderForm(instance=provider)
     if request.method == "POST":
-        _operator(request)
         form = ProviderForm(request.POST, instance=provider or ProviderProfile())
         if form.is_valid():
             saved = form.save()
@@ -99,7 +92,7 @@ def provider_form(request, slug: str | None = None):
     return render(request, "panel/provider_form.html", {
         "tab": TAB, "form": form, "provider": provider,
         "key_set": bool(provider and (provider.secrets or {}).get("api_key")),
-        "can_edit": request.user.is_staff,
+        "can_edit": roles.is_operator(request.user),
     }, status=400 if form.errors else 200)
 
 
@@ -111,10 +104,9 @@ def connection_check(provider: ProviderProfile) -> Check:
         return Check(f"provider:{provider.slug}", False, f"the key cannot be sent: {exc}"[:300])
 
 
-@login_required
+@roles.operator_required
 @require_POST
 def provider_test(request, slug: str):
-    _operator(request)
     provider = get_object_or_404(ProviderProfile, slug=slug)
     check = connection_check(provider)
     status = re.search(r"\((\d{3})\)", check.detail)

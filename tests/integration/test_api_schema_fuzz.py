@@ -93,9 +93,9 @@ def _keep_the_test_connection():
 
 @pytest.fixture
 def operator_token(operator):
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
 
-    return Token.objects.get_or_create(user=operator)[0].key
+    return AuthToken.objects.create(user=operator)[1]
 
 
 @schema.parametrize()

@@ -10,6 +10,7 @@ import re
 import socket
 
 import pytest
+from django.contrib.auth.models import User
 
 from sessions import services as session_services
 from sessions.models import ProviderProfile, Session, Turn
@@ -253,7 +254,8 @@ def test_web_chat_shows_each_messages_outcome(op, api, client, viewer):
     assert 'data-outcome="admitted"' in html
     assert "Admitted: a new ticket was opened for it." in html
 
-    client.force_login(viewer)  # not on the allowlist
+    # an operator not on the allowlist (a viewer may not post at all)
+    client.force_login(User.objects.create_user("mallory", password="x", is_staff=True))
     html = client.post("/panel/sources/chat/chat/", {"text": "do my homework",
                                                      "thread": "room-2"},
                        follow=True).content.decode()

@@ -35,19 +35,19 @@ def _record(name, level, msg, *args, exc_info=None, **extra):
 def test_periodic_task_lines_are_not_logged_at_info(configured, capsys):
     configured()
     _record("celery.beat", logging.INFO, "Scheduler: Sending due task %s (%s)",
-            "outbox-sweep", "tickets.drain_outbox")
+            "outbox-sweep", "effects.drain_outbox")
     _record("celery.worker.strategy", logging.INFO,
-            "Task tickets.drain_outbox[5b1c] received")
+            "Task effects.drain_outbox[5b1c] received")
     _record("celery.app.trace", logging.INFO,
             "Task sessions.sweep[5b1d] succeeded in 0.01s: 0")
     # a task someone asked for is still reported, and a periodic task's failure too
     _record("celery.app.trace", logging.INFO, "Task sessions.host[5b1e] succeeded in 3s")
-    _record("celery.app.trace", logging.ERROR, "Task tickets.drain_outbox[5b1f] raised")
+    _record("celery.app.trace", logging.ERROR, "Task effects.drain_outbox[5b1f] raised")
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2, lines
     assert "sessions.host" in lines[0] and "INFO" in lines[0]
     assert "drain_outbox" in lines[1] and "ERROR" in lines[1]
-    assert logs.periodic_task_names() >= {"tickets.drain_outbox", "sessions.sweep",
+    assert logs.periodic_task_names() >= {"effects.drain_outbox", "sessions.sweep",
                                           "tickets.intake_sweep"}
 
 
@@ -55,8 +55,8 @@ def test_periodic_lines_show_at_debug(configured, capsys):
     configured()
     logs.periodic_task_names()  # loading the apps' tasks may configure logging anew
     logging.getLogger().setLevel(logging.DEBUG)
-    _record("celery.worker.strategy", logging.INFO, "Task tickets.drain_outbox[1] received")
-    assert "DEBUG celery.worker.strategy Task tickets.drain_outbox" in capsys.readouterr().err
+    _record("celery.worker.strategy", logging.INFO, "Task effects.drain_outbox[1] received")
+    assert "DEBUG celery.worker.strategy Task effects.drain_outbox" in capsys.readouterr().err
 
 
 def test_a_refused_permission_is_one_line_without_traceback(configured, capsys, client,
