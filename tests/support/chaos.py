@@ -502,7 +502,7 @@ def run(*, lifecycles: int, data_dir: Path, env: dict[str, str], seed: int | Non
     from amux_site import embedded_redis
     from sessions.models import Session
     from sessions.services import hostname
-    from tests.support.recording_server import RecordingServer
+    from tests.support.git_server import served_github
     from tests.support.workers import purge_queues
 
     seed = random.randrange(1 << 30) if seed is None else seed
@@ -514,7 +514,8 @@ def run(*, lifecycles: int, data_dir: Path, env: dict[str, str], seed: int | Non
     started = time.monotonic()
     result = Result(lifecycles=lifecycles)
     purge_queues()
-    with RecordingServer() as github, ModelServer() as model:
+    # a dispatch clones the ticket's repository: GitHub answers a real one, served by git
+    with served_github([REPO], token="ghp_chaos") as (github, _git), ModelServer() as model:
         model.responder = respond
         for n in range(lifecycles):
             github.state.issues[(REPO, FIRST_ISSUE + n)] = {"title": f"Bug {FIRST_ISSUE + n}"}
@@ -595,7 +596,8 @@ def main(argv: list[str] | None = None) -> int:
 
 # Short leases so that killed work is found again within seconds, and sessions that sleep
 # as soon as they are idle.
-CHAOS_ENV = {"AMUX_OUTBOX_LEASE_SECONDS": "4", "AMUX_SESSION_LEASE_SECONDS": "6",
+CHAOS_ENV = {"AMUX_OUTBOX_LEASE_SECONDS": "12", "AMUX_OUTBOX_TASK_TIME_LIMIT": "5",
+             "AMUX_SESSION_LEASE_SECONDS": "6",
              "AMUX_SESSION_MIN_IDLE_SECONDS": "1", "PYTHONUNBUFFERED": "1"}
 
 
