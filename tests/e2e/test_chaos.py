@@ -18,10 +18,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(300)]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "passes on the chaos branch (0/0/0 over 50 lifecycles); on main, where each GitHub "
-    "ticket's dispatch now clones its repository, the lifecycles do not finish under "
-    "kills — under investigation (issue 12 stays open)"))
 def test_five_lifecycles_under_random_sigkills(settings, tmp_path):
     settings.DATA_DIR = tmp_path / "data"
     settings.WORK_DIR = settings.DATA_DIR / "work"

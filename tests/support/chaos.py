@@ -65,7 +65,9 @@ OK = "CHAOS-OK"  # printed by a command only when its `amux` call succeeded
 def _plan(n: int, turn: int) -> list[tuple[str, str]]:
     if turn == 1:
         return [("reply", f"amux reply 'ack {n}.1'"),
-                ("pr", f"amux pr 'Fix bug {n}' --head amux/chaos-{n} --body 'Fixes bug {n}'"),
+                # the worker's own branch (amux/<ticket name>): amux pushes it if needed
+                ("pr", f"amux pr 'Fix bug {n}' --head \"$(git branch --show-current)\" "
+                       f"--body 'Fixes bug {n}'"),
                 ("report", f"amux report done 'done {n}.1'")]
     return [("reply", f"amux reply 'ack {n}.{turn}'"),
             ("report", f"amux report done 'done {n}.{turn}'")]
@@ -413,7 +415,8 @@ class Lifecycle(threading.Thread):
         self._wait("second report", lambda: self._reported(ticket.pk, f"done {n}.2"))
 
         number = int(pr_url.rstrip("/").rsplit("/", 1)[1])
-        deliver(self.url, "pull_request", _merged(number, f"amux/chaos-{n}"),
+        branch = f"amux/{ticket_model.objects.get(pk=ticket.pk).short_name}"
+        deliver(self.url, "pull_request", _merged(number, branch),
                 time.monotonic() + self.timeout)
         self._wait("ended", lambda: ticket_model.objects.get(pk=ticket.pk).ended_at)
 
