@@ -139,15 +139,10 @@ def test_each_check_runs_on_its_own_so_one_failure_hides_nothing(capsys, setting
     assert all(len(line.splitlines()) == 1 for line in lines)
 
 
-def test_a_built_in_check_that_raises_is_its_own_failing_line(monkeypatch):
-    from amux_site import health
-
-    def broken():
-        raise RuntimeError("database driver exploded")
-
-    monkeypatch.setattr(health, "check_database", broken)
+def test_a_failing_built_in_check_hides_none_of_the_others(settings):
     _everyone_alive()
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there: Redis is down
     checks = {c.name: c for c in doctor.run(modules=[])}
-    assert not checks["database"].ok
-    assert "RuntimeError: database driver exploded" in checks["database"].detail
-    assert checks["redis"].ok and checks["beat"].ok
+    assert not checks["redis"].ok
+    assert checks["database"].ok  # checked all the same, after and apart from Redis
+    assert {"database", "redis", "beat"} <= set(checks)
