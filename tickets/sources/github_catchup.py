@@ -182,24 +182,17 @@ def _ci(plug, repo, lazy, data, number: int, head_sha: str, pulls: dict):
     commit = lazy.get_commit(head_sha)
     on_pr = [{"number": number, "head": {"sha": head_sha, "ref": ref}}]
     envs = []
-    for run in commit.get_check_runs():
-        raw = _raw(run)
-        if raw.get("status") != FINAL_CHECK:
-            continue
-        payload = {"action": "completed", "check_run": {**raw, "pull_requests": on_pr},
-                   "repository": data}
-        envs.append(_envelope(
-            plug, f"poll:check_run:{raw.get('id')}:{raw.get('conclusion')}", "check_run",
-            payload))
-    for suite in commit.get_check_suites():
-        raw = _raw(suite)
-        if raw.get("status") != FINAL_CHECK:
-            continue
-        payload = {"action": "completed", "check_suite": {**raw, "pull_requests": on_pr},
-                   "repository": data}
-        envs.append(_envelope(
-            plug, f"poll:check_suite:{raw.get('id')}:{raw.get('conclusion')}", "check_suite",
-            payload))
+    for event, results in (("check_run", commit.get_check_runs()),
+                           ("check_suite", commit.get_check_suites())):
+        for result in results:
+            raw = _raw(result)
+            if raw.get("status") != FINAL_CHECK:
+                continue
+            payload = {"action": "completed", event: {**raw, "pull_requests": on_pr},
+                       "repository": data}
+            envs.append(_envelope(
+                plug, f"poll:{event}:{raw.get('id')}:{raw.get('conclusion')}", event,
+                payload))
     for status in commit.get_combined_status().statuses:
         raw = _raw(status)
         payload = {**raw, "sha": head_sha, "repository": data,
