@@ -329,12 +329,7 @@ def input_held(*, input_id: int) -> guards.Reached | None:
     otherwise a hold is lifted and None answered."""
     with transaction.atomic(durable=True):
         ticket, item = locks.ticket_of_input(input_id)
-        found = _held(ticket, clock()) if ticket.ended_at is None else None
-        text = found.text if found else ""
-        if item.held != text[:200]:
-            item.held = text[:200]
-            item.save(update_fields=["held"])
-        return found
+        return _note_hold(ticket, item)
 
 
 def dispatch_held(*, assignment_id: int) -> guards.Reached | None:
@@ -342,12 +337,17 @@ def dispatch_held(*, assignment_id: int) -> guards.Reached | None:
     says why)."""
     with transaction.atomic(durable=True):
         ticket, assignment = locks.ticket_of_assignment(assignment_id)
-        found = _held(ticket, clock()) if ticket.ended_at is None else None
-        text = found.text if found else ""
-        if assignment.held != text[:200]:
-            assignment.held = text[:200]
-            assignment.save(update_fields=["held"])
-        return found
+        return _note_hold(ticket, assignment)
+
+
+def _note_hold(ticket: Ticket, row: Input | Assignment) -> guards.Reached | None:
+    """Record on an input or a run why a cap holds it (or that nothing does any more)."""
+    found = _held(ticket, clock()) if ticket.ended_at is None else None
+    text = (found.text if found else "")[:200]
+    if row.held != text:
+        row.held = text
+        row.save(update_fields=["held"])
+    return found
 
 
 # --- facts ------------------------------------------------------------------------------

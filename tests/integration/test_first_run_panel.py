@@ -322,7 +322,7 @@ def test_the_admin_provider_form_has_a_write_only_key(client, django_user_model)
     assert 'name="api_key"' in form.content.decode()
     response = client.post("/admin/agent_sessions/providerprofile/add/", {
         "slug": "adm", "platform": "openai-compat", "base_url": "https://api.example.com/v1",
-        "model_names": "[]", "api_key": KEY})
+        "models_text": "", "api_key": KEY})
     assert response.status_code == 302, response.content.decode()[:2000]
     provider = ProviderProfile.objects.get(slug="adm")
     assert provider.secrets == {"api_key": KEY}
@@ -333,7 +333,7 @@ def test_the_admin_provider_form_has_a_write_only_key(client, django_user_model)
     # saving without a key keeps it
     client.post(f"/admin/agent_sessions/providerprofile/{provider.pk}/change/", {
         "slug": "adm", "platform": "openai-compat", "base_url": "https://api.example.com/v2",
-        "model_names": "[]", "api_key": ""})
+        "models_text": "", "api_key": ""})
     provider.refresh_from_db()
     assert provider.base_url == "https://api.example.com/v2"
     assert provider.secrets == {"api_key": KEY}

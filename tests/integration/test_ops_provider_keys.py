@@ -8,9 +8,9 @@ from django.core.management import CommandError, call_command
 
 from amux_site.doctor import settle
 from sessions import doctor as session_doctor
-from sessions.admin import ProviderAdminForm
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProfile
+from sessions.provider_form import ProviderForm
 from tests.support.sessions import model_server  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -46,29 +46,29 @@ def test_problem_names_the_character_and_its_position():
 
 
 def test_admin_form_has_a_write_only_key_field_checked_on_save():
-    bad = ProviderAdminForm(data={**GOOD, "api_key": "sk-ü", "model_names": "[]"})
+    bad = ProviderForm(data={**GOOD, "api_key": "sk-ü", "models_text": ""})
     assert not bad.is_valid() and "api_key" in bad.errors
-    good = ProviderAdminForm(data={**GOOD, "api_key": "sk-good", "model_names": "[]"})
+    good = ProviderForm(data={**GOOD, "api_key": "sk-good", "models_text": ""})
     assert good.is_valid(), good.errors
     profile = good.save()
     assert profile.secrets == {"api_key": "sk-good"}
     # empty keeps the stored key; the field never renders it back
-    edit = ProviderAdminForm(data={**GOOD, "api_key": "", "model_names": "[]"},
+    edit = ProviderForm(data={**GOOD, "api_key": "", "models_text": ""},
                                instance=profile)
     assert edit.is_valid(), edit.errors
     assert edit.save().secrets == {"api_key": "sk-good"}
-    assert "sk-good" not in str(ProviderAdminForm(instance=profile))
+    assert "sk-good" not in str(ProviderForm(instance=profile))
 
 
 def test_admin_add_page_refuses_a_non_ascii_key(client, django_user_model):
     admin = django_user_model.objects.create_superuser("root", password="root-pass-123")
     client.force_login(admin)
     page = client.post("/admin/agent_sessions/providerprofile/add/",
-                       {**GOOD, "api_key": "sk-ü", "model_names": "[]"})
+                       {**GOOD, "api_key": "sk-ü", "models_text": ""})
     assert page.status_code == 200 and "HTTP header" in page.content.decode()
     assert not ProviderProfile.objects.exists()
     saved = client.post("/admin/agent_sessions/providerprofile/add/",
-                        {**GOOD, "api_key": "sk-ok", "model_names": "[]"})
+                        {**GOOD, "api_key": "sk-ok", "models_text": ""})
     assert saved.status_code == 302
     assert ProviderProfile.objects.get().secrets == {"api_key": "sk-ok"}
 
