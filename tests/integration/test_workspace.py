@@ -36,6 +36,7 @@ def servers(settings, tmp_path):
     workspace._origins.clear()
     with GitServer(token=TOKEN) as git_server, RecordingServer() as api:
         api.git = git_server
+        api.state.github_token = TOKEN  # another token gets GitHub's 401
         # Big enough that a second download would show.
         git_server.create(REPO, {"README.md": "hello\n", "data.bin": os.urandom(300_000).hex()})
         git_server.create("octo/other", {"README.md": "other\n"})
@@ -84,6 +85,15 @@ def test_a_ticket_works_in_a_clone_on_its_own_branch(servers, source):
     # The source's token is nowhere under the work directory or the mirror.
     assert _files_containing(workdir, TOKEN) == []
     assert _files_containing(workspace.mirror_dir(git_server.clone_url(REPO)), TOKEN) == []
+
+
+def test_a_token_github_refuses_fails_the_workspace_with_a_clear_reason(servers, source):
+    source.secrets = {"webhook_secret": "s", "token": "ghp_revoked"}
+    source.save()
+    with pytest.raises(workspace.WorkspaceError) as refused:
+        workspace.prepare(_ticket(source, 1))
+    assert "401" in str(refused.value) or "credentials" in str(refused.value).lower()
+    assert "ghp_revoked" not in str(refused.value)
 
 
 def test_the_second_ticket_on_a_repository_does_not_download_it_again(servers, source):

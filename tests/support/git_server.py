@@ -202,6 +202,7 @@ def served_github(repos=("octo/app",), token: str = "ghp_test"):
 
     with GitServer(token) as git_server, RecordingServer() as api:
         api.git = git_server
+        api.state.github_token = token  # like GitHub: another token gets 401
         for repo in repos:
             git_server.create(repo, {"README.md": f"{repo}\n"})
         yield api, git_server

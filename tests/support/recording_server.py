@@ -67,6 +67,9 @@ class State:
     lark_ws_url: str = ""
     next_id: int = 1000
     fail_next: list = field(default_factory=list)  # [(method, path regex, status)]
+    # When set, GitHub's REST routes answer as GitHub does to any other token (or none):
+    # 401 {"message": "Bad credentials"}.
+    github_token: str = ""
 
 
 class RecordingServer:
@@ -166,6 +169,14 @@ class RecordingServer:
                 del self.state.fail_next[i]
                 return status, {"message": "injected failure"}
         base = self.url
+        if self.state.github_token and r.path.startswith("/repos/"):
+            sent = r.headers.get("authorization", "").split(" ", 1)[-1]
+            # the source's token, an installation token this server minted, or (only to
+            # find an App's installation) the App's JWT
+            app_jwt = sent.count(".") == 2 and r.path.endswith("/installation")
+            if sent not in (self.state.github_token, "ghs_installation") and not app_jwt:
+                return 401, {"message": "Bad credentials",
+                             "documentation_url": "https://docs.github.com/rest"}
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)", r.path)
         if m and r.method == "GET":
             owner, name = m.group(1).split("/")
