@@ -20,8 +20,6 @@ TERMS = [
     ("Channel", "Where notices go: the chat or thread that should hear about a result."),
     ("Policy", "The versioned rules that decide who may ask for what and whether the agent "
      "may take work on by itself."),
-    ("Correlation", "A link from an outside object (a pull request, a message) back to the "
-     "ticket it belongs to."),
     ("Strength", "explicit: a person on the allowlist asked the agent directly. inferred: "
      "the agent may take it on, but only after triage."),
     ("Acceptance mode", "manual: inferred candidates never become work. auto: they go to "

@@ -106,6 +106,7 @@ INSTALLED_APPS = [
     "policy",
     "effects",
     "sessions.apps.AgentSessionsConfig",
+    "intake",
     "tickets",
 ]
 

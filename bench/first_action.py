@@ -55,6 +55,7 @@ def run(args, data: Path) -> None:
     from django.test import Client
 
     from effects import outbox
+    from intake.models import Source
     from policy import services as policy
     from sessions.models import ProviderProfile, Session, Turn
     from tests.support.git_server import GitServer
@@ -63,7 +64,7 @@ def run(args, data: Path) -> None:
     from tests.support.recording_server import RecordingServer
     from tests.support.sessions import run_host
     from tickets import workspace
-    from tickets.models import AgentSettings, Source, Ticket
+    from tickets.models import AgentSettings, Ticket
     from tickets.sources.github import GitHub
 
     settings.WORK_DIR = data / "work"

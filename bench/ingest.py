@@ -39,7 +39,7 @@ def setup_database() -> None:
     from django.db import connection
 
     call_command("migrate", verbosity=0)
-    from tickets.models import Delivery, Source, Thread, Trigger
+    from intake.models import Delivery, Source, Thread, Trigger
     from tickets.sources.github import GitHub
 
     with connection.cursor() as cursor:

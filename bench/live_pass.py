@@ -98,7 +98,7 @@ def plans() -> list[str]:
 def build_live() -> None:
     from django.db import connection
 
-    from tickets.models import Channel, Source, Thread
+    from intake.models import Channel, Source, Thread
 
     source = Source.objects.create(kind="github", slug="bench", name="bench")
     thread = Thread.objects.create(source=source, key="o/r#1")
@@ -137,7 +137,7 @@ def build_live() -> None:
 def build_history(count: int) -> None:
     from django.db import connection
 
-    from tickets.models import Thread
+    from intake.models import Thread
 
     thread = Thread.objects.get()
     with connection.cursor() as c:

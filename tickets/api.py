@@ -9,11 +9,12 @@ from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
 from amux_common.fields import JsonTyped
+from intake.models import Thread, Trigger
 from sessions.models import ProviderProfile
 from tickets import engine
 from tickets.core.errors import CommandRefused, NotFound
 from tickets.core.text_cap import MAX_TEXT
-from tickets.models import AgentSettings, Eval, Mandate, Thread, Ticket, Trigger
+from tickets.models import AgentSettings, Eval, Mandate, Ticket
 from tickets.read import failures, stages
 
 WORKER_RUNTIMES = ["codex", "claude", "pi", "acp"]

@@ -20,6 +20,7 @@ from django.db.models import OuterRef, Q, Subquery
 
 from amux_common.clock import now as clock
 from effects import outbox
+from intake.models import Channel, Delivery, OutgoingMessage, Source, Thread, Trigger
 from prompts_app.contract import clip_routing_note
 from tickets import guarding, locks, policy_hooks
 from tickets.core import failure as failures
@@ -30,20 +31,14 @@ from tickets.core.routing import EndFacts, Route, RoutingFacts, end_reason, rout
 from tickets.models import (
     LIVE_ASSIGNMENT,
     Assignment,
-    Channel,
-    Delivery,
     Eval,
     Input,
     Mandate,
-    OutgoingMessage,
     Question,
     Report,
-    Source,
     Subscription,
-    Thread,
     Ticket,
     TicketMessage,
-    Trigger,
 )
 
 
@@ -1025,16 +1020,16 @@ def mailbox_processed(
         return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, True,
                                   cursor)
     except IntegrityError as exc:
-        if "delivery_unique_id" in str(exc) or "tickets_delivery.source_id" in str(exc):
+        if "delivery_unique_id" in str(exc) or "intake_delivery.source_id" in str(exc):
             raise DuplicateDelivery(arrived["delivery_id"] if arrived else "") from None
-        if "trigger_unique_id" not in str(exc) and "tickets_trigger.source_id" not in str(exc):
+        if "trigger_unique_id" not in str(exc) and "intake_trigger.source_id" not in str(exc):
             raise
     # The optimistic insert met a trigger seen before: do it again, checking first.
     try:
         return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, False,
                                   cursor)
     except IntegrityError as exc:
-        if "delivery_unique_id" in str(exc) or "tickets_delivery.source_id" in str(exc):
+        if "delivery_unique_id" in str(exc) or "intake_delivery.source_id" in str(exc):
             raise DuplicateDelivery(arrived["delivery_id"] if arrived else "") from None
         raise
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from django.urls import reverse
 
+from intake.models import Source
 from policy import services as policy_services
 from policy.document import open_cells
 from sessions.models import ProviderProfile
-from tickets.models import Source
 from tickets.policy_hooks import worker_configured
 
 

@@ -18,8 +18,8 @@ import uuid
 from django.db.models import Count
 from django.utils import timezone
 
+from intake.models import Delivery, Source, Thread
 from tickets import engine, policy_hooks, rejections
-from tickets.models import Delivery, Source, Thread
 from tickets.sources import plugin
 from tickets.sources.base import (
     MAX_BODY,

@@ -30,8 +30,8 @@ from pathlib import Path
 from django.db import close_old_connections
 
 from amux_common.processes import die_with_parent
+from intake.models import Source
 from tickets import engine, intake
-from tickets.models import Source
 from tickets.sources import plugin
 
 log = logging.getLogger(__name__)

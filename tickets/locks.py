@@ -3,8 +3,9 @@ deadlock; `no_key` lets foreign-key inserts of other rows proceed meanwhile."""
 
 from __future__ import annotations
 
+from intake.models import Trigger
 from tickets.core.errors import NotFound
-from tickets.models import Assignment, Input, Ticket, Trigger
+from tickets.models import Assignment, Input, Ticket
 
 
 def _for_update(queryset):

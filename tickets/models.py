@@ -1,4 +1,6 @@
-"""The orchestrator's records (seed 002): five core concepts and six supporting ones.
+"""The orchestrator's records (seed 002): evals, tickets, mandates, subscriptions,
+assignments and what flows through them. Sources, threads, triggers and channels are
+intake's (intake/models.py): tickets consume them.
 
 Only tickets/engine.py writes ticket-domain state. Stage is derived (tickets/core/stage.py),
 never stored. Every table that a pass over live work reads has a partial index on its live
@@ -11,132 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
-from amux_common.secrets import EncryptedJSONField
-
-
-class SourceKind(models.TextChoices):
-    GITHUB = "github", "GitHub"
-    LARK = "lark", "Lark"
-    WEBCHAT = "webchat", "Web chat"
-
-
-class Source(models.Model):
-    """Where events come from and replies go; a plugin of tickets/sources/<kind>.py."""
-
-    kind = models.CharField(max_length=20, choices=SourceKind.choices)
-    slug = models.SlugField(max_length=60, unique=True)
-    name = models.CharField(max_length=120)
-    enabled = models.BooleanField(default=True)
-    config = models.JSONField(default=dict, blank=True)
-    secrets = EncryptedJSONField(default=dict, blank=True, editable=False)
-    health = models.JSONField(default=dict, blank=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["slug"]
-
-    def __str__(self):
-        return f"{self.kind}:{self.slug}"
-
-
-class Delivery(models.Model):
-    """One verified webhook delivery, stored raw before any processing (intake)."""
-
-    # no index of its own: the unique constraint below leads with source
-    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="deliveries",
-                               db_index=False)
-    delivery_id = models.CharField(max_length=200)
-    event = models.CharField(max_length=100, blank=True)
-    mailbox = models.CharField(max_length=400, blank=True, help_text="<source>:<thread>")
-    headers = models.JSONField(default=dict, blank=True)
-    body = models.BinaryField()
-    received_at = models.DateTimeField(auto_now_add=True)
-    processed_at = models.DateTimeField(null=True, blank=True)
-    outcome = models.CharField(max_length=40, blank=True)
-    reason = models.CharField(max_length=80, blank=True)
-    trigger = models.ForeignKey(
-        "Trigger", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["source", "delivery_id"], name="delivery_unique_id")
-        ]
-        indexes = [
-            models.Index(
-                fields=["mailbox", "id"],
-                name="delivery_unprocessed",
-                condition=Q(processed_at__isnull=True),
-            )
-        ]
-
-
-class Thread(models.Model):
-    """One conversation in a source: an issue or PR, a Lark thread or chat."""
-
-    # no index of its own: the unique constraint below leads with source
-    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="threads",
-                               db_index=False)
-    key = models.CharField(max_length=300)
-    title = models.CharField(max_length=300, blank=True)
-    url = models.URLField(max_length=500, blank=True)
-    meta = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["source", "key"], name="thread_unique_key")
-        ]
-
-    def __str__(self):
-        return f"{self.source.slug}:{self.key}"
-
-
-class Decision(models.TextChoices):
-    EXPLICIT = "explicit", "explicit request"
-    INFERRED = "inferred", "inferred candidate"
-    IGNORE = "ignore", "ignored"
-
-
-class Strength(models.TextChoices):
-    EXPLICIT = "explicit", "explicit"
-    INFERRED = "inferred", "inferred"
-
-
-class Trigger(models.Model):
-    """One event the policy looked at, with the gate's decision and one content-free reason."""
-
-    # no index of its own: the unique constraint below leads with source
-    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="triggers",
-                               db_index=False)
-    thread = models.ForeignKey(Thread, on_delete=models.PROTECT, related_name="triggers")
-    external_id = models.CharField(max_length=300)
-    scope = models.CharField(max_length=40)
-    actor = models.CharField(max_length=200, blank=True)
-    is_human = models.BooleanField(default=True)
-    is_bot = models.BooleanField(default=False)
-    addressed = models.BooleanField(default=False)
-    receives_all = models.BooleanField(default=False)
-    text = models.TextField(blank=True)
-    meta = models.JSONField(default=dict, blank=True)
-    decision = models.CharField(max_length=10, choices=Decision.choices, blank=True)
-    strength = models.CharField(max_length=10, choices=Strength.choices, blank=True)
-    rule = models.CharField(max_length=120, blank=True)
-    reason = models.CharField(max_length=80, blank=True)
-    policy_version = models.CharField(max_length=64, blank=True)
-    disposition = models.CharField(
-        max_length=20,
-        blank=True,
-        help_text="What became of it: admitted, ignored, subscribed, evaluating, handed_back…",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-id"]
-        constraints = [
-            models.UniqueConstraint(fields=["source", "external_id"], name="trigger_unique_id")
-        ]
+from intake.models import Channel, Strength, Thread, Trigger
 
 
 class EvalState(models.TextChoices):
@@ -167,28 +44,6 @@ class Eval(models.Model):
         indexes = [
             models.Index(fields=["id"], name="eval_running", condition=Q(state="running"))
         ]
-
-
-class ChannelKind(models.TextChoices):
-    THREAD = "thread", "source thread"
-    CHAT = "chat", "chat"
-
-
-class Channel(models.Model):
-    """Where notices and relayed reports go."""
-
-    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="channels")
-    kind = models.CharField(max_length=10, choices=ChannelKind.choices, default="thread")
-    address = models.CharField(max_length=300)
-    name = models.CharField(max_length=200, blank=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["source", "address"], name="channel_unique_address")
-        ]
-
-    def __str__(self):
-        return f"{self.source.slug}:{self.address}"
 
 
 class Ticket(models.Model):
@@ -393,20 +248,6 @@ class Question(models.Model):
         ]
 
 
-class Correlation(models.Model):
-    """Links an outside object (a PR, a sent message) back to its ticket."""
-
-    kind = models.CharField(max_length=40)
-    key = models.CharField(max_length=300)
-    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="correlations")
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["kind", "key"], name="correlation_unique_key")
-        ]
-
-
 class AgentSettings(models.Model):
     """Who does the work: the model that triages candidates and the runtime, provider and
     model of each ticket's worker session. One row (pk 1), edited in the panel or the API."""
@@ -445,24 +286,6 @@ class AgentSettings(models.Model):
     def current(cls) -> AgentSettings:
         settings, _ = cls.objects.get_or_create(pk=1)
         return settings
-
-
-class OutgoingMessage(models.Model):
-    """A reply kept by amux itself (web chat), once per message id."""
-
-    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="outgoing")
-    thread_key = models.CharField(max_length=300)
-    message_id = models.CharField(max_length=200)
-    text = models.TextField()
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["source", "message_id"], name="outgoing_unique_message"
-            )
-        ]
 
 
 class TicketMessage(models.Model):

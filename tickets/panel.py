@@ -12,12 +12,13 @@ from django.views.decorators.http import require_POST
 from amux_common import roles
 from amux_common.clock import now as clock
 from amux_common.pager import paged
+from intake.models import Source, Thread, Trigger
 from tickets import engine, first_run, guarding
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
 from tickets.core.source_rules import SLUG_FIXED, slug_change_refused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
-from tickets.models import AgentSettings, Eval, Question, Source, Thread, Ticket, Trigger
+from tickets.models import AgentSettings, Eval, Question, Ticket
 from tickets.read import failures, stages
 from tickets.source_views import has_events
 

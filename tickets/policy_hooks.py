@@ -35,7 +35,7 @@ def current_version() -> str:
 
 
 def source_infos() -> dict[str, SourceInfo]:
-    from tickets.models import Source
+    from intake.models import Source
 
     return {
         s.slug: SourceInfo(slug=s.slug, kind=s.kind, enabled=s.enabled, name=s.name,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 
 from effects import outbox
+from intake.models import Channel, Thread
 from tickets import intake
-from tickets.models import Channel, Thread
 from tickets.sources.base import SendResult
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,9 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from intake.models import Delivery
 from sessions.models import Lifecycle, Session, TimelineEvent
-from tickets.models import Delivery, Ticket
+from tickets.models import Ticket
 
 BATCH = 500
 MAX_BATCHES = 20

@@ -15,10 +15,10 @@ from rest_framework.response import Response
 
 from amux_common.api import error_response
 from amux_common.fields import JsonTyped
+from intake.models import OutgoingMessage, Source, SourceKind, Trigger
 from tickets import intake
 from tickets.core.outcome import describe
 from tickets.core.source_rules import slug_change_refused
-from tickets.models import OutgoingMessage, Source, SourceKind, Trigger
 from tickets.sources import KINDS
 from tickets.sources.base import MAX_BODY, ConfigError
 from tickets.sources.github import sign as github_sign

@@ -32,7 +32,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from tickets.models import Source, Ticket
+from intake.models import Source
+from tickets.models import Ticket
 from tickets.sources import plugin
 from tickets.sources.base import ConfigError
 from tickets.worker import work_dir

@@ -19,9 +19,10 @@ import pytest
 from django.db import connection
 
 from effects.models import Effect
+from intake.models import Source, Thread, Trigger
 from tests.support.runtimes import run_async
 from tickets import engine
-from tickets.models import Assignment, Input, Question, Report, Source, Thread, Trigger
+from tickets.models import Assignment, Input, Question, Report
 from tickets.tools import install_worker_bin, mcp_server_config, worker_env
 
 ROOT = Path(__file__).resolve().parents[2]

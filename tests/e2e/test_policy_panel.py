@@ -2,9 +2,9 @@
 
 import pytest
 
+from intake.models import Source, Thread, Trigger
 from policy.models import PolicyVersion
 from tickets import engine
-from tickets.models import Source, Thread, Trigger
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tickets.models import Source, Trigger
+from intake.models import Source, Trigger
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from effects import outbox
+from intake.models import Source, Thread, Trigger
 from sessions import services
 from sessions.models import ProviderProfile, Session, TimelineEvent
 from tests.e2e.test_executor_tools_e2e import server  # noqa: F401 - the live-server fixture
@@ -18,7 +19,7 @@ from tests.support.git_server import served_github
 from tests.support.model_server import ModelServer, Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 from tickets import engine, worker
-from tickets.models import AgentSettings, Assignment, Report, Source, Thread, Trigger
+from tickets.models import AgentSettings, Assignment, Report
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 

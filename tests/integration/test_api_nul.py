@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tickets.models import Source
+from intake.models import Source
 
 pytestmark = pytest.mark.django_db
 

@@ -4,11 +4,12 @@ import pytest
 
 from effects import outbox
 from effects.models import Effect
+from intake.models import Source, Thread, Trigger
 from sessions import services
 from sessions.models import ProviderProfile, Session, Turn
 from tests.support.git_server import served_github
 from tickets import engine
-from tickets.models import AgentSettings, Assignment, Source, Thread, Trigger
+from tickets.models import AgentSettings, Assignment
 
 pytestmark = pytest.mark.django_db
 

@@ -3,9 +3,10 @@
 import pytest
 
 from effects.models import Effect
+from intake.models import Source, Thread, Trigger
 from tickets import engine, read
 from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound, TicketEnded
-from tickets.models import Assignment, Input, Mandate, Source, Subscription, Thread, Trigger
+from tickets.models import Assignment, Input, Mandate, Subscription
 from tickets.read import stages
 
 pytestmark = pytest.mark.django_db

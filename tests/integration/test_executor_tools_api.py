@@ -6,8 +6,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from effects.models import Effect
+from intake.models import Source, Thread, Trigger
 from tickets import engine, read
-from tickets.models import Assignment, Input, Question, Report, Source, Thread, Trigger
+from tickets.models import Assignment, Input, Question, Report
 
 pytestmark = pytest.mark.django_db
 

@@ -12,11 +12,12 @@ import socket
 import pytest
 from django.contrib.auth.models import User
 
+from intake.models import Source
 from sessions import services as session_services
 from sessions.models import ProviderProfile, Session, Turn
 from tests.support.model_server import ModelServer
 from tests.support.sessions import model_server, openai_provider, session_dirs  # noqa: F401
-from tickets.models import AgentSettings, Source
+from tickets.models import AgentSettings
 
 pytestmark = pytest.mark.django_db
 

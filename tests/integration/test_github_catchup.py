@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from intake.models import Source, Trigger
 from tests.support.github_payloads import signed
 from tests.support.recording_server import RecordingServer
 from tickets import intake
-from tickets.models import Source, Trigger
 from tickets.sources.github import GitHub
 
 pytestmark = pytest.mark.django_db
@@ -119,7 +119,7 @@ def test_a_pr_merged_while_amux_was_down_is_found_and_ends_the_ticket(client, gh
     assert ticket.ended_at and ticket.end_reason == "merged" and ticket.pr_state == "merged"
     assert ticket.pr_url.endswith("/pull/4")
     # The webhook that was missed, delivered late: it changes nothing.
-    from tickets.models import Delivery
+    from intake.models import Delivery
 
     stored = Delivery.objects.count()
     payload = {"action": "closed", "number": 4, "repository": {"full_name": REPO},

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from intake.models import Delivery, Source, Thread, Trigger
 from tests.support.github_payloads import example, signed
 from tickets import engine, intake
-from tickets.models import Delivery, Source, Subscription, Thread, Ticket, Trigger
+from tickets.models import Subscription, Ticket
 from tickets.sources.github import GitHub
 
 pytestmark = pytest.mark.django_db

@@ -12,20 +12,12 @@ from rest_framework.test import APIClient
 
 from effects import outbox
 from effects.models import Effect
+from intake.models import OutgoingMessage, Source, Thread, Trigger
 from sessions import timeline
 from sessions.models import ProviderProfile, Session, Turn, UsageDay
 from sessions.runtimes.events import UsageObserved
 from tickets import engine, tasks
-from tickets.models import (
-    AgentSettings,
-    Assignment,
-    Input,
-    OutgoingMessage,
-    Source,
-    Thread,
-    TicketMessage,
-    Trigger,
-)
+from tickets.models import AgentSettings, Assignment, Input, TicketMessage
 
 pytestmark = pytest.mark.django_db
 

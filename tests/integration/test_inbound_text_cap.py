@@ -7,9 +7,10 @@ import json
 
 import pytest
 
+from intake.models import Delivery, Source, Trigger
 from tests.support.github_payloads import example, signed
 from tickets.core.text_cap import MAX_TEXT
-from tickets.models import Delivery, Input, Source, Ticket, Trigger
+from tickets.models import Input, Ticket
 from tickets.sources.github import GitHub
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ import pytest
 from django.db import connection, connections
 from django.test import Client
 
+from intake.models import Delivery, Source, Trigger
 from tests.support.github_payloads import example, signed
-from tickets.models import Delivery, Source, Trigger
 from tickets.sources.github import GitHub
 
 SECRET = "s3cret"

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from intake.models import Delivery, Source, Trigger
 from tests.support.lark_events import message_event, sealed
 from tests.support.recording_server import RecordingServer
 from tickets import intake
-from tickets.models import Delivery, Source, Trigger
 from tickets.sources.lark import Lark
 
 pytestmark = pytest.mark.django_db

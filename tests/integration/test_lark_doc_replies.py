@@ -12,10 +12,10 @@ from django.db import transaction
 
 from effects import outbox
 from effects.models import Effect
+from intake.models import Source, Thread
 from tests.support.lark_events import message_event, sealed
 from tests.support.recording_server import RecordingServer
 from tickets import intake, reply_handlers
-from tickets.models import Source, Thread
 from tickets.sources.base import Context, Message, SendResult
 from tickets.sources.lark import Lark, comment_marker
 

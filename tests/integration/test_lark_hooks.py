@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from intake.models import Delivery, Source, Trigger
 from tests.support.lark_events import message_event, sealed
-from tickets.models import Delivery, Source, Trigger
 from tickets.sources.lark import Lark, decrypt, encrypt
 
 pytestmark = pytest.mark.django_db

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from intake.models import Delivery, Source, Trigger
 from tests.support.lark_events import message_event
 from tests.support.lark_ws import LarkLongConnection
 from tests.support.recording_server import RecordingServer
 from tests.support.workers import ROOT, wait_for, worker_env
 from tickets.lark_receiver import event_handler
-from tickets.models import Delivery, Source, Trigger
 from tickets.sources.lark import Lark
 
 pytestmark = pytest.mark.django_db

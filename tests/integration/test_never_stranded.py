@@ -6,10 +6,11 @@ import pytest
 
 from effects import outbox
 from effects.models import Effect
+from intake.models import Source, Thread, Trigger
 from sessions.models import ProviderProfile, Session, Turn
 from tests.support.git_server import served_github
 from tickets import engine
-from tickets.models import AgentSettings, Assignment, Input, Source, Thread, Ticket, Trigger
+from tickets.models import AgentSettings, Assignment, Input, Ticket
 
 pytestmark = pytest.mark.django_db
 

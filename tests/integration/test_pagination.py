@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from amux_common.pagination import MAX_LIMIT
-from tickets.models import Source, Thread, Trigger
+from intake.models import Source, Thread, Trigger
 
 pytestmark = pytest.mark.django_db
 

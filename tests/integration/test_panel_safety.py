@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from amux_site.templatetags.safe_urls import safe_url
+from intake.models import Source
 from tests.support.github_payloads import example, signed
-from tickets.models import Source, Ticket
+from tickets.models import Ticket
 from tickets.sources.github import GitHub
 
 pytestmark = pytest.mark.django_db

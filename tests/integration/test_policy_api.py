@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from intake.models import Source, Thread
 from policy import hooks
 from policy.document import validate, version_of
 from policy.models import PolicyHead, PolicyVersion
-from tickets.models import Mandate, Source, Thread, Ticket
+from tickets.models import Mandate, Ticket
 
 pytestmark = pytest.mark.django_db
 

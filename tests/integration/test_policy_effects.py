@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from effects.models import Effect
+from intake.models import Source, Thread, Trigger
 from tickets import engine
-from tickets.models import Eval, Input, Source, Thread, Ticket, Trigger
+from tickets.models import Eval, Input, Ticket
 
 pytestmark = pytest.mark.django_db
 

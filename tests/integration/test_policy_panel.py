@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from intake.models import Source
 from policy.models import PolicyVersion
-from tickets.models import Source
 
 pytestmark = pytest.mark.django_db
 

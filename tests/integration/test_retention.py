@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from intake.models import Delivery, Source, Thread, Trigger
 from sessions.models import Session, TimelineEvent
 from tickets import engine, retention, tasks
-from tickets.models import Delivery, Source, Thread, Ticket, Trigger
+from tickets.models import Ticket
 
 pytestmark = pytest.mark.django_db
 

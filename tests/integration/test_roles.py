@@ -14,7 +14,7 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from amux_common import roles
-from tickets.models import Source, Trigger
+from intake.models import Source, Trigger
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,8 @@
 import pytest
 from django.db import IntegrityError, InternalError, connection, transaction
 
-from tickets.models import ImmutableError, Mandate, Source, Thread, Ticket
+from intake.models import Source, Thread
+from tickets.models import ImmutableError, Mandate, Ticket
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from effects import outbox
 from effects.models import Effect
+from intake.models import OutgoingMessage, Source
 from tests.support.recording_server import RecordingServer
 from tickets import intake
-from tickets.models import OutgoingMessage, Source
 from tickets.sources.base import SendResult
 from tickets.sources.github import GitHub
 from tickets.sources.lark import Lark
@@ -181,8 +181,8 @@ def test_relay_handler_posts_once_when_replayed_after_a_crash(server):
     the send, before the row was settled), posts one comment."""
     from django.db import transaction
 
+    from intake.models import Thread
     from tickets import reply_handlers
-    from tickets.models import Thread
 
     source = github_source(server.url)
     thread = Thread.objects.create(source=source, key=f"{REPO}#7")
@@ -198,7 +198,7 @@ def test_relay_handler_posts_once_when_replayed_after_a_crash(server):
 def test_notice_handler_to_a_web_chat_channel():
     from django.db import transaction
 
-    from tickets.models import Channel
+    from intake.models import Channel
 
     source = Source.objects.create(kind="webchat", slug="chat", name="Chat")
     channel = Channel.objects.create(source=source, kind="chat", address="t1")
@@ -213,8 +213,9 @@ def test_a_reply_asked_again_after_it_was_sent_posts_nothing_more(server):
     """An executor whose `amux reply` lost its answer to a crash asks again with the same
     text: the first relay was already sent and settled, the second finds its marker (the
     reply's id is its run and its text) and posts nothing."""
+    from intake.models import Thread, Trigger
     from tickets import engine, reply_handlers
-    from tickets.models import Assignment, Thread, Trigger
+    from tickets.models import Assignment
 
     source = github_source(server.url)
     thread = Thread.objects.create(source=source, key=f"{REPO}#7")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from intake.models import Delivery, Source
 from tests.support.github_payloads import example, signed
-from tickets.models import Delivery, Source
 
 pytestmark = pytest.mark.django_db
 
@@ -76,9 +76,9 @@ def test_the_panel_renames_a_source_without_events(client, operator, source):
 
 def test_the_admin_shows_the_slug_read_only_once_events_arrived(
         api, client, admin_client, source):
-    page = admin_client.get(f"/admin/tickets/source/{source.pk}/change/").content.decode()
+    page = admin_client.get(f"/admin/intake/source/{source.pk}/change/").content.decode()
     assert 'name="slug"' in page
     _receive_an_event(client)
-    page = admin_client.get(f"/admin/tickets/source/{source.pk}/change/").content.decode()
+    page = admin_client.get(f"/admin/intake/source/{source.pk}/change/").content.decode()
     assert 'name="slug"' not in page
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from intake.models import Source, Trigger
 from tests.support.github_payloads import example, signed
-from tickets.models import Source, Trigger
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,9 @@ from django.test.utils import CaptureQueriesContext
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
+from intake.models import Delivery, Source
 from tests.support.github_payloads import example, signed
 from tickets import intake, rejections
-from tickets.models import Delivery, Source
 from tickets.sources.github import GitHub
 
 pytestmark = pytest.mark.django_db

@@ -3,20 +3,11 @@
 import pytest
 
 from effects.models import Effect
+from intake.models import Channel, Source, Thread, Trigger
 from policy import services as policy_services
 from tickets import engine
 from tickets.core.errors import InvalidCommand, NotFound
-from tickets.models import (
-    Assignment,
-    Channel,
-    Eval,
-    Input,
-    Mandate,
-    Source,
-    Thread,
-    Ticket,
-    Trigger,
-)
+from tickets.models import Assignment, Eval, Input, Mandate, Ticket
 from tickets.read import stages
 
 pytestmark = pytest.mark.django_db

@@ -3,8 +3,9 @@
 import pytest
 
 from effects.models import Effect
+from intake.models import Source, Thread, Trigger
 from tickets import engine
-from tickets.models import Input, Source, Thread, Trigger
+from tickets.models import Input
 
 pytestmark = pytest.mark.django_db
 

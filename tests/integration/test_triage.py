@@ -3,9 +3,10 @@
 import pytest
 
 from effects import outbox
+from intake.models import Source, Thread, Trigger
 from policy import services as policy_services
 from tickets import engine, triage
-from tickets.models import Eval, Source, Thread, Ticket, Trigger
+from tickets.models import Eval, Ticket
 
 pytestmark = pytest.mark.django_db
 

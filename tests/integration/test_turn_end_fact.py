@@ -10,11 +10,12 @@ from django.db import transaction
 
 from effects import outbox
 from effects.models import Effect
+from intake.models import Source, Thread, Trigger
 from sessions import timeline
 from sessions.models import Session, Turn
 from sessions.runtimes import events as rt
 from tickets import engine
-from tickets.models import Assignment, Source, Thread, Trigger
+from tickets.models import Assignment
 
 pytestmark = pytest.mark.django_db
 

@@ -14,10 +14,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from rest_framework.test import APIClient
 
 from effects import outbox
+from intake.models import Source, Thread, Trigger
 from tests.support.git_server import GitServer, git
 from tests.support.recording_server import RecordingServer
 from tickets import engine, worker, workspace
-from tickets.models import Assignment, Source, Thread, Trigger
+from tickets.models import Assignment
 from tickets.sources import github as github_plugin
 from tickets.sources.base import ConfigError
 from tickets.sources.webchat import WebChat

@@ -78,8 +78,9 @@ def test_the_stop_confirmation_works_under_the_csp_and_payload_urls_stay_text(
         page, operator, session_dirs, tmp_path):
     """The Stop button's confirmation (panel.js, formerly an inline onsubmit) asks, a "no"
     keeps the ticket, a "yes" stops it; a javascript: thread URL is shown as text."""
+    from intake.models import Source, Thread, Trigger
     from tickets import engine
-    from tickets.models import Source, Thread, Ticket, Trigger
+    from tickets.models import Ticket
 
     source = Source.objects.create(kind="github", slug="gh", name="GitHub")
     thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash on login",

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from effects import outbox
+from intake.models import Channel, OutgoingMessage, Source
 from policy import services as policy
 from sessions.models import ProviderProfile, Session, TimelineEvent
 from sessions.runtimes.base import tagged_pids
@@ -24,16 +25,7 @@ from tests.support.github_payloads import example, signed
 from tests.support.model_server import ModelServer, Text, ToolCall
 from tests.support.recording_server import RecordingServer
 from tests.support.sessions import run_host
-from tickets.models import (
-    AgentSettings,
-    Assignment,
-    Channel,
-    Eval,
-    Mandate,
-    OutgoingMessage,
-    Source,
-    Ticket,
-)
+from tickets.models import AgentSettings, Assignment, Eval, Mandate, Ticket
 from tickets.read import stages
 from tickets.sources.github import GitHub
 

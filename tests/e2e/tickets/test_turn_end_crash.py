@@ -17,13 +17,14 @@ from django.core.cache import cache
 
 from effects import outbox
 from effects.models import Effect
+from intake.models import Source, Thread, Trigger
 from sessions.models import ProviderProfile, Session, Turn
 from sessions.runtimes.base import tagged_pids
 from sessions.tasks import sweep_sessions
 from tests.support.model_server import ModelServer, Text
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
 from tickets import engine
-from tickets.models import AgentSettings, Assignment, Source, Thread, Trigger
+from tickets.models import AgentSettings, Assignment
 from tickets.read import stages
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),

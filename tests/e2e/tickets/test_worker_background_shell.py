@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from effects import outbox
+from intake.models import Source, Thread, Trigger
 from sessions import services
 from sessions.models import ProviderProfile, Session, TimelineEvent, Turn
 from sessions.runtimes.base import tagged_pids
@@ -21,7 +22,7 @@ from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import ModelServer, Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 from tickets import engine, worker
-from tickets.models import AgentSettings, Source, Thread, Trigger
+from tickets.models import AgentSettings
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import pytest
 
 from effects import outbox
+from intake.models import Source, Thread, Trigger
 from sessions.models import Session, Turn, UsageDay
 from sessions.usage import cumulative_total
 from tests.support.model_server import Text
 from tests.support.sessions import run_host
 from tickets import engine
-from tickets.models import AgentSettings, Input, Source, Thread, Trigger
+from tickets.models import AgentSettings, Input
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
