@@ -18,8 +18,8 @@ app.conf.task_default_queue = "default"
 app.conf.task_routes = {"sessions.host": {"queue": "runtime"}}
 app.conf.beat_schedule = {
     "outbox-sweep": {"task": "effects.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
-    "intake-sweep": {"task": "tickets.intake_sweep", "schedule": 30.0, "options": {"expires": 30}},
-    "source-poll": {"task": "tickets.poll_sources", "schedule": 300.0, "options": {"expires": 300}},
+    "intake-sweep": {"task": "intake.sweep", "schedule": 30.0, "options": {"expires": 30}},
+    "source-poll": {"task": "intake.poll_sources", "schedule": 300.0, "options": {"expires": 300}},
     "guards-sweep": {"task": "tickets.guards_sweep", "schedule": 60.0, "options": {"expires": 60}},
     # bounded batches per run (tickets/retention.py); a no-op with AMUX_RETENTION_DAYS=0
     "history-prune": {

@@ -8,6 +8,7 @@ from django.views.generic import RedirectView, TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from amux_site import favicon, health, root
+from intake import urls as intake_urls
 from policy import urls as policy_urls
 from prompts_app import urls as prompts_urls
 from sessions import urls as sessions_urls
@@ -25,6 +26,7 @@ api_patterns = [
     path("docs/", _SWAGGER_CSP(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
          name="api-docs"),
     *tickets_urls.api_urlpatterns,
+    *intake_urls.api_urlpatterns,
     *sessions_urls.api_urlpatterns,
     *policy_urls.api_urlpatterns,
     *prompts_urls.api_urlpatterns,
@@ -48,7 +50,7 @@ panel_patterns = [
 urlpatterns = [
     path("", RedirectView.as_view(url="/panel/"), name="home"),
     path("healthz/", health.healthz, name="healthz"),
-    path("hooks/", include(tickets_urls.hook_urlpatterns)),
+    path("hooks/", include(intake_urls.hook_urlpatterns)),
     path("api/v1/", include(api_patterns)),
     path("panel/", include(panel_patterns)),
     path("admin/", admin.site.urls),

@@ -56,6 +56,7 @@ def run(args, data: Path) -> None:
 
     from effects import outbox
     from intake.models import Source
+    from intake.sources.github import GitHub
     from policy import services as policy
     from sessions.models import ProviderProfile, Session, Turn
     from tests.support.git_server import GitServer
@@ -65,7 +66,6 @@ def run(args, data: Path) -> None:
     from tests.support.sessions import run_host
     from tickets import workspace
     from tickets.models import AgentSettings, Ticket
-    from tickets.sources.github import GitHub
 
     settings.WORK_DIR = data / "work"
     settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1

@@ -40,7 +40,7 @@ def setup_database() -> None:
 
     call_command("migrate", verbosity=0)
     from intake.models import Delivery, Source, Thread, Trigger
-    from tickets.sources.github import GitHub
+    from intake.sources.github import GitHub
 
     with connection.cursor() as cursor:
         cursor.execute("DROP TABLE IF EXISTS bench_bare")
@@ -62,8 +62,8 @@ def setup_database() -> None:
 
 def requests(n: int, start: int) -> list[bytes]:
     """n raw HTTP/1.1 requests, each a distinct signed delivery on its own thread."""
+    from intake.sources.github import sign
     from tests.support.github_payloads import example
-    from tickets.sources.github import sign
 
     base = example("issue_comment", "created")
     out = []

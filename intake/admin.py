@@ -18,8 +18,10 @@ class SourceAdmin(admin.ModelAdmin):
 
 @admin.register(models.Delivery)
 class DeliveryAdmin(ReadOnlyAdmin):
-    list_display = ["id", "source", "delivery_id", "event", "outcome", "reason", "received_at"]
+    list_display = ["id", "source", "delivery_id", "event", "outcome", "reason", "received_at",
+                    "attempts", "retry_at"]
     list_filter = ["source", "outcome"]
+    readonly_fields = ["attempts", "last_error", "retry_at"]
     exclude = ["body"]
 
 

@@ -6,3 +6,9 @@ class IntakeConfig(AppConfig):
     label = "intake"
     verbose_name = "Intake"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from intake.sources import check_capabilities, declare_scopes
+
+        check_capabilities()  # a plugin that claims a capability it lacks stops start-up
+        declare_scopes()  # the gate's scope rows are the plugins' declared scopes

@@ -40,7 +40,7 @@ AUTO = "auto"
 ACCEPTANCE_MODES = (MANUAL, AUTO)
 
 # Scope rows per source kind, in the order shown in the panel. The gate keeps no list of
-# its own: each source plugin declares its scopes (tickets/sources/<kind>.py) and the
+# its own: each source plugin declares its scopes (intake/sources/<kind>.py) and the
 # tickets app registers them at start-up through declare_scopes() (policy never imports
 # tickets), so a scope a plugin emits is always a row the policy knows.
 SCOPES: dict[str, tuple[str, ...]] = {}
@@ -104,6 +104,15 @@ class Facts:
     addressed: bool = False
     receives_all: bool = False
     is_self: bool = False
+
+    @classmethod
+    def of(cls, source: str, kind: str, trigger) -> Facts:
+        """The gate's view of a trigger (amux_common.trigger_facts.TriggerFacts, or a
+        stored Trigger, which has the same fields): the one place it is derived."""
+        return cls(source=source, kind=kind, scope=trigger.scope, actor=trigger.actor or "",
+                   is_human=trigger.is_human, is_bot=trigger.is_bot,
+                   addressed=trigger.addressed, receives_all=trigger.receives_all,
+                   is_self=bool((trigger.meta or {}).get("own_message")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,10 @@ from rest_framework.response import Response
 
 from amux_common.fields import JsonTyped
 from intake.models import Thread, Trigger
+from intake.text_cap import MAX_TEXT
 from sessions.models import ProviderProfile
 from tickets import engine
 from tickets.core.errors import CommandRefused, NotFound
-from tickets.core.text_cap import MAX_TEXT
 from tickets.models import AgentSettings, Eval, Mandate, Ticket
 from tickets.read import failures, stages
 

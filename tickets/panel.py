@@ -12,15 +12,15 @@ from django.views.decorators.http import require_POST
 from amux_common import roles
 from amux_common.clock import now as clock
 from amux_common.pager import paged
+from intake.api import has_events
 from intake.models import Source, Thread, Trigger
+from intake.source_rules import SLUG_FIXED, slug_change_refused
 from tickets import engine, first_run, guarding
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
-from tickets.core.source_rules import SLUG_FIXED, slug_change_refused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
 from tickets.models import AgentSettings, Eval, Question, Ticket
 from tickets.read import failures, stages
-from tickets.source_views import has_events
 
 
 @roles.read_page
@@ -191,12 +191,12 @@ def triage_tab(request):
 # --- Sources tab ------------------------------------------------------------------------------
 
 def _source_rows(request):
-    from tickets import intake
-    from tickets.source_views import webhook_url
+    from intake.api import webhook_url
+    from intake.health_view import health as source_health
 
     rows = []
     for source in Source.objects.all():
-        health = intake.health(source)
+        health = source_health(source)
         rows.append({"source": source, "health": health,
                      "webhook_url": webhook_url(request, source),
                      "rejected": sorted(health["rejected"].items(), key=lambda kv: -kv[1]),
@@ -206,7 +206,7 @@ def _source_rows(request):
 
 @roles.read_page
 def sources_tab(request):
-    from tickets.sources import KINDS
+    from intake.sources import KINDS
 
     return render(request, "panel/sources.html", {
         "tab": "sources", "rows": _source_rows(request), "sources": Source.objects.all(),
@@ -242,8 +242,8 @@ def _form_context(plug_cls, source, config, errors, secrets_set):
 def source_form(request, kind=None, slug=None):
     from django.http import Http404
 
-    from tickets.sources import KINDS
-    from tickets.sources.base import ConfigError
+    from intake.sources import KINDS
+    from intake.sources.base import ConfigError
 
     source = Source.objects.filter(slug=slug).first() if slug else None
     if slug and source is None:
@@ -317,7 +317,7 @@ def source_toggle(request, slug):
 @roles.operator_required
 @require_POST
 def source_test(request, slug):
-    from tickets.source_views import send_test_event
+    from intake.api import send_test_event
 
     source = get_object_or_404(Source, slug=slug)
     status, body = send_test_event(source)
@@ -328,8 +328,8 @@ def source_test(request, slug):
 @roles.operator_to_change
 def source_chat(request, slug):
     """Read a web chat source's threads (every role) and post to it (operators, as in REST)."""
-    from tickets import intake
-    from tickets.source_views import chat_messages
+    from intake.api import chat_messages
+    from intake.receive import post_chat_message
 
     source = get_object_or_404(Source, slug=slug, kind="webchat")
     thread = request.GET.get("thread") or request.POST.get("thread") or ""
@@ -345,7 +345,7 @@ def source_chat(request, slug):
                 thread = ""
             mid = uuid.uuid4().hex
             thread = thread or f"chat-{mid[:12]}"
-            intake.post_chat_message(source, author=request.user.get_username(), text=text,
+            post_chat_message(source, author=request.user.get_username(), text=text,
                                      thread=thread, message_id=mid)
             return redirect(f"{request.path}?{urlencode({'thread': thread})}")
     threads = list(Thread.objects.filter(source=source).order_by("-id").values_list(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from policy import hooks
 from policy.document import SourceInfo, compile_policy, receives_all_scopes
 from policy.effects import Affected, policy_effects, revalidate
-from policy.gate import Facts, Policy, Verdict, declare_scopes, gate
+from policy.gate import Facts, Policy, Verdict, gate
 
 
 def acceptance_mode() -> str:
@@ -19,13 +19,6 @@ def acceptance_mode() -> str:
     from policy import services
 
     return "auto" if services.current().document.get("acceptance") == "auto" else "manual"
-
-
-def current_version_query():
-    """The current policy version as a subquery (read with the source on each delivery)."""
-    from policy import services
-
-    return services.current_version_query()
 
 
 def current_version() -> str:
@@ -67,16 +60,7 @@ def live_mandates() -> list[dict]:
     ]
 
 
-def declare_source_scopes() -> None:
-    """The gate's scope rows are the source plugins' declared scopes (one vocabulary)."""
-    from tickets.sources import KINDS
-
-    for kind, plugin in KINDS.items():
-        declare_scopes(kind, plugin.scopes, plugin.no_sender_scopes)
-
-
 def register() -> None:
-    declare_source_scopes()
     hooks.provide_sources(source_infos)
     hooks.provide_live_mandates(live_mandates)
     hooks.provide_worker_configured(worker_configured)
@@ -107,28 +91,9 @@ def change(old_version: str | None, new_version: str) -> PolicyChange:
                         compile_policy(new_doc, infos, version=new_version), tuple(affected))
 
 
-def _facts(source, facts, meta: dict | None) -> Facts:
-    return Facts(source=source.slug, kind=source.kind, scope=facts.scope, actor=facts.actor,
-                 is_human=facts.is_human, is_bot=facts.is_bot, addressed=facts.addressed,
-                 receives_all=facts.receives_all, is_self=bool((meta or {}).get("own_message")))
-
-
 def decide(trigger, policy: Policy) -> Verdict:
     """The gate's decision for a stored trigger under a (new) policy."""
-    return gate(_facts(trigger.source, trigger, trigger.meta), policy)
-
-
-def decide_incoming(source, facts, version: str | None = None) -> dict:
-    """The one place intake asks the gate, under the current version (compiled once per
-    version; ``version`` when intake read it with the source). Intake stores the answer on
-    the trigger and routes it in the same transaction."""
-    from policy import services
-
-    policy = services.current_policy({source.slug: source.kind}, version=version)
-    verdict = gate(_facts(source, facts, facts.meta), policy)
-    return {"decision": verdict.decision, "strength": verdict.strength, "rule": verdict.rule,
-            "reason": verdict.reason, "version": policy.version,
-            "acceptance": policy.acceptance}
+    return gate(Facts.of(trigger.source.slug, trigger.source.kind, trigger), policy)
 
 
 def _apply(old_version: str | None, new_version: str) -> None:

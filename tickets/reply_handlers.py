@@ -10,8 +10,8 @@ import logging
 
 from effects import outbox
 from intake.models import Channel, Thread
-from tickets import intake
-from tickets.sources.base import SendResult
+from intake.send import send
+from intake.sources.base import SendResult
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def _settle(result: SendResult, effect_id: int) -> None:
 def relay(effect_id: int, payload: dict) -> None:
     thread = Thread.objects.select_related("source").get(pk=payload["thread"])
     message_id = payload.get("message_id") or f"effect-{effect_id}"
-    result = intake.send(thread.source, message_id=message_id, thread=thread.key,
+    result = send(thread.source, message_id=message_id, thread=thread.key,
                          text=payload["text"])
     _settle(result, effect_id)
 
@@ -39,6 +39,6 @@ def relay(effect_id: int, payload: dict) -> None:
 @outbox.register("notice")
 def notice(effect_id: int, payload: dict) -> None:
     channel = Channel.objects.select_related("source").get(pk=payload["channel"])
-    result = intake.send(channel.source, message_id=f"effect-{effect_id}",
+    result = send(channel.source, message_id=f"effect-{effect_id}",
                          thread=channel.address, text=payload["text"])
     _settle(result, effect_id)

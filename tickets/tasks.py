@@ -1,41 +1,9 @@
 """Celery tasks of the orchestrator: thin interfaces that load by id and make one call.
 
-The outbox's drain task lives with the outbox (effects/tasks.py)."""
+The outbox's drain task lives with the outbox (effects/tasks.py), intake's sweep and
+polls with intake (intake/tasks.py)."""
 
 from celery import shared_task
-
-
-@shared_task(
-    name="tickets.intake_sweep",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    soft_time_limit=120,
-    time_limit=180,
-    ignore_result=True,
-)
-def intake_sweep() -> int:
-    """Process stored deliveries left unprocessed (a crash after the answer), and keep the
-    refused webhooks counted since the last sweep in their sources' health."""
-    from tickets import intake, rejections
-
-    rejections.flush()
-    return intake.process_pending()
-
-
-@shared_task(
-    name="tickets.poll_sources",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    soft_time_limit=240,
-    time_limit=300,
-    ignore_result=True,
-)
-def poll_sources() -> int:
-    """Catch up on events missed while down (GitHub sources with polling on, comments on
-    the documents a Lark source watches)."""
-    from tickets import intake
-
-    return intake.poll_all()
 
 
 @shared_task(

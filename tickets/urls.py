@@ -1,14 +1,13 @@
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
-from tickets import api, panel, source_views
+from tickets import api, panel
 from tickets.tools import rest as tools_rest
 
 router = SimpleRouter()
 router.register("tickets", api.TicketViewSet, basename="ticket")
 router.register("triggers", api.TriggerViewSet, basename="trigger")
 router.register("evals", api.EvalViewSet, basename="eval")
-router.register("sources", source_views.SourceViewSet, basename="source")
 
 tool_urlpatterns = [
     path("report/", tools_rest.ReportView.as_view(), name="tool-report"),
@@ -27,10 +26,6 @@ api_urlpatterns = [
     path("settings/agents/", api.AgentSettingsView.as_view(), name="agent-settings"),
     path("", include(router.urls)),
     path("tools/", include(tool_urlpatterns)),
-]
-hook_urlpatterns: list = [
-    path("github/<slug:slug>/", source_views.github_hook, name="hook-github"),
-    path("lark/<slug:slug>/", source_views.lark_hook, name="hook-lark"),
 ]
 panel_urlpatterns = [
     path("tickets/", panel.tickets_tab, name="panel-tickets"),

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from intake.models import Source
+from intake.sources import plugin
 from tickets.models import AgentSettings, Assignment, Ticket
-from tickets.sources import plugin
 from tickets.tools import install_worker_bin, mcp_server_entry, worker_env
 from tickets.tools.worker_bin import REMOVED_ENV, write_gitconfig
 

@@ -33,9 +33,9 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from intake.models import Source
+from intake.sources import plugin
+from intake.sources.base import ConfigError
 from tickets.models import Ticket
-from tickets.sources import plugin
-from tickets.sources.base import ConfigError
 from tickets.worker import work_dir
 
 log = logging.getLogger(__name__)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from intake import poll
 from intake.models import Source, Trigger
+from intake.sources.github import GitHub
 from tests.support.github_payloads import signed
 from tests.support.recording_server import RecordingServer
-from tickets import intake
-from tickets.sources.github import GitHub
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +45,7 @@ def gh(server):
 
 
 def test_poll_stores_what_was_missed_then_moves_the_cursor(gh, server):
-    assert intake.poll(gh) == 3
+    assert poll.poll(gh) == 3
     triggers = {t.external_id: t for t in Trigger.objects.all()}
     assert set(triggers) == {"issue:502", "pull_request:9003", "issue_comment:77"}
     assert triggers["issue:502"].addressed and triggers["issue:502"].scope == "issue_new"
@@ -53,12 +53,12 @@ def test_poll_stores_what_was_missed_then_moves_the_cursor(gh, server):
     assert triggers["issue_comment:77"].thread.key == f"{REPO}#2"
     gh.refresh_from_db()
     assert gh.health["cursors"]["poll"]["value"] == "2026-11-04T00:00:00+00:00"
-    assert intake.poll(gh) == 0 or Trigger.objects.count() == 3
+    assert poll.poll(gh) == 0 or Trigger.objects.count() == 3
     assert Trigger.objects.count() == 3
 
 
 def test_a_webhook_for_a_polled_comment_makes_no_second_trigger(client, gh, server):
-    intake.poll(gh)
+    poll.poll(gh)
     payload = {"action": "created", "comment": {"id": 77, "body": "any news?"},
                "issue": {"number": 2, "title": "Crash on start"},
                "repository": {"full_name": REPO}, "sender": {"login": "alice", "type": "User"}}
@@ -71,7 +71,7 @@ def test_a_webhook_for_a_polled_comment_makes_no_second_trigger(client, gh, serv
 def test_the_cursor_stays_when_the_poll_fails(gh, server):
     server.state.fail_next.append(("GET", rf"/repos/{REPO}/issues/comments", 500))
     with pytest.raises(Exception):  # noqa: B017 - PyGithub's error for a 500
-        intake.poll(gh)
+        poll.poll(gh)
     gh.refresh_from_db()
     assert gh.health["cursors"]["poll"]["value"] == "2026-10-15T00:00:00+00:00"
 
@@ -93,7 +93,7 @@ def ticket(gh, server, settings, tmp_path):
     settings.WORK_DIR = settings.DATA_DIR / "work"
     policy_services.save({"acceptance": "manual", "sources": {"gh": {
         "allowed": ["octocat"], "rows": {"issue_new": {"addressed": True}}}}}, None)
-    intake.poll(gh)
+    poll.poll(gh)
     outbox.drain(seconds=10)
     ticket = Ticket.objects.get()
     assert ticket.thread.key == f"{REPO}#2"
@@ -114,7 +114,7 @@ def test_a_pr_merged_while_amux_was_down_is_found_and_ends_the_ticket(client, gh
         "merged_at": later(6)}
     server.state.issues[(REPO, 2)].update(state="closed", closed_at=later(6),
                                           updated_at=later(6))
-    intake.poll(gh)
+    poll.poll(gh)
     ticket.refresh_from_db()
     assert ticket.ended_at and ticket.end_reason == "merged" and ticket.pr_state == "merged"
     assert ticket.pr_url.endswith("/pull/4")
@@ -132,7 +132,7 @@ def test_a_pr_merged_while_amux_was_down_is_found_and_ends_the_ticket(client, gh
                        **headers).json()["reason"] == "pr_merged"
     ticket.refresh_from_db()
     assert ticket.end_reason == "merged" and Delivery.objects.count() == stored + 1
-    assert intake.poll(gh) >= 0 and Delivery.objects.count() == stored + 1
+    assert poll.poll(gh) >= 0 and Delivery.objects.count() == stored + 1
 
 
 def test_a_missed_ci_failure_review_and_review_comment_are_found(client, gh, server, ticket):
@@ -144,7 +144,7 @@ def test_a_missed_ci_failure_review_and_review_comment_are_found(client, gh, ser
         "head": {"ref": f"amux/{ticket.short_name}", "sha": HEAD},
         "created_at": later(5), "updated_at": later(5)}
     before = Input.objects.filter(ticket=ticket).count()  # alice's "any news?"
-    intake.poll(gh)
+    poll.poll(gh)
     assert Subscription.objects.get(thread__key=f"{REPO}#4").ticket_id == ticket.pk
     assert Input.objects.filter(ticket=ticket).count() == before  # its own PR: no message
     # While amux is down: a check fails, a suite passes, a person reviews.
@@ -166,7 +166,7 @@ def test_a_missed_ci_failure_review_and_review_comment_are_found(client, gh, ser
          "user": {"login": "bob", "type": "User"}, "created_at": later(7),
          "updated_at": later(7), "html_url": f"https://github.example/{REPO}/pull/4#r61"}]
     server.state.pulls[(REPO, 4)]["updated_at"] = later(7)  # a review updates its PR
-    intake.poll(gh)
+    poll.poll(gh)
     texts = list(Input.objects.filter(ticket=ticket).order_by("pk").values_list("text",
                                                                                  flat=True))
     texts = texts[before:]
@@ -175,7 +175,7 @@ def test_a_missed_ci_failure_review_and_review_comment_are_found(client, gh, ser
     assert "build" in texts[2] and run_url in texts[2]
     assert "ci/legacy" in texts[3] and "https://legacy.example/7" in texts[3]
     # Polling again, and the webhook that was missed, add nothing.
-    intake.poll(gh)
+    poll.poll(gh)
     payload = {"action": "completed", "repository": {"full_name": REPO},
                "sender": {"login": "amux-bot", "type": "Bot"},
                "check_run": {"id": 31, "name": "build", "status": "completed",
@@ -191,8 +191,8 @@ def test_a_missed_ci_failure_review_and_review_comment_are_found(client, gh, ser
         {"id": 71, "status": "completed", "conclusion": "success", "head_sha": HEAD,
          "head_branch": f"amux/{ticket.short_name}", "app": {"name": "GitHub Actions"},
          "pull_requests": []}]
-    intake.poll(gh)
-    intake.poll(gh)
+    poll.poll(gh)
+    poll.poll(gh)
     assert Input.objects.filter(ticket=ticket).count() == before + 5
     assert Input.objects.filter(ticket=ticket).last().text.startswith(f"CI passed on {HEAD[:7]}")
 
@@ -200,6 +200,6 @@ def test_a_missed_ci_failure_review_and_review_comment_are_found(client, gh, ser
 def test_an_issue_closed_while_amux_was_down_ends_a_ticket_without_a_pr(gh, server, ticket):
     server.state.issues[(REPO, 2)].update(state="closed", closed_at=later(6),
                                           updated_at=later(6))
-    intake.poll(gh)
+    poll.poll(gh)
     ticket.refresh_from_db()
     assert ticket.ended_at and ticket.end_reason == "issue_closed"

@@ -6,11 +6,12 @@ import json
 
 import pytest
 
+from intake import process
+from intake.health_view import health
 from intake.models import Delivery, Source, Thread, Trigger
+from intake.sources.github import GitHub
 from tests.support.github_payloads import example, signed
-from tickets import engine, intake
 from tickets.models import Subscription, Ticket
-from tickets.sources.github import GitHub
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +36,7 @@ def post(client, event, payload, *, secret=SECRET, delivery=None, slug="gh", pat
 
 
 def test_signature_matches_githubs_documented_test_vector():
-    from tickets.sources.github import sign
+    from intake.sources.github import sign
 
     assert sign("It's a Secret to Everybody", b"Hello, World!") == (
         "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
@@ -141,7 +142,7 @@ def test_other_events_are_answered_and_recorded_as_ignored(client, gh, event):
     assert response.json()["outcome"] == "ignored"
     assert response.json()["reason"] == "event_not_handled"
     assert not Trigger.objects.exists()
-    assert intake.health(gh)["rejected"] == {"event_not_handled": 1}
+    assert health(gh)["rejected"] == {"event_not_handled": 1}
 
 
 def test_unhandled_actions_are_ignored_with_a_reason(client, gh):
@@ -169,7 +170,7 @@ def test_wrong_or_missing_signature_is_401_and_stores_nothing(client, gh):
                            content_type="application/json", **headers)
     assert response.status_code == 401
     assert not Delivery.objects.exists() and not Trigger.objects.exists()
-    assert intake.health(gh)["rejected"] == {"bad_signature": 2, "missing_signature": 1}
+    assert health(gh)["rejected"] == {"bad_signature": 2, "missing_signature": 1}
 
 
 @pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b"", b"{\"a\": 1"])
@@ -287,14 +288,14 @@ def test_a_crash_after_storing_loses_nothing(client, gh):
     """Stored but not processed (the process died after the answer): the sweep processes
     it, and a redelivery of the same id creates nothing new."""
     payload = example("issues", "opened")
-    pk, created = engine.delivery_received(
+    pk, created = process.delivery_received(
         source_id=gh.pk, delivery_id="crash-1", event="issues",
         mailbox=f"gh:{REPO}#{payload['issue']['number']}", headers={},
         body=json.dumps(payload).encode(),
     )
     assert created and not Trigger.objects.exists()
-    assert intake.health(gh)["unprocessed"] == 1
-    assert intake.process_pending() == 1
+    assert health(gh)["unprocessed"] == 1
+    assert process.process_pending() == 1
     assert Trigger.objects.get().scope == "issue_new"
     assert post(client, "issues", payload, delivery="crash-1").json() == {
         "duplicate": True, "delivery": "crash-1"}
@@ -306,9 +307,9 @@ def test_deliveries_of_one_thread_are_processed_in_order(gh):
     for i in range(3):
         payload = example("issue_comment", "created")
         payload["comment"]["id"] = 10 + i
-        engine.delivery_received(source_id=gh.pk, delivery_id=f"o-{i}", event="issue_comment",
+        process.delivery_received(source_id=gh.pk, delivery_id=f"o-{i}", event="issue_comment",
                                  mailbox=mailbox, headers={}, body=json.dumps(payload).encode())
-    intake.process_pending()
+    process.process_pending()
     ids = list(Trigger.objects.order_by("pk").values_list("external_id", flat=True))
     assert ids == ["issue_comment:10", "issue_comment:11", "issue_comment:12"]
 

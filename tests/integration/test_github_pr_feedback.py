@@ -8,11 +8,11 @@ import pytest
 from effects import outbox
 from effects.models import Effect
 from intake.models import Source, Thread
+from intake.sources.github import GitHub
 from policy import services as policy_services
 from tests.support.github_payloads import example, signed
 from tickets import engine
 from tickets.models import Assignment, Input, Subscription, Ticket
-from tickets.sources.github import GitHub
 
 pytestmark = pytest.mark.django_db
 

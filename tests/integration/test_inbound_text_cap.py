@@ -8,10 +8,10 @@ import json
 import pytest
 
 from intake.models import Delivery, Source, Trigger
+from intake.sources.github import GitHub
+from intake.text_cap import MAX_TEXT
 from tests.support.github_payloads import example, signed
-from tickets.core.text_cap import MAX_TEXT
 from tickets.models import Input, Ticket
-from tickets.sources.github import GitHub
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,8 @@ from django.db import connection, connections
 from django.test import Client
 
 from intake.models import Delivery, Source, Trigger
+from intake.sources.github import GitHub
 from tests.support.github_payloads import example, signed
-from tickets.sources.github import GitHub
 
 SECRET = "s3cret"
 

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from intake import poll
 from intake.models import Delivery, Source, Trigger
+from intake.sources.lark import Lark
 from tests.support.lark_events import message_event, sealed
 from tests.support.recording_server import RecordingServer
-from tickets import intake
-from tickets.sources.lark import Lark
 
 pytestmark = pytest.mark.django_db
 
@@ -81,7 +81,7 @@ def hook(client, event_id, comment, reply_id="", notice="add_comment", user="ou_
 
 
 def test_poll_makes_a_trigger_per_new_comment_and_reply_once(lark, server, client, operator):
-    assert intake.poll(lark) == 6  # c1 ×3, c2, the bot's own c3 (seen, not a trigger), sr1
+    assert poll.poll(lark) == 6  # c1 ×3, c2, the bot's own c3 (seen, not a trigger), sr1
     triggers = {t.external_id: t for t in Trigger.objects.all()}
     assert set(triggers) == {"doc_comment:c1", "doc_comment:c1:r1b", "doc_comment:c1:r1c",
                              "doc_comment:c2", "doc_comment:s1"}
@@ -102,13 +102,13 @@ def test_poll_makes_a_trigger_per_new_comment_and_reply_once(lark, server, clien
 
     # Polling again finds nothing new and stores nothing.
     deliveries = Delivery.objects.count()
-    assert intake.poll(lark) == 0
+    assert poll.poll(lark) == 0
     assert Trigger.objects.count() == 5 and Delivery.objects.count() == deliveries
 
     # A reply in the very second of the cursor is still new; the cursor's freshness shows.
     server.state.lark_comments["doxA"][2]["replies"].append(
         reply("r2b", "ou_alice", T0 + 40, "fixed?"))
-    assert intake.poll(lark) == 1
+    assert poll.poll(lark) == 1
     assert Trigger.objects.filter(external_id="doc_comment:c2:r2b").exists()
     assert cursor(lark)["seen"] == ["r3", "r2b"]
     client.force_login(operator)
@@ -122,7 +122,7 @@ def test_a_comment_received_by_webhook_then_polled_makes_one_trigger(lark, serve
     # A new comment's event may or may not name its first reply; either way one trigger.
     assert hook(client, "ev-1", "c2", "r2").json()["trigger"]
     assert hook(client, "ev-2", "c1", "r1b", notice="add_reply", user="ou_bob").json()["trigger"]
-    assert intake.poll(lark) == 4  # r1b, r2, r1c, r3
+    assert poll.poll(lark) == 4  # r1b, r2, r1c, r3
     assert Trigger.objects.filter(external_id="doc_comment:c2").count() == 1
     assert Trigger.objects.filter(external_id="doc_comment:c1:r1b").count() == 1
     polled = Delivery.objects.get(delivery_id="poll:doc_comment:doxA:c2:r2")
@@ -140,18 +140,18 @@ def test_a_failure_mid_poll_leaves_that_documents_cursor_where_it_was(lark, serv
     # The first page of comments is read, then c1's reply list fails.
     server.state.fail_next.append(
         ("GET", r"/open-apis/drive/v1/files/doxA/comments/c1/replies", 500))
-    assert intake.poll(lark) == 1  # only doxB's comment
+    assert poll.poll(lark) == 1  # only doxB's comment
     assert cursor(lark) == before
     assert not Trigger.objects.filter(external_id__startswith="doc_comment:c").exists()
     assert cursor(lark, "doc:sheet:doxB")["value"] == iso(T0 + 5)  # its own cursor moved
     lark.refresh_from_db()
     assert lark.health["last_error"]["reason"] == "doc_poll_failed"
-    assert intake.poll(lark) == 5  # the next poll takes it all
+    assert poll.poll(lark) == 5  # the next poll takes it all
     assert Trigger.objects.count() == 5 and cursor(lark)["value"] == iso(T0 + 40)
 
 
 def test_reading_a_document_never_moves_its_cursor(lark, server):
-    intake.poll(lark)
+    poll.poll(lark)
     lark.refresh_from_db()
     health = lark.health
     server.state.lark_comments["doxA"][1]["replies"].append(
@@ -164,15 +164,15 @@ def test_reading_a_document_never_moves_its_cursor(lark, server):
     assert context[0]["at"] == iso(T0 + 10)
     lark.refresh_from_db()
     assert lark.health == health
-    assert intake.poll(lark) == 1  # the reply read above is still new to the poll
+    assert poll.poll(lark) == 1  # the reply read above is still new to the poll
     assert Trigger.objects.filter(external_id="doc_comment:c1:r1d").exists()
 
 
 def test_a_newly_watched_document_starts_from_now(lark, server):
     lark.health = {}
     lark.save()
-    assert intake.poll(lark) == 0
+    assert poll.poll(lark) == 0
     assert not Trigger.objects.exists()
     start = datetime.fromisoformat(cursor(lark)["value"])
     assert abs((datetime.now(UTC) - start).total_seconds()) < 60
-    assert intake.poll_all() == 0  # comments from before it was watched are not replayed
+    assert poll.poll_all() == 0  # comments from before it was watched are not replayed

@@ -13,11 +13,12 @@ from django.db import transaction
 from effects import outbox
 from effects.models import Effect
 from intake.models import Source, Thread
+from intake.send import send
+from intake.sources.base import Context, Message, SendResult
+from intake.sources.lark import Lark, comment_marker
 from tests.support.lark_events import message_event, sealed
 from tests.support.recording_server import RecordingServer
-from tickets import intake, reply_handlers
-from tickets.sources.base import Context, Message, SendResult
-from tickets.sources.lark import Lark, comment_marker
+from tickets import reply_handlers
 
 pytestmark = pytest.mark.django_db
 
@@ -105,7 +106,7 @@ def test_a_reply_lands_in_the_comment_thread_once_across_a_crash(lark, server, c
     assert [c["author"] for c in context] == ["ou_carol", BOT]
 
     # Another message is another reply: the marker is per message, not per thread.
-    assert intake.send(lark, message_id="effect-other", thread=thread.key,
+    assert send(lark, message_id="effect-other", thread=thread.key,
                        text="And B3.") == "sent"
     assert len(bot_replies(server, "shtS", "s1")) == 2
 

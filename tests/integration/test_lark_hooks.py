@@ -8,8 +8,8 @@ import time
 import pytest
 
 from intake.models import Delivery, Source, Trigger
+from intake.sources.lark import Lark, decrypt, encrypt
 from tests.support.lark_events import message_event, sealed
-from tickets.sources.lark import Lark, decrypt, encrypt
 
 pytestmark = pytest.mark.django_db
 
@@ -90,9 +90,9 @@ def test_other_groups_only_when_the_bot_is_mentioned_by_open_id(client, lark):
     trigger = Trigger.objects.get(pk=post(client, mentioned).json()["trigger"])
     assert trigger.scope == "group_other" and trigger.addressed and not trigger.receives_all
     lark.refresh_from_db()
-    from tickets import intake
+    from intake.health_view import health
 
-    assert intake.health(lark)["rejected"]["not_addressed"] == 1
+    assert health(lark)["rejected"]["not_addressed"] == 1
 
 
 def test_direct_messages(client, lark):
@@ -143,7 +143,7 @@ def test_wrong_verification_token_is_401(client, lark):
                                  b"{\"encrypt\": \"AAAA\"}"])
 def test_malformed_or_undecryptable_is_400(client, lark, raw):
     ts, nonce = str(int(time.time())), "n"
-    from tickets.sources.lark import signature
+    from intake.sources.lark import signature
 
     response = client.post(
         "/hooks/lark/lk", data=raw, content_type="application/json",

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from intake.lark_receiver import event_handler
 from intake.models import Delivery, Source, Trigger
+from intake.sources.lark import Lark
 from tests.support.lark_events import message_event
 from tests.support.lark_ws import LarkLongConnection
 from tests.support.recording_server import RecordingServer
 from tests.support.workers import ROOT, wait_for, worker_env
-from tickets.lark_receiver import event_handler
-from tickets.sources.lark import Lark
 
 pytestmark = pytest.mark.django_db
 

@@ -48,7 +48,7 @@ def test_periodic_task_lines_are_not_logged_at_info(configured, capsys):
     assert "sessions.host" in lines[0] and "INFO" in lines[0]
     assert "drain_outbox" in lines[1] and "ERROR" in lines[1]
     assert logs.periodic_task_names() >= {"effects.drain_outbox", "sessions.sweep",
-                                          "tickets.intake_sweep"}
+                                          "intake.sweep"}
 
 
 def test_periodic_lines_show_at_debug(configured, capsys):

@@ -10,9 +10,9 @@ import pytest
 
 from amux_site.templatetags.safe_urls import safe_url
 from intake.models import Source
+from intake.sources.github import GitHub
 from tests.support.github_payloads import example, signed
 from tickets.models import Ticket
-from tickets.sources.github import GitHub
 
 pytestmark = pytest.mark.django_db
 

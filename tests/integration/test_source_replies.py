@@ -12,11 +12,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from effects import outbox
 from effects.models import Effect
 from intake.models import OutgoingMessage, Source
+from intake.send import send
+from intake.sources.base import SendResult
+from intake.sources.github import GitHub
+from intake.sources.lark import Lark
 from tests.support.recording_server import RecordingServer
-from tickets import intake
-from tickets.sources.base import SendResult
-from tickets.sources.github import GitHub
-from tickets.sources.lark import Lark
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +63,7 @@ def crashing_notice_handler():
     @outbox.register("notice")
     def handler(effect_id, payload):
         source = Source.objects.get(slug=payload["source"])
-        result = intake.send(source, message_id=f"effect-{effect_id}", thread=payload["thread"],
+        result = send(source, message_id=f"effect-{effect_id}", thread=payload["thread"],
                              text=payload["text"])
         calls["n"] += 1
         if calls["n"] == 1:
@@ -98,7 +98,7 @@ def test_github_comment_is_posted_once_across_a_crash(server, crashing_notice_ha
 def test_github_enterprise_base_url_works_the_same(ghes):
     source = github_source(ghes.url)
     assert ghes.url.endswith("/api/v3")
-    assert intake.send(source, message_id="m1", thread=f"{REPO}#7", text="hi") == "sent"
+    assert send(source, message_id="m1", thread=f"{REPO}#7", text="hi") == "sent"
     assert len(ghes.matching("POST", rf"/repos/{REPO}/issues/7/comments")) == 1
 
 
@@ -107,7 +107,7 @@ def test_github_app_auth_uses_an_installation_token(server):
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption()).decode()
     source = github_source(server.url, app_id="7", private_key=pem)
-    assert intake.send(source, message_id="m2", thread=f"{REPO}#7", text="hi") == "sent"
+    assert send(source, message_id="m2", thread=f"{REPO}#7", text="hi") == "sent"
     lookup = server.matching("GET", rf"/repos/{REPO}/installation")[0]
     assert lookup.headers["authorization"].startswith("Bearer ey")  # the app's JWT
     assert server.matching("POST", r"/app/installations/42/access_tokens")
@@ -117,16 +117,16 @@ def test_github_app_auth_uses_an_installation_token(server):
 
 def test_github_send_answers_gone_for_a_missing_issue_and_retry_for_a_server_error(server):
     source = github_source(server.url)
-    assert intake.send(source, message_id="m3", thread=f"{REPO}#404", text="x") == "gone"
+    assert send(source, message_id="m3", thread=f"{REPO}#404", text="x") == "gone"
     server.state.fail_next.append(("POST", rf"/repos/{REPO}/issues/7/comments", 502))
-    assert intake.send(source, message_id="m4", thread=f"{REPO}#7", text="x") == "retry"
-    assert intake.send(source, message_id="m4", thread=f"{REPO}#7", text="x") == "sent"
+    assert send(source, message_id="m4", thread=f"{REPO}#7", text="x") == "retry"
+    assert send(source, message_id="m4", thread=f"{REPO}#7", text="x") == "sent"
     assert len(server.state.comments[(REPO, 7)]) == 1
 
 
 def test_github_thread_context_reads_the_issue_and_its_comments(server):
     source = github_source(server.url)
-    intake.send(source, message_id="m5", thread=f"{REPO}#7", text="a reply")
+    send(source, message_id="m5", thread=f"{REPO}#7", text="a reply")
     plug = GitHub(source.config, source.secrets)
     context = plug.thread_context(f"{REPO}#7", {}, None)
     assert context[0]["text"] == "Flaky test\n\nIt fails"
@@ -153,15 +153,15 @@ def test_lark_reply_into_the_thread_once_across_a_crash(server, crashing_notice_
 
 def test_lark_message_to_a_chat_without_a_thread(server):
     source = lark_source(server.url)
-    assert intake.send(source, message_id="m6", thread="oc_team", text="hello") == "sent"
+    assert send(source, message_id="m6", thread="oc_team", text="hello") == "sent"
     create = server.matching("POST", r"/open-apis/im/v1/messages")[0]
     assert create.query["receive_id_type"] == ["chat_id"] and create.body["receive_id"] == "oc_team"
 
 
 def test_webchat_replies_are_kept_once_per_message_id():
     source = Source.objects.create(kind="webchat", slug="chat", name="Chat")
-    assert intake.send(source, message_id="m7", thread="t1", text="hi") == "sent"
-    assert intake.send(source, message_id="m7", thread="t1", text="hi") == "sent"
+    assert send(source, message_id="m7", thread="t1", text="hi") == "sent"
+    assert send(source, message_id="m7", thread="t1", text="hi") == "sent"
     assert OutgoingMessage.objects.filter(source=source).count() == 1
 
 

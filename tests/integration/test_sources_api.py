@@ -119,9 +119,9 @@ def test_webchat_messages_become_triggers_and_replies_show(api, operator):
     again = api.post("/api/v1/sources/chat/messages", {"text": "x", "thread": "t1", "id": "m1"},
                      format="json")
     assert again.status_code == 200 and again.json()["duplicate"] is True
-    from tickets import intake
+    from intake.send import send
 
-    intake.send(Source.objects.get(slug="chat"), message_id="r1", thread="t1", text="On it")
+    send(Source.objects.get(slug="chat"), message_id="r1", thread="t1", text="On it")
     listed = api.get("/api/v1/sources/chat/messages?thread=t1").json()["results"]
     assert [(m["author"], m["text"], m["outgoing"]) for m in listed] == [
         ("operator", "please look at the login bug", False), ("amux", "On it", True)]

@@ -10,10 +10,11 @@ from django.test.utils import CaptureQueriesContext
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
+from intake import rejections
+from intake.health_view import health
 from intake.models import Delivery, Source
+from intake.sources.github import GitHub
 from tests.support.github_payloads import example, signed
-from tickets import intake, rejections
-from tickets.sources.github import GitHub
 
 pytestmark = pytest.mark.django_db
 
@@ -47,7 +48,7 @@ def test_600_forged_webhooks_write_nothing_and_are_all_counted(gh):
     assert _writes(queries) == []
     assert not Delivery.objects.exists()
     # the health shown is whole before the flush …
-    assert intake.health(gh)["rejected"] == {"bad_signature": 600}
+    assert health(gh)["rejected"] == {"bad_signature": 600}
     gh.refresh_from_db()
     assert not (gh.health or {}).get("rejected")
     # … and after it, from the database alone, counted once
@@ -57,7 +58,7 @@ def test_600_forged_webhooks_write_nothing_and_are_all_counted(gh):
     gh.refresh_from_db()
     assert gh.health["rejected"] == {"bad_signature": 600}
     assert rejections.pending(gh) == {}
-    assert intake.health(gh)["rejected"] == {"bad_signature": 600}
+    assert health(gh)["rejected"] == {"bad_signature": 600}
 
 
 def test_counts_of_a_deleted_source_are_not_given_to_its_successor(gh):
@@ -69,7 +70,7 @@ def test_counts_of_a_deleted_source_are_not_given_to_its_successor(gh):
     rejections.flush()
     successor.refresh_from_db()
     assert not (successor.health or {}).get("rejected")
-    assert intake.health(successor)["rejected"] == {}
+    assert health(successor)["rejected"] == {}
 
 
 def test_the_api_throttles_per_account(operator, settings):

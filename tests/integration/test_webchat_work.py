@@ -7,10 +7,10 @@ import pytest
 from effects import outbox
 from effects.models import Effect
 from intake.models import Channel, OutgoingMessage, Source, Thread, Trigger
+from intake.sources import KINDS
 from policy.gate import NO_SENDER_SCOPES, SCOPES
 from tickets import engine
 from tickets.models import Assignment, Mandate, Ticket
-from tickets.sources import KINDS
 
 pytestmark = pytest.mark.django_db
 

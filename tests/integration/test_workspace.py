@@ -15,13 +15,13 @@ from rest_framework.test import APIClient
 
 from effects import outbox
 from intake.models import Source, Thread, Trigger
+from intake.sources import github as github_plugin
+from intake.sources.base import ConfigError
+from intake.sources.webchat import WebChat
 from tests.support.git_server import GitServer, git
 from tests.support.recording_server import RecordingServer
 from tickets import engine, worker, workspace
 from tickets.models import Assignment
-from tickets.sources import github as github_plugin
-from tickets.sources.base import ConfigError
-from tickets.sources.webchat import WebChat
 from tickets.tools.worker_bin import install_worker_bin
 
 pytestmark = pytest.mark.django_db

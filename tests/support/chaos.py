@@ -333,10 +333,10 @@ class Result:
 
 def _world(github_url: str, model_url: str) -> None:
     from intake.models import Source
+    from intake.sources.github import GitHub
     from policy import services as policy
     from sessions.models import ProviderProfile
     from tickets.models import AgentSettings
-    from tickets.sources.github import GitHub
 
     config = GitHub.validate_config({"repo": [REPO], "handle": "amux-bot",
                                      "api_url": github_url, "default_branch": "main"})

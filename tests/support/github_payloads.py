@@ -8,7 +8,7 @@ import uuid
 from functools import cache
 from pathlib import Path
 
-from tickets.sources.github import sign
+from intake.sources.github import sign
 
 VERSION = "7.6.1"
 FIXTURES = (

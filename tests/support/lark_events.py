@@ -6,7 +6,7 @@ import json
 import time
 import uuid
 
-from tickets.sources.lark import encrypt, signature
+from intake.sources.lark import encrypt, signature
 
 
 def message_event(*, token: str, chat_id="oc_group", chat_type="group", text="hello",

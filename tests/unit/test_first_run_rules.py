@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from intake.outcome import describe
 from policy.document import SourceInfo, open_cells
 from sessions.keys import api_key_problem, with_key
-from tickets.core.outcome import describe
 
 INFOS = {"chat": SourceInfo("chat", "webchat"), "gh": SourceInfo("gh", "github"),
          "off": SourceInfo("off", "webchat", enabled=False)}

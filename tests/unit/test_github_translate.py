@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from intake.sources.base import Envelope, Ignored, TriggerFacts
+from intake.sources.github import GitHub
 from tests.support.github_payloads import example
-from tickets.sources.base import Envelope, Ignored, TriggerFacts
-from tickets.sources.github import GitHub
 
 REPO = "Codertocat/Hello-World"
 HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"

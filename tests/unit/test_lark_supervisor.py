@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tickets.lark_receiver import Supervisor
+from intake.lark_receiver import Supervisor
 
 CRASH = [sys.executable, "-c", "import sys; sys.exit(3)"]
 WAIT = [sys.executable, "-c", "import time; time.sleep(120)"]

@@ -2,14 +2,10 @@
 
 import pytest
 
+from intake.sources.github_ci import CiResult, ci_outcome, ci_text, ci_trigger_id, closed_issues
 from tickets.core.linking import (
     Candidate,
-    CiResult,
     PullFacts,
-    ci_outcome,
-    ci_text,
-    ci_trigger_id,
-    closed_issues,
     pr_for_commit,
     pr_state_after,
     short_name_of_branch,

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from tickets.sources import KINDS
-from tickets.sources.base import ConfigError, Incoming, Malformed, Unauthorized, mentions
-from tickets.sources.github import GitHub
-from tickets.sources.lark import (
+from intake.sources import KINDS
+from intake.sources.base import ConfigError, Incoming, Malformed, Unauthorized, mentions
+from intake.sources.github import GitHub
+from intake.sources.lark import (
     DocCursor,
     Lark,
     comment_marker,
@@ -153,7 +153,7 @@ def test_a_comment_reply_is_escaped_and_cut_into_parts_never_inside_an_escape():
 
 
 def test_a_source_keeps_its_slug_once_it_has_received_events():
-    from tickets.core.source_rules import slug_change_refused
+    from intake.source_rules import slug_change_refused
 
     assert slug_change_refused("gh", "gh", has_events=True) is None
     assert slug_change_refused("gh", "github", has_events=False) is None

@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tickets.core.text_cap import MAX_TEXT, cap_text, cut_marker
+from intake.text_cap import MAX_TEXT, cap_text, cut_marker
 
 
 def test_a_text_within_the_limit_is_kept_whole():

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-# `<source slug>:<chat id or web chat thread>`; the slug is a Django slug.
-NOTICE_CHANNEL = r"[-a-zA-Z0-9_]+:\S+"
+from intake.sources.base import NOTICE_CHANNEL
+
 CHAT_KINDS = ("lark", "webchat")
 
 

@@ -268,8 +268,9 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
     returns the same PR."""
     from github import GithubException
 
-    from tickets import intake, workspace
-    from tickets.sources.base import ConfigError
+    from intake.send import open_pull_request
+    from intake.sources.base import ConfigError
+    from tickets import workspace
 
     title = _text(title, "title", required=True)
     head = _text(head, "head", required=True).strip()
@@ -297,7 +298,7 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
     if thread.source_id == source.pk and "#" in thread.key and number.isdigit():
         closes = int(number)
     try:
-        pr = intake.open_pull_request(source, repo=repo, title=title, body=body, head=head,
+        pr = open_pull_request(source, repo=repo, title=title, body=body, head=head,
                                       base=base, closes=closes)
     except ConfigError as exc:
         raise _invalid("head", f"the source cannot open it: {exc}") from exc
@@ -313,8 +314,8 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
 def git_credential(assignment: Assignment, *, protocol, host, path) -> dict:
     """A git credential for the ticket's own repository, for the worker's credential
     helper (git's `get` request: protocol, host, path). Any other host or path: 403."""
+    from intake.sources import plugin
     from tickets import workspace
-    from tickets.sources import plugin
 
     protocol = _text(protocol, "protocol", required=True).strip().lower()
     host = _text(host, "host", required=True).strip().lower()

@@ -17,13 +17,13 @@ from django.core.cache import cache
 from effects import outbox
 from effects.models import Effect
 from intake.models import Source, Thread, Trigger
+from intake.sources.github import MARKER, GitHub
 from sessions.models import ProviderProfile, Session, Turn
 from tests.support.git_server import GitServer
 from tests.support.recording_server import RecordingServer
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
 from tickets import engine, worker
 from tickets.models import AgentSettings, Assignment
-from tickets.sources.github import MARKER, GitHub
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(240)]

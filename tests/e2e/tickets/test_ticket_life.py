@@ -17,6 +17,7 @@ import pytest
 
 from effects import outbox
 from intake.models import Channel, OutgoingMessage, Source
+from intake.sources.github import GitHub
 from policy import services as policy
 from sessions.models import ProviderProfile, Session, TimelineEvent
 from sessions.runtimes.base import tagged_pids
@@ -27,7 +28,6 @@ from tests.support.recording_server import RecordingServer
 from tests.support.sessions import run_host
 from tickets.models import AgentSettings, Assignment, Eval, Mandate, Ticket
 from tickets.read import stages
-from tickets.sources.github import GitHub
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.timeout(300)]
 

@@ -7,7 +7,8 @@
 
 A plugin imports nothing from the engine, the outbox or the app: it receives plain data
 (config and secrets dicts, raw headers and body) and answers plain data (the dataclasses
-below). The app (tickets/intake.py) stores, deduplicates and processes.
+below; a translated event is an `amux_common.trigger_facts.TriggerFacts`). Intake
+(intake/receive.py, intake/process.py) stores, deduplicates and processes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from amux_common.trigger_facts import TriggerFacts
+
 MAX_BODY = 25 * 1024 * 1024  # GitHub's own payload cap
+# Where a source's notices go: `<source slug>:<chat id or web chat thread>` (the slug is a
+# Django slug).
+NOTICE_CHANNEL = r"[-a-zA-Z0-9_]+:\S+"
 
 
 class Rejected(Exception):  # noqa: N818 - a verdict on input, not a program error
@@ -70,26 +76,6 @@ class Envelope:
     thread: str = ""
     payload: dict = field(default_factory=dict)
     challenge: str = ""
-
-
-@dataclass(frozen=True)
-class TriggerFacts:
-    """An event translated into a trigger: the facts the gate decides on."""
-
-    external_id: str
-    thread: str
-    scope: str
-    actor: str = ""
-    is_human: bool = True
-    is_bot: bool = False
-    addressed: bool = False
-    receives_all: bool = False
-    text: str = ""
-    thread_title: str = ""
-    thread_url: str = ""
-    meta: dict = field(default_factory=dict)
-    # Facts for tickets (e.g. {"pr_state": "merged"}), reported alongside the trigger.
-    facts: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,8 @@ import time
 from datetime import datetime
 from urllib.parse import parse_qs
 
-from tickets.core.linking import CiResult, PullFacts, ci_text, ci_trigger_id, closed_issues
-from tickets.core.notices import NOTICE_CHANNEL
-from tickets.sources.base import (
+from intake.sources.base import (
+    NOTICE_CHANNEL,
     ConfigError,
     Context,
     Envelope,
@@ -34,7 +33,9 @@ from tickets.sources.base import (
     Unauthorized,
     mentions,
 )
-from tickets.sources.github_catchup import catch_up
+from intake.sources.capabilities import OpensPullRequests, Polling
+from intake.sources.github_catchup import catch_up
+from intake.sources.github_ci import CiResult, ci_text, ci_trigger_id, closed_issues
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-class GitHub(SourceKind):
+class GitHub(SourceKind, Polling, OpensPullRequests):
     kind = "github"
     label = "GitHub"
     scopes = ("issue_new", "pr_new", "comment", "ci_default_branch")
@@ -469,7 +470,7 @@ class GitHub(SourceKind):
         """Catch-up after downtime: issues, pull requests (opened, changed, merged or
         closed), comments, reviews and review comments updated since `cursor`, and the CI
         results on the heads of the open pull requests tickets follow (`watching`), as
-        webhook-shaped envelopes (tickets/sources/github_catchup.py). The caller moves
+        webhook-shaped envelopes (intake/sources/github_catchup.py). The caller moves
         the cursor only after the triggers are stored."""
         since = datetime.fromisoformat(cursor) if cursor else None
         envs, newest = catch_up(self, self.client(), since, list(watching or []))
@@ -519,10 +520,9 @@ def _thread_facts(event: str, action: str, p: dict, full: str) -> dict:
         state = "open"
     else:
         state = "merged" if pr.get("merged") or pr.get("merged_at") else "closed"
-    facts = PullFacts(state, _s(head.get("ref")),
-                      tuple(closed_issues(_join(pr.get("title"), pr.get("body")), full)))
-    return {"pr_state": facts.state, "head_ref": facts.head_ref,
-            "head_sha": _s(head.get("sha")), "closes": list(facts.closes),
+    return {"pr_state": state, "head_ref": _s(head.get("ref")),
+            "head_sha": _s(head.get("sha")),
+            "closes": closed_issues(_join(pr.get("title"), pr.get("body")), full),
             "pr_url": _s(pr.get("html_url"))}
 
 

@@ -10,8 +10,8 @@ class Command(BaseCommand):
         parser.add_argument("--source", required=True, help="slug of a lark source")
 
     def handle(self, *args, source, **options):
+        from intake import lark_receiver
         from intake.models import Source
-        from tickets import lark_receiver
 
         if not Source.objects.filter(slug=source, kind="lark").exists():
             raise CommandError(f"no lark source {source!r}")

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from tickets.sources.base import (
+from intake.sources.base import (
     Context,
     Envelope,
     Field,
@@ -38,6 +38,7 @@ from tickets.sources.base import (
     TriggerFacts,
     Unauthorized,
 )
+from intake.sources.capabilities import DocumentPolling
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def signature(timestamp: str, nonce: str, key: str, body: bytes) -> str:
     return hashlib.sha256((timestamp + nonce + key).encode() + body).hexdigest()
 
 
-class Lark(SourceKind):
+class Lark(SourceKind, DocumentPolling):
     kind = "lark"
     label = "Lark / Feishu"
     scopes = ("group_configured", "group_other", "direct", "doc_comment")

@@ -14,7 +14,7 @@ class Command(BaseCommand):
                             help="seconds between reconciliations (default 5)")
 
     def handle(self, *args, interval, **options):
-        from tickets import lark_receiver
+        from intake import lark_receiver
 
         if not 0 < interval <= 3600:
             raise CommandError("--interval must be between 0 and 3600 seconds")

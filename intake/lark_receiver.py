@@ -27,12 +27,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
 from django.db import close_old_connections
 
 from amux_common.processes import die_with_parent
+from intake import health
 from intake.models import Source
-from tickets import engine, intake
-from tickets.sources import plugin
+from intake.receive import accept
+from intake.sources import plugin
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,7 @@ def handle_raw(source: Source, raw: dict) -> tuple[int, dict]:
     if not isinstance(event_id, str) or not event_id or not isinstance(event_type, str):
         return 400, {"error": {"code": "invalid", "message": "no event id", "fields": {}}}
     env = plugin("lark", source.config, source.secrets).envelope(event_id, event_type, raw)
-    return intake.accept(source, env, {"x-lark-receiver": "long_connection"})
+    return accept(source, env, {"x-lark-receiver": "long_connection"})
 
 
 def _receive(slug: str, raw: dict) -> None:
@@ -182,8 +184,6 @@ class Supervisor:
 
 
 def spawn_receiver(slug: str) -> subprocess.Popen:
-    from django.conf import settings
-
     manage = Path(settings.BASE_DIR) / "manage.py"
     return subprocess.Popen(
         [sys.executable, str(manage), "lark_receiver", "--source", slug],
@@ -210,7 +210,7 @@ def supervise(interval: float = 5.0, out: Callable[[str], None] = print) -> None
         out(f"lark receivers: {slug} exited with {code}; restarting in {delay:g} s")
         source_id = Source.objects.filter(slug=slug).values_list("pk", flat=True).first()
         if source_id is not None:
-            engine.source_event_rejected(source_id=source_id, reason="receiver_exited",
+            health.source_event_rejected(source_id=source_id, reason="receiver_exited",
                                          error=True)
 
     supervisor = Supervisor(spawn, on_exit=on_exit,

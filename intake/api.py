@@ -1,4 +1,4 @@
-"""Webhook endpoints (`/hooks/<kind>/<slug>`) and the `sources/` REST resource."""
+"""The `sources/` REST resource: sources, their health, web chat messages, test events."""
 
 from __future__ import annotations
 
@@ -6,59 +6,22 @@ import json
 import time
 import uuid
 
-from django.core.exceptions import RequestDataTooBig
-from django.http import JsonResponse
-from django.views.decorators.csrf import csrf_exempt
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from amux_common.api import error_response
+from amux_common.api import Conflict, error_response
 from amux_common.fields import JsonTyped
+from intake.health_view import health
 from intake.models import OutgoingMessage, Source, SourceKind, Trigger
-from tickets import intake
-from tickets.core.outcome import describe
-from tickets.core.source_rules import slug_change_refused
-from tickets.sources import KINDS
-from tickets.sources.base import MAX_BODY, ConfigError
-from tickets.sources.github import sign as github_sign
-from tickets.sources.lark import encrypt as lark_encrypt
-from tickets.sources.lark import signature as lark_signature
-
-# --- webhooks -------------------------------------------------------------------------------
-
-
-def _hook(kind: str):
-    @csrf_exempt
-    def view(request, slug):
-        if request.method != "POST":
-            return JsonResponse(
-                {"error": {"code": "method_not_allowed", "message": "use POST", "fields": {}}},
-                status=405,
-            )
-        try:
-            length = int(request.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = 0
-        if length > MAX_BODY:
-            return JsonResponse(
-                {"error": {"code": "too_large", "message": "the body is larger than 25 MiB",
-                           "fields": {}}}, status=413)
-        try:
-            body = request.body
-        except RequestDataTooBig:
-            return JsonResponse(
-                {"error": {"code": "too_large", "message": "the body is larger than 25 MiB",
-                           "fields": {}}}, status=413)
-        code, payload = intake.receive(kind, slug, dict(request.headers), body)
-        return JsonResponse(payload, status=code)
-
-    view.__name__ = f"{kind}_hook"
-    return view
-
-
-github_hook = _hook("github")
-lark_hook = _hook("lark")
+from intake.outcome import describe
+from intake.receive import post_chat_message, receive
+from intake.source_rules import slug_change_refused
+from intake.sources import KINDS
+from intake.sources.base import ConfigError
+from intake.sources.github import sign as github_sign
+from intake.sources.lark import encrypt as lark_encrypt
+from intake.sources.lark import signature as lark_signature
 
 
 def has_events(source: Source) -> bool:
@@ -91,7 +54,7 @@ class SourceSerializer(JsonTyped, serializers.ModelSerializer):
         read_only_fields = ["created_at", "updated_at"]
 
     def get_health(self, obj) -> dict:
-        return intake.health(obj)
+        return health(obj)
 
     def get_webhook_url(self, obj) -> str | None:
         request = self.context.get("request")
@@ -172,8 +135,6 @@ class SourceViewSet(
 
     def perform_destroy(self, instance):
         if has_events(instance):
-            from amux_common.api import Conflict
-
             raise Conflict("this source has received events; disable it instead")
         instance.delete()
 
@@ -188,7 +149,7 @@ class SourceViewSet(
             return error_response(409, "conflict", "this source is disabled")
         ser = ChatMessageSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        code, body = intake.post_chat_message(
+        code, body = post_chat_message(
             source, author=request.user.get_username(), text=ser.validated_data["text"],
             thread=ser.validated_data.get("thread", ""),
             message_id=ser.validated_data.get("id", ""),
@@ -243,7 +204,7 @@ def send_test_event(source: Source) -> tuple[int, dict]:
         headers = {"X-GitHub-Event": "ping", "X-GitHub-Delivery": str(uuid.uuid4()),
                    "Content-Type": "application/json",
                    "X-Hub-Signature-256": github_sign(secrets.get("webhook_secret", ""), body)}
-        return intake.receive("github", source.slug, headers, body)
+        return receive("github", source.slug, headers, body)
     if source.kind == "lark":
         inner = json.dumps({"challenge": "amux-test", "type": "url_verification",
                             "token": secrets.get("verification_token", "")})
@@ -254,7 +215,7 @@ def send_test_event(source: Source) -> tuple[int, dict]:
             ts, nonce = str(int(time.time())), uuid.uuid4().hex
             headers.update({"X-Lark-Request-Timestamp": ts, "X-Lark-Request-Nonce": nonce,
                             "X-Lark-Signature": lark_signature(ts, nonce, key, body)})
-        return intake.receive("lark", source.slug, headers, body)
+        return receive("lark", source.slug, headers, body)
     return 200, {"ok": True, "note": "web chat has nothing to verify"}
 
 

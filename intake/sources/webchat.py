@@ -7,7 +7,7 @@ itself (the app lends `ctx.store_outgoing`), once per message id.
 
 from __future__ import annotations
 
-from tickets.sources.base import (
+from intake.sources.base import (
     Context,
     Envelope,
     Field,

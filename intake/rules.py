@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tickets.core.text_cap import cap_text
+from intake.text_cap import cap_text
 
 # Errors worth remembering in health are content-free: a reason code and a time.
 MAX_REASONS = 50

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tickets.sources.base import Envelope
+from intake.sources.base import Envelope
 
 FINAL_CHECK = "completed"
 

@@ -16,6 +16,7 @@ import logging
 import redis
 
 from amux_common.shared_redis import client
+from intake import health
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,7 @@ def count(source, reason: str) -> None:
         pipe.sadd(PENDING, k)
         pipe.execute()
     except redis.RedisError:
-        from tickets import engine
-
-        engine.source_event_rejected(source_id=source.pk, reason=reason)
+        health.source_event_rejected(source_id=source.pk, reason=reason)
 
 
 def pending(source) -> dict[str, int]:
@@ -69,8 +68,6 @@ def _give_back(k, counts: dict[str, int]) -> None:
 
 def flush() -> int:
     """Move every pending count into its source's health; returns the refusals moved."""
-    from tickets import engine
-
     moved = 0
     for k in client().smembers(PENDING):
         name = k.decode()
@@ -83,7 +80,7 @@ def flush() -> int:
         if not counts:
             continue
         try:
-            kept = engine.source_rejections_counted(source_id=source_id, created_us=created,
+            kept = health.source_rejections_counted(source_id=source_id, created_us=created,
                                                     counts=counts)
         except Exception:
             _give_back(k, counts)  # kept for the next flush; nothing is lost

@@ -1,0 +1,61 @@
+"""Who takes what intake recorded: one registry, declared in one place.
+
+Intake knows sources, threads and triggers; what a trigger means — a ticket's follow-up, a
+new ticket, a message for a conversation session, a connector's input — is its consumer's
+business. The consumer registers at start-up (tickets: `TicketsConfig.ready()` registers
+tickets/consumer.py), and intake calls it inside the transaction that records the trigger,
+so the trigger and what became of it commit together.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Consumer(Protocol):
+    def locate(self, source, result):
+        """The translated event, re-addressed to the thread it concerns (a CI result on a
+        pull request's head → the followed pull request's thread), or an `ignored`
+        result (intake/rules.py) when it concerns nobody."""
+
+    def thread_state_reported(self, source, thread, facts: dict) -> None:
+        """The thread's own state was reported (`pr_state`, `issue_state`, …); the
+        thread's meta is updated already and the thread is locked."""
+
+    def route_new(self, trigger, acceptance: str | None) -> str:
+        """Route an unsaved trigger that has the gate's decision: choose the route, set
+        its disposition, `save(force_insert=True)` it, take the route; returns the
+        disposition."""
+
+    def followed_pull_requests(self, source) -> list[dict]:
+        """The open pull requests of `source` someone follows, `{"thread", "head_sha"}`
+        (the catch-up poll reads their CI by commit)."""
+
+
+class NoConsumer(RuntimeError):
+    pass
+
+
+_consumer: Consumer | None = None
+
+
+def register(consumer: Consumer) -> None:
+    """Declare the consumer of recorded triggers (once, at start-up)."""
+    global _consumer
+    if not isinstance(consumer, Consumer):
+        missing = [name for name in ("locate", "thread_state_reported", "route_new",
+                                     "followed_pull_requests")
+                   if not callable(getattr(consumer, name, None))]
+        raise TypeError(f"{type(consumer).__name__} is not an intake consumer: it lacks "
+                        f"{', '.join(missing)}")
+    if _consumer is not None and type(_consumer) is not type(consumer):
+        raise RuntimeError(f"intake already has a consumer ({type(_consumer).__name__})")
+    _consumer = consumer
+
+
+def of(source) -> Consumer:
+    """The consumer of `source`'s triggers."""
+    if _consumer is None:
+        raise NoConsumer("no app registered an intake consumer (tickets does in its ready())")
+    return _consumer

@@ -1,0 +1,59 @@
+"""What a source's health keeps (`Source.health`): refusals by content-free reason, the
+last error, catch-up cursors. The only writer of it; intake/health_view.py reads it."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from amux_common.clock import now as clock
+from intake import rules as intake_core
+from intake.models import Source
+
+
+def note_rejection(source_id: int, reason: str, *, error: bool = False, n: int = 1) -> None:
+    """Keep one content-free reason in the source's health (in the caller's transaction,
+    if any)."""
+    with transaction.atomic():
+        source = Source.objects.select_for_update().filter(pk=source_id).first()
+        if source is None:
+            return
+        source.health = intake_core.note_rejection(source.health, reason, clock(), error, n)
+        source.save(update_fields=["health"])
+
+
+def source_event_rejected(*, source_id: int, reason: str, error: bool = False) -> None:
+    """Fact: a request for this source was refused before anything was stored (or its
+    processing failed); kept as one content-free reason in the source's health."""
+    with transaction.atomic(durable=True):
+        note_rejection(source_id, reason, error=error)
+
+
+def source_rejections_counted(*, source_id: int, created_us: int,
+                              counts: dict[str, int]) -> bool:
+    """Fact: refusals counted outside the database (intake.rejections) are kept in the
+    source's health, in one write. Counts of a source deleted since are dropped (False)."""
+    with transaction.atomic(durable=True):
+        source = Source.objects.select_for_update().filter(pk=source_id).first()
+        if source is None or int(source.created_at.timestamp() * 1_000_000) != created_us:
+            return False
+        health, now = source.health, clock()
+        for reason, n in sorted(counts.items()):
+            health = intake_core.note_rejection(health, reason, now, False, n)
+        source.health = health
+        source.save(update_fields=["health"])
+        return True
+
+
+def source_cursor_moved(*, source_id: int, name: str, cursor: str | None,
+                        extra: dict | None = None) -> None:
+    """Fact: a catch-up poll stored its triggers; its cursor moves now, never before."""
+    with transaction.atomic(durable=True):
+        move_cursor(source_id, name, cursor, extra)
+
+
+def move_cursor(source_id: int, name: str, cursor: str | None, extra: dict | None) -> None:
+    source = Source.objects.select_for_update().filter(pk=source_id).first()
+    if source is None:
+        return
+    source.health = intake_core.note_cursor(source.health, name, cursor, clock(), extra)
+    source.save(update_fields=["health"])

@@ -1,0 +1,48 @@
+"""Source plugins, one module per kind (intake/sources/<kind>.py), and their registry."""
+
+from __future__ import annotations
+
+from intake.sources.base import SourceKind
+from intake.sources.capabilities import (
+    DocumentPolling,
+    OpensPullRequests,
+    Polling,
+    declared,
+    unimplemented,
+)
+from intake.sources.github import GitHub
+from intake.sources.lark import Lark
+from intake.sources.webchat import WebChat
+from policy import gate
+
+__all__ = ["KINDS", "DocumentPolling", "OpensPullRequests", "Polling", "check_capabilities",
+           "declare_scopes",
+           "plugin"]
+
+KINDS: dict[str, type[SourceKind]] = {k.kind: k for k in (GitHub, Lark, WebChat)}
+
+
+class CapabilityMissing(TypeError):
+    pass
+
+
+def check_capabilities(kinds: dict[str, type[SourceKind]] | None = None) -> None:
+    """Refuse to start with a plugin that declares a capability it does not implement."""
+    for kind, cls in (kinds or KINDS).items():
+        for capability in declared(cls):
+            missing = unimplemented(cls, capability)
+            if missing:
+                raise CapabilityMissing(
+                    f"source plugin {cls.__name__} ({kind!r}) declares {capability.__name__} "
+                    f"but does not implement {', '.join(missing)}")
+
+
+def plugin(kind: str, config: dict | None = None, secrets: dict | None = None) -> SourceKind:
+    """An instance of the plugin of `kind` for one source's config and secrets."""
+    return KINDS[kind](config, secrets)
+
+
+def declare_scopes() -> None:
+    """The gate's scope rows are the source plugins' declared scopes (one vocabulary)."""
+    for kind, cls in KINDS.items():
+        gate.declare_scopes(kind, cls.scopes, cls.no_sender_scopes)

@@ -1,0 +1,66 @@
+"""What a source plugin may do beyond the four duties of every source (base.py), each an
+optional capability declared by naming it among the plugin's bases:
+
+    class GitHub(SourceKind, Polling, OpensPullRequests): ...
+
+Intake asks `isinstance(plug, Polling)`, never whether a method happens to exist. A plugin
+that declares a capability must implement each of its methods; the registry checks that at
+start-up (`intake.sources.check_capabilities`), so a plugin that claims one without the
+methods stops amux from starting, naming the plugin and the methods.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from intake.sources.base import Envelope
+
+
+@runtime_checkable
+class Polling(Protocol):
+    """Catches up through the platform's API on what the receiver missed."""
+
+    def poll(self, cursor: str | None, watching: list[dict] | None = None,
+             ) -> tuple[list[Envelope], str | None]:
+        """Envelopes for everything after `cursor`, and the new cursor; `watching` are the
+        open pull requests someone follows (`{"thread", "head_sha"}`)."""
+        ...
+
+
+@runtime_checkable
+class DocumentPolling(Protocol):
+    """Watches documents and catches up on their comments, one cursor per document."""
+
+    def documents(self) -> list[tuple[str, str]]:
+        """The watched documents as (file_type, file_token)."""
+        ...
+
+    def poll_document(self, file_type: str, token: str, cursor) -> list[tuple[Envelope, object]]:
+        """Comments newer than `cursor`, each with the cursor that stands for having
+        stored it."""
+        ...
+
+
+@runtime_checkable
+class OpensPullRequests(Protocol):
+    """Opens pull requests for a worker's pushed branch."""
+
+    def open_pull_request(self, *, repo: str, title: str, body: str, head: str, base: str,
+                          closes: int | None = None) -> dict:
+        ...
+
+
+CAPABILITIES: tuple[type, ...] = (Polling, DocumentPolling, OpensPullRequests)
+
+
+def declared(cls: type) -> list[type]:
+    """The capabilities a plugin class declares (names among its bases)."""
+    return [cap for cap in CAPABILITIES if cap in cls.__mro__]
+
+
+def unimplemented(cls: type, capability: type) -> list[str]:
+    """The methods of `capability` that `cls` declares but does not implement (it
+    inherits the protocol's own empty body)."""
+    members = [name for name, value in vars(capability).items()
+               if callable(value) and not name.startswith("_")]
+    return [name for name in members if getattr(cls, name, None) is vars(capability)[name]]

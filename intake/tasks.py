@@ -1,0 +1,35 @@
+"""Celery tasks of intake: thin interfaces, each one call."""
+
+from celery import shared_task
+
+from intake import poll, process, rejections
+
+
+@shared_task(
+    name="intake.sweep",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=120,
+    time_limit=180,
+    ignore_result=True,
+)
+def intake_sweep() -> int:
+    """Process stored deliveries left unprocessed (a crash after the answer, a plugin that
+    failed, once its retry is due), and keep the refused webhooks counted since the last
+    sweep in their sources' health."""
+    rejections.flush()
+    return process.process_pending()
+
+
+@shared_task(
+    name="intake.poll_sources",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=240,
+    time_limit=300,
+    ignore_result=True,
+)
+def poll_sources() -> int:
+    """Catch up on events missed while down (GitHub sources with polling on, comments on
+    the documents a Lark source watches)."""
+    return poll.poll_all()
