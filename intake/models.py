@@ -65,6 +65,7 @@ class Delivery(models.Model):
     retry_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
+        verbose_name_plural = "deliveries"
         constraints = [
             models.UniqueConstraint(fields=["source", "delivery_id"], name="delivery_unique_id")
         ]

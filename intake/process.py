@@ -175,7 +175,7 @@ def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optim
                     outcome = _record(source, translate(delivery), decide,
                                       optimistic=False)
             except IntegrityError:
-                raise
+                raise  # a trigger or delivery id met: mailbox_processed decides, not a failure
             except Exception as exc:
                 _failed(delivery, exc, now)
                 held = True

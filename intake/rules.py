@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from amux_common.trigger_facts import TriggerFacts
 from intake.text_cap import cap_text
 
 # Errors worth remembering in health are content-free: a reason code and a time.
@@ -34,22 +35,24 @@ def ignored(reason: str) -> NotForAnyone:
 
 
 def is_trigger(result) -> bool:
-    return hasattr(result, "external_id")
+    """A translated event is a trigger (TriggerFacts) or a content-free "ignored" (the
+    sources' Ignored, intake's NotForAnyone)."""
+    return isinstance(result, TriggerFacts)
 
 
 def thread_facts(result) -> dict:
-    return dict(getattr(result, "facts", None) or {})
+    return dict(result.facts or {})
 
 
 def thread_defaults(result) -> dict:
-    return {
-        "title": (getattr(result, "thread_title", "") or "")[:300],
-        "url": (getattr(result, "thread_url", "") or "")[:500],
-    }
+    if not is_trigger(result):
+        return {"title": "", "url": ""}
+    return {"title": (result.thread_title or "")[:300], "url": (result.thread_url or "")[:500]}
 
 
-def trigger_fields(facts, decision: dict) -> dict:
-    """The Trigger's columns from the source's facts and the gate's decision (if any)."""
+def trigger_fields(facts: TriggerFacts, decision: dict) -> dict:
+    """The Trigger's columns from the source's facts and the gate's decision (if any): the
+    one place they are derived."""
     return {
         "external_id": facts.external_id[:300],
         "scope": facts.scope,

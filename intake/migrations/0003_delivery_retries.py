@@ -10,6 +10,10 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AlterModelOptions(
+            name='delivery',
+            options={'verbose_name_plural': 'deliveries'},
+        ),
         migrations.AddField(
             model_name='delivery',
             name='attempts',

@@ -15,9 +15,8 @@ from intake.sources.lark import Lark
 from intake.sources.webchat import WebChat
 from policy import gate
 
-__all__ = ["KINDS", "DocumentPolling", "OpensPullRequests", "Polling", "check_capabilities",
-           "declare_scopes",
-           "plugin"]
+__all__ = ["KINDS", "CapabilityMissing", "DocumentPolling", "OpensPullRequests", "Polling",
+           "check_capabilities", "declare_scopes", "plugin"]
 
 KINDS: dict[str, type[SourceKind]] = {k.kind: k for k in (GitHub, Lark, WebChat)}
 
