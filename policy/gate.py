@@ -41,8 +41,8 @@ ACCEPTANCE_MODES = (MANUAL, AUTO)
 
 # Scope rows per source kind, in the order shown in the panel. The gate keeps no list of
 # its own: each source plugin declares its scopes (intake/sources/<kind>.py) and the
-# tickets app registers them at start-up through declare_scopes() (policy never imports
-# tickets), so a scope a plugin emits is always a row the policy knows.
+# intake app registers them at start-up through declare_scopes() (policy never imports
+# intake), so a scope a plugin emits is always a row the policy knows.
 SCOPES: dict[str, tuple[str, ...]] = {}
 # Rows whose events have no sender: only the "anyone, unaddressed" cell exists.
 NO_SENDER_SCOPES: set[str] = set()

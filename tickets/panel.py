@@ -12,9 +12,13 @@ from django.views.decorators.http import require_POST
 from amux_common import roles
 from amux_common.clock import now as clock
 from amux_common.pager import paged
-from intake.api import has_events
+from intake.api import chat_messages, has_events, send_test_event, webhook_url
+from intake.health_view import health as source_health
 from intake.models import Source, Thread, Trigger
+from intake.receive import post_chat_message
 from intake.source_rules import SLUG_FIXED, slug_change_refused
+from intake.sources import KINDS
+from intake.sources.base import ConfigError
 from tickets import engine, first_run, guarding
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
@@ -186,14 +190,9 @@ def triage_tab(request):
     )
 
 
-
-
 # --- Sources tab ------------------------------------------------------------------------------
 
 def _source_rows(request):
-    from intake.api import webhook_url
-    from intake.health_view import health as source_health
-
     rows = []
     for source in Source.objects.all():
         health = source_health(source)
@@ -206,8 +205,6 @@ def _source_rows(request):
 
 @roles.read_page
 def sources_tab(request):
-    from intake.sources import KINDS
-
     return render(request, "panel/sources.html", {
         "tab": "sources", "rows": _source_rows(request), "sources": Source.objects.all(),
         "kinds": [(k, cls.label) for k, cls in KINDS.items()],
@@ -241,9 +238,6 @@ def _form_context(plug_cls, source, config, errors, secrets_set):
 @roles.operator_required
 def source_form(request, kind=None, slug=None):
     from django.http import Http404
-
-    from intake.sources import KINDS
-    from intake.sources.base import ConfigError
 
     source = Source.objects.filter(slug=slug).first() if slug else None
     if slug and source is None:
@@ -317,8 +311,6 @@ def source_toggle(request, slug):
 @roles.operator_required
 @require_POST
 def source_test(request, slug):
-    from intake.api import send_test_event
-
     source = get_object_or_404(Source, slug=slug)
     status, body = send_test_event(source)
     return render(request, "panel/sources_test_result.html",
@@ -328,9 +320,6 @@ def source_test(request, slug):
 @roles.operator_to_change
 def source_chat(request, slug):
     """Read a web chat source's threads (every role) and post to it (operators, as in REST)."""
-    from intake.api import chat_messages
-    from intake.receive import post_chat_message
-
     source = get_object_or_404(Source, slug=slug, kind="webchat")
     thread = request.GET.get("thread") or request.POST.get("thread") or ""
     error = ""

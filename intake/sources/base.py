@@ -193,7 +193,7 @@ class SourceKind:
         HealthItem("rejected", "Events not admitted, by reason"),
     )
     # The policy's scope rows for this kind (the gate's only list of them, registered at
-    # start-up through tickets/policy_hooks.py); rows whose events have no sender (a CI
+    # start-up through intake/sources/__init__.py); rows whose events have no sender (a CI
     # result) get only the "anyone, unaddressed" cell.
     scopes: ClassVar[tuple[str, ...]] = ()
     no_sender_scopes: ClassVar[tuple[str, ...]] = ()

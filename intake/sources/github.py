@@ -292,7 +292,7 @@ class GitHub(SourceKind, Polling, OpensPullRequests):
         if external_id is None:
             return Ignored("ci_not_final" if not result.conclusion else "ci_nothing_to_tell",
                            env.thread)
-        # Without a pull request named (a fork, a status) the engine finds the open pull
+        # Without a pull request named (a fork, a status) the consumer finds the open pull
         # request thread by head commit or branch.
         meta = {"scope": "ci_pull_request", "event": event, "repo": repo,
                 "head_sha": result.sha, "name": result.name, "conclusion": result.conclusion,
