@@ -2,7 +2,6 @@
 
 from django.db import models
 
-
 ONE_PER_REVISION = "prompt_version_one_per_revision"
 
 

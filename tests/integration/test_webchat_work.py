@@ -7,6 +7,7 @@ import pytest
 from effects import outbox
 from effects.models import Effect
 from policy.gate import NO_SENDER_SCOPES, SCOPES
+from tests import factories as f
 from tickets import engine
 from tickets.models import (
     Assignment,
@@ -14,7 +15,6 @@ from tickets.models import (
     Mandate,
     OutgoingMessage,
     Source,
-    Thread,
     Ticket,
     Trigger,
 )
@@ -108,7 +108,7 @@ def test_web_chat_scope_in_the_policy_tab_and_check(api, client, operator, chat)
 def _merged(ticket):
     """The worker ran, opened a PR, and the PR was merged: the ticket ends."""
     engine.assignment_started(assignment_id=Assignment.objects.get(ticket=ticket).pk)
-    pr = Thread.objects.create(source=ticket.thread.source, key=f"{ticket.thread.key}-pr")
+    pr = f.ThreadFactory(source=ticket.thread.source, key=f"{ticket.thread.key}-pr")
     engine.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
     engine.pr_closed(pr_thread_id=pr.pk, merged=True)
     ticket.refresh_from_db()
@@ -116,18 +116,14 @@ def _merged(ticket):
 
 
 def _github_ticket(config=None):
-    source = Source.objects.create(kind="github", slug="gh", name="GitHub",
-                                   config=config or {})
-    thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
-    trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id="c1", scope="comment", actor="octocat",
-        addressed=True, decision="explicit", strength="explicit", policy_version="v1",
-    )
+    trigger = f.TriggerFactory(source=f.SourceFactory(config=config or {}),
+                               thread__key="octo/app#12", thread__title="Crash", rule="",
+                               text="")
     return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 def test_a_github_only_ticket_gets_no_notice_even_with_chats_around():
-    other = Source.objects.create(kind="webchat", slug="team", name="Team")
+    other = f.SourceFactory(kind="webchat", slug="team", name="Team")
     Channel.objects.create(source=other, kind="chat", address="general")
     ticket = _github_ticket()
     _merged(ticket)
@@ -148,7 +144,7 @@ def test_a_web_chat_ticket_hears_the_result_in_its_own_thread(api, chat):
 
 
 def test_a_configured_notice_channel_on_the_github_source_hears_it(api):
-    team = Source.objects.create(kind="webchat", slug="team", name="Team")
+    team = f.SourceFactory(kind="webchat", slug="team", name="Team")
     ticket = _github_ticket({"notice_channel": "team:general"})
     _merged(ticket)
     outbox.drain(seconds=10)
