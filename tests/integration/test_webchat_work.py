@@ -143,6 +143,32 @@ def test_a_web_chat_ticket_hears_the_result_in_its_own_thread(api, chat):
     assert notice.thread_key == "room-1" and "merged" in notice.text
 
 
+def test_a_relay_and_a_notice_to_one_chat_thread_share_its_line_and_keep_order(api, chat):
+    """The worker's report (a relay to the ticket's thread) and the result (a notice to the
+    channel the request came from) are the same place: one channel key, one line."""
+    api.post("/api/v1/sources/chat/messages", {"text": "fix the login bug", "thread": "room-1"},
+             format="json")
+    ticket = Ticket.objects.get(thread__key="room-1")
+    run = Assignment.objects.get(ticket=ticket)
+    engine.assignment_started(assignment_id=run.pk)
+    engine.report_received(assignment_id=run.pk, status="blocked", text="I need the logs.")
+    pr = f.ThreadFactory(source=chat, key="room-1-pr")
+    engine.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
+    engine.pr_closed(pr_thread_id=pr.pk, merged=True)
+    relay = Effect.objects.get(kind="relay")
+    notice = Effect.objects.get(kind="notice")
+    assert relay.channel == notice.channel == outbox.channel_key("chat", "room-1")
+    assert relay.pk < notice.pk
+    claimed = outbox.claim("drainer-a")
+    assert relay.pk in {e.pk for e in claimed} and notice.pk not in {e.pk for e in claimed}, \
+        "the notice waits while the relay ahead of it in its thread is pending"
+    outbox._release(claimed, "drainer-a")
+    outbox.drain(seconds=10)
+    sent = list(OutgoingMessage.objects.filter(source=chat, thread_key="room-1")
+                .order_by("pk").values_list("text", flat=True))
+    assert len(sent) == 2 and sent[0] == "I need the logs." and "merged" in sent[1]
+
+
 def test_a_configured_notice_channel_on_the_github_source_hears_it(api):
     team = f.SourceFactory(kind="webchat", slug="team", name="Team")
     ticket = _github_ticket({"notice_channel": "team:general"})
