@@ -146,6 +146,9 @@ def enqueue(kind: str, key: str, payload: dict, *, channel: str = "", delay: flo
     The same (kind, key) while a row is pending replaces its payload and makes it due now
     (or after `delay`), keeping its place in line (and its channel); the replaced row gets
     a fresh count of attempts. Bad input raises `EffectError` and writes nothing.
+
+    Returns the effect with the id of its row (the existing row's when it replaced one)
+    and the payload now stored; read the row again for the rest of a replaced row.
     """
     _check_kind(kind)
     payload = _check_payload(payload)
