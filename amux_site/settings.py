@@ -16,6 +16,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from amux_site import logs as amux_logs
+from effects.kinds import lease_rule_error
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -228,9 +229,11 @@ def _seconds(name: str, default: float | None) -> float | None:
 
 # Outbox tuning (effects/outbox.py), for tests that crash drainers and for slow handlers:
 # one lease for every kind instead of each kind's own, and the drain task's hard time
-# limit. Start-up refuses a time limit that is not under half the shortest lease.
+# limit. Loading settings refuses a time limit that is not under half the shortest lease.
 AMUX_OUTBOX_LEASE_SECONDS = _seconds("AMUX_OUTBOX_LEASE_SECONDS", None)
 AMUX_OUTBOX_TASK_TIME_LIMIT = _seconds("AMUX_OUTBOX_TASK_TIME_LIMIT", 140.0)
+if _outbox_error := lease_rule_error(AMUX_OUTBOX_LEASE_SECONDS, AMUX_OUTBOX_TASK_TIME_LIMIT):
+    raise ImproperlyConfigured(_outbox_error)
 
 # Login lockout (django-axes), panel and admin alike: 5 wrong passwords for one user name
 # from one address lock that pair out for 15 minutes (429). Locking the pair, not the

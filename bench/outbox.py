@@ -37,14 +37,14 @@ def worker(mode: str, count: int, index: int) -> None:
     from effects.models import Effect
 
     outbox.kick = lambda: None  # measure the database path only
-    outbox.register("ack")(lambda effect_id, payload: None)
+    outbox.register("deliver")(lambda effect_id, payload: None)
     connection.ensure_connection()
     print("ready", flush=True)
     sys.stdin.readline()  # go
     start = time.time()
     if mode == "enqueue":
         for n in range(count):
-            outbox.enqueue("ack", f"w{index}-{n}", {"n": n})
+            outbox.enqueue("deliver", f"w{index}-{n}", {"n": n})
     elif mode == "drain":
         while True:
             outbox.drain(seconds=60)
@@ -60,7 +60,7 @@ def worker(mode: str, count: int, index: int) -> None:
                     " due_at, claimed_by, claimed_until, last_error, created_at) VALUES"
                     " (%s, %s, %s::jsonb, '', 'pending', 1, 0, %s, '', NULL, '', %s)"
                     " RETURNING id",
-                    ["ack", f"w{index}-{n}", json.dumps({"n": n}), now, now],
+                    ["deliver", f"w{index}-{n}", json.dumps({"n": n}), now, now],
                 )
                 (row_id,) = cursor.fetchone()
                 cursor.execute(f"DELETE FROM {table} WHERE id = %s", [row_id])

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from effects import outbox
+from effects import outbox, stats
 from effects.models import Effect
 
 
@@ -15,6 +15,20 @@ class EffectAdmin(admin.ModelAdmin):
     list_filter = ["state", "kind"]
     search_fields = ["key", "channel"]
     actions = ["retry"]
+    change_list_template = "admin/effects/effect/change_list.html"
+
+    def changelist_view(self, request, extra_context=None):
+        # Above the rows: per kind, what is due, running, waiting, dead, and how old the
+        # oldest pending row is (the same figures as `amux doctor`).
+        handled = outbox.handlers()
+        rows = [
+            {"kind": c.kind, "due": c.due, "running": c.running, "waiting": c.waiting,
+             "dead": c.dead, "handled": c.kind in handled,
+             "oldest": stats.age(c.oldest_seconds) if c.oldest_seconds is not None else ""}
+            for c in stats.by_kind()
+        ]
+        return super().changelist_view(request, {**(extra_context or {}),
+                                                 "outbox_by_kind": rows})
 
     def has_add_permission(self, request, obj=None):
         return False

@@ -7,8 +7,12 @@ commit. This app imports no other app of ours: the apps above it register the ha
 
 from __future__ import annotations
 
+import secrets
+
 from django.db import models
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
+
+from effects.kinds import ORDERED_KINDS
 
 
 class EffectKind(models.TextChoices):
@@ -17,7 +21,6 @@ class EffectKind(models.TextChoices):
     RELAY = "relay", "relay a report"
     NOTICE = "notice", "send a notice"
     ASSESS = "assess", "run an assessment"
-    ACK = "ack", "acknowledge a source event"
     TURN_ENDED = "session.turn_ended", "report the end of a session's turn"
 
 
@@ -26,10 +29,19 @@ class EffectState(models.TextChoices):
     DEAD = "dead", "dead letter"
 
 
+def new_version() -> int:
+    """A payload's version: a fresh random number each time it is stored, so a drainer can
+    tell that the row it runs was replaced meanwhile (an upsert cannot count up)."""
+    return secrets.randbits(62) + 1
+
+
 class Effect(models.Model):
     """A row lives from the transaction that decided the work until its handler returns;
-    then it is deleted. `claimed_by`/`claimed_until` are a drainer's lease, `version` grows
-    each time the payload is replaced, `state` is `dead` once the attempts are used up.
+    then it is deleted. `claimed_by`/`claimed_until` are a drainer's lease, `version`
+    changes each time the payload is replaced, `state` is `dead` once the attempts are used
+    up. `line` is TRUE while pending and NULL once dead, so one plain unique constraint on
+    (kind, key, line) allows one pending row per (kind, key) beside any number of dead
+    letters, and an upsert can name it as its conflict target on PostgreSQL and SQLite.
     """
 
     kind = models.CharField(max_length=40, choices=EffectKind.choices)
@@ -37,20 +49,23 @@ class Effect(models.Model):
     payload = models.JSONField(default=dict, blank=True)
     channel = models.CharField(max_length=300, blank=True, help_text="order key (relay, notice)")
     state = models.CharField(max_length=10, choices=EffectState.choices, default="pending")
-    version = models.PositiveIntegerField(default=1)
+    version = models.PositiveBigIntegerField(default=new_version)
     attempts = models.PositiveIntegerField(default=0)
     due_at = models.DateTimeField()
     claimed_by = models.CharField(max_length=120, blank=True)
     claimed_until = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    line = models.GeneratedField(
+        expression=Case(When(state="pending", then=Value(True)), default=None),
+        output_field=models.BooleanField(null=True),
+        db_persist=True,
+    )
 
     class Meta:
         ordering = ["id"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["kind", "key"], name="effect_one_pending", condition=Q(state="pending")
-            )
+            models.UniqueConstraint(fields=["kind", "key", "line"], name="effect_one_pending")
         ]
         indexes = [
             # The line of one kind, in order (claim).
@@ -59,7 +74,7 @@ class Effect(models.Model):
             models.Index(
                 fields=["channel", "id"],
                 name="effect_ordered",
-                condition=Q(state="pending", kind__in=["relay", "notice"]),
+                condition=Q(state="pending", kind__in=ORDERED_KINDS),
             ),
             # Who holds leases of a kind (per-kind concurrency).
             models.Index(
@@ -71,3 +86,22 @@ class Effect(models.Model):
 
     def __str__(self):
         return f"{self.kind}:{self.key}"
+
+
+class ClaimTurn(models.Model):
+    """The one row drainers lock (`select_for_update`) while they claim: claims take turns,
+    so each kind's count of drainers holding leases is exact when the next claim reads it.
+    Handlers run outside the turn; a claim holds it for a few short queries."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="claim_turn_one_row")]
+
+    def __str__(self):
+        return "claim turn"
+
+    @classmethod
+    def take(cls) -> None:
+        """Wait for the turn, inside the caller's transaction (released at its end)."""
+        cls.objects.select_for_update().get_or_create(pk=1)

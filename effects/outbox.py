@@ -21,15 +21,16 @@ until a process that has the handler drains it.
 
 How a drainer works (Sentry's hybrid-cloud outbox is the model):
 
-- claim: one short transaction, serialised across drainers by one advisory lock on
-  PostgreSQL (SQLite serialises write transactions itself), picks due rows of every kind
-  that has a handler with `FOR UPDATE SKIP LOCKED` and leases them to the drainer
-  (`claimed_by`, `claimed_until`) in a single `UPDATE … RETURNING`.
+- claim: one short transaction. Drainers take turns (each locks the one `ClaimTurn` row,
+  `select_for_update`), so the per-kind concurrency counts are exact; for each kind with
+  room the drainer picks due rows with `select_for_update(skip_locked=True)`, in order,
+  and leases them (`claimed_by`, `claimed_until`). SQLite has no row locks; its write
+  transactions (`transaction_mode` IMMEDIATE in settings) serialise claims instead.
 - run: the drainer runs its rows one at a time. Before each it checks that at least half
   of the lease is left (else it renews it, or skips a row it no longer holds), so two
   handlers never run for one effect as long as a handler finishes within half its lease.
-  The drain task's hard time limit bounds every handler, so start-up refuses a time limit
-  that is not under half the shortest lease (`check_lease_rule`).
+  The drain task's hard time limit bounds every handler, so loading the settings refuses
+  a time limit that is not under half the shortest lease (effects/kinds.py).
 - settle: finished rows are deleted in bulk, at most FLUSH_SECONDS after they finish (a
   row with a channel at once: the next row of its channel waits for that delete). A row
   whose payload was replaced while its handler ran is released instead, so the new payload
@@ -53,16 +54,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, transaction
-from django.db.models import Q
+from django.db import transaction
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from effects.models import Effect, EffectKind
+from effects import kinds as rules
+from effects.kinds import KINDS, ORDERED_KINDS, KindPolicy
+from effects.models import ClaimTurn, Effect, EffectState, new_version
 
 log = logging.getLogger(__name__)
 
@@ -81,31 +83,9 @@ class EffectError(ValueError):
     """Bad input to the outbox: an unknown kind or a payload that cannot be stored."""
 
 
-@dataclass(frozen=True)
-class KindPolicy:
-    concurrency: int  # drainers that may run this kind at once
-    base_backoff: float  # seconds before the 2nd attempt; doubles per attempt, with jitter
-    max_backoff: float
-    max_attempts: int  # failed attempts before the row becomes a dead letter
-    lease_seconds: float  # a claim's lifetime; a handler must finish within half of it
-    batch: int = 50  # rows of this kind one drainer claims at a time
-    ordered: bool = False  # serial per channel
-
-
-KINDS: dict[str, KindPolicy] = {
-    EffectKind.DISPATCH: KindPolicy(4, 5, 600, 12, 600, batch=10),
-    EffectKind.DELIVER: KindPolicy(16, 2, 300, 15, 300),
-    EffectKind.RELAY: KindPolicy(16, 2, 300, 15, 300, ordered=True),
-    EffectKind.NOTICE: KindPolicy(16, 2, 300, 15, 300, ordered=True),
-    EffectKind.ASSESS: KindPolicy(2, 10, 900, 8, 900, batch=1),
-    EffectKind.ACK: KindPolicy(16, 2, 300, 15, 300),
-    EffectKind.TURN_ENDED: KindPolicy(16, 2, 300, 15, 300),
-}
-ORDERED_KINDS = [str(kind) for kind, policy in KINDS.items() if policy.ordered]
 MAX_KEY = 300
 MAX_CHANNEL = 300
 FLUSH_SECONDS = 1.0  # finished rows are deleted at the latest this long after they finish
-CLAIM_LOCK = 0x616D7578  # "amux": the advisory lock that serialises claims on PostgreSQL
 KICK_FLAG = "amux:outbox:kick"
 KICK_FLAG_SECONDS = 10
 
@@ -166,6 +146,9 @@ def enqueue(kind: str, key: str, payload: dict, *, channel: str = "", delay: flo
     The same (kind, key) while a row is pending replaces its payload and makes it due now
     (or after `delay`), keeping its place in line (and its channel); the replaced row gets
     a fresh count of attempts. Bad input raises `EffectError` and writes nothing.
+
+    Returns the effect with the id of its row (the existing row's when it replaced one)
+    and the payload now stored; read the row again for the rest of a replaced row.
     """
     _check_kind(kind)
     payload = _check_payload(payload)
@@ -183,25 +166,17 @@ def enqueue(kind: str, key: str, payload: dict, *, channel: str = "", delay: flo
     ):
         raise EffectError("effect delay must be a number of seconds, 0 or more")
     now = timezone.now()
-    ops = connection.ops
-    table = connection.ops.quote_name(Effect._meta.db_table)
-    payload_db = Effect._meta.get_field("payload").get_db_prep_value(payload, connection)
-    # One statement: insert, or replace the pending row of this (kind, key) in place.
-    sql = (
-        f"INSERT INTO {table} (kind, key, payload, channel, state, version, attempts, due_at,"
-        " claimed_by, claimed_until, last_error, created_at)"
-        " VALUES (%s, %s, %s, %s, 'pending', 1, 0, %s, '', NULL, '', %s)"
-        " ON CONFLICT (kind, key) WHERE state = 'pending' DO UPDATE SET"
-        f" payload = excluded.payload, version = {table}.version + 1,"
-        " due_at = excluded.due_at, attempts = 0"
-        " RETURNING *"
+    effect = Effect(
+        kind=str(kind), key=key, payload=payload, channel=channel, version=new_version(),
+        attempts=0, due_at=now + timedelta(seconds=delay), created_at=now,
     )
-    params = [
-        str(kind), key, payload_db, channel,
-        ops.adapt_datetimefield_value(now + timedelta(seconds=delay)),
-        ops.adapt_datetimefield_value(now),
-    ]
-    effect = list(Effect.objects.raw(sql, params))[0]
+    # One statement: insert, or replace the pending row of this (kind, key) in place (its
+    # id, hence its place in line, and its channel stay; `line` is NULL on dead letters,
+    # so they never conflict).
+    Effect.objects.bulk_create(
+        [effect], update_conflicts=True, unique_fields=["kind", "key", "line"],
+        update_fields=["payload", "version", "due_at", "attempts"],
+    )
     _schedule_kick()
     return effect
 
@@ -217,7 +192,7 @@ def retry_dead(ids: Iterable[int]) -> int:
     with transaction.atomic():
         dead = list(
             Effect.objects.select_for_update()
-            .filter(pk__in=ids, state="dead")
+            .filter(pk__in=ids, state=EffectState.DEAD)
             .order_by("-id")
             .only("id", "kind", "key")
         )
@@ -226,12 +201,12 @@ def retry_dead(ids: Iterable[int]) -> int:
         for effect in dead:
             pair = (effect.kind, effect.key)
             if pair in seen or Effect.objects.filter(
-                kind=effect.kind, key=effect.key, state="pending"
+                kind=effect.kind, key=effect.key, state=EffectState.PENDING
             ).exists():
                 continue
             seen.add(pair)
-            count += Effect.objects.filter(pk=effect.pk, state="dead").update(
-                state="pending", attempts=0, due_at=now, claimed_by="", claimed_until=None
+            count += Effect.objects.filter(pk=effect.pk, state=EffectState.DEAD).update(
+                state=EffectState.PENDING, attempts=0, due_at=now, claimed_by="", claimed_until=None
             )
         if count:
             _schedule_kick()
@@ -319,93 +294,72 @@ def backoff(policy: KindPolicy, attempts: int) -> float:
 
 
 def lease_seconds(policy: KindPolicy) -> float:
-    override = settings.AMUX_OUTBOX_LEASE_SECONDS
-    return float(override) if override else policy.lease_seconds
+    return rules.lease_seconds(policy, settings.AMUX_OUTBOX_LEASE_SECONDS)
 
 
 def check_lease_rule() -> None:
-    """Refuse to start when the drain task's hard time limit is not under half the shortest
-    lease: a handler could then outlive its lease while another drainer runs the same
-    effect. Raises ImproperlyConfigured naming the setting to change."""
-    limit = settings.AMUX_OUTBOX_TASK_TIME_LIMIT
-    if limit <= 0:
-        raise ImproperlyConfigured(
-            f"AMUX_OUTBOX_TASK_TIME_LIMIT must be a positive number of seconds, not {limit}"
-        )
-    kind, lease = min(
-        ((str(kind), lease_seconds(policy)) for kind, policy in KINDS.items()),
-        key=lambda pair: pair[1],
+    """Refuse settings under which a handler could outlive its lease (effects/kinds.py);
+    settings.py runs the same rule while it loads. Raises ImproperlyConfigured naming the
+    settings to change."""
+    error = rules.lease_rule_error(
+        settings.AMUX_OUTBOX_LEASE_SECONDS, settings.AMUX_OUTBOX_TASK_TIME_LIMIT
     )
-    if limit * 2 < lease:
-        return
-    if settings.AMUX_OUTBOX_LEASE_SECONDS:
-        raise ImproperlyConfigured(
-            f"AMUX_OUTBOX_LEASE_SECONDS={settings.AMUX_OUTBOX_LEASE_SECONDS:g} is too short:"
-            f" a lease must be more than twice the drain task's time limit"
-            f" (AMUX_OUTBOX_TASK_TIME_LIMIT={limit:g} s), or a handler can outlive its lease"
-            f" and run twice. Raise the lease above {2 * limit:g} s or lower the time limit."
-        )
-    raise ImproperlyConfigured(
-        f"AMUX_OUTBOX_TASK_TIME_LIMIT={limit:g} is too long: it must stay under half the"
-        f" shortest lease ({kind}: {lease:g} s), or a handler can outlive its lease and run"
-        f" twice."
+    if error:
+        raise ImproperlyConfigured(error)
+
+
+def _claimable(kind: str, now) -> QuerySet[Effect]:
+    """Due rows of `kind` that no live lease holds, first in line first; for an ordered
+    kind only the head of each channel (no earlier pending relay or notice of it)."""
+    rows = Effect.objects.filter(state=EffectState.PENDING, kind=kind, due_at__lte=now).filter(
+        Q(claimed_until__isnull=True) | Q(claimed_until__lte=now)
     )
+    if KINDS[kind].ordered:
+        ahead = Effect.objects.filter(
+            state=EffectState.PENDING, kind__in=ORDERED_KINDS,
+            channel=OuterRef("channel"), id__lt=OuterRef("id"),
+        )
+        rows = rows.filter(Q(channel="") | ~Exists(ahead))
+    return rows.order_by("id")
 
 
 def claim(owner: str, limit: int = 50) -> list[Effect]:
     """Lease up to `limit` due rows per kind to `owner`, honouring each kind's concurrency
     and the per-channel order of relay and notice. One short transaction."""
-    kinds = [str(kind) for kind in KINDS if kind in _handlers]
+    kinds = [kind for kind in KINDS if kind in _handlers]
     if not kinds:
         return []
-    ops = connection.ops
-    table = ops.quote_name(Effect._meta.db_table)
-    postgres = connection.vendor == "postgresql"
-    lock = " FOR UPDATE SKIP LOCKED" if postgres else ""
     now = timezone.now()
-    now_db = ops.adapt_datetimefield_value(now)
-    ordered_in = ", ".join(f"'{kind}'" for kind in ORDERED_KINDS)
-    ctes, params, until_cases = [], [], []
-    for n, kind in enumerate(kinds):
-        policy = KINDS[kind]
-        order = ""
-        if policy.ordered:
-            order = (
-                f" AND (e.channel = '' OR NOT EXISTS (SELECT 1 FROM {table} a"
-                f" WHERE a.state = 'pending' AND a.kind IN ({ordered_in})"
-                " AND a.channel = e.channel AND a.id < e.id))"
-            )
-        ctes.append(
-            f"c{n} AS (SELECT e.id FROM {table} e"
-            " WHERE e.state = 'pending' AND e.kind = %s AND e.due_at <= %s"
-            " AND (e.claimed_until IS NULL OR e.claimed_until <= %s)"
-            f"{order}"
-            f" AND (SELECT count(DISTINCT h.claimed_by) FROM {table} h WHERE h.state = 'pending'"
-            " AND h.kind = %s AND h.claimed_until > %s AND h.claimed_by <> %s) < %s"
-            f" ORDER BY e.id LIMIT %s{lock})"
-        )
-        params += [
-            kind, now_db, now_db, kind, now_db, owner, policy.concurrency,
-            max(1, min(policy.batch, limit)),
-        ]
-        until_cases.append(
-            (kind, ops.adapt_datetimefield_value(now + timedelta(seconds=lease_seconds(policy))))
-        )
-    picked = " UNION ALL ".join(f"SELECT id FROM c{n}" for n in range(len(kinds)))
-    case = " ".join("WHEN %s THEN %s" for _ in until_cases)
-    sql = (
-        f"WITH {', '.join(ctes)} UPDATE {table} SET claimed_by = %s,"
-        f" claimed_until = CASE kind {case} END"
-        f" WHERE id IN ({picked}) RETURNING *"
-    )
-    params += [owner] + [value for pair in until_cases for value in pair]
+    claimed: list[Effect] = []
     with transaction.atomic():
-        if postgres:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK])
-        effects = list(Effect.objects.raw(sql, params))
-    effects.sort(key=lambda effect: effect.pk)
-    return effects
+        ClaimTurn.take()
+        holders = dict(
+            Effect.objects.filter(
+                state=EffectState.PENDING, kind__in=kinds, claimed_until__gt=now
+            )
+            .exclude(claimed_by=owner)
+            .order_by()
+            .values("kind")
+            .annotate(n=Count("claimed_by", distinct=True))
+            .values_list("kind", "n")
+        )
+        for kind in kinds:
+            policy = KINDS[kind]
+            if holders.get(kind, 0) >= policy.concurrency:
+                continue
+            size = max(1, min(policy.batch, limit))
+            rows = list(_claimable(kind, now).select_for_update(skip_locked=True)[:size])
+            if not rows:
+                continue
+            until = now + timedelta(seconds=lease_seconds(policy))
+            Effect.objects.filter(pk__in=[row.pk for row in rows]).update(
+                claimed_by=owner, claimed_until=until
+            )
+            for row in rows:
+                row.claimed_by, row.claimed_until = owner, until
+            claimed += rows
+    claimed.sort(key=lambda effect: effect.pk)
+    return claimed
 
 
 def _hold(effect: Effect, owner: str) -> bool:
@@ -417,7 +371,7 @@ def _hold(effect: Effect, owner: str) -> bool:
         return True
     until = now + timedelta(seconds=lease)
     held = Effect.objects.filter(
-        pk=effect.pk, claimed_by=owner, claimed_until__gt=now, state="pending"
+        pk=effect.pk, claimed_by=owner, claimed_until__gt=now, state=EffectState.PENDING
     ).update(claimed_until=until)
     if held:
         effect.claimed_until = until
@@ -461,7 +415,7 @@ def _call(effect: Effect, owner: str) -> str:
         current = mine.filter(version=effect.version)
         if attempts >= policy.max_attempts:
             settled = current.update(
-                state="dead", attempts=attempts, last_error=error,
+                state=EffectState.DEAD, attempts=attempts, last_error=error,
                 claimed_by="", claimed_until=None,
             )
             outcome = "dead"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from policy import hooks
 from policy.document import (
@@ -52,11 +52,10 @@ class Current:
 
 
 def _head() -> PolicyHead:
-    try:
-        head, _ = PolicyHead.objects.get_or_create(pk=1)
-    except IntegrityError:  # two first readers raced; the other one created it
-        head = PolicyHead.objects.get(pk=1)
-    return head
+    # Two first readers may race to create the one row: the loser's insert does nothing
+    # (ON CONFLICT DO NOTHING), so there is no integrity error to tell apart.
+    PolicyHead.objects.bulk_create([PolicyHead(pk=1)], ignore_conflicts=True)
+    return PolicyHead.objects.get(pk=1)
 
 
 def current() -> Current:

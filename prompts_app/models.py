@@ -2,6 +2,8 @@
 
 from django.db import models
 
+ONE_PER_REVISION = "prompt_version_one_per_revision"
+
 
 class ImmutableError(Exception):
     pass
@@ -14,7 +16,7 @@ class PromptVersion(models.Model):
     creates a new one.
     """
 
-    revision = models.PositiveIntegerField(unique=True)
+    revision = models.PositiveIntegerField()
     predecessor = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="successors"
     )
@@ -26,6 +28,10 @@ class PromptVersion(models.Model):
 
     class Meta:
         ordering = ["-revision"]
+        constraints = [
+            # Two saves on one base revision: the second breaks this and is told it is stale.
+            models.UniqueConstraint(fields=["revision"], name=ONE_PER_REVISION),
+        ]
 
     def __str__(self):
         return f"revision {self.revision}"

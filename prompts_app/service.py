@@ -19,9 +19,10 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from amux_common.integrity import violates
 from prompts_app import assembly, contract, core, library
 from prompts_app.core import Invalid
-from prompts_app.models import BuiltinText, PromptVersion
+from prompts_app.models import ONE_PER_REVISION, BuiltinText, PromptVersion
 
 ORIGINS = ("panel", "api", "tool")
 
@@ -242,7 +243,9 @@ def _commit(base_revision, make, *, origin: str, author: str, summary: str) -> S
             created = PromptVersion(revision=head_rev + 1, predecessor=head, config=new,
                                     origin=origin, author=author[:150], summary=summary[:300])
             created.save(force_insert=True)
-    except IntegrityError:
+    except IntegrityError as exc:
+        if not violates(exc, ONE_PER_REVISION):
+            raise
         raise Stale(latest_revision(), base) from None
     return Saved(created.revision, True)
 

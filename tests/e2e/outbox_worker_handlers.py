@@ -1,5 +1,6 @@
-"""Imported by the test's Celery worker (`-I tests.e2e.outbox_worker_handlers`): an `ack`
-handler that records each handled effect in Redis under AMUX_TEST_PREFIX."""
+"""Imported by the test's Celery worker (`-I tests.e2e.outbox_worker_handlers`): a `deliver`
+handler, in place of the app's own, that records each handled effect in Redis under
+AMUX_TEST_PREFIX."""
 
 import json
 import os
@@ -17,6 +18,6 @@ _client = redis.Redis.from_url(settings.REDIS_URL)
 _prefix = os.environ["AMUX_TEST_PREFIX"]
 
 
-@outbox.register("ack")
+@outbox.register("deliver")
 def handle(effect_id: int, payload: dict) -> None:
     _client.hset(f"{_prefix}:handled", effect_id, json.dumps(payload))

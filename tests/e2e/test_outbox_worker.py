@@ -98,7 +98,7 @@ def wait_handled(rec, effect_id, proc, seconds=45):
 def test_an_effect_is_handled_by_the_worker_after_commit(rec, start_worker):
     worker = start_worker()
     with transaction.atomic():
-        effect = outbox.enqueue("ack", "delivery-e2e", {"event": "issue_comment"})
+        effect = outbox.enqueue("deliver", "input-e2e", {"event": "issue_comment"})
         assert rec.llen("default") == 0, "no wake-up before commit"
     started = time.monotonic()
     assert wait_handled(rec, effect.pk, worker) == {"event": "issue_comment"}
@@ -110,7 +110,7 @@ def test_an_effect_is_handled_by_the_worker_after_commit(rec, start_worker):
 
 
 def test_a_lost_wake_up_only_delays_the_beat_sweep_drains(rec, start_worker):
-    effect = outbox.enqueue("ack", "delivery-lost", {"event": "push"})
+    effect = outbox.enqueue("deliver", "input-lost", {"event": "push"})
     rec.delete("default")  # the kick's message is lost before any worker saw it
     worker = start_worker(beat=True)
     assert wait_handled(rec, effect.pk, worker) == {"event": "push"}
@@ -122,7 +122,7 @@ def test_a_drain_queued_under_the_task_s_old_name_still_runs(rec, start_worker):
     name before the outbox left tickets): a new worker runs them as drains."""
     from amux_site.celery import app
 
-    effect = outbox.enqueue("ack", "delivery-old-name", {"event": "ping"})
+    effect = outbox.enqueue("deliver", "input-old-name", {"event": "ping"})
     rec.delete("default")  # the kick under the new name is lost
     app.send_task("tickets.drain_outbox", queue="default")
     worker = start_worker()  # no beat: only the old-named message can drain it

@@ -4,9 +4,9 @@ import pytest
 
 from effects import outbox
 from effects.models import Effect
-from intake.models import Source, Thread, Trigger
 from sessions import services
-from sessions.models import ProviderProfile, Session, Turn
+from sessions.models import Session, Turn
+from tests import factories as f
 from tests.support.git_server import served_github
 from tickets import engine
 from tickets.models import AgentSettings, Assignment
@@ -19,16 +19,11 @@ def ticket(settings, tmp_path):
     settings.DATA_DIR = tmp_path / "data"
     settings.WORK_DIR = settings.DATA_DIR / "work"
     with served_github(["octo/app"]) as (api, _git):  # the dispatch clones octo/app
-        source = Source(kind="github", slug="gh", name="GitHub",
-                        config={"repo": ["octo/app"], "api_url": api.url})
-        source.secrets = {"webhook_secret": "s", "token": "ghp_test"}
-        source.save()
-        thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
-        trigger = Trigger.objects.create(
-            source=source, thread=thread, external_id="c1", scope="comment",
-            actor="octocat", text="@amux please fix the crash", decision="explicit",
-            strength="explicit", policy_version="v1",
-        )
+        source = f.SourceFactory(config={"repo": ["octo/app"], "api_url": api.url},
+                                 secrets={"webhook_secret": "s", "token": "ghp_test"})
+        trigger = f.TriggerFactory(source=source, thread__key="octo/app#12",
+                                   thread__title="Crash", external_id="c1", addressed=False,
+                                   rule="")
         yield engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
@@ -40,9 +35,7 @@ def test_without_a_worker_model_the_run_fails_visibly(ticket):
 
 
 def test_a_replayed_dispatch_reuses_the_session_and_the_first_turn(ticket):
-    provider = ProviderProfile.objects.create(
-        slug="local", platform="openai-compat", base_url="http://127.0.0.1:9/v1"
-    )
+    provider = f.ProviderProfileFactory(slug="local")
     AgentSettings.objects.update_or_create(pk=1, defaults={
         "worker_runtime": "pi", "worker_provider": provider, "worker_model": "m"})
     dispatch = Effect.objects.get(kind="dispatch")

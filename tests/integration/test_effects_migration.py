@@ -56,7 +56,7 @@ def test_rows_written_before_the_move_survive_it_and_still_run(old_schema, handl
         kind="relay", key="ticket:1:report", payload={"thread": 7, "text": "On it."},
         channel="gh:octo/app#7", due_at=now)
     dead = OldEffect.objects.create(
-        kind="ack", key="delivery-9", payload={"n": 9}, state="dead", attempts=15,
+        kind="deliver", key="input-9", payload={"n": 9}, state="dead", attempts=15,
         last_error="RuntimeError: boom", due_at=now - timedelta(hours=1))
     view = Permission.objects.get(codename="view_effect")
     assert (view.content_type.app_label, view.content_type.model) == ("tickets", "effect")
@@ -79,7 +79,7 @@ def test_rows_written_before_the_move_survive_it_and_still_run(old_schema, handl
 
     ran = []
     outbox.register("relay")(lambda effect_id, payload: ran.append(effect_id))
-    outbox.register("ack")(lambda effect_id, payload: ran.append(effect_id))
+    outbox.register("deliver")(lambda effect_id, payload: ran.append(effect_id))
     assert outbox.retry_dead([dead.pk]) == 1
     later = outbox.enqueue("session.turn_ended", "turn:1", {"session": 1, "turn": 1,
                                                             "state": "completed",

@@ -6,20 +6,18 @@ import pytest
 from rest_framework.test import APIClient
 
 from effects.models import Effect
-from intake.models import Source, Thread, Trigger
+from tests import factories as f
 from tickets import engine, read
 from tickets.models import Assignment, Input, Question, Report
 
 pytestmark = pytest.mark.django_db
 
 
-def _open(source: Source, number: int, title: str):
-    thread = Thread.objects.create(source=source, key=f"octo/app#{number}", title=title,
-                                   url=f"https://github.com/octo/app/issues/{number}")
-    trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id=f"comment-{number}", scope="comment",
-        actor="octocat", addressed=True, text=f"@amux please fix #{number}",
-        decision="explicit", strength="explicit", rule="gh.comment.addressed",
+def _open(source, number: int, title: str):
+    trigger = f.TriggerFactory(
+        source=source, thread__key=f"octo/app#{number}", thread__title=title,
+        thread__url=f"https://github.com/octo/app/issues/{number}",
+        external_id=f"comment-{number}", text=f"@amux please fix #{number}",
         policy_version="v1hash",
     )
     ticket = engine.open_ticket(trigger_id=trigger.pk, title=title)
@@ -30,7 +28,7 @@ def _open(source: Source, number: int, title: str):
 
 @pytest.fixture
 def source():
-    return Source.objects.create(kind="github", slug="gh", name="GitHub")
+    return f.SourceFactory()
 
 
 @pytest.fixture
@@ -50,12 +48,11 @@ def client(token: str | None = None, scheme: str = "Bearer") -> APIClient:
     return api
 
 
-def _comment(ticket, number: int, text: str) -> Trigger:
+def _comment(ticket, number: int, text: str):
     """A later message on the ticket's thread (path B): it becomes an input."""
-    trigger = Trigger.objects.create(
-        source=ticket.thread.source, thread=ticket.thread, external_id=f"later-{number}",
-        scope="comment", actor="colleague", text=text, decision="inferred",
-        strength="inferred", policy_version="v1hash",
+    trigger = f.TriggerFactory(
+        thread=ticket.thread, external_id=f"later-{number}", actor="colleague", text=text,
+        addressed=False, decision="inferred", rule="", policy_version="v1hash",
     )
     engine.route_trigger(trigger_id=trigger.pk)
     return trigger

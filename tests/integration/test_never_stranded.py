@@ -6,8 +6,8 @@ import pytest
 
 from effects import outbox
 from effects.models import Effect
-from intake.models import Source, Thread, Trigger
-from sessions.models import ProviderProfile, Session, Turn
+from sessions.models import Session, Turn
+from tests import factories as f
 from tests.support.git_server import served_github
 from tickets import engine
 from tickets.models import AgentSettings, Assignment, Input, Ticket
@@ -20,26 +20,17 @@ def ticket(settings, tmp_path):
     settings.DATA_DIR = tmp_path / "data"
     settings.WORK_DIR = settings.DATA_DIR / "work"
     with served_github(["octo/app"]) as (api, _git):  # a dispatch clones octo/app
-        source = Source(kind="github", slug="gh", name="GitHub",
-                        config={"repo": ["octo/app"], "api_url": api.url})
-        source.secrets = {"webhook_secret": "s", "token": "ghp_test"}
-        source.save()
-        thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
-        trigger = Trigger.objects.create(
-            source=source, thread=thread, external_id="c1", scope="comment",
-            actor="octocat", addressed=True, text="@amux please fix the crash",
-            decision="explicit", strength="explicit", rule="gh.comment.addressed",
-            policy_version="v1",
-        )
+        source = f.SourceFactory(config={"repo": ["octo/app"], "api_url": api.url},
+                                 secrets={"webhook_secret": "s", "token": "ghp_test"})
+        trigger = f.TriggerFactory(source=source, thread__key="octo/app#12",
+                                   thread__title="Crash", external_id="c1")
         yield engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 @pytest.fixture
 def provider():
     # Creating a session does not call the provider; nothing listens on port 9.
-    return ProviderProfile.objects.create(
-        slug="local", platform="openai-compat", base_url="http://127.0.0.1:9/v1"
-    )
+    return f.ProviderProfileFactory(slug="local")
 
 
 def drain():
@@ -147,11 +138,7 @@ def test_a_follow_up_on_the_thread_dispatches_a_failed_ticket_again(ticket, prov
     drain()
     AgentSettings.objects.update_or_create(pk=1, defaults={
         "worker_runtime": "pi", "worker_provider": provider, "worker_model": "m"})
-    follow_up = Trigger.objects.create(
-        source=ticket.thread.source, thread=ticket.thread, external_id="c2", scope="comment",
-        actor="octocat", addressed=True, text="any news?", decision="explicit",
-        strength="explicit", rule="gh.comment.addressed", policy_version="v1",
-    )
+    follow_up = f.TriggerFactory(thread=ticket.thread, external_id="c2", text="any news?")
     assert engine.route_trigger(trigger_id=follow_up.pk) == "follow_up"
     assert Assignment.objects.filter(ticket=ticket, state="dispatching").exists()
     drain()

@@ -91,7 +91,7 @@ def bulk_enqueue(specs):
 def test_four_drainers_run_10000_effects_each_to_success_never_twice_at_once(rec):
     specs = []
     for n in range(10_000):
-        kind = ["deliver", "ack", "relay", "notice", "dispatch"][n % 5]
+        kind = ["deliver", "session.turn_ended", "relay", "notice", "dispatch"][n % 5]
         channel = f"thread-{n % 400}" if kind in ("relay", "notice") else ""
         payload = {"n": n, "channel": channel}
         if n % 53 == 3:

@@ -63,18 +63,18 @@ def test_unknown_kind_is_refused_and_writes_nothing():
 @pytest.mark.parametrize(
     ("args", "kwargs", "message"),
     [
-        (("ack", "k", ["not", "an", "object"]), {}, "payload must be a JSON object, not list"),
-        (("ack", "k", "text"), {}, "payload must be a JSON object, not str"),
-        (("ack", "k", {"when": object()}), {}, "payload is not JSON"),
-        (("ack", "k", {"x": math.nan}), {}, "payload is not JSON"),
-        (("ack", "k", {"s": {1, 2}}), {}, "payload is not JSON"),
-        (("ack", "", {}), {}, "key must be a string of 1 to 300"),
-        (("ack", "k" * 301, {}), {}, "key must be a string of 1 to 300"),
-        (("ack", 7, {}), {}, "key must be a string"),
-        (("ack", "k", {}), {"channel": "thread-1"}, "only ordered kinds"),
+        (("deliver", "k", ["not", "an", "object"]), {}, "payload must be a JSON object, not list"),
+        (("deliver", "k", "text"), {}, "payload must be a JSON object, not str"),
+        (("deliver", "k", {"when": object()}), {}, "payload is not JSON"),
+        (("deliver", "k", {"x": math.nan}), {}, "payload is not JSON"),
+        (("deliver", "k", {"s": {1, 2}}), {}, "payload is not JSON"),
+        (("deliver", "", {}), {}, "key must be a string of 1 to 300"),
+        (("deliver", "k" * 301, {}), {}, "key must be a string of 1 to 300"),
+        (("deliver", 7, {}), {}, "key must be a string"),
+        (("deliver", "k", {}), {"channel": "thread-1"}, "only ordered kinds"),
         (("notice", "k", {}), {"channel": "c" * 301}, "channel must be a string"),
-        (("ack", "k", {}), {"delay": -1}, "delay must be a number"),
-        (("ack", "k", {}), {"delay": "soon"}, "delay must be a number"),
+        (("deliver", "k", {}), {"delay": -1}, "delay must be a number"),
+        (("deliver", "k", {}), {"delay": "soon"}, "delay must be a number"),
     ],
 )
 def test_malformed_input_is_refused_and_writes_nothing(args, kwargs, message):
@@ -85,10 +85,10 @@ def test_malformed_input_is_refused_and_writes_nothing(args, kwargs, message):
 
 def test_a_refused_effect_leaves_the_callers_transaction_usable():
     with transaction.atomic():
-        outbox.enqueue("ack", "good", {"n": 1})
+        outbox.enqueue("deliver", "good", {"n": 1})
         with pytest.raises(EffectError):
-            outbox.enqueue("ack", "bad", {"n": math.inf})
-        outbox.enqueue("ack", "good-2", {"n": 2})
+            outbox.enqueue("deliver", "bad", {"n": math.inf})
+        outbox.enqueue("deliver", "good-2", {"n": 2})
     assert sorted(Effect.objects.values_list("key", flat=True)) == ["good", "good-2"]
 
 
@@ -97,8 +97,8 @@ def test_a_refused_effect_leaves_the_callers_transaction_usable():
 
 def test_handler_gets_the_effect_id_and_payload_and_the_row_goes_after_success():
     calls = []
-    recorder("ack", calls)
-    effect = outbox.enqueue("ack", "delivery-1", {"n": 1})
+    recorder("deliver", calls)
+    effect = outbox.enqueue("deliver", "delivery-1", {"n": 1})
     assert outbox.drain() == 1
     assert calls == [(effect.pk, {"n": 1})]
     assert not Effect.objects.exists()
@@ -111,7 +111,7 @@ def test_same_key_replaces_payload_and_keeps_place_in_line():
     outbox.enqueue("deliver", "input-2", {"v": 1})
     outbox.enqueue("deliver", "input-3", {"v": 1})
     again = outbox.enqueue("deliver", "input-1", {"v": 2})
-    assert again.pk == first.pk and again.version == 2
+    assert again.pk == first.pk and again.version != first.version
     assert Effect.objects.filter(kind="deliver", key="input-1").count() == 1
     outbox.drain()
     assert [(p["v"], eid) for eid, p in calls] == [
@@ -126,12 +126,12 @@ def test_replacing_a_backed_off_row_makes_it_due_now_with_fresh_attempts():
         if payload["v"] == 1:
             raise RuntimeError("peer down")
 
-    recorder("ack", calls, fail_old)
-    effect = outbox.enqueue("ack", "k", {"v": 1})
+    recorder("deliver", calls, fail_old)
+    effect = outbox.enqueue("deliver", "k", {"v": 1})
     outbox.drain()
     row = Effect.objects.get(pk=effect.pk)
     assert row.attempts == 1 and row.due_at > timezone.now()
-    outbox.enqueue("ack", "k", {"v": 2})
+    outbox.enqueue("deliver", "k", {"v": 2})
     row.refresh_from_db()
     assert row.attempts == 0 and row.due_at <= timezone.now()
     outbox.drain()
@@ -155,9 +155,9 @@ def test_replacing_a_row_while_its_handler_runs_runs_the_new_payload_too():
 
 
 def test_a_dead_letter_does_not_block_a_new_effect_with_its_key():
-    effect = outbox.enqueue("ack", "k", {"v": 1})
+    effect = outbox.enqueue("deliver", "k", {"v": 1})
     Effect.objects.filter(pk=effect.pk).update(state="dead")
-    fresh = outbox.enqueue("ack", "k", {"v": 2})
+    fresh = outbox.enqueue("deliver", "k", {"v": 2})
     assert fresh.pk != effect.pk and fresh.state == "pending"
 
 
@@ -187,9 +187,9 @@ def test_a_failure_backs_off_exponentially_with_jitter():
     def fail(effect_id, payload):
         raise RuntimeError("502 from GitHub")
 
-    recorder("ack", [], fail)
-    effect = outbox.enqueue("ack", "k", {})
-    policy = KINDS["ack"]
+    recorder("deliver", [], fail)
+    effect = outbox.enqueue("deliver", "k", {})
+    policy = KINDS["deliver"]
     for attempt in (1, 2, 3):
         before = timezone.now()
         outbox.drain()
@@ -258,9 +258,9 @@ def test_dead_letter_is_retried_from_the_admin(client, django_user_model):
 
 
 def test_retry_leaves_a_dead_letter_dead_when_a_newer_payload_is_pending():
-    old = outbox.enqueue("ack", "k", {"v": 1})
+    old = outbox.enqueue("deliver", "k", {"v": 1})
     Effect.objects.filter(pk=old.pk).update(state="dead", attempts=15)
-    outbox.enqueue("ack", "k", {"v": 2})
+    outbox.enqueue("deliver", "k", {"v": 2})
     assert outbox.retry_dead([old.pk]) == 0
     assert Effect.objects.get(pk=old.pk).state == "dead"
 
@@ -276,7 +276,7 @@ def test_a_fact_nobody_handles_here_waits_for_a_process_that_does():
     """sessions writes `session.turn_ended` whether or not this process has tickets' handler:
     a drainer without it leaves the row alone, and one with it runs it."""
     calls = []
-    recorder("ack", calls)
+    recorder("deliver", calls)
     fact = outbox.enqueue("session.turn_ended", "turn:7", {"session": 3, "turn": 7,
                                                            "state": "completed",
                                                            "error_code": ""})
@@ -292,10 +292,10 @@ def test_a_fact_nobody_handles_here_waits_for_a_process_that_does():
 
 
 def test_a_handler_gone_after_the_claim_gives_the_row_back_untouched(handlers):
-    recorder("ack", [])
-    outbox.enqueue("ack", "k", {})
+    recorder("deliver", [])
+    outbox.enqueue("deliver", "k", {})
     (effect,) = outbox.claim("drainer-a")
-    del handlers["ack"]
+    del handlers["deliver"]
     assert outbox.run_one(effect, "drainer-a") == "released"
     row = Effect.objects.get()
     assert (row.state, row.attempts, row.claimed_by, row.claimed_until) == ("pending", 0, "", None)
@@ -303,8 +303,8 @@ def test_a_handler_gone_after_the_claim_gives_the_row_back_untouched(handlers):
 
 def test_a_lost_lease_is_not_run():
     calls = []
-    recorder("ack", calls)
-    outbox.enqueue("ack", "k", {})
+    recorder("deliver", calls)
+    outbox.enqueue("deliver", "k", {})
     (effect,) = outbox.claim("drainer-a")
     # drainer-a stalled past its lease; drainer-b took the row over.
     expired = timezone.now() - timedelta(seconds=1)
@@ -425,14 +425,14 @@ def kicks():
 def test_a_transaction_kicks_the_drainer_once_after_commit(django_capture_on_commit_callbacks,
                                                            kicks):
     with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
-        outbox.enqueue("ack", "a", {})
-        outbox.enqueue("ack", "b", {})
+        outbox.enqueue("deliver", "a", {})
+        outbox.enqueue("deliver", "b", {})
         outbox.enqueue("deliver", "c", {})
         assert len(kicks) == 0, "nothing is kicked before the commit"
     assert len(kicks) == 1
     kicks.drain_started()
     with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
-        outbox.enqueue("ack", "d", {})
+        outbox.enqueue("deliver", "d", {})
     assert len(kicks) == 2, "the next transaction kicks again"
 
 
@@ -440,9 +440,9 @@ def test_a_rolled_back_savepoint_keeps_the_kick_of_the_rows_after_it(
         django_capture_on_commit_callbacks, kicks):
     with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
         with pytest.raises(RuntimeError), transaction.atomic():
-            outbox.enqueue("ack", "dropped", {})
+            outbox.enqueue("deliver", "dropped", {})
             raise RuntimeError("savepoint rolled back")
-        outbox.enqueue("ack", "kept", {})
+        outbox.enqueue("deliver", "kept", {})
     assert len(kicks) == 1
     assert list(Effect.objects.values_list("key", flat=True)) == ["kept"]
 
@@ -453,7 +453,7 @@ def test_the_kick_is_lost_with_a_rolled_back_transaction(django_capture_on_commi
         pytest.raises(RuntimeError),
         transaction.atomic(),
     ):
-        outbox.enqueue("ack", "a", {})
+        outbox.enqueue("deliver", "a", {})
         raise RuntimeError("refused")
     assert callbacks == [] and not Effect.objects.exists()
 
@@ -461,18 +461,18 @@ def test_the_kick_is_lost_with_a_rolled_back_transaction(django_capture_on_commi
 def test_a_kick_lost_with_a_rollback_does_not_silence_the_next_transaction(
         django_capture_on_commit_callbacks, kicks):
     with pytest.raises(RuntimeError), transaction.atomic():
-        outbox.enqueue("ack", "a", {})
+        outbox.enqueue("deliver", "a", {})
         raise RuntimeError("refused")
     with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
-        outbox.enqueue("ack", "b", {})
+        outbox.enqueue("deliver", "b", {})
     assert len(kicks) == 1
 
 
 def test_drain_stops_at_its_time_budget_and_releases_the_rest():
     calls = []
-    recorder("ack", calls)
+    recorder("deliver", calls)
     for n in range(5):
-        outbox.enqueue("ack", f"k{n}", {})
+        outbox.enqueue("deliver", f"k{n}", {})
     assert outbox.drain(seconds=0) == 0
     assert Effect.objects.filter(claimed_by="").count() == 5
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from effects.models import Effect
-from intake.models import Source, Thread, Trigger
+from intake.models import Source, Trigger
+from tests import factories as f
 from tickets import engine
 from tickets.models import Eval, Input, Ticket
 
@@ -17,8 +18,7 @@ ROWS = {"comment": {"addressed": True, "unaddressed_allowed": True},
 
 @pytest.fixture
 def gh():
-    return Source.objects.create(kind="github", slug="gh", name="Repo",
-                                 config={"repo": "acme/app", "receive_all": True})
+    return f.SourceFactory(name="Repo", config={"repo": "acme/app", "receive_all": True})
 
 
 def save(api, base, acceptance="auto", allowed=("octocat", "bob"), rows=ROWS):
@@ -30,13 +30,12 @@ def save(api, base, acceptance="auto", allowed=("octocat", "bob"), rows=ROWS):
 
 
 def trigger(source, n, version, *, scope="comment", actor="octocat", addressed=True):
-    thread = Thread.objects.create(source=source, key=f"acme/app#{n}", title=f"Thing {n}")
     cell = "addressed" if addressed else "unaddressed_allowed"
     decision = "explicit" if addressed else "inferred"
-    return Trigger.objects.create(
-        source=source, thread=thread, external_id=f"e{n}", scope=scope, actor=actor,
-        addressed=addressed, receives_all=True, text="please", decision=decision,
-        strength=decision, rule=f"gh.{scope}.{cell}", policy_version=version)
+    return f.TriggerFactory(
+        source=source, thread__key=f"acme/app#{n}", thread__title=f"Thing {n}", scope=scope,
+        actor=actor, addressed=addressed, receives_all=True, text="please", decision=decision,
+        rule=f"gh.{scope}.{cell}", policy_version=version)
 
 
 @pytest.fixture

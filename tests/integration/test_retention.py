@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from intake.models import Delivery, Source, Thread, Trigger
-from sessions.models import Session, TimelineEvent
+from intake.models import Delivery
+from sessions.models import TimelineEvent
+from tests import factories as f
 from tickets import engine, retention, tasks
 from tickets.models import Ticket
 
@@ -22,19 +23,15 @@ RECENT = NOW - timedelta(days=10)
 
 @pytest.fixture
 def source():
-    return Source.objects.create(kind="github", slug="gh", name="GitHub")
+    return f.SourceFactory()
 
 
 def _ticket(source, n: int, ended_at, events: int = 3, session=None) -> Ticket:
-    thread = Thread.objects.create(source=source, key=f"octo/app#{n}", title=f"t{n}")
-    trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id=f"c{n}", scope="comment", actor="octocat",
-        addressed=True, decision="explicit", strength="explicit", rule="gh.comment.addressed",
-        policy_version="v1")
+    trigger = f.TriggerFactory(source=source, thread__key=f"octo/app#{n}",
+                               thread__title=f"t{n}", external_id=f"c{n}", text="")
     ticket = engine.open_ticket(trigger_id=trigger.pk, title=f"Ticket {n}")
     if session is None:
-        session = Session.objects.create(runtime="pi", workdir=f"/tmp/w{n}",
-                                          lifecycle="archived")
+        session = f.SessionFactory(workdir=f"/tmp/w{n}", lifecycle="archived")
         TimelineEvent.objects.bulk_create(
             TimelineEvent(session=session, seq=i, type="agent_message") for i in range(events))
     Ticket.objects.filter(pk=ticket.pk).update(session=session, ended_at=ended_at,

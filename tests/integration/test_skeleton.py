@@ -3,8 +3,8 @@
 import pytest
 from django.db import IntegrityError, InternalError, connection, transaction
 
-from intake.models import Source, Thread
-from tickets.models import ImmutableError, Mandate, Ticket
+from tests import factories as f
+from tickets.models import ImmutableError, Mandate
 
 pytestmark = pytest.mark.django_db
 
@@ -31,17 +31,8 @@ def test_api_root_lists_resources(api):
     assert "tickets" in response.json()["resources"]
 
 
-def _ticket():
-    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
-    thread = Thread.objects.create(source=source, key="o/r#1")
-    return Ticket.objects.create(short_name="fix-1", title="Fix", thread=thread)
-
-
 def test_mandate_cannot_be_changed_through_the_model():
-    mandate = Mandate.objects.create(
-        ticket=_ticket(), policy_version="v1", scope="comment", strength="explicit",
-        rule="comment.addressed", requester="octocat",
-    )
+    mandate = f.MandateFactory(scope="comment")
     mandate.scope = "pr_new"
     with pytest.raises(ImmutableError):
         mandate.save()
@@ -50,10 +41,7 @@ def test_mandate_cannot_be_changed_through_the_model():
 
 
 def test_mandate_cannot_be_changed_in_bulk():
-    mandate = Mandate.objects.create(
-        ticket=_ticket(), policy_version="v1", scope="comment", strength="explicit",
-        rule="comment.addressed", requester="octocat",
-    )
+    mandate = f.MandateFactory(scope="comment")
     with pytest.raises(ImmutableError):
         Mandate.objects.filter(pk=mandate.pk).update(scope="pr_new")
     with pytest.raises(ImmutableError):
@@ -62,10 +50,7 @@ def test_mandate_cannot_be_changed_in_bulk():
 
 def test_mandate_cannot_be_changed_in_the_database():
     """Even SQL that bypasses the model is refused by the database."""
-    mandate = Mandate.objects.create(
-        ticket=_ticket(), policy_version="v1", scope="comment", strength="explicit",
-        rule="comment.addressed", requester="octocat",
-    )
+    mandate = f.MandateFactory(scope="comment")
     table = Mandate._meta.db_table
     refused = (IntegrityError, InternalError)
     with pytest.raises(refused), transaction.atomic(), connection.cursor() as cursor:

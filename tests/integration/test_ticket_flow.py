@@ -3,8 +3,9 @@
 import pytest
 
 from effects.models import Effect
-from intake.models import Channel, Source, Thread, Trigger
+from intake.models import Channel
 from policy import services as policy_services
+from tests import factories as f
 from tickets import engine
 from tickets.core.errors import InvalidCommand, NotFound
 from tickets.models import Assignment, Eval, Input, Mandate, Ticket
@@ -15,20 +16,13 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def source():
-    return Source.objects.create(kind="github", slug="gh", name="GitHub")
+    return f.SourceFactory()
 
 
-def make_trigger(source, n, *, decision="explicit", actor="octocat", thread="octo/app#12",
-                 is_bot=False, text="@amux please fix the crash"):
-    thread_obj, _ = Thread.objects.get_or_create(
-        source=source, key=thread, defaults={"title": "Crash on login"}
-    )
-    return Trigger.objects.create(
-        source=source, thread=thread_obj, external_id=f"e{n}", scope="comment", actor=actor,
-        is_bot=is_bot, is_human=not is_bot, addressed=True, text=text, decision=decision,
-        strength=decision if decision != "ignore" else "", rule="gh.comment.addressed",
-        policy_version="v1",
-    )
+def make_trigger(source, **fields):
+    """A request on the one issue these tests talk about (octo/app#12)."""
+    return f.TriggerFactory(source=source, thread__key="octo/app#12",
+                            thread__title="Crash on login", **fields)
 
 
 def stage_of(ticket):
@@ -37,17 +31,17 @@ def stage_of(ticket):
 
 def test_explicit_request_to_merged_pr_then_revival_under_the_same_mandate(source):
     # The GitHub source names where its tickets' results are announced.
-    team = Source.objects.create(kind="webchat", slug="team", name="Team chat")
+    team = f.SourceFactory(kind="webchat", slug="team", name="Team chat")
     source.config = {"notice_channel": "team:team-chat"}
     source.save()
-    assert engine.route_trigger(trigger_id=make_trigger(source, 1).pk) == "admitted"
+    assert engine.route_trigger(trigger_id=make_trigger(source).pk) == "admitted"
     ticket = Ticket.objects.get()
     mandate_id = Mandate.objects.get(ticket=ticket).pk
     assignment = Assignment.objects.get(ticket=ticket)
     engine.assignment_started(assignment_id=assignment.pk)
     assert stage_of(ticket) == "working"
 
-    pr = Thread.objects.create(source=source, key="octo/app#13", url="https://gh/pr/13")
+    pr = f.ThreadFactory(source=source, key="octo/app#13", url="https://gh/pr/13")
     engine.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
     engine.report_received(assignment_id=assignment.pk, status="done", text="PR #13 is open")
     assert stage_of(ticket) == "awaiting_review"
@@ -61,7 +55,7 @@ def test_explicit_request_to_merged_pr_then_revival_under_the_same_mandate(sourc
 
     # A later comment on the thread revives it: same mandate, no eval, a new run.
     assert engine.route_trigger(
-        trigger_id=make_trigger(source, 2, text="one more thing").pk
+        trigger_id=make_trigger(source, text="one more thing").pk
     ) == "revive"
     ticket.refresh_from_db()
     assert ticket.ended_at is None
@@ -72,14 +66,14 @@ def test_explicit_request_to_merged_pr_then_revival_under_the_same_mandate(sourc
 
 
 def test_a_pr_closed_while_a_person_waits_for_an_answer_ends_only_after_it(source):
-    engine.route_trigger(trigger_id=make_trigger(source, 1).pk)
+    engine.route_trigger(trigger_id=make_trigger(source).pk)
     ticket = Ticket.objects.get()
     assignment = Assignment.objects.get(ticket=ticket)
     engine.assignment_started(assignment_id=assignment.pk)
-    pr = Thread.objects.create(source=source, key="octo/app#13")
+    pr = f.ThreadFactory(source=source, key="octo/app#13")
     engine.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
     engine.report_received(assignment_id=assignment.pk, status="done", text="done")
-    engine.route_trigger(trigger_id=make_trigger(source, 2, text="wait, also X").pk)
+    engine.route_trigger(trigger_id=make_trigger(source, text="wait, also X").pk)
     engine.pr_closed(pr_thread_id=pr.pk, merged=False)
     assert stage_of(ticket) != "ended"
     engine.report_received(assignment_id=assignment.pk, status="progress", text="looking")
@@ -90,9 +84,9 @@ def test_a_pr_closed_while_a_person_waits_for_an_answer_ends_only_after_it(sourc
 
 
 def test_follow_ups_from_anyone_flow_in_as_context(source):
-    engine.route_trigger(trigger_id=make_trigger(source, 1).pk)
+    engine.route_trigger(trigger_id=make_trigger(source).pk)
     ticket = Ticket.objects.get()
-    ci = make_trigger(source, 2, decision="ignore", actor="ci[bot]", is_bot=True,
+    ci = make_trigger(source, decision="ignore", actor="ci[bot]", is_bot=True,
                       text="CI failed on main")
     assert engine.route_trigger(trigger_id=ci.pk) == "follow_up"
     item = Input.objects.get(trigger=ci)
@@ -104,14 +98,14 @@ def test_follow_ups_from_anyone_flow_in_as_context(source):
 
 
 def test_an_inferred_candidate_in_manual_mode_makes_no_ticket(source):
-    t = make_trigger(source, 1, decision="inferred")
+    t = make_trigger(source, decision="inferred")
     assert engine.route_trigger(trigger_id=t.pk) == "not_accepted"
     assert not Ticket.objects.exists() and not Eval.objects.exists()
 
 
 def test_in_auto_mode_an_inferred_candidate_is_evaluated_then_accepted(source):
     policy_services.save({"acceptance": "auto", "sources": {}}, None)
-    t = make_trigger(source, 1, decision="inferred")
+    t = make_trigger(source, decision="inferred")
     assert engine.route_trigger(trigger_id=t.pk) == "evaluating"
     evaluation = Eval.objects.get()
     assert Effect.objects.filter(kind="assess", key=f"eval:{evaluation.pk}").exists()
@@ -125,7 +119,7 @@ def test_in_auto_mode_an_inferred_candidate_is_evaluated_then_accepted(source):
 
 
 def test_free_text_never_waits_for_a_person_a_structured_ask_does(source):
-    engine.route_trigger(trigger_id=make_trigger(source, 1).pk)
+    engine.route_trigger(trigger_id=make_trigger(source).pk)
     ticket = Ticket.objects.get()
     assignment = Assignment.objects.get(ticket=ticket)
     engine.assignment_started(assignment_id=assignment.pk)
@@ -147,7 +141,7 @@ def test_free_text_never_waits_for_a_person_a_structured_ask_does(source):
 
 
 def test_bad_tool_input_is_refused_with_a_reason(source):
-    engine.route_trigger(trigger_id=make_trigger(source, 1).pk)
+    engine.route_trigger(trigger_id=make_trigger(source).pk)
     assignment = Assignment.objects.get()
     with pytest.raises(InvalidCommand, match="unknown report status"):
         engine.report_received(assignment_id=assignment.pk, status="finished", text="")
@@ -159,9 +153,9 @@ def test_bad_tool_input_is_refused_with_a_reason(source):
 
 def test_handing_back_makes_a_candidate_only_then(source):
     policy_services.save({"acceptance": "auto", "sources": {}}, None)
-    engine.route_trigger(trigger_id=make_trigger(source, 1).pk)
+    engine.route_trigger(trigger_id=make_trigger(source).pk)
     assignment = Assignment.objects.get()
-    other = make_trigger(source, 2, decision="ignore", text="can you also redo the CSS?")
+    other = make_trigger(source, decision="ignore", text="can you also redo the CSS?")
     engine.route_trigger(trigger_id=other.pk)
     assert not Eval.objects.exists()
     engine.hand_back(assignment_id=assignment.pk, trigger_id=other.pk, reason="outside mandate")
@@ -173,14 +167,14 @@ def test_handing_back_makes_a_candidate_only_then(source):
 def test_outbound_messages_per_ticket_stay_few(source):
     """Explicit request → question → done → merged: the people hear at most 3 messages."""
     Channel.objects.create(source=source, kind="chat", address="team-chat")
-    engine.route_trigger(trigger_id=make_trigger(source, 1).pk)
+    engine.route_trigger(trigger_id=make_trigger(source).pk)
     ticket = Ticket.objects.get()
     assignment = Assignment.objects.get()
     engine.assignment_started(assignment_id=assignment.pk)
     engine.report_received(assignment_id=assignment.pk, status="progress", text="on it")
     q = engine.question_asked(assignment_id=assignment.pk, text="SSO or password?")
     engine.answer_question(question_id=q.pk, answer="SSO", by="octocat")
-    pr = Thread.objects.create(source=source, key="octo/app#13")
+    pr = f.ThreadFactory(source=source, key="octo/app#13")
     engine.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
     engine.report_received(assignment_id=assignment.pk, status="done", text="PR open")
     engine.pr_closed(pr_thread_id=pr.pk, merged=True)

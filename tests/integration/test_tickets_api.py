@@ -3,7 +3,7 @@
 import pytest
 
 from effects.models import Effect
-from intake.models import Source, Thread, Trigger
+from tests import factories as f
 from tickets import engine
 from tickets.models import Input
 
@@ -12,13 +12,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def ticket():
-    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
-    thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
-    trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id="c1", scope="comment", actor="octocat",
-        addressed=True, decision="explicit", strength="explicit", rule="gh.comment.addressed",
-        policy_version="v1",
-    )
+    trigger = f.TriggerFactory(thread__key="octo/app#12", thread__title="Crash",
+                               external_id="c1", text="")
     return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 

@@ -3,8 +3,8 @@
 import pytest
 
 from effects import outbox
-from intake.models import Source, Thread, Trigger
 from policy import services as policy_services
+from tests import factories as f
 from tickets import engine, triage
 from tickets.models import Eval, Ticket
 
@@ -14,12 +14,10 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def candidate():
     policy_services.save({"acceptance": "auto", "sources": {}}, None)
-    source = Source.objects.create(kind="github", slug="gh", name="GitHub")
-    thread = Thread.objects.create(source=source, key="octo/app#3", title="Typo in docs")
-    trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id="i3", scope="issue_new", actor="octocat",
-        text="The README says 'teh'.", decision="inferred", strength="inferred",
-        rule="gh.issue_new.unaddressed_allowed", policy_version="auto1",
+    trigger = f.TriggerFactory(
+        thread__key="octo/app#3", thread__title="Typo in docs", external_id="i3",
+        scope="issue_new", text="The README says 'teh'.", addressed=False,
+        decision="inferred", rule="gh.issue_new.unaddressed_allowed", policy_version="auto1",
     )
     assert engine.route_trigger(trigger_id=trigger.pk) == "evaluating"
     return trigger

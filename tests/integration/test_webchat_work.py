@@ -6,9 +6,10 @@ import pytest
 
 from effects import outbox
 from effects.models import Effect
-from intake.models import Channel, OutgoingMessage, Source, Thread, Trigger
+from intake.models import Channel, OutgoingMessage, Source, Trigger
 from intake.sources import KINDS
 from policy.gate import NO_SENDER_SCOPES, SCOPES
+from tests import factories as f
 from tickets import engine
 from tickets.models import Assignment, Mandate, Ticket
 
@@ -100,7 +101,7 @@ def test_web_chat_scope_in_the_policy_tab_and_check(api, client, operator, chat)
 def _merged(ticket):
     """The worker ran, opened a PR, and the PR was merged: the ticket ends."""
     engine.assignment_started(assignment_id=Assignment.objects.get(ticket=ticket).pk)
-    pr = Thread.objects.create(source=ticket.thread.source, key=f"{ticket.thread.key}-pr")
+    pr = f.ThreadFactory(source=ticket.thread.source, key=f"{ticket.thread.key}-pr")
     engine.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
     engine.pr_closed(pr_thread_id=pr.pk, merged=True)
     ticket.refresh_from_db()
@@ -108,18 +109,14 @@ def _merged(ticket):
 
 
 def _github_ticket(config=None):
-    source = Source.objects.create(kind="github", slug="gh", name="GitHub",
-                                   config=config or {})
-    thread = Thread.objects.create(source=source, key="octo/app#12", title="Crash")
-    trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id="c1", scope="comment", actor="octocat",
-        addressed=True, decision="explicit", strength="explicit", policy_version="v1",
-    )
+    trigger = f.TriggerFactory(source=f.SourceFactory(config=config or {}),
+                               thread__key="octo/app#12", thread__title="Crash", rule="",
+                               text="")
     return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 def test_a_github_only_ticket_gets_no_notice_even_with_chats_around():
-    other = Source.objects.create(kind="webchat", slug="team", name="Team")
+    other = f.SourceFactory(kind="webchat", slug="team", name="Team")
     Channel.objects.create(source=other, kind="chat", address="general")
     ticket = _github_ticket()
     _merged(ticket)
@@ -139,8 +136,34 @@ def test_a_web_chat_ticket_hears_the_result_in_its_own_thread(api, chat):
     assert notice.thread_key == "room-1" and "merged" in notice.text
 
 
+def test_a_relay_and_a_notice_to_one_chat_thread_share_its_line_and_keep_order(api, chat):
+    """The worker's report (a relay to the ticket's thread) and the result (a notice to the
+    channel the request came from) are the same place: one channel key, one line."""
+    api.post("/api/v1/sources/chat/messages", {"text": "fix the login bug", "thread": "room-1"},
+             format="json")
+    ticket = Ticket.objects.get(thread__key="room-1")
+    run = Assignment.objects.get(ticket=ticket)
+    engine.assignment_started(assignment_id=run.pk)
+    engine.report_received(assignment_id=run.pk, status="blocked", text="I need the logs.")
+    pr = f.ThreadFactory(source=chat, key="room-1-pr")
+    engine.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
+    engine.pr_closed(pr_thread_id=pr.pk, merged=True)
+    relay = Effect.objects.get(kind="relay")
+    notice = Effect.objects.get(kind="notice")
+    assert relay.channel == notice.channel == outbox.channel_key("chat", "room-1")
+    assert relay.pk < notice.pk
+    claimed = outbox.claim("drainer-a")
+    assert relay.pk in {e.pk for e in claimed} and notice.pk not in {e.pk for e in claimed}, \
+        "the notice waits while the relay ahead of it in its thread is pending"
+    outbox._release(claimed, "drainer-a")
+    outbox.drain(seconds=10)
+    sent = list(OutgoingMessage.objects.filter(source=chat, thread_key="room-1")
+                .order_by("pk").values_list("text", flat=True))
+    assert len(sent) == 2 and sent[0] == "I need the logs." and "merged" in sent[1]
+
+
 def test_a_configured_notice_channel_on_the_github_source_hears_it(api):
-    team = Source.objects.create(kind="webchat", slug="team", name="Team")
+    team = f.SourceFactory(kind="webchat", slug="team", name="Team")
     ticket = _github_ticket({"notice_channel": "team:general"})
     _merged(ticket)
     outbox.drain(seconds=10)

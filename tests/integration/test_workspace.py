@@ -14,10 +14,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from rest_framework.test import APIClient
 
 from effects import outbox
-from intake.models import Source, Thread, Trigger
 from intake.sources import github as github_plugin
 from intake.sources.base import ConfigError
 from intake.sources.webchat import WebChat
+from tests import factories as f
 from tests.support.git_server import GitServer, git
 from tests.support.recording_server import RecordingServer
 from tickets import engine, worker, workspace
@@ -47,20 +47,16 @@ def servers(settings, tmp_path):
 @pytest.fixture
 def source(servers):
     _git, api = servers
-    src = Source(kind="github", slug="gh", name="GitHub", config={
-        "repo": [REPO, "octo/other"], "api_url": api.url, "handle": "amux-bot",
-        "default_branch": "main"})
-    src.secrets = {"webhook_secret": "s", "token": TOKEN}
-    src.save()
-    return src
+    return f.SourceFactory(
+        config={"repo": [REPO, "octo/other"], "api_url": api.url, "handle": "amux-bot",
+                "default_branch": "main"},
+        secrets={"webhook_secret": "s", "token": TOKEN})
 
 
 def _ticket(source, number: int):
-    thread = Thread.objects.create(source=source, key=f"{REPO}#{number}", title="Crash")
-    trigger = Trigger.objects.create(
-        source=source, thread=thread, external_id=f"c{number}", scope="comment",
-        actor="octocat", text="@amux-bot please fix", decision="explicit",
-        strength="explicit", policy_version="v1")
+    trigger = f.TriggerFactory(
+        source=source, thread__key=f"{REPO}#{number}", thread__title="Crash",
+        external_id=f"c{number}", text="@amux-bot please fix", addressed=False, rule="")
     return engine.open_ticket(trigger_id=trigger.pk, title=f"Fix {number}")
 
 
@@ -142,12 +138,10 @@ def test_a_lost_directory_is_rebuilt_from_the_pushed_branch(servers, source):
 
 
 def test_a_chat_ticket_gets_an_empty_directory_or_its_default_repository(servers, source):
-    chat = Source.objects.create(kind="webchat", slug="team", name="Team")
-    thread = Thread.objects.create(source=chat, key="general", title="Chat")
-    trigger = Trigger.objects.create(source=chat, thread=thread, external_id="m1",
-                                     scope="direct", actor="alice", text="please",
-                                     decision="explicit", strength="explicit",
-                                     policy_version="v1")
+    chat = f.SourceFactory(kind="webchat", slug="team", name="Team")
+    trigger = f.TriggerFactory(source=chat, thread__key="general", thread__title="Chat",
+                               external_id="m1", scope="direct", actor="alice",
+                               text="please", addressed=False, rule="")
     ticket = engine.open_ticket(trigger_id=trigger.pk, title="Chat work")
     workdir = workspace.prepare(ticket)
     assert workdir.is_dir() and list(workdir.iterdir()) == []
