@@ -7,24 +7,18 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-import psycopg
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection
 
 from tests.support.asgi import AsgiServer
 from tests.support.github_payloads import example, signed
+from tests.support.pg_activity import Sampled, backends, postgres_only
 from tests.support.workers import ROOT, Worker, purge_queues, wait_for, worker_env
-
-postgres_only = pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="connection pooling is for PostgreSQL only; SQLite connections are never pooled")
 
 
 def _settings_pool(tmp_path, **env) -> subprocess.CompletedProcess:
@@ -49,19 +43,6 @@ def test_the_pool_is_for_postgresql_only_and_sized_by_its_setting(tmp_path):
     bad = _settings_pool(tmp_path, DATABASE_URL=pg, AMUX_DB_POOL_SIZE="many")
     assert bad.returncode != 0
     assert "AMUX_DB_POOL_SIZE must be a whole number of connections" in bad.stderr
-
-
-def _server_url() -> str:
-    db = connection.settings_dict
-    return f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-
-
-def _backends(exclude: set[int]) -> set[int]:
-    """Server connections to the test database other than this test's own."""
-    with psycopg.connect(_server_url(), autocommit=True) as conn:
-        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s "
-                            "AND pid <> pg_backend_pid()", [connection.settings_dict["NAME"]])
-        return {pid for (pid,) in rows} - exclude
 
 
 @postgres_only
@@ -92,7 +73,7 @@ def test_prefork_children_never_use_or_close_a_connection_of_their_parent(tmp_pa
         assert len({r["backend"] for r in results}) == 6
         # and no child closed one of the parent's: all three are still connected
         time.sleep(1)
-        assert set(parent["backends"]) <= _backends(set()), worker.log()
+        assert set(parent["backends"]) <= backends(), worker.log()
         assert "Traceback" not in worker.log()
     finally:
         worker.stop()
@@ -122,32 +103,17 @@ def test_asgi_server_serves_concurrent_requests_from_a_bounded_pool(tmp_path):
                     config=GitHub.validate_config({"repo": ["Codertocat/Hello-World"]}))
     source.secrets = {"webhook_secret": "pool-secret", "token": "unused"}
     source.save()
-    before = _backends(set())
-    server = AsgiServer(worker_env(tmp_path, AMUX_DB_POOL_SIZE="4"),
-                        log=tmp_path / "uvicorn.log")
-    seen: set[int] = set()
-    peak = 0
-    done = threading.Event()
-
-    def sample():
-        nonlocal peak
-        while not done.wait(0.05):
-            now = _backends(before)
-            seen.update(now)
-            peak = max(peak, len(now))
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            statuses = list(pool.map(lambda i: _deliver(server.url, i), range(1, 81)))
-    finally:
-        done.set()
-        sampler.join(10)
-        server.stop()
+    with Sampled() as sampled:
+        server = AsgiServer(worker_env(tmp_path, AMUX_DB_POOL_SIZE="4"),
+                            log=tmp_path / "uvicorn.log")
+        try:
+            with ThreadPoolExecutor(max_workers=16) as pool:
+                statuses = list(pool.map(lambda i: _deliver(server.url, i), range(1, 81)))
+        finally:
+            server.stop()
     assert statuses == [202] * 80
     assert Delivery.objects.filter(source=source).count() == 80
     # 16 requests at a time through at most 4 connections, the same ones all along
     # (without a pool every request opens one of its own: dozens of backends)
-    assert 1 <= peak <= 4, peak
-    assert len(seen) <= 4, seen
+    assert 1 <= sampled.peak <= 4, sampled.peak
+    assert len(sampled.seen) <= 4, sampled.seen
