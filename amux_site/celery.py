@@ -35,6 +35,15 @@ app.steps["worker"].add(heartbeat.WorkerHeartbeat)
 app.autodiscover_tasks()
 
 
+@signals.worker_process_init.connect
+def _fresh_database_connections(**kwargs):
+    """A prefork child never touches the connections or pool its parent forked it with (see
+    amux_site/db_pool.py); connected at import, so it runs before Celery's Django fixup."""
+    from amux_site import db_pool
+
+    db_pool.forget_inherited()
+
+
 @signals.setup_logging.connect
 def _django_logging(**kwargs):
     """Workers and beat log through settings.LOGGING (its format and filters) instead of

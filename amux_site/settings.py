@@ -1,8 +1,9 @@
 """Settings from the environment (see CONTRACT.md "Configuration").
 
 Only DATABASE_URL, REDIS_URL, AMUX_SECRET_KEY, AMUX_DATA_DIR, AMUX_ALLOWED_HOSTS,
-AMUX_DEBUG, AMUX_TLS, AMUX_LOG_FORMAT, AMUX_RETENTION_DAYS and the outbox's AMUX_OUTBOX_*
-tuning knobs are read here; everything else is data managed in the panel, API or admin.
+AMUX_DEBUG, AMUX_TLS, AMUX_LOG_FORMAT, AMUX_RETENTION_DAYS, AMUX_DB_POOL_SIZE and the
+outbox's AMUX_OUTBOX_* tuning knobs are read here; everything else is data managed in the
+panel, API or admin.
 """
 
 from __future__ import annotations
@@ -158,12 +159,40 @@ SQLITE_OPTIONS = {
     " PRAGMA busy_timeout=30000;",
     "transaction_mode": "IMMEDIATE",
 }
+
+
+def _pool_size() -> int:
+    raw = os.environ.get("AMUX_DB_POOL_SIZE", "").strip() or "10"
+    try:
+        size = int(raw)
+    except ValueError:
+        size = -1
+    if size < 0:
+        raise ImproperlyConfigured(
+            f"AMUX_DB_POOL_SIZE must be a whole number of connections (0 turns pooling off), "
+            f"not {raw!r}")
+    return size
+
+
+# PostgreSQL connections are pooled per process (Django's psycopg pool): a request or task
+# borrows one and gives it back when it ends instead of connecting each time. The pool
+# opens connections only as a process's threads need them, never more than
+# AMUX_DB_POOL_SIZE: the web server about one per request in flight, a Celery child one
+# (two while it hosts a session: its database thread), beat one. Celery's Django fixup
+# closes a prefork child's pool when each task ends, and amux_site/db_pool.py makes sure no
+# child uses a connection its parent opened. 0 turns pooling off (e.g. behind PgBouncer in
+# transaction mode, which must not be combined with a pool here).
+AMUX_DB_POOL_SIZE = _pool_size()
 if os.environ.get("DATABASE_URL"):
     DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=0)}
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     if "sqlite" in DATABASES["default"]["ENGINE"]:
         DATABASES["default"]["OPTIONS"] = {**SQLITE_OPTIONS,
                                            **DATABASES["default"].get("OPTIONS", {})}
+    elif "postgresql" in DATABASES["default"]["ENGINE"] and AMUX_DB_POOL_SIZE:
+        # (the pool needs CONN_MAX_AGE=0: a borrowed connection goes back when a request ends)
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1, "max_size": AMUX_DB_POOL_SIZE}
 else:
     DATABASES = {
         "default": {

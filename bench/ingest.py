@@ -1,56 +1,77 @@
-"""Ingest benchmark: signed GitHub deliveries per second through the real ASGI server
-(uvicorn) on PostgreSQL, p50/p99 latency at 200 deliveries/s, and the ratio to a bare
-endpoint on the same stack that reads the body and does one INSERT.
+"""Ingest benchmark: signed GitHub deliveries through the real ASGI server (uvicorn) on
+PostgreSQL, against a bare endpoint on the same server and database that reads the body and
+does one INSERT — both on pooled connections (AMUX_DB_POOL_SIZE), in one run.
 
-    DATABASE_URL=postgres://… REDIS_URL=redis://… python bench/ingest.py [--seconds 10]
+    python -m bench.ingest            # before/after: pool off (as on main), then pooled
+    python -m bench.ingest --pooled   # only the pooled stack (what `make bench` reports)
+
+Figures (pooled stack):
+- ingest_ratio: signed deliveries per second over bare requests per second, each as fast
+  as the server answers 16 keep-alive clients (best of two rounds each);
+- ingest_rate_per_s: the highest request rate the bare endpoint holds with p99 < 50 ms,
+  found by stepping an open-loop rate up (bounded steps);
+- ingest_p99_ms: p99 latency of signed deliveries offered at that same rate.
 
 Each delivery is a real `issue_comment` payload (@octokit/webhooks-examples) with a fresh
-delivery id and comment id, signed exactly as GitHub signs it, so every request verifies,
-stores a Delivery, processes its mailbox and stores a Trigger. Prints ratios measured in
-this one run; it is not a timed test.
+delivery id, comment id and issue number, signed exactly as GitHub signs it, so every
+request verifies, stores a Delivery, processes its mailbox and stores a Trigger. Latency
+is measured from when a request was due, so a server that falls behind is charged for it.
+It runs on a scratch database of its own (bench/_db.py) and is not a timed test.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import hmac
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ["DJANGO_SETTINGS_MODULE"] = "bench.ingest_settings"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench._db import scratch_database, setup_django  # noqa: E402
 
 SECRET = "bench-secret"
 SLUG = "bench-gh"
+P99_GOAL_MS = 50.0
+RATIO_GOAL = 0.8
+POOL_SIZE = "10"  # the default of AMUX_DB_POOL_SIZE
+EXAMPLE = ROOT / "tests" / "fixtures" / "octokit-webhooks-examples-7.6.1" / "issue_comment.json"
 
 
-def setup_database() -> None:
-    import django
+def scratch_name() -> str:
+    """Under DATABASE_URL's own database name, so checkouts sharing a server never collide."""
+    own = urlsplit(os.environ.get("DATABASE_URL", "")).path.lstrip("/")
+    return f"{own}_bench_ingest" if own and own not in ("postgres", "amux") \
+        else "amux_bench_ingest"
 
-    django.setup()
-    from django.core.management import call_command
+
+def reset_database() -> None:
+    """The bare endpoint's table and one GitHub source, nothing left from an earlier phase."""
     from django.db import connection
 
-    call_command("migrate", verbosity=0)
-    from intake.models import Delivery, Source, Thread, Trigger
     from intake.sources.github import GitHub
+    from intake.models import Delivery, Source, Thread, Trigger
 
     with connection.cursor() as cursor:
         cursor.execute("DROP TABLE IF EXISTS bench_bare")
         cursor.execute("CREATE TABLE bench_bare (id bigserial PRIMARY KEY, body bytea, "
                        "at timestamptz NOT NULL DEFAULT now())")
-    # (secrets deferred: a run under another data directory encrypted them with its key)
     source = Source.objects.filter(slug=SLUG).defer("secrets").first()
     if source:
-        Delivery.objects.filter(source=source).delete()
         Trigger.objects.filter(source=source).delete()
+        Delivery.objects.filter(source=source).delete()
         Thread.objects.filter(source=source).delete()
         source.delete()
     source = Source(kind="github", slug=SLUG, name="bench",
@@ -60,35 +81,41 @@ def setup_database() -> None:
     connection.close()
 
 
-def requests(n: int, start: int) -> list[bytes]:
-    """n raw HTTP/1.1 requests, each a distinct signed delivery on its own thread."""
-    from intake.sources.github import sign
-    from tests.support.github_payloads import example
-
-    base = example("issue_comment", "created")
-    out = []
-    for i in range(start, start + n):
-        base["comment"]["id"] = 10_000_000 + i
-        base["issue"]["number"] = i  # one mailbox per delivery, like a busy repository
-        body = json.dumps(base).encode()
-        head = (
-            f"POST /hooks/github/{SLUG} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            f"X-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: {uuid.uuid4()}\r\n"
-            f"X-Hub-Signature-256: {sign(SECRET, body)}\r\n"
-            f"User-Agent: GitHub-Hookshot/bench\r\n\r\n"
-        ).encode()
-        out.append(head + body)
-    return out
+def _sign(body: bytes) -> str:
+    return "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
 
 
-def bare_requests(n: int) -> list[bytes]:
-    from tests.support.github_payloads import example
+class Requests:
+    """Raw HTTP/1.1 requests: each signed one a distinct delivery on its own issue."""
 
-    body = json.dumps(example("issue_comment", "created")).encode()
-    head = (f"POST /bench/bare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode()
-    return [head + body] * n
+    def __init__(self):
+        examples = json.loads(EXAMPLE.read_text())
+        self.base = next(e for e in examples if e.get("action") == "created")
+        self.next = 0
+        bare_body = json.dumps(self.base).encode()
+        self.bare_raw = (f"POST /bench/bare HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         f"Content-Type: application/json\r\n"
+                         f"Content-Length: {len(bare_body)}\r\n\r\n").encode() + bare_body
+
+    def signed(self, n: int) -> list[bytes]:
+        out = []
+        for _ in range(n):
+            self.next += 1
+            self.base["comment"]["id"] = 10_000_000 + self.next
+            self.base["issue"]["number"] = self.next  # one mailbox each, like a busy repo
+            body = json.dumps(self.base).encode()
+            head = (
+                f"POST /hooks/github/{SLUG} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                f"X-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: {uuid.uuid4()}\r\n"
+                f"X-Hub-Signature-256: {_sign(body)}\r\n"
+                f"User-Agent: GitHub-Hookshot/bench\r\n\r\n"
+            ).encode()
+            out.append(head + body)
+        return out
+
+    def bare(self, n: int) -> list[bytes]:
+        return [self.bare_raw] * n
 
 
 class Conn:
@@ -141,7 +168,8 @@ async def closed_loop(port: int, reqs: list[bytes], concurrency: int) -> tuple[f
 
 
 async def open_loop(port: int, reqs: list[bytes], rate: float) -> tuple[list[float], dict]:
-    """Requests started at a fixed rate whatever the answers: latency of each."""
+    """Requests started at a fixed rate whatever the answers: latency of each from its due
+    time (a request waiting for a free client connection is charged for the wait)."""
     pool: asyncio.Queue[Conn] = asyncio.Queue()
     for _ in range(64):
         c = Conn(port)
@@ -171,82 +199,198 @@ async def open_loop(port: int, reqs: list[bytes], rate: float) -> tuple[list[flo
     return latencies, statuses
 
 
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(p / 100 * len(values)))] * 1000
+
+
+def ok(statuses: dict) -> bool:
+    return all(200 <= code < 300 for code in statuses)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def start_server(port: int) -> subprocess.Popen:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.ingest_settings", "PYTHONPATH": str(ROOT)}
+def start_server(port: int, env: dict[str, str], log) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "amux_site.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning", "--no-access-log"],
-        cwd=ROOT, env=env,
+         "--port", str(port), "--log-level", "warning", "--no-access-log", "--lifespan", "off"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     deadline = time.time() + 60
     while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"uvicorn exited with {proc.returncode}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return proc
         except OSError:
             time.sleep(0.2)
     proc.kill()
-    raise SystemExit("uvicorn did not start")
+    raise RuntimeError("uvicorn did not start")
 
 
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(p / 100 * len(values)))] * 1000
+class ConnectionCount:
+    """The most server connections to `database` seen while it runs (pg_stat_activity)."""
+
+    def __init__(self, admin_url: str, database: str):
+        self.admin_url, self.database = admin_url, database
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            while not self._stop.wait(0.1):
+                (n,) = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
+                                    [self.database]).fetchone()
+                self.peak = max(self.peak, n)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--rate", type=float, default=200.0)
-    parser.add_argument("--seconds", type=float, default=10.0, help="length of the 200/s run")
-    parser.add_argument("--low-rate", type=float, default=20.0,
-                        help="also measure latency at this rate (service time without queueing)")
-    args = parser.parse_args()
-    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
-        raise SystemExit("set DATABASE_URL to a PostgreSQL database")
-    setup_database()
+def phase(url: str, pooled: bool, args) -> dict:
+    """One server (pool on or off) measured: throughput ratio, held rate, p99 at it."""
+    reset_database()
+    env = {**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(ROOT),
+           "DJANGO_SETTINGS_MODULE": "bench.ingest_settings",
+           "AMUX_DB_POOL_SIZE": POOL_SIZE if pooled else "0"}
+    reqs = Requests()
     port = free_port()
-    server = start_server(port)
+    parts = urlsplit(url)
+    counter = ConnectionCount(parts._replace(path="/postgres").geturl(), parts.path.lstrip("/"))
+    log_path = ROOT / "var" / "bench" / "ingest-server.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "ab")  # noqa: SIM115 - closed after the server stops
+    server = start_server(port, env, log)
     try:
-        n = args.requests
-        warm = requests(200, 0)
-        asyncio.run(closed_loop(port, warm, args.concurrency))
-        asyncio.run(closed_loop(port, bare_requests(200), args.concurrency))
-        ours, s1 = asyncio.run(closed_loop(port, requests(n, 1000), args.concurrency))
-        bare, s2 = asyncio.run(closed_loop(port, bare_requests(n), args.concurrency))
-        ours2, s3 = asyncio.run(closed_loop(port, requests(n, 1000 + n), args.concurrency))
-        bare2, s4 = asyncio.run(closed_loop(port, bare_requests(n), args.concurrency))
-        total = int(args.rate * args.seconds)
-        lat, s5 = asyncio.run(open_loop(port, requests(total, 1000 + 2 * n), args.rate))
-        blat, s6 = asyncio.run(open_loop(port, bare_requests(total), args.rate))
-        low = int(args.low_rate * args.seconds)
-        llat, _ = asyncio.run(open_loop(port, requests(low, 1000 + 2 * n + total), args.low_rate))
-        lblat, _ = asyncio.run(open_loop(port, bare_requests(low), args.low_rate))
+        with counter:
+            run = asyncio.run
+            run(closed_loop(port, reqs.signed(200), args.concurrency))  # warm both paths
+            run(closed_loop(port, reqs.bare(200), args.concurrency))
+            signed_runs, bare_runs, statuses = [], [], {}
+            for _ in range(2):
+                rate, s = run(closed_loop(port, reqs.signed(args.requests), args.concurrency))
+                signed_runs.append(rate)
+                statuses |= s
+                rate, s = run(closed_loop(port, reqs.bare(args.requests), args.concurrency))
+                bare_runs.append(rate)
+            held, steps = step_rate(port, reqs, max(bare_runs), args)
+            signed_lat, signed_statuses = ([], {}) if held is None else run(
+                open_loop(port, reqs.signed(int(held * args.seconds)), held))
     finally:
         server.terminate()
         server.wait(timeout=20)
-    ours_best, bare_best = max(ours, ours2), max(bare, bare2)
-    print(f"signed GitHub deliveries (verify + store + process + trigger): "
-          f"{ours_best:.0f}/s  (runs {ours:.0f}, {ours2:.0f}; statuses {s1 | s3})")
-    print(f"bare endpoint (read body + one INSERT), same server and database: "
-          f"{bare_best:.0f}/s  (runs {bare:.0f}, {bare2:.0f}; statuses {s2 | s4})")
-    print(f"ratio deliveries/bare: {ours_best / bare_best:.2f}  (goal >= 0.5)")
-    print(f"at {args.rate:.0f} deliveries/s for {args.seconds:.0f}s: p50 {pct(lat, 50):.1f} ms, "
-          f"p99 {pct(lat, 99):.1f} ms  (goal p99 < 50 ms; statuses {s5})")
-    print(f"bare at {args.rate:.0f}/s: p50 {pct(blat, 50):.1f} ms, p99 {pct(blat, 99):.1f} ms "
-          f"(statuses {s6})")
-    print(f"at {args.low_rate:.0f}/s: deliveries p50 {pct(llat, 50):.1f} ms, "
-          f"p99 {pct(llat, 99):.1f} ms; bare p50 {pct(lblat, 50):.1f} ms, "
-          f"p99 {pct(lblat, 99):.1f} ms")
-    print(f"machine load average during the run: {os.getloadavg()[0]:.1f} "
-          f"on {os.cpu_count()} CPUs")
+        log.close()
+    return {
+        "pooled": pooled, "signed_per_s": max(signed_runs), "bare_per_s": max(bare_runs),
+        "ratio": max(signed_runs) / max(bare_runs), "signed_statuses": statuses,
+        "rate": held, "steps": steps,
+        "p50_ms": pct(signed_lat, 50) if signed_lat else None,
+        "p99_ms": pct(signed_lat, 99) if signed_lat else None,
+        "rate_statuses": signed_statuses, "connections_peak": counter.peak,
+        "load": os.getloadavg()[0],
+    }
+
+
+def step_rate(port: int, reqs: Requests, bare_per_s: float, args) -> tuple[float | None, list]:
+    """The highest rate the bare endpoint holds with p99 < 50 ms and no error: offered from
+    40% of what it answers flat out, 15% more each step until it fails; if the first rate
+    fails already (a busy machine), a third less each step until one holds. At most
+    `max_steps` steps of `step_seconds` each."""
+    rate = max(10.0, 0.4 * bare_per_s)
+    held, steps, rising = None, [], None
+    for _ in range(args.max_steps):
+        count = max(20, int(rate * args.step_seconds))
+        lat, statuses = asyncio.run(open_loop(port, reqs.bare(count), rate))
+        p99 = pct(lat, 99)
+        steps.append((round(rate), round(p99, 1)))
+        holds = p99 < P99_GOAL_MS and ok(statuses)
+        if rising is None:
+            rising = holds
+        if holds:
+            held = rate
+            if not rising:
+                break
+            rate *= 1.15
+        elif rising or rate <= 2:
+            break
+        else:
+            rate /= 1.5
+    return held, steps
+
+
+def run_phases(pooled_only: bool, args) -> list[dict]:
+    with scratch_database(scratch_name()) as url:
+        setup_django(url, migrate=True)
+        from django.db import connection
+
+        results = [] if pooled_only else [phase(url, False, args)]
+        results.append(phase(url, True, args))
+        connection.close()
+        if getattr(connection, "pool", None) is not None:
+            connection.close_pool()  # before the scratch database is dropped
+    return results
+
+
+def describe(r: dict) -> str:
+    name = "pooled" if r["pooled"] else "pool off"
+    at = (f"p99 of signed deliveries at it {r['p99_ms']:.1f} ms (p50 {r['p50_ms']:.1f}, "
+          f"statuses {r['rate_statuses']})" if r["rate"] else "no rate held")
+    return (f"{name}: signed {r['signed_per_s']:.0f}/s (statuses {r['signed_statuses']}), "
+            f"bare {r['bare_per_s']:.0f}/s, ratio {r['ratio']:.2f} (goal >= {RATIO_GOAL}); "
+            f"bare holds {r['rate'] or 0:.0f}/s with p99 < {P99_GOAL_MS:.0f} ms "
+            f"(steps rate/p99 ms: {r['steps']}); {at}; peak PostgreSQL connections "
+            f"{r['connections_peak']}; load {r['load']:.1f} on {os.cpu_count()} CPUs")
+
+
+def _args(argv: list[str] | None = None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pooled", action="store_true", help="only the pooled stack")
+    parser.add_argument("--requests", type=int, default=1500,
+                        help="requests per flat-out round (two rounds of each kind)")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--step-seconds", type=float, default=3.0)
+    parser.add_argument("--max-steps", type=int, default=12)
+    parser.add_argument("--seconds", type=float, default=5.0,
+                        help="length of the signed run at the held rate")
+    return parser.parse_args(argv)
+
+
+def figures() -> dict[str, dict]:
+    (r,) = run_phases(True, _args([]))
+    print(describe(r), flush=True)
+    p99, rate = r["p99_ms"], r["rate"]
+    note = f"pooled, {POOL_SIZE} connections per process; bare {r['bare_per_s']:.0f}/s"
+    return {
+        "ingest_ratio": {"value": round(r["ratio"], 3), "unit": "ratio",
+                         "goal": f">= {RATIO_GOAL}", "met": r["ratio"] >= RATIO_GOAL,
+                         "note": note},
+        "ingest_p99_ms": {"value": None if p99 is None else round(p99, 1), "unit": "ms",
+                          "goal": f"< {P99_GOAL_MS:.0f}",
+                          "met": p99 is not None and p99 < P99_GOAL_MS and ok(r["rate_statuses"]),
+                          "note": f"signed deliveries at {rate or 0:.0f}/s"},
+        "ingest_rate_per_s": {"value": None if rate is None else round(rate), "unit": "/s",
+                              "goal": "", "met": None,
+                              "note": "highest rate the bare endpoint holds with p99 < 50 ms"},
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _args(argv)
+    for r in run_phases(args.pooled, args):
+        print(describe(r), flush=True)
 
 
 if __name__ == "__main__":

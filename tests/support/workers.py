@@ -38,10 +38,10 @@ def worker_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 class Worker:
     def __init__(self, name: str, env: dict[str, str], queues: str = "runtime,default",
-                 beat: bool = False, log: Path | None = None):
+                 beat: bool = False, log: Path | None = None, extra: tuple[str, ...] = ()):
         argv = [sys.executable, "-m", "celery", "-A", "amux_site", "worker", "-Q", queues,
                 "-c", "1", "-n", f"{name}@%h", "--without-gossip", "--without-mingle",
-                "--without-heartbeat", "-l", "info"]
+                "--without-heartbeat", "-l", "info", *extra]
         if beat:
             argv += ["-B", "-s", str(Path(env["AMUX_DATA_DIR"]) / f"beat-{name}")]
         self.log_path = log

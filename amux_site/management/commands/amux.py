@@ -238,10 +238,9 @@ class Command(BaseCommand):
 
     def _supervise(self, data_dir, port: int) -> int:
         import honcho.manager
-        from django.db import connections
         from honcho.printer import Printer
 
-        from amux_site import embedded_redis
+        from amux_site import db_pool, embedded_redis
 
         env = os.environ.copy()
         env.pop("AMUX_EMBEDDED_REDIS", None)
@@ -320,7 +319,8 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"amux: serving http://127.0.0.1:{port}/panel/ (Ctrl-C stops)")
         sys.stdout.flush()
-        connections.close_all()
+        # honcho forks its helpers from this process: they must inherit no pooled connection
+        db_pool.close_all()
         try:
             manager.loop()
         finally:
