@@ -61,8 +61,8 @@ def reset_database() -> None:
     """The bare endpoint's table and one GitHub source, nothing left from an earlier phase."""
     from django.db import connection
 
-    from intake.sources.github import GitHub
     from intake.models import Delivery, Source, Thread, Trigger
+    from intake.sources.github import GitHub
 
     with connection.cursor() as cursor:
         cursor.execute("DROP TABLE IF EXISTS bench_bare")

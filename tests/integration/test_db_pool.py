@@ -96,8 +96,8 @@ def _deliver(url: str, issue: int) -> int:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(180)
 def test_asgi_server_serves_concurrent_requests_from_a_bounded_pool(tmp_path):
-    from intake.sources.github import GitHub
     from intake.models import Delivery, Source
+    from intake.sources.github import GitHub
 
     source = Source(kind="github", slug="pool-gh", name="pool",
                     config=GitHub.validate_config({"repo": ["Codertocat/Hello-World"]}))
