@@ -34,7 +34,7 @@ BENCHES: dict[str, tuple[str, list[str], int]] = {
     "live_pass": ("bench.live_pass", ["live_pass_ratio"], 600),
     "ingest": ("bench.ingest", ["ingest_ratio", "ingest_p99_ms"], 300),
     "turn_overhead": ("bench.turn_overhead", ["turn_added_ms_p50", "turn_added_ms_p95"], 600),
-    "timeline": ("bench.timeline", ["timeline_p95_ms_1000"], 420),
+    "timeline": ("bench.timeline", ["timeline_p95_ms_1000"], 600),
     "sessions": ("bench.sessions",
                  ["session_rss_mb", "sleeping_session_processes", "wake_p95_ms"], 600),
     "first_action": ("bench.first_action", ["first_action_p50_ms", "first_action_p95_ms"], 420),
