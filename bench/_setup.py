@@ -46,6 +46,8 @@ def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     k = (len(ordered) - 1) * p / 100
     lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    if k == lo:  # exact (and never inf * 0 when a value is unbounded)
+        return ordered[lo]
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 

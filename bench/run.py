@@ -47,12 +47,14 @@ def not_measured(names: list[str], reason: str) -> dict[str, dict]:
 
 
 def child(module: str, out: str) -> int:
-    """In the child process: import the bench, call figures(), write them to `out`."""
+    """In the child process: import the bench (`module`, or `module:function` for another
+    function than figures), call it, write what it returned to `out`."""
     sys.path.insert(0, str(ROOT))
     import importlib
 
+    module, _, function = module.partition(":")
     try:
-        figures = importlib.import_module(module).figures
+        figures = getattr(importlib.import_module(module), function or "figures")
         result = {"figures": figures()}
     except BaseException as exc:  # noqa: BLE001 - every failure is recorded, none is fatal
         if isinstance(exc, KeyboardInterrupt):
@@ -64,10 +66,10 @@ def child(module: str, out: str) -> int:
 
 
 def run_one(name: str, module: str, expected: list[str], limit: float,
-            env: dict[str, str]) -> dict[str, dict]:
+            env: dict[str, str], work_dir: Path = OUT_DIR) -> dict[str, dict]:
     """Run one bench in a child; its figures, or its expected ones as not measured."""
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    out, log = OUT_DIR / f"{name}.result.json", OUT_DIR / f"{name}.log"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    out, log = work_dir / f"{name}.result.json", work_dir / f"{name}.log"
     out.unlink(missing_ok=True)
     with open(log, "wb") as log_file:
         proc = subprocess.Popen([sys.executable, "-m", "bench.run", "--child", module, str(out)],
@@ -78,7 +80,7 @@ def run_one(name: str, module: str, expected: list[str], limit: float,
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             return not_measured(expected, f"{name} ran past its limit of {limit:.0f} s "
-                                          f"(log {log.relative_to(ROOT)})")
+                                          f"(log {log})")
         _kill_group(proc)  # whatever it left behind (runtimes, servers)
     try:
         result = json.loads(out.read_text())
@@ -88,7 +90,16 @@ def run_one(name: str, module: str, expected: list[str], limit: float,
                                       + " | ".join(tail))
     if "error" in result:
         return not_measured(expected, f"{name} failed: {result['error']}")
-    figures = dict(result["figures"])
+    figures = {}
+    reported = result["figures"]
+    for fig_name, fig in (reported.items() if isinstance(reported, dict) else []):
+        if isinstance(fig, dict) and "value" in fig and (
+                fig["value"] is None or isinstance(fig["value"], int | float)):
+            figures[fig_name] = {"value": fig["value"], "unit": fig.get("unit", ""),
+                                 "goal": fig.get("goal", ""), "met": fig.get("met"),
+                                 **({"note": fig["note"]} if fig.get("note") else {})}
+        else:
+            figures.update(not_measured([fig_name], f"{name} reported {fig!r:.200}"))
     for missing in [n for n in expected if n not in figures]:
         figures.update(not_measured([missing], f"{name} did not report it"))
     return figures
@@ -154,9 +165,9 @@ def run(names: list[str], benches=None, out_path: Path | None = None,
     try:
         for name in names:
             module, expected, limit = benches[name]
-            print(f"… {name} (log var/bench/{name}.log)", flush=True)
+            print(f"… {name} (log {out_path.parent / name}.log)", flush=True)
             began = time.monotonic()
-            figures = run_one(name, module, expected, limit, env)
+            figures = run_one(name, module, expected, limit, env, out_path.parent)
             for fig_name, fig in figures.items():
                 report["figures"][fig_name] = {**fig, "bench": name}
                 print("  " + line(fig_name, fig), flush=True)
