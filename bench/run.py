@@ -15,6 +15,7 @@ it after; without REDIS_URL the benches share the embedded Redis of AMUX_DATA_DI
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -108,10 +109,8 @@ def run_one(name: str, module: str, expected: list[str], limit: float,
 def _kill_group(proc: subprocess.Popen) -> None:
     import signal
 
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     proc.wait()
 
 

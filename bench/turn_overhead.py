@@ -29,7 +29,6 @@ from pathlib import Path
 
 from bench._setup import django_setup, percentile
 
-
 RUNTIMES = ("codex", "pi", "acp")
 GOAL_MS = 25
 
