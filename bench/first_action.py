@@ -68,9 +68,13 @@ def run(args) -> dict:
 
 
 def _run(args, data: Path) -> dict:
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     from amux_site import embedded_redis
     from amux_site.management.commands.amux import CONCURRENCY
     from policy import services as policy
+    from sessions import services
     from sessions.models import ProviderProfile, Session, Turn
     from sessions.services import hostname
     from tests.support.chaos import Cluster
@@ -154,7 +158,7 @@ def _run(args, data: Path) -> dict:
                                        f"(logs in {logs})")
                 time.sleep(0.5)
             warm = Ticket.objects.get(thread__key=f"{REPO}#1")
-            Session.objects.filter(pk=warm.session_id).update(idle_timeout_s=1)
+            services.sleep(warm.session_id)  # what the panel's Sleep button does
             deadline = time.monotonic() + 60
             while Session.objects.filter(pk=warm.session_id,
                                          lifecycle__in=["running", "idle"]).exists():

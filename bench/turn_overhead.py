@@ -172,17 +172,20 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
             wait_terminal(warm)
             # Turns alternate between the two so both see the same machine (it is noisy).
             direct_times, amux_times = [], []
+            last_call: dict[str, list[float]] = {"direct": [], "amux": []}
             for i in range(turns):
                 t0, w0 = time.perf_counter(), time.time()
                 on_direct(collect(adapter, f"turn {i}"))
                 direct_times.append(time.perf_counter() - t0)
                 first_call["direct"].append(_first_request_after(server, w0) - w0)
+                last_call["direct"].append(time.time() - _last_request_before(server, w0))
 
                 t0, w0 = time.perf_counter(), time.time()
                 turn = services.post_message(session.pk, f"turn {i}")
                 wait_terminal(turn)
                 amux_times.append(time.perf_counter() - t0)
                 first_call["amux"].append(_first_request_after(server, w0) - w0)
+                last_call["amux"].append(time.time() - _last_request_before(server, w0))
         finally:
             on_direct(adapter.close())
             loop.call_soon_threadsafe(loop.stop)
@@ -203,12 +206,19 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
           f"{percentile(added, 95):.1f} ms (goal p50 <= {GOAL_MS} ms); ratio {a / d:.3f}")
     print("  input to first model request, median: direct "
           f"{statistics.median(first_call['direct']) * 1000:.1f} ms, amux "
-          f"{statistics.median(first_call['amux']) * 1000:.1f} ms", flush=True)
+          f"{statistics.median(first_call['amux']) * 1000:.1f} ms; last model request to the "
+          f"turn's end, median: direct {statistics.median(last_call['direct']) * 1000:.1f} ms,"
+          f" amux {statistics.median(last_call['amux']) * 1000:.1f} ms", flush=True)
     return added
 
 
 def _first_request_after(server, wall: float) -> float:
     return min(r.at for r in server.requests if r.at >= wall)
+
+
+def _last_request_before(server, wall: float) -> float:
+    """The arrival of the turn's last model request (the turn began at `wall`)."""
+    return max(r.at for r in server.requests if r.at >= wall)
 
 
 if __name__ == "__main__":
