@@ -4,9 +4,9 @@ most 25 ms at the median), for Codex (app-server), Pi (RPC) and an ACP agent (co
 Direct: the runtime's adapter driven by hand. Through amux: the same runtime
 under a session host (lease, Redis control channel, every event stored in the canonical
 timeline and published), each turn measured from posting the message (what
-`POST sessions/<id>/messages` does) to its terminal event reaching a watcher of the
-session's timeline (the channel-layer group every websocket of the panel is fed from; the
-event is published on commit). Each turn is a
+`POST sessions/<id>/messages` does) to the transaction storing its terminal event
+committed (the bench notes when the host's `timeline.record` of that batch returns).
+Each turn is a
 shell tool call then a reply, against the scripted model server answering after
 --model-delay seconds per call. Direct and amux turns alternate, so both see the same
 machine load.
@@ -84,11 +84,9 @@ def figures(runtimes=RUNTIMES, turns: int = 10, model_delay: float = 0.2) -> dic
 
 def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
     """Alternating turns, direct then through amux; the ms amux added to each pair."""
-    from channels.layers import get_channel_layer
     from django.conf import settings
 
     from sessions import services, timeline
-    from sessions.apps import TIMELINE_LAYER
     from sessions.host import SessionHost
     from sessions.models import ProviderProfile, Session, TimelineEvent
     from tests.support.model_server import ModelServer, Text, ToolCall
@@ -127,41 +125,36 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
         provider.secrets = {"api_key": "bench"}
         provider.save()
         session = services.create_session(runtime=runtime, provider=slug, model=model)
-        # A watcher of the session's timeline group, as the panel's websockets are fed: the
-        # bench waits on published terminal events without polling the database (a poll
-        # loop in this process would take the GIL and the database from the host it
-        # measures). Published on commit, so this is an upper bound of "committed".
+        # The terminal event committed: timeline.record (what the host's writer calls to
+        # store a batch, in one transaction) is wrapped to note when a batch holding the
+        # turn's terminal event has returned, i.e. committed (and its publish queued). No
+        # poll loop in this process takes the GIL or the database from the host it measures.
         ended: dict[int, threading.Event] = {}
         ended_lock = threading.Lock()
 
-        def event_for(turn_seq: int) -> threading.Event:
+        def event_for(turn_id: int) -> threading.Event:
             with ended_lock:
-                return ended.setdefault(turn_seq, threading.Event())
+                return ended.setdefault(turn_id, threading.Event())
 
-        watching = threading.Event()
-        stop_watch = threading.Event()
+        record = timeline.record
 
-        async def watch() -> None:
-            layer = get_channel_layer(TIMELINE_LAYER)
-            channel = await layer.new_channel()
-            await layer.group_add(timeline.group_name(session.pk), channel)
-            watching.set()
-            while not stop_watch.is_set():
-                try:
-                    message = await asyncio.wait_for(layer.receive(channel), 1)
-                except TimeoutError:
-                    continue
-                for item in message.get("events", []):
-                    if item["type"] in timeline.TERMINAL_STATE and item["turn"] is not None:
-                        event_for(item["turn"]).set()
+        spent: dict[str, list[float]] = {"batches": [], "terminal": []}
 
-        watcher = threading.Thread(target=lambda: asyncio.run(watch()), daemon=True)
-        watcher.start()
-        if not watching.wait(30):
-            raise RuntimeError("could not watch the session's timeline")
+        def noting_record(session_id, turn_id, runtime_events):
+            runtime_events = list(runtime_events)
+            began = time.perf_counter()
+            stored = record(session_id, turn_id, runtime_events)
+            took = (time.perf_counter() - began) * 1000
+            spent["batches"].append(took)
+            if turn_id is not None and any(e.terminal for e in runtime_events):
+                spent["terminal"].append(took)
+                event_for(turn_id).set()
+            return stored
+
+        timeline.record = noting_record
 
         def wait_terminal(turn) -> None:
-            if not event_for(turn.seq).wait(120):
+            if not event_for(turn.pk).wait(120):
                 raise RuntimeError(f"turn {turn.seq} did not end in 120 s")
 
         warm = services.post_message(session.pk, "warm up")
@@ -191,8 +184,7 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
             loop.call_soon_threadsafe(loop.stop)
             services.archive(session.pk)
             thread.join(30)
-            stop_watch.set()
-            watcher.join(5)
+            timeline.record = record
         events = TimelineEvent.objects.filter(session=session).count()
 
     d, a = statistics.median(direct_times), statistics.median(amux_times)
@@ -209,6 +201,9 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
           f"{statistics.median(first_call['amux']) * 1000:.1f} ms; last model request to the "
           f"turn's end, median: direct {statistics.median(last_call['direct']) * 1000:.1f} ms,"
           f" amux {statistics.median(last_call['amux']) * 1000:.1f} ms", flush=True)
+    print(f"  the host's timeline.record: {len(spent['batches'])} batches, median "
+          f"{statistics.median(spent['batches']):.1f} ms; the terminal batch median "
+          f"{statistics.median(spent['terminal']):.1f} ms", flush=True)
     return added
 
 
