@@ -107,17 +107,17 @@ def build_live() -> None:
         c.execute(
             """
             INSERT INTO tickets_ticket (short_name, title, thread_id, pr_url, pr_state,
-                                        created_at, end_reason)
-            SELECT 'live-' || g, 'live ticket ' || g, %s, '', '', now(), ''
+                                        created_at, end_reason, guard_waiver)
+            SELECT 'live-' || g, 'live ticket ' || g, %s, '', '', now(), '', '{}'
             FROM generate_series(1, %s) g;
             INSERT INTO tickets_assignment (ticket_id, state, token_hash, attempt, created_at,
                                             started_at, end_reason, failure_code,
-                                            failure_message)
-            SELECT id, 'running', '', 1, now(), now(), '', '', '' FROM tickets_ticket;
+                                            failure_message, held)
+            SELECT id, 'running', '', 1, now(), now(), '', '', '', '' FROM tickets_ticket;
             INSERT INTO tickets_input (ticket_id, kind, text, author, is_human, created_at,
-                                       delivered_at, failure)
+                                       delivered_at, failure, held)
             SELECT t.id, 'message', 'input', 'octocat', true, now(),
-                   CASE WHEN k <= 2 THEN NULL ELSE now() END, ''
+                   CASE WHEN k <= 2 THEN NULL ELSE now() END, '', ''
             FROM tickets_ticket t, generate_series(1, 5) k;
             INSERT INTO tickets_question (ticket_id, text, options, multi, message_ref,
                                           created_at)
@@ -144,9 +144,9 @@ def build_history(count: int) -> None:
         c.execute(
             """
             INSERT INTO tickets_ticket (short_name, title, thread_id, pr_url, pr_state,
-                                        created_at, ended_at, end_reason)
+                                        created_at, ended_at, end_reason, guard_waiver)
             SELECT 'done-' || g, 'ended ticket ' || g, %s, 'https://github.com/o/r/pull/' || g,
-                   'merged', now() - interval '30 days', now() - interval '29 days', 'done'
+                   'merged', now() - interval '30 days', now() - interval '29 days', 'done', '{}'
             FROM generate_series(1, %s) g
             """,
             [thread.pk, count],
@@ -155,16 +155,17 @@ def build_history(count: int) -> None:
             """
             INSERT INTO tickets_assignment (ticket_id, state, token_hash, attempt, created_at,
                                             started_at, ended_at, end_reason, failure_code,
-                                            failure_message)
-            SELECT id, 'ended', '', 1, created_at, created_at, ended_at, 'done', '', ''
+                                            failure_message, held)
+            SELECT id, 'ended', '', 1, created_at, created_at, ended_at, 'done', '', '', ''
             FROM tickets_ticket WHERE ended_at IS NOT NULL
             """
         )
         c.execute(
             """
             INSERT INTO tickets_input (ticket_id, kind, text, author, is_human, created_at,
-                                       delivered_at, failure)
-            SELECT t.id, 'message', 'please fix', 'octocat', true, t.created_at, t.created_at, ''
+                                       delivered_at, failure, held)
+            SELECT t.id, 'message', 'please fix', 'octocat', true, t.created_at, t.created_at,
+                   '', ''
             FROM tickets_ticket t, generate_series(1, 2) k WHERE t.ended_at IS NOT NULL
             """
         )

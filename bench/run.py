@@ -3,8 +3,9 @@
 Each bench runs in a child process of its own (each sets Django up its own way, on its own
 scratch database) that imports `bench.<name>` and calls its `figures()`; the figures are
 printed one line each with the goal and whether it is met, and written with the machine's
-core count and load to var/bench/latest.json. A bench that fails, raises, has no
-`figures()`, or runs past its time limit leaves its figures "not measured" with the reason
+core count and load to var/bench/latest.json (each figure also with the 1-minute load when
+its bench started); a run of some benches keeps the other benches' figures of the file.
+A bench that fails, raises, has no `figures()`, or runs past its time limit leaves its figures "not measured" with the reason
 (never a number) and the others still run; the exit status is then 1.
 
 Without DATABASE_URL the run starts the embedded PostgreSQL (bench/_db.py) once and stops
@@ -161,14 +162,19 @@ def run(names: list[str], benches=None, out_path: Path | None = None,
               else "embedded" if env.get("DATABASE_URL") else "none", "figures": {}}
     for note in setup_notes:
         print(f"note: {note}", flush=True)
+    if set(names) != set(benches):
+        # some benches: the others' figures stay as the last run measured them
+        report["figures"] = {n: f for n, f in _previous(out_path).items()
+                             if f.get("bench") in set(benches) - set(names)}
     try:
         for name in names:
             module, expected, limit = benches[name]
             print(f"… {name} (log {out_path.parent / name}.log)", flush=True)
-            began = time.monotonic()
+            began, at = time.monotonic(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            load = round(os.getloadavg()[0], 2)
             figures = run_one(name, module, expected, limit, env, out_path.parent)
             for fig_name, fig in figures.items():
-                report["figures"][fig_name] = {**fig, "bench": name}
+                report["figures"][fig_name] = {**fig, "bench": name, "at": at, "load": load}
                 print("  " + line(fig_name, fig), flush=True)
             print(f"  ({time.monotonic() - began:.0f} s)", flush=True)
     finally:
@@ -183,10 +189,18 @@ def run(names: list[str], benches=None, out_path: Path | None = None,
             embedded_redis.stop(Path(env["AMUX_DATA_DIR"]))
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(report, indent=2) + "\n")
-    missing = [n for n, f in report["figures"].items() if f.get("value") is None]
+    missing = [n for n, f in report["figures"].items()
+               if f.get("value") is None and f.get("bench") in names]
     print(f"wrote {out_path}; {len(report['figures'])} figures, "
           f"{len(missing)} not measured" + (f": {', '.join(missing)}" if missing else ""))
     return report, 1 if missing else 0
+
+
+def _previous(path: Path) -> dict[str, dict]:
+    try:
+        return json.loads(path.read_text()).get("figures", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def main(argv: list[str] | None = None) -> int:

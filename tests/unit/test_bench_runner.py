@@ -22,11 +22,25 @@ def test_figures_of_every_bench_in_one_report(tmp_path):
     assert status == 0
     assert set(report["machine"]) >= {"cores", "load"}
     assert report["machine"]["cores"] >= 1 and len(report["machine"]["load"]) == 3
-    assert report["figures"] == {
+    figures = report["figures"]
+    assert {n: {k: v for k, v in f.items() if k not in ("at", "load")}
+            for n, f in figures.items()} == {
         "fake_rate": {"value": 12.5, "unit": "x", "goal": ">= 10", "met": True,
                       "bench": "good"},
         "fake_extra": {"value": 3, "unit": "ms", "goal": "-", "met": None, "note": "n",
                        "bench": "good"}}
+    assert figures["fake_rate"]["load"] >= 0
+
+
+def test_running_some_benches_keeps_the_others_figures(tmp_path):
+    benches = {"good": (f"{FAKE}:good", ["fake_rate"], 60),
+               "raises": (f"{FAKE}:raises", ["fake_a"], 60)}
+    out = tmp_path / "latest.json"
+    runner.run(["good"], benches=benches, out_path=out, services=False)
+    report, status = runner.run(["raises"], benches=benches, out_path=out, services=False)
+    assert status == 1
+    assert report["figures"]["fake_rate"]["value"] == 12.5  # from the first run
+    assert report["figures"]["fake_a"]["value"] is None
 
 
 def test_a_failing_bench_is_not_measured_and_the_others_still_run(tmp_path):
