@@ -5,8 +5,9 @@ scratch database) that imports `bench.<name>` and calls its `figures()`; the fig
 printed one line each with the goal and whether it is met, and written with the machine's
 core count and load to var/bench/latest.json (each figure also with the 1-minute load when
 its bench started); a run of some benches keeps the other benches' figures of the file.
-A bench that fails, raises, has no `figures()`, or runs past its time limit leaves its figures "not measured" with the reason
-(never a number) and the others still run; the exit status is then 1.
+A bench that fails, raises, has no `figures()`, or runs past its time limit leaves its
+figures "not measured" with the reason (never a number) and the others still run; the exit
+status is then 1.
 
 Without DATABASE_URL the run starts the embedded PostgreSQL (bench/_db.py) once and stops
 it after; without REDIS_URL the benches share the embedded Redis of AMUX_DATA_DIR
