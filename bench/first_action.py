@@ -158,8 +158,15 @@ def _run(args, data: Path) -> dict:
                                        f"(logs in {logs})")
                 time.sleep(0.5)
             warm = Ticket.objects.get(thread__key=f"{REPO}#1")
-            services.sleep(warm.session_id)  # what the panel's Sleep button does
             deadline = time.monotonic() + 60
+            while True:  # what the panel's Sleep button does, once its turn has ended
+                try:
+                    services.sleep(warm.session_id)
+                    break
+                except services.Conflict:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
             while Session.objects.filter(pk=warm.session_id,
                                          lifecycle__in=["running", "idle"]).exists():
                 if time.monotonic() > deadline:

@@ -152,6 +152,16 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
             return stored
 
         timeline.record = noting_record
+        # The host's other steps of a turn, timed the same way (each calls the real one).
+        from sessions import host as host_module
+
+        originals = {(host_module, "_next_turn"): host_module._next_turn,
+                     (services, "turn_prompt"): services.turn_prompt,
+                     (timeline, "start_turn"): timeline.start_turn}
+        for (owner, attr), fn in originals.items():
+            spent[attr] = []
+            setattr(owner, attr, _timed(fn, spent[attr]))
+        spent["post_message"] = []
 
         def wait_terminal(turn) -> None:
             if not event_for(turn.pk).wait(120):
@@ -175,6 +185,7 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
 
                 t0, w0 = time.perf_counter(), time.time()
                 turn = services.post_message(session.pk, f"turn {i}")
+                spent["post_message"].append((time.perf_counter() - t0) * 1000)
                 wait_terminal(turn)
                 amux_times.append(time.perf_counter() - t0)
                 first_call["amux"].append(_first_request_after(server, w0) - w0)
@@ -185,6 +196,8 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
             services.archive(session.pk)
             thread.join(30)
             timeline.record = record
+            for (owner, attr), fn in originals.items():
+                setattr(owner, attr, fn)
         events = TimelineEvent.objects.filter(session=session).count()
 
     d, a = statistics.median(direct_times), statistics.median(amux_times)
@@ -203,8 +216,20 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
           f" amux {statistics.median(last_call['amux']) * 1000:.1f} ms", flush=True)
     print(f"  the host's timeline.record: {len(spent['batches'])} batches, median "
           f"{statistics.median(spent['batches']):.1f} ms; the terminal batch median "
-          f"{statistics.median(spent['terminal']):.1f} ms", flush=True)
+          f"{statistics.median(spent['terminal']):.1f} ms; per turn, median: "
+          + ", ".join(f"{k} {statistics.median(v):.1f} ms" for k, v in spent.items()
+                      if k not in ("batches", "terminal") and v), flush=True)
     return added
+
+
+def _timed(fn, into: list[float]):
+    def timed(*args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            into.append((time.perf_counter() - began) * 1000)
+    return timed
 
 
 def _first_request_after(server, wall: float) -> float:
