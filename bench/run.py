@@ -33,7 +33,7 @@ OUT_DIR = ROOT / "var" / "bench"
 BENCHES: dict[str, tuple[str, list[str], int]] = {
     "gate": ("bench.gate", ["gate_per_s"], 120),
     "prompts": ("bench.prompts", ["prompt_current_roundtrips"], 180),
-    "outbox": ("bench.outbox", ["outbox_ratio"], 300),
+    "outbox": ("bench.outbox", ["outbox_ratio"], 480),
     "live_pass": ("bench.live_pass", ["live_pass_ratio"], 600),
     "ingest": ("bench.ingest", ["ingest_ratio", "ingest_p99_ms"], 300),
     "turn_overhead": ("bench.turn_overhead", ["turn_added_ms_p50", "turn_added_ms_p95"], 600),
