@@ -192,8 +192,9 @@ def build_history(count: int) -> None:
 GOAL = 1.2
 
 
-def main(history: int = 1_000_000) -> float:
-    """The pass's time with `history` ended tickets over its time with none."""
+def main(history: int = 1_000_000) -> tuple[float, float]:
+    """The pass's time with `history` ended tickets over its time with none: as the client
+    sees it, and the server's execution time alone."""
     with scratch_database("amux_bench_live") as url:
         setup_django(url, migrate=True)
         from django.db import connection
@@ -215,15 +216,16 @@ def main(history: int = 1_000_000) -> float:
         print(f"ratio with/without history: {ratio:.2f} ({verdict} the goal of <= {GOAL});"
               f" server time alone {full_server / empty_server:.2f}")
         connection.close()
-        return ratio
+        return ratio, full_server / empty_server
 
 
 def figures() -> dict[str, dict]:
     from bench._setup import figure
 
-    ratio = main()
+    ratio, server = main()
     return {"live_pass_ratio": figure(ratio, "x no history", f"<= {GOAL}", ratio <= GOAL,
-                                      "1,000,000 ended tickets vs none")}
+                                      f"1,000,000 ended tickets vs none; the server's "
+                                      f"execution time alone {server:.2f}x")}
 
 
 if __name__ == "__main__":
