@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export AMUX_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: venv run runtimes browser test lint clean chaos
+.PHONY: venv run runtimes browser test lint clean chaos bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,13 @@ test: venv browser
 # outbound messages and turns without exactly one terminal event, and fails unless all are 0.
 chaos: venv
 	@$(BIN)/python -m tests.support.chaos --lifecycles $(or $(LIFECYCLES),50)
+
+# Every benchmark from nothing (each on a scratch database of its own: DATABASE_URL's server,
+# else an embedded PostgreSQL under var/bench/pg); one line per figure with its goal, and
+# var/bench/latest.json. BENCH=name (or a,b) runs some. Fails if a figure was not measured.
+bench: export AMUX_DATA_DIR := $(CURDIR)/var/bench
+bench: venv runtimes
+	@$(BIN)/python -m bench $(BENCH)
 
 clean:
 	rm -rf $(VENV) node_modules var

@@ -1,8 +1,11 @@
-"""Shared set-up for the session benches: Django on the configured database and Redis
-(DATABASE_URL / REDIS_URL, else SQLite and the embedded Redis under AMUX_DATA_DIR)."""
+"""Shared set-up for the session benches: Django on a scratch PostgreSQL database of their
+own (see _db.py: DATABASE_URL's server, else the embedded one), dropped when the process
+exits, and Redis from REDIS_URL, else the embedded Redis of AMUX_DATA_DIR (var/bench)."""
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -10,20 +13,49 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def django_setup(data_dir: str = "var/bench") -> None:
-    sys.path.insert(0, str(ROOT))
+def django_setup(database: str, data_dir: str = "var/bench") -> str:
+    """Create scratch database `database`, point Django at it, migrate; return its URL."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench._db import scratch_database
+
     os.environ.setdefault("AMUX_DATA_DIR", str(ROOT / data_dir))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "amux_site.settings")
+    stack = contextlib.ExitStack()
+    url = stack.enter_context(scratch_database(database))
+    atexit.register(_close_and_drop, stack)
+    os.environ["DATABASE_URL"] = url
     import django
 
     django.setup()
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    return url
+
+
+def _close_and_drop(stack: contextlib.ExitStack) -> None:
+    with contextlib.suppress(Exception):
+        from django.db import connections
+
+        connections.close_all()
+    stack.close()
 
 
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     k = (len(ordered) - 1) * p / 100
     lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    if k == lo:  # exact (and never inf * 0 when a value is unbounded)
+        return ordered[lo]
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def figure(value: float | None, unit: str, goal: str, met: bool | None,
+           note: str | None = None) -> dict:
+    """One figure as every bench's figures() returns it."""
+    out = {"value": None if value is None else round(float(value), 4), "unit": unit,
+           "goal": goal, "met": met}
+    if note:
+        out["note"] = note
+    return out

@@ -1,6 +1,6 @@
 """Pure gate decisions per second on one core (goal: at least 200,000/s).
 
-Run: python bench/gate.py  — prints decisions/s and the ratio to the goal, measured in one run.
+Run: python -m bench.gate  — prints decisions/s and the ratio to the goal, measured in one run.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ declare_scopes()  # the plugins' scope rows, as the app registers them at start-
 GOAL = 200_000
 
 
-def main(n: int = 1_000_000) -> None:
+def measure(n: int = 1_000_000) -> float:
+    """Decisions per second on one core."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
     sources = {
@@ -56,7 +57,15 @@ def main(n: int = 1_000_000) -> None:
     rate = reps * len(facts) / elapsed
     print(f"gate: {reps * len(facts):,} decisions in {elapsed:.3f}s = {rate:,.0f} decisions/s "
           f"on one core ({rate / GOAL:.2f}x the {GOAL:,}/s goal)")
+    return rate
+
+
+def figures() -> dict[str, dict]:
+    from bench._setup import figure
+
+    rate = measure()
+    return {"gate_per_s": figure(rate, "decisions/s", f">= {GOAL:,}", rate >= GOAL)}
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)
+    measure(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)

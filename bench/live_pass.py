@@ -1,8 +1,9 @@
 """A pass over live work costs the same whatever the size of history.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/amux python bench/live_pass.py [HISTORY]
+    python -m bench.live_pass [HISTORY]
 
-Creates its own database (amux_bench_live, dropped after) with 1,000 live tickets (each
+Creates its own database (amux_bench_live on DATABASE_URL's server or the embedded one,
+dropped after) with 1,000 live tickets (each
 with a running assignment, undelivered and delivered inputs, some open questions, pending
 effects), times the live-work pass, then adds HISTORY (default 1,000,000) ended tickets
 with their ended assignments, delivered inputs, answered questions and dead letters
@@ -19,10 +20,9 @@ import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _db import scratch_database, setup_django  # noqa: E402
+from bench._db import scratch_database, setup_django  # noqa: E402
 
 LIVE = 1_000
 RUNS = 60
@@ -107,17 +107,17 @@ def build_live() -> None:
         c.execute(
             """
             INSERT INTO tickets_ticket (short_name, title, thread_id, pr_url, pr_state,
-                                        created_at, end_reason)
-            SELECT 'live-' || g, 'live ticket ' || g, %s, '', '', now(), ''
+                                        created_at, end_reason, guard_waiver)
+            SELECT 'live-' || g, 'live ticket ' || g, %s, '', '', now(), '', '{}'
             FROM generate_series(1, %s) g;
             INSERT INTO tickets_assignment (ticket_id, state, token_hash, attempt, created_at,
                                             started_at, end_reason, failure_code,
-                                            failure_message)
-            SELECT id, 'running', '', 1, now(), now(), '', '', '' FROM tickets_ticket;
+                                            failure_message, held)
+            SELECT id, 'running', '', 1, now(), now(), '', '', '', '' FROM tickets_ticket;
             INSERT INTO tickets_input (ticket_id, kind, text, author, is_human, created_at,
-                                       delivered_at, failure)
+                                       delivered_at, failure, held)
             SELECT t.id, 'message', 'input', 'octocat', true, now(),
-                   CASE WHEN k <= 2 THEN NULL ELSE now() END, ''
+                   CASE WHEN k <= 2 THEN NULL ELSE now() END, '', ''
             FROM tickets_ticket t, generate_series(1, 5) k;
             INSERT INTO tickets_question (ticket_id, text, options, multi, message_ref,
                                           created_at)
@@ -144,9 +144,9 @@ def build_history(count: int) -> None:
         c.execute(
             """
             INSERT INTO tickets_ticket (short_name, title, thread_id, pr_url, pr_state,
-                                        created_at, ended_at, end_reason)
+                                        created_at, ended_at, end_reason, guard_waiver)
             SELECT 'done-' || g, 'ended ticket ' || g, %s, 'https://github.com/o/r/pull/' || g,
-                   'merged', now() - interval '30 days', now() - interval '29 days', 'done'
+                   'merged', now() - interval '30 days', now() - interval '29 days', 'done', '{}'
             FROM generate_series(1, %s) g
             """,
             [thread.pk, count],
@@ -155,16 +155,17 @@ def build_history(count: int) -> None:
             """
             INSERT INTO tickets_assignment (ticket_id, state, token_hash, attempt, created_at,
                                             started_at, ended_at, end_reason, failure_code,
-                                            failure_message)
-            SELECT id, 'ended', '', 1, created_at, created_at, ended_at, 'done', '', ''
+                                            failure_message, held)
+            SELECT id, 'ended', '', 1, created_at, created_at, ended_at, 'done', '', '', ''
             FROM tickets_ticket WHERE ended_at IS NOT NULL
             """
         )
         c.execute(
             """
             INSERT INTO tickets_input (ticket_id, kind, text, author, is_human, created_at,
-                                       delivered_at, failure)
-            SELECT t.id, 'message', 'please fix', 'octocat', true, t.created_at, t.created_at, ''
+                                       delivered_at, failure, held)
+            SELECT t.id, 'message', 'please fix', 'octocat', true, t.created_at, t.created_at,
+                   '', ''
             FROM tickets_ticket t, generate_series(1, 2) k WHERE t.ended_at IS NOT NULL
             """
         )
@@ -188,8 +189,12 @@ def build_history(count: int) -> None:
         c.execute("VACUUM ANALYZE")
 
 
-def main() -> None:
-    history = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+GOAL = 1.2
+
+
+def main(history: int = 1_000_000) -> tuple[float, float]:
+    """The pass's time with `history` ended tickets over its time with none: as the client
+    sees it, and the server's execution time alone."""
     with scratch_database("amux_bench_live") as url:
         setup_django(url, migrate=True)
         from django.db import connection
@@ -207,11 +212,21 @@ def main() -> None:
               f" (server {full_server * 1000:.2f} ms; fastest of {RUNS})")
         print("\n".join(plans()))
         ratio = full / empty
-        verdict = "meets" if ratio <= 1.2 else "misses"
-        print(f"ratio with/without history: {ratio:.2f} ({verdict} the goal of <= 1.2);"
+        verdict = "meets" if ratio <= GOAL else "misses"
+        print(f"ratio with/without history: {ratio:.2f} ({verdict} the goal of <= {GOAL});"
               f" server time alone {full_server / empty_server:.2f}")
         connection.close()
+        return ratio, full_server / empty_server
+
+
+def figures() -> dict[str, dict]:
+    from bench._setup import figure
+
+    ratio, server = main()
+    return {"live_pass_ratio": figure(ratio, "x no history", f"<= {GOAL}", ratio <= GOAL,
+                                      f"1,000,000 ended tickets vs none; the server's "
+                                      f"execution time alone {server:.2f}x")}
 
 
 if __name__ == "__main__":
-    main()
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)

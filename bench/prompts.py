@@ -5,28 +5,12 @@ files read and hashed, and the pure assembly. This prints, measured in one run, 
 each piece relative to one trivial database round trip, and the cost of a request with a
 large team configuration relative to one with nothing written.
 
-    AMUX_DATA_DIR=/tmp/amux-bench python bench/prompts.py
+    python -m bench.prompts      (on a scratch database, amux_bench_prompts)
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "amux_site.settings")
-
-import django  # noqa: E402
-
-django.setup()
-
-from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
-
-from prompts_app import assembly, library, service  # noqa: E402
-from prompts_app.models import PromptVersion  # noqa: E402
 
 N = 2000
 
@@ -40,13 +24,22 @@ def per_call(fn, n=N) -> float:
 
 
 def select_one():
+    from django.db import connection
+
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         cursor.fetchone()
 
 
-def main():
-    call_command("migrate", verbosity=0)
+def main() -> dict[str, float]:
+    from bench._setup import django_setup
+
+    django_setup("amux_bench_prompts")
+    from django.db import connection
+
+    from prompts_app import assembly, library, service
+    from prompts_app.models import PromptVersion
+
     PromptVersion.objects.all()._raw_delete(PromptVersion.objects.db)
     defaults = library.load()
     roundtrip = per_call(select_one)
@@ -68,6 +61,17 @@ def main():
     print(f"  of which pure assembly:                  {pure / full:6.1%}")
     print(f"large configuration / nothing written:     {full / empty:6.1f}x")
     PromptVersion.objects.all()._raw_delete(PromptVersion.objects.db)
+    return {"empty": empty / roundtrip, "full": full / roundtrip}
+
+
+def figures() -> dict[str, dict]:
+    from bench._setup import figure
+
+    result = main()
+    return {"prompt_current_roundtrips": figure(
+        result["full"], "x SELECT 1", "-", None,
+        f"a request's system prompt with a large team configuration, in database round "
+        f"trips (nothing written: {result['empty']:.1f})")}
 
 
 if __name__ == "__main__":

@@ -43,6 +43,14 @@ def _session_state(session_id: int) -> dict[str, Any] | None:
             "last_seq": timeline.last_seq(session_id)}
 
 
+def _snapshot(session_id: int, after: int) -> tuple[dict[str, Any] | None, list]:
+    """The session's state and its events after `after`, in one trip to the database thread
+    (with connections not kept, each trip opens one: a reload of many panels pays it per
+    client)."""
+    state = _session_state(session_id)
+    return state, ([] if state is None else timeline.events_after(session_id, after))
+
+
 # Offered by programs that authenticate with the `amux.token.<token>` subprotocol (see
 # amux_site.ws_security); the answer names only this one, never the token.
 SUBPROTOCOL = "amux"
@@ -72,15 +80,13 @@ class TimelineConsumer(AsyncWebsocketConsumer):
         self.behind = False
         self.hub = fanout.hub()
         await self.hub.join(self.session_id, self)  # before reading: nothing falls between
-        state = await database_sync_to_async(_session_state)(self.session_id)
+        state, events = await database_sync_to_async(_snapshot)(self.session_id, self.last)
         if state is None:
             await self._leave()
             await self.close(code=4404)
             return
         offered = self.scope.get("subprotocols") or []
         await self.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
-        events = await database_sync_to_async(timeline.events_after)(self.session_id,
-                                                                     self.last)
         if self.html:
             await self.send(text_data=render_to_string("sessions/_snapshot.html",
                                                        {"s": state}))
