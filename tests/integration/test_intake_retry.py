@@ -68,7 +68,8 @@ def post(client, event, payload, delivery=None):
                        **headers)
 
 
-def test_a_plugin_that_fails_once_makes_one_trigger_on_retry(client, gh, flaky, later):
+def test_a_plugin_that_fails_once_makes_one_trigger_on_retry(client, admin_client, gh, flaky,
+                                                            later):
     payload = example("issues", "opened")
     response = post(client, "issues", payload, delivery="d-1")
     assert response.status_code == 202
@@ -83,6 +84,8 @@ def test_a_plugin_that_fails_once_makes_one_trigger_on_retry(client, gh, flaky, 
     assert shown["unprocessed"] == 1 and shown["last_error"]["reason"] == "processing_failed"
     assert "unreadable_event" not in shown["rejected"]
     assert not Trigger.objects.exists()
+    page = admin_client.get(f"/admin/intake/delivery/{delivery.pk}/change/")
+    assert page.status_code == 200 and "KeyError: &#x27;sender&#x27;" in page.content.decode()
 
     assert process.process_pending() == 0  # not due yet: the sweep leaves it
     assert flaky["calls"] == 1
