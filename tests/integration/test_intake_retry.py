@@ -68,7 +68,8 @@ def post(client, event, payload, delivery=None):
                        **headers)
 
 
-def test_a_plugin_that_fails_once_makes_one_trigger_on_retry(client, gh, flaky, later):
+def test_a_plugin_that_fails_once_makes_one_trigger_on_retry(client, admin_client, gh, flaky,
+                                                            later):
     payload = example("issues", "opened")
     response = post(client, "issues", payload, delivery="d-1")
     assert response.status_code == 202
@@ -83,6 +84,8 @@ def test_a_plugin_that_fails_once_makes_one_trigger_on_retry(client, gh, flaky, 
     assert shown["unprocessed"] == 1 and shown["last_error"]["reason"] == "processing_failed"
     assert "unreadable_event" not in shown["rejected"]
     assert not Trigger.objects.exists()
+    page = admin_client.get(f"/admin/intake/delivery/{delivery.pk}/change/")
+    assert page.status_code == 200 and "KeyError: &#x27;sender&#x27;" in page.content.decode()
 
     assert process.process_pending() == 0  # not due yet: the sweep leaves it
     assert flaky["calls"] == 1
@@ -131,3 +134,25 @@ def test_a_failing_delivery_holds_back_its_thread_and_backs_off(client, gh, flak
     assert list(Trigger.objects.order_by("pk").values_list("scope", flat=True)) == [
         "issue_new", "comment"]
     assert not Delivery.objects.filter(processed_at__isnull=True).exists()
+
+
+def test_a_gate_that_fails_once_makes_one_trigger_on_retry(client, gh, monkeypatch, later):
+    """Deciding fails the same way translating does: the event waits, it is not ignored."""
+    from policy import services
+
+    compile_policy = services.current_policy
+    fails = {"left": 1}
+
+    def failing_once(*args, **kwargs):
+        if fails["left"]:
+            fails["left"] -= 1
+            raise RuntimeError("policy store unavailable")
+        return compile_policy(*args, **kwargs)
+
+    monkeypatch.setattr(services, "current_policy", failing_once)
+    response = post(client, "issues", example("issues", "opened"), delivery="d-1")
+    assert response.json()["outcome"] == "queued" and not Trigger.objects.exists()
+    assert Delivery.objects.get().last_error == "RuntimeError: policy store unavailable"
+    later(31)
+    assert process.process_pending() == 1
+    assert Trigger.objects.count() == 1 and Delivery.objects.get().processed_at
