@@ -20,6 +20,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Min, Q
 
 from amux_common.clock import now as clock
+from amux_common.integrity import violates
 from intake import consumers, health
 from intake import rules as intake_core
 from intake.decide import decide_incoming
@@ -35,19 +36,6 @@ RETRY_FIRST, RETRY_MAX = 30, 3600
 
 class DuplicateDelivery(Exception):  # noqa: N818 - a fact about input, not an error
     """The delivery id was stored before: nothing new is written."""
-
-
-def violates(exc: IntegrityError, model, constraint: str) -> bool:
-    """Whether `exc` broke `model`'s unique constraint named `constraint`. PostgreSQL
-    names the constraint; SQLite names the table's columns instead."""
-    cause = exc.__cause__
-    if connection.vendor == "postgresql":
-        diag = getattr(cause, "diag", None)
-        return diag is not None and diag.constraint_name == constraint
-    (fields,) = [c.fields for c in model._meta.constraints if c.name == constraint]
-    table = model._meta.db_table
-    columns = ", ".join(f"{table}.{model._meta.get_field(f).column}" for f in fields)
-    return str(cause or exc).endswith(f"UNIQUE constraint failed: {columns}")
 
 
 def retry_delay(attempts: int) -> timedelta:
@@ -84,7 +72,7 @@ def delivery_received(
             if error:
                 health.note_rejection(source_id, "processing_failed", error=True)
     except IntegrityError as exc:
-        if violates(exc, Delivery, "delivery_unique_id"):
+        if violates(exc, "delivery_unique_id"):
             return None, False
         raise
     return delivery.pk, True
@@ -139,16 +127,16 @@ def mailbox_processed(
         return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, True,
                                   cursor)
     except IntegrityError as exc:
-        if violates(exc, Delivery, "delivery_unique_id"):
+        if violates(exc, "delivery_unique_id"):
             raise DuplicateDelivery(arrived["delivery_id"] if arrived else "") from None
-        if not violates(exc, Trigger, "trigger_unique_id"):
+        if not violates(exc, "trigger_unique_id"):
             raise
     # The optimistic insert met a trigger seen before: do it again, checking first.
     try:
         return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, False,
                                   cursor)
     except IntegrityError as exc:
-        if violates(exc, Delivery, "delivery_unique_id"):
+        if violates(exc, "delivery_unique_id"):
             raise DuplicateDelivery(arrived["delivery_id"] if arrived else "") from None
         raise
 

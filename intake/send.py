@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from amux_common.integrity import violates
 from intake.models import OutgoingMessage, Source, Thread
-from intake.process import violates
 from intake.sources import OpensPullRequests, plugin
 from intake.sources.base import ConfigError, Context, Message, SendResult
 
@@ -35,7 +35,7 @@ def outgoing_stored(*, source_id: int, thread: str, message_id: str, text: str) 
                 source_id=source_id, thread_key=thread, message_id=message_id, text=text
             )
     except IntegrityError as exc:
-        if violates(exc, OutgoingMessage, "outgoing_unique_message"):
+        if violates(exc, "outgoing_unique_message"):
             return False
         raise
     return True
