@@ -14,7 +14,9 @@ from datetime import datetime
 from amux_common.clock import now as clock
 from effects import outbox
 from effects.models import EffectKind
-from tickets import engine, triage, worker, workspace
+from tickets import triage, worker, workspace
+from tickets.actions import executor, routing
+from tickets.actions import guards as guard_actions
 from tickets.core import failure as failures
 from tickets.core import guards
 from tickets.models import Assignment, Eval, Input
@@ -43,7 +45,7 @@ def assess_candidate(effect_id: int, payload: dict) -> None:
         )
     except triage.TriageUnavailable:
         verdict = triage.Verdict("needs_person", "No triage model is configured.")
-    engine.eval_finished(eval_id=evaluation.pk, result=verdict.result, note=verdict.note)
+    routing.eval_finished(eval_id=evaluation.pk, result=verdict.result, note=verdict.note)
 
 
 @outbox.register("dispatch")
@@ -64,11 +66,11 @@ def dispatch_assignment(effect_id: int, payload: dict) -> None:
             # No turn in flight means nothing to interrupt.
             with contextlib.suppress(sessions.CommandError):
                 sessions.interrupt(ticket.session_id)
-        engine.assignment_ended(assignment_id=assignment.pk, reason="stopped")
+        executor.assignment_ended(assignment_id=assignment.pk, reason="stopped")
         return
     if assignment.state != "dispatching" or ticket.ended_at is not None:
         return  # started already, or stopped meanwhile
-    _wait_if_capped(engine.dispatch_held(assignment_id=assignment.pk))
+    _wait_if_capped(guard_actions.dispatch_held(assignment_id=assignment.pk))
     try:
         config = worker.choose()
     except worker.WorkerNotConfigured as exc:
@@ -96,7 +98,7 @@ def dispatch_assignment(effect_id: int, payload: dict) -> None:
 
 
 def _dispatch_failed(assignment: Assignment, failure: failures.Failure) -> None:
-    engine.assignment_ended(assignment_id=assignment.pk, reason=failure.code, failed=True,
+    executor.assignment_ended(assignment_id=assignment.pk, reason=failure.code, failed=True,
                             failure=failure)
 
 
@@ -104,7 +106,7 @@ def _start_run(ticket, assignment: Assignment, config, workdir) -> None:
     from sessions import services as sessions
     from sessions.models import Session
 
-    worker.write_token(ticket, engine.issue_assignment_token(assignment_id=assignment.pk))
+    worker.write_token(ticket, executor.issue_assignment_token(assignment_id=assignment.pk))
     session = ticket.session or Session.objects.filter(name=worker.session_name(ticket)).first()
     if session is None:
         session = sessions.create_session(
@@ -123,7 +125,7 @@ def _start_run(ticket, assignment: Assignment, config, workdir) -> None:
     sessions.post_message(
         session.pk, worker.brief(ticket, assignment), key=f"assignment:{assignment.pk}"
     )
-    engine.assignment_started(assignment_id=assignment.pk, session_id=session.pk)
+    executor.assignment_started(assignment_id=assignment.pk, session_id=session.pk)
 
 
 @outbox.register("deliver")
@@ -134,10 +136,10 @@ def deliver_input(effect_id: int, payload: dict) -> None:
     item = Input.objects.select_related("ticket").filter(pk=payload.get("input")).first()
     if item is None or item.delivered_at is not None:
         return
-    _wait_if_capped(engine.input_held(input_id=item.pk))
+    _wait_if_capped(guard_actions.input_held(input_id=item.pk))
     session_id = item.ticket.session_id
     if session_id is None:
-        verdict = engine.input_waiting(input_id=item.pk)
+        verdict = executor.input_waiting(input_id=item.pk)
         if verdict is failures.Delivery.WAIT:
             raise outbox.Later(5, "the worker run is being dispatched")
         if verdict is failures.Delivery.UNDELIVERABLE:
@@ -148,14 +150,14 @@ def deliver_input(effect_id: int, payload: dict) -> None:
     try:
         sessions.post_message(session_id, f"{author}{item.text}", key=f"input:{item.pk}")
     except sessions.CommandError as exc:
-        engine.delivery_failed(input_id=item.pk, reason=str(exc))
+        executor.delivery_failed(input_id=item.pk, reason=str(exc))
         return
-    engine.input_delivered(input_id=item.pk)
+    executor.input_delivered(input_id=item.pk)
 
 
 def _wait_if_capped(found) -> None:
     """A reached cap holds new work (not a failure): the row waits in line until the cap
-    resets; raising it or Retry makes it due at once (engine.guards_rechecked)."""
+    resets; raising it or Retry makes it due at once (guard_actions.guards_rechecked)."""
     if found is not None:
         raise outbox.Later(guards.retry_in(found, clock()), found.text)
 
@@ -165,7 +167,7 @@ def worker_turn_ended(effect_id: int, payload: dict) -> None:
     """A session's turn ended (written by sessions/timeline.py with the terminal event);
     the engine ignores sessions that are not a ticket's worker."""
     ended_at = payload.get("ended_at")
-    engine.worker_turn_ended(
+    executor.worker_turn_ended(
         session_id=payload["session"], state=payload["state"],
         error_code=payload.get("error_code", ""),
         error_message=_failure_message(payload.get("turn")) if payload["state"] == "failed"

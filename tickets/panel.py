@@ -12,7 +12,8 @@ from django.views.decorators.http import require_POST
 from amux_common import roles
 from amux_common.clock import now as clock
 from amux_common.pager import paged
-from tickets import engine, first_run, guarding
+from tickets import first_run, guarding
+from tickets.actions import commands as ticket_commands
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
 from tickets.core.source_rules import SLUG_FIXED, slug_change_refused
@@ -67,7 +68,7 @@ def ticket_page(request, pk):
 @require_POST
 def ticket_stop(request, pk):
     try:
-        engine.stop_ticket(ticket_id=pk, by=request.user.username)
+        ticket_commands.stop_ticket(ticket_id=pk, by=request.user.username)
     except CommandRefused as refusal:
         messages.error(request, refusal.message)
     return redirect("panel-ticket", pk=pk)
@@ -79,7 +80,7 @@ def ticket_retry(request, pk):
     """Dispatch a failed ticket again, or let a ticket a cap blocked go on (the page's
     Retry button)."""
     try:
-        engine.retry_ticket(ticket_id=pk)
+        ticket_commands.retry_ticket(ticket_id=pk)
     except CommandRefused as refusal:
         messages.error(request, refusal.message)
     return redirect("panel-ticket", pk=pk)
@@ -89,7 +90,7 @@ def ticket_retry(request, pk):
 @require_POST
 def ticket_input(request, pk):
     try:
-        engine.add_input(
+        ticket_commands.add_input(
             ticket_id=pk, text=request.POST.get("text", ""), author=request.user.username
         )
     except CommandRefused as refusal:
@@ -144,7 +145,7 @@ def agent_settings(request):
         form = AgentSettingsForm(request.POST, instance=AgentSettings.current())
         if form.is_valid():
             form.save()
-            again = engine.agent_settings_changed()
+            again = ticket_commands.agent_settings_changed()
             messages.success(request, "Saved. New work uses these settings." + (
                 f" {len(again)} failed ticket(s) dispatched again." if again else ""))
             return redirect("panel-agent-settings")
@@ -160,7 +161,7 @@ def question_answer(request, pk):
     custom = request.POST.get("custom", "").strip()
     answer = chosen + ([custom] if custom else [])
     try:
-        engine.answer_question(
+        ticket_commands.answer_question(
             question_id=pk,
             answer=answer[0] if len(answer) == 1 else answer,
             by=request.user.username,

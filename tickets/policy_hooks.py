@@ -132,9 +132,9 @@ def decide_incoming(source, facts, version: str | None = None) -> dict:
 
 
 def _apply(old_version: str | None, new_version: str) -> None:
-    from tickets import engine
+    from tickets.actions import policy_changes
 
-    engine.policy_changed(old_version=old_version, new_version=new_version)
+    policy_changes.policy_changed(old_version=old_version, new_version=new_version)
 
 
 # --- revalidation before a ticket resumes (seed 002) ------------------------------------

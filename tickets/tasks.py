@@ -48,9 +48,9 @@ def poll_sources() -> int:
 )
 def guards_sweep() -> int:
     """When an hour or a day rolls over, what a cap held goes out (in order)."""
-    from tickets import engine
+    from tickets.actions import guards as guard_actions
 
-    return len(engine.guards_rechecked())
+    return len(guard_actions.guards_rechecked())
 
 
 @shared_task(

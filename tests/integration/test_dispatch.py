@@ -7,7 +7,7 @@ from effects.models import Effect
 from sessions import services
 from sessions.models import ProviderProfile, Session, Turn
 from tests.support.git_server import served_github
-from tickets import engine
+from tickets.actions import commands as ticket_commands
 from tickets.models import AgentSettings, Assignment, Source, Thread, Trigger
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +28,7 @@ def ticket(settings, tmp_path):
             actor="octocat", text="@amux please fix the crash", decision="explicit",
             strength="explicit", policy_version="v1",
         )
-        yield engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+        yield ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 def test_without_a_worker_model_the_run_fails_visibly(ticket):

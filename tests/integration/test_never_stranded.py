@@ -8,7 +8,8 @@ from effects import outbox
 from effects.models import Effect
 from sessions.models import ProviderProfile, Session, Turn
 from tests.support.git_server import served_github
-from tickets import engine
+from tickets.actions import commands as ticket_commands
+from tickets.actions import executor, routing
 from tickets.models import AgentSettings, Assignment, Input, Source, Thread, Ticket, Trigger
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +31,7 @@ def ticket(settings, tmp_path):
             decision="explicit", strength="explicit", rule="gh.comment.addressed",
             policy_version="v1",
         )
-        yield engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+        yield ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 @pytest.fixture
@@ -151,7 +152,7 @@ def test_a_follow_up_on_the_thread_dispatches_a_failed_ticket_again(ticket, prov
         actor="octocat", addressed=True, text="any news?", decision="explicit",
         strength="explicit", rule="gh.comment.addressed", policy_version="v1",
     )
-    assert engine.route_trigger(trigger_id=follow_up.pk) == "follow_up"
+    assert routing.route_trigger(trigger_id=follow_up.pk) == "follow_up"
     assert Assignment.objects.filter(ticket=ticket, state="dispatching").exists()
     drain()
     assert Input.objects.get(ticket=ticket).delivered_at is not None
@@ -184,7 +185,7 @@ def test_an_undeliverable_input_says_why_and_never_loops(api, ticket, provider):
 
 def test_a_deliver_while_the_dispatch_is_in_flight_waits_then_settles(ticket):
     # No drain yet: the first run is still dispatching, the input must wait for it.
-    item = engine.add_input(ticket_id=ticket.pk, text="first", author="operator")
+    item = ticket_commands.add_input(ticket_id=ticket.pk, text="first", author="operator")
     effect = Effect.objects.get(kind="deliver")
     from tickets.effect_handlers import deliver_input
 
@@ -223,7 +224,7 @@ def test_a_watchdog_trip_fails_the_run_with_its_message(ticket, provider,
     assert failure.code == "turn_idle_timeout"
     assert failure.message == "watchdog: no event for 600 s"
     # Retry starts a new run in the same session.
-    engine.retry_ticket(ticket_id=ticket.pk)
+    ticket_commands.retry_ticket(ticket_id=ticket.pk)
     drain()
     assert Assignment.objects.filter(ticket=ticket, state="running").count() == 1
     assert Session.objects.count() == 1
@@ -283,13 +284,13 @@ def test_an_answer_to_a_failed_runs_question_dispatches_it_again(ticket, provide
     drain()
     ticket.refresh_from_db()
     run = Assignment.objects.get(ticket=ticket)
-    question = engine.question_asked(assignment_id=run.pk, text="SSO or password?",
+    question = executor.question_asked(assignment_id=run.pk, text="SSO or password?",
                                      options=["SSO", "password"])
-    engine.worker_turn_ended(session_id=ticket.session_id, state="failed",
+    executor.worker_turn_ended(session_id=ticket.session_id, state="failed",
                              error_code="provider_error", error_message="502 Bad Gateway")
     run.refresh_from_db()
     assert run.state == "failed" and run.failure_message == "502 Bad Gateway"
-    engine.answer_question(question_id=question.pk, answer="SSO", by="octocat")
+    ticket_commands.answer_question(question_id=question.pk, answer="SSO", by="octocat")
     new_run = Assignment.objects.filter(ticket=ticket).order_by("-pk").first()
     assert new_run.pk != run.pk and new_run.state == "dispatching" and new_run.attempt == 2
     drain()

@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 
 from sessions.models import Session, TimelineEvent
-from tickets import engine, retention, tasks
+from tickets import retention, tasks
+from tickets.actions import commands as ticket_commands
 from tickets.models import Delivery, Source, Thread, Ticket, Trigger
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +31,7 @@ def _ticket(source, n: int, ended_at, events: int = 3, session=None) -> Ticket:
         source=source, thread=thread, external_id=f"c{n}", scope="comment", actor="octocat",
         addressed=True, decision="explicit", strength="explicit", rule="gh.comment.addressed",
         policy_version="v1")
-    ticket = engine.open_ticket(trigger_id=trigger.pk, title=f"Ticket {n}")
+    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title=f"Ticket {n}")
     if session is None:
         session = Session.objects.create(runtime="pi", workdir=f"/tmp/w{n}",
                                           lifecycle="archived")

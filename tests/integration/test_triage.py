@@ -4,7 +4,8 @@ import pytest
 
 from effects import outbox
 from policy import services as policy_services
-from tickets import engine, triage
+from tickets import triage
+from tickets.actions import routing
 from tickets.models import Eval, Source, Thread, Ticket, Trigger
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +21,7 @@ def candidate():
         text="The README says 'teh'.", decision="inferred", strength="inferred",
         rule="gh.issue_new.unaddressed_allowed", policy_version="auto1",
     )
-    assert engine.route_trigger(trigger_id=trigger.pk) == "evaluating"
+    assert routing.route_trigger(trigger_id=trigger.pk) == "evaluating"
     return trigger
 
 

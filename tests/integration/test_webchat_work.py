@@ -7,7 +7,8 @@ import pytest
 from effects import outbox
 from effects.models import Effect
 from policy.gate import NO_SENDER_SCOPES, SCOPES
-from tickets import engine
+from tickets.actions import commands as ticket_commands
+from tickets.actions import executor, pull_requests
 from tickets.models import (
     Assignment,
     Channel,
@@ -107,10 +108,10 @@ def test_web_chat_scope_in_the_policy_tab_and_check(api, client, operator, chat)
 
 def _merged(ticket):
     """The worker ran, opened a PR, and the PR was merged: the ticket ends."""
-    engine.assignment_started(assignment_id=Assignment.objects.get(ticket=ticket).pk)
+    executor.assignment_started(assignment_id=Assignment.objects.get(ticket=ticket).pk)
     pr = Thread.objects.create(source=ticket.thread.source, key=f"{ticket.thread.key}-pr")
-    engine.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
-    engine.pr_closed(pr_thread_id=pr.pk, merged=True)
+    pull_requests.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
+    pull_requests.pr_closed(pr_thread_id=pr.pk, merged=True)
     ticket.refresh_from_db()
     assert ticket.ended_at is not None
 
@@ -123,7 +124,7 @@ def _github_ticket(config=None):
         source=source, thread=thread, external_id="c1", scope="comment", actor="octocat",
         addressed=True, decision="explicit", strength="explicit", policy_version="v1",
     )
-    return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+    return ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 def test_a_github_only_ticket_gets_no_notice_even_with_chats_around():
