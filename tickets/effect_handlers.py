@@ -1,8 +1,8 @@
-"""The outbox handlers of the effects tickets owns, one per kind (registered on app start),
-and of the facts tickets consumes from sessions (`session.turn_ended`).
+"""The outbox handlers of the effects tickets owns, one per kind, and of the facts tickets
+consumes from sessions (`session.turn_ended`); tickets/wiring.py registers them.
 
 Each handler is idempotent per effect id: the id is the idempotency key of every send.
-A handler makes one engine call to report what happened; it never writes ticket state.
+A handler makes one action call to report what happened; it never writes ticket state.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from datetime import datetime
 
 from amux_common.clock import now as clock
 from effects import outbox
-from effects.models import EffectKind
+from prompts_app import service as prompts
+from sessions import services as sessions
+from sessions.models import Session, TimelineEvent
 from tickets import triage, worker, workspace
 from tickets.actions import executor, routing
 from tickets.actions import guards as guard_actions
@@ -25,11 +27,8 @@ from tickets.tools.worker_bin import WorkerSetupError
 log = logging.getLogger(__name__)
 
 
-@outbox.register("assess")
 def assess_candidate(effect_id: int, payload: dict) -> None:
     """Triage one inferred candidate with the configured model, then report the verdict."""
-    from prompts_app import service as prompts
-
     evaluation = (
         Eval.objects.select_related("trigger__source", "trigger__thread")
         .filter(pk=payload.get("eval"))
@@ -48,11 +47,8 @@ def assess_candidate(effect_id: int, payload: dict) -> None:
     routing.eval_finished(eval_id=evaluation.pk, result=verdict.result, note=verdict.note)
 
 
-@outbox.register("dispatch")
 def dispatch_assignment(effect_id: int, payload: dict) -> None:
     """Start (or stop) a ticket's worker run: its session, directory, tools and brief."""
-    from sessions import services as sessions
-
     assignment = (
         Assignment.objects.select_related("ticket__thread__source", "ticket__mandate__trigger")
         .filter(pk=payload.get("assignment"))
@@ -103,9 +99,6 @@ def _dispatch_failed(assignment: Assignment, failure: failures.Failure) -> None:
 
 
 def _start_run(ticket, assignment: Assignment, config, workdir) -> None:
-    from sessions import services as sessions
-    from sessions.models import Session
-
     worker.write_token(ticket, executor.issue_assignment_token(assignment_id=assignment.pk))
     session = ticket.session or Session.objects.filter(name=worker.session_name(ticket)).first()
     if session is None:
@@ -128,11 +121,8 @@ def _start_run(ticket, assignment: Assignment, config, workdir) -> None:
     executor.assignment_started(assignment_id=assignment.pk, session_id=session.pk)
 
 
-@outbox.register("deliver")
 def deliver_input(effect_id: int, payload: dict) -> None:
     """Put an input into the ticket's worker session as the next turn (once per input)."""
-    from sessions import services as sessions
-
     item = Input.objects.select_related("ticket").filter(pk=payload.get("input")).first()
     if item is None or item.delivered_at is not None:
         return
@@ -162,7 +152,6 @@ def _wait_if_capped(found) -> None:
         raise outbox.Later(guards.retry_in(found, clock()), found.text)
 
 
-@outbox.register(EffectKind.TURN_ENDED)
 def worker_turn_ended(effect_id: int, payload: dict) -> None:
     """A session's turn ended (written by sessions/timeline.py with the terminal event);
     the engine ignores sessions that are not a ticket's worker."""
@@ -178,8 +167,6 @@ def worker_turn_ended(effect_id: int, payload: dict) -> None:
 
 def _failure_message(turn_id) -> str:
     """The failed turn's own words (its terminal event), so the ticket shows them whole."""
-    from sessions.models import TimelineEvent
-
     payload = (TimelineEvent.objects.filter(turn_id=turn_id, type="turn.failed")
                .values_list("payload", flat=True).first()) or {}
     message = payload.get("message") or payload.get("error") or ""
