@@ -6,13 +6,16 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from amux_common.clock import now as clock
 from amux_common.pager import paged
-from tickets import first_run, guarding
+from tickets import first_run, guarding, intake
 from tickets.actions import commands as ticket_commands
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
@@ -20,7 +23,9 @@ from tickets.core.source_rules import SLUG_FIXED, slug_change_refused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
 from tickets.models import AgentSettings, Eval, Question, Source, Thread, Ticket, Trigger
 from tickets.read import failures, stages
-from tickets.source_views import has_events
+from tickets.source_views import chat_messages, has_events, send_test_event, webhook_url
+from tickets.sources import KINDS
+from tickets.sources.base import ConfigError
 
 
 @roles.read_page
@@ -191,9 +196,6 @@ def triage_tab(request):
 # --- Sources tab ------------------------------------------------------------------------------
 
 def _source_rows(request):
-    from tickets import intake
-    from tickets.source_views import webhook_url
-
     rows = []
     for source in Source.objects.all():
         health = intake.health(source)
@@ -206,8 +208,6 @@ def _source_rows(request):
 
 @roles.read_page
 def sources_tab(request):
-    from tickets.sources import KINDS
-
     return render(request, "panel/sources.html", {
         "tab": "sources", "rows": _source_rows(request), "sources": Source.objects.all(),
         "kinds": [(k, cls.label) for k, cls in KINDS.items()],
@@ -240,11 +240,6 @@ def _form_context(plug_cls, source, config, errors, secrets_set):
 
 @roles.operator_required
 def source_form(request, kind=None, slug=None):
-    from django.http import Http404
-
-    from tickets.sources import KINDS
-    from tickets.sources.base import ConfigError
-
     source = Source.objects.filter(slug=slug).first() if slug else None
     if slug and source is None:
         raise Http404("no such source")
@@ -269,11 +264,9 @@ def source_form(request, kind=None, slug=None):
         if refused:
             errors["slug"] = refused
         elif not source or meta["slug"] != source.slug:
-            from django.core.validators import validate_slug
-
             try:
                 validate_slug(meta["slug"])
-            except Exception:
+            except ValidationError:
                 errors["slug"] = "letters, digits, - and _ only"
             if Source.objects.filter(slug=meta["slug"]).exists():
                 errors["slug"] = "is taken"
@@ -317,8 +310,6 @@ def source_toggle(request, slug):
 @roles.operator_required
 @require_POST
 def source_test(request, slug):
-    from tickets.source_views import send_test_event
-
     source = get_object_or_404(Source, slug=slug)
     status, body = send_test_event(source)
     return render(request, "panel/sources_test_result.html",
@@ -328,9 +319,6 @@ def source_test(request, slug):
 @roles.operator_to_change
 def source_chat(request, slug):
     """Read a web chat source's threads (every role) and post to it (operators, as in REST)."""
-    from tickets import intake
-    from tickets.source_views import chat_messages
-
     source = get_object_or_404(Source, slug=slug, kind="webchat")
     thread = request.GET.get("thread") or request.POST.get("thread") or ""
     error = ""

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from policy import services
 from policy.document import SourceInfo, compile_policy, receives_all_scopes
 from policy.effects import Affected, policy_effects, revalidate
-from policy.gate import Facts, Policy, Verdict, gate
+from policy.gate import Facts, Policy, Verdict, declare_scopes, gate
 from tickets.models import AgentSettings, Mandate, Source, Ticket
+from tickets.sources import KINDS
 
 
 def acceptance_mode() -> str:
@@ -55,6 +56,12 @@ def live_mandates() -> list[dict]:
          "policy_version": m.policy_version}
         for m in rows
     ]
+
+
+def declare_source_scopes() -> None:
+    """The gate's scope rows are the source plugins' declared scopes (one vocabulary)."""
+    for kind, plugin in KINDS.items():
+        declare_scopes(kind, plugin.scopes, plugin.no_sender_scopes)
 
 
 # --- what tickets.actions.policy_changes needs (plain data; the action does the writing) ---

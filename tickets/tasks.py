@@ -4,6 +4,9 @@ The outbox's drain task lives with the outbox (effects/tasks.py)."""
 
 from celery import shared_task
 
+from tickets import intake, rejections, retention
+from tickets.actions import guards
+
 
 @shared_task(
     name="tickets.intake_sweep",
@@ -16,7 +19,6 @@ from celery import shared_task
 def intake_sweep() -> int:
     """Process stored deliveries left unprocessed (a crash after the answer), and keep the
     refused webhooks counted since the last sweep in their sources' health."""
-    from tickets import intake, rejections
 
     rejections.flush()
     return intake.process_pending()
@@ -33,7 +35,6 @@ def intake_sweep() -> int:
 def poll_sources() -> int:
     """Catch up on events missed while down (GitHub sources with polling on, comments on
     the documents a Lark source watches)."""
-    from tickets import intake
 
     return intake.poll_all()
 
@@ -48,9 +49,8 @@ def poll_sources() -> int:
 )
 def guards_sweep() -> int:
     """When an hour or a day rolls over, what a cap held goes out (in order)."""
-    from tickets.actions import guards as guard_actions
 
-    return len(guard_actions.guards_rechecked())
+    return len(guards.guards_rechecked())
 
 
 @shared_task(
@@ -63,6 +63,5 @@ def guards_sweep() -> int:
 )
 def prune_history() -> int:
     """Drop timelines of long-ended tickets and old deliveries (AMUX_RETENTION_DAYS)."""
-    from tickets import retention
 
     return retention.prune().total

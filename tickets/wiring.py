@@ -11,10 +11,8 @@ from __future__ import annotations
 from effects import outbox
 from effects.models import EffectKind
 from policy import hooks
-from policy.gate import declare_scopes
 from tickets import effect_handlers, policy_hooks, reply_handlers
 from tickets.actions import policy_changes
-from tickets.sources import KINDS
 
 EFFECT_HANDLERS = {
     "assess": effect_handlers.assess_candidate,
@@ -33,9 +31,7 @@ def _policy_version_saved(old_version: str | None, new_version: str) -> None:
 def wire() -> None:
     for kind, handler in EFFECT_HANDLERS.items():
         outbox.register(kind)(handler)
-    # The gate's scope rows are the source plugins' declared scopes (one vocabulary).
-    for kind, plugin in KINDS.items():
-        declare_scopes(kind, plugin.scopes, plugin.no_sender_scopes)
+    policy_hooks.declare_source_scopes()
     hooks.sources.provide(policy_hooks.source_infos)
     hooks.live_mandates.provide(policy_hooks.live_mandates)
     hooks.worker_configured.provide(policy_hooks.worker_configured)

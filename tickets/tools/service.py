@@ -10,11 +10,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from tickets import intake, workspace
 from tickets.actions import executor, pull_requests
 from tickets.core import messages, tokens
 from tickets.core.errors import CommandRefused
 from tickets.models import Assignment, Input, Question
 from tickets.read import assignment_for_token, stages
+from tickets.sources import plugin
+from tickets.sources.base import ConfigError
 
 # Fixed text, shown to the model by MCP and printed by `amux --help`. Not editable prompts:
 # they describe the contract of each tool, which only changes with the code.
@@ -265,10 +268,7 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
     credentials; the worker never does). The head branch is pushed from the worker's
     directory first when the remote does not have it yet. Once per head branch: a retry
     returns the same PR."""
-    from github import GithubException
-
-    from tickets import intake, workspace
-    from tickets.sources.base import ConfigError
+    from github import GithubException  # PyGithub loads only where a PR is opened
 
     title = _text(title, "title", required=True)
     head = _text(head, "head", required=True).strip()
@@ -312,9 +312,6 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
 def git_credential(assignment: Assignment, *, protocol, host, path) -> dict:
     """A git credential for the ticket's own repository, for the worker's credential
     helper (git's `get` request: protocol, host, path). Any other host or path: 403."""
-    from tickets import workspace
-    from tickets.sources import plugin
-
     protocol = _text(protocol, "protocol", required=True).strip().lower()
     host = _text(host, "host", required=True).strip().lower()
     path = _text(path, "path", required=False).strip()
