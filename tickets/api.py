@@ -26,7 +26,7 @@ class Refused(APIException):
 
 
 def run_command(fn, **kwargs):
-    """One engine call; its typed refusal becomes the API's error shape."""
+    """One action call; its typed refusal becomes the API's error shape."""
     try:
         return fn(**kwargs)
     except CommandRefused as refusal:

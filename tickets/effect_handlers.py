@@ -154,7 +154,7 @@ def _wait_if_capped(found) -> None:
 
 def worker_turn_ended(effect_id: int, payload: dict) -> None:
     """A session's turn ended (written by sessions/timeline.py with the terminal event);
-    the engine ignores sessions that are not a ticket's worker."""
+    the action ignores sessions that are not a ticket's worker."""
     ended_at = payload.get("ended_at")
     executor.worker_turn_ended(
         session_id=payload["session"], state=payload["state"],

@@ -1,6 +1,6 @@
 """The orchestrator's records (seed 002): five core concepts and six supporting ones.
 
-Only tickets/engine.py writes ticket-domain state. Stage is derived (tickets/core/stage.py),
+Only tickets/actions/ writes ticket-domain state. Stage is derived (tickets/core/stage.py),
 never stored. Every table that a pass over live work reads has a partial index on its live
 rows, so a pass costs the same whatever the size of history.
 """

@@ -1,4 +1,4 @@
-"""What the executor and the sources tell the engine: validation of tool input (pure)."""
+"""What the executor and the sources tell the actions: validation of tool input (pure)."""
 
 from __future__ import annotations
 

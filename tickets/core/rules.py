@@ -76,7 +76,7 @@ def stop(view: TicketView, *, by: str, now: datetime) -> Plan:
 
 
 def add_input(view: TicketView, *, text: str) -> None:
-    """Refuse what cannot become an input; the engine then stores it and enqueues delivery."""
+    """Refuse what cannot become an input; the action then stores it and enqueues delivery."""
     if view.ended:
         raise TicketEnded(f"ticket {view.id} has ended; a new message on its thread revives it")
     if not text or not text.strip():
