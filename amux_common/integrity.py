@@ -4,8 +4,8 @@ the message's prose), on PostgreSQL and SQLite.
 PostgreSQL names the constraint in the error (`diag.constraint_name`). SQLite names only a
 CHECK constraint; for a unique one it lists the table's columns ("UNIQUE constraint failed:
 t.a, t.b"), so the name is looked up among the models' `Meta.constraints` and compared by
-table and columns. Name every constraint you want to tell apart in its model's Meta: a
-field's `unique=True` gets a generated name no caller can rely on.
+table and columns. Name every constraint you want to tell apart in its model's Meta; a
+field's `unique=True` is found under PostgreSQL's default name `<table>_<column>_key`.
 """
 
 from __future__ import annotations
@@ -43,8 +43,13 @@ def violates(exc: IntegrityError, constraint: str) -> bool:
 def _unique_columns(name: str) -> tuple[str, list[str]] | None:
     """(table, columns) of the model unique constraint called `name`, else None."""
     for model in apps.get_models():
-        for constraint in model._meta.constraints:
+        meta = model._meta
+        for constraint in meta.constraints:
             if isinstance(constraint, models.UniqueConstraint) and constraint.name == name:
-                columns = [model._meta.get_field(field).column for field in constraint.fields]
-                return model._meta.db_table, columns
+                columns = [meta.get_field(field).column for field in constraint.fields]
+                return meta.db_table, columns
+        for field in meta.local_fields:  # `unique=True`, under PostgreSQL's default name
+            if field.unique and not field.primary_key \
+                    and f"{meta.db_table}_{field.column}_key" == name:
+                return meta.db_table, [field.column]
     return None

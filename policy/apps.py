@@ -9,4 +9,4 @@ class PolicyConfig(AppConfig):
         from policy import services
         from prompts_app import service as prompts
 
-        prompts.set_policy_provider(services.prompt_part)
+        prompts.policy_part.provide(services.prompt_part)  # the policy part of each prompt

@@ -13,10 +13,10 @@ ticket:
 - ``acceptance_closed``: an inferred (proactive) ticket and acceptance went from auto to
   manual.
 
-Nothing is cancelled: the caller (tickets/engine.py) delivers one input per affected ticket
-telling its executor what changed. ``mandates`` are dicts: ``ticket`` (id), ``source``
-(slug), ``scope``, ``strength``, ``rule``, ``requester`` and ``basis`` (the trigger facts
-that admitted it: ``is_bot``, ``is_human``, ``addressed``, ``receives_all``).
+Nothing is cancelled: the caller (tickets/actions/policy_changes.py) delivers one input
+per affected ticket telling its executor what changed. ``mandates`` are dicts: ``ticket``
+(id), ``source`` (slug), ``scope``, ``strength``, ``rule``, ``requester`` and ``basis``
+(the trigger facts that admitted it: ``is_bot``, ``is_human``, ``addressed``, ``receives_all``).
 
 ``revalidate`` is the check before a ticket resumes: its source must still exist, be
 enabled and listen to the ticket's thread; receiving every message there is not required.

@@ -1,7 +1,7 @@
 """The policy part of every system prompt (pure): the current policy in plain words.
 
 prompts_app puts it last in the system prompt and asks for it on every model request
-(prompts_app.service.set_policy_provider); the provider registered in PolicyConfig.ready
+(the port prompts_app.service.policy_part); the provider given in PolicyConfig.ready
 reads the current version and calls ``describe``.
 """
 

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from amux_common.integrity import violates
+from amux_common.ports import Port
 from prompts_app import assembly, contract, core, library
 from prompts_app.core import Invalid
 from prompts_app.models import ONE_PER_REVISION, BuiltinText, PromptVersion
@@ -27,7 +28,7 @@ from prompts_app.models import ONE_PER_REVISION, BuiltinText, PromptVersion
 ORIGINS = ("panel", "api", "tool")
 
 __all__ = ["Invalid", "Stale", "current", "for_turn", "save", "restore", "keep_mine",
-           "restore_version", "fragments", "fragment", "note_revision", "set_policy_provider"]
+           "restore_version", "fragments", "fragment", "note_revision", "policy_part"]
 
 
 class Stale(Exception):
@@ -154,14 +155,9 @@ def fragment(key: str) -> dict:
 PREVIEW_POLICY = ("(The policy part is generated from the current policy for every request; "
                   "no request is being made here.)")
 
-_policy_provider: Callable[..., str] | None = None
-
-
-def set_policy_provider(provider: Callable[..., str] | None) -> None:
-    """The policy app registers `provider(role=..., **context) -> str`, called on every
-    request to regenerate the policy part (prompts_app cannot import policy)."""
-    global _policy_provider
-    _policy_provider = provider
+# `provider(role=..., **context) -> str`, called on every request to regenerate the policy
+# part; the policy app provides it (prompts_app cannot import policy).
+policy_part: Port[Callable[..., str]] = Port("prompts.policy_part")
 
 
 def current(role: str, policy: str | None = None, **context) -> Current:
@@ -169,8 +165,8 @@ def current(role: str, policy: str | None = None, **context) -> Current:
     latest version: (text, revision, parts). Call it for every request, never cache it
     across requests; record `revision` on the turn (see `note_revision`)."""
     head = latest()
-    if policy is None and _policy_provider is not None:
-        policy = _policy_provider(role=role, **context)
+    if policy is None and policy_part.provided:
+        policy = policy_part(role=role, **context)
     result = assembly.assemble(role, head.config if head else {}, defaults(), policy)
     return Current(result.text, head.revision if head else 0, result.parts)
 
@@ -186,9 +182,9 @@ def for_turn(role: str, **context) -> tuple[str, list[int]]:
 def preview(role: str, revision: int | None = None, policy: str | None = None):
     head = latest() if revision is None else version(revision)
     defs = defaults() if revision is None else defaults_of(head)
-    if policy is None and _policy_provider is not None:
+    if policy is None and policy_part.provided:
         try:
-            policy = _policy_provider(role=role)
+            policy = policy_part(role=role)
         except Exception:  # noqa: BLE001 - a preview must render even without context
             policy = None
     if policy is None:

@@ -12,7 +12,7 @@ from amux_common.fields import JsonTyped
 from intake.models import Thread, Trigger
 from intake.text_cap import MAX_TEXT
 from sessions.models import ProviderProfile
-from tickets import engine
+from tickets.actions import commands as ticket_commands
 from tickets.core.errors import CommandRefused, NotFound
 from tickets.models import AgentSettings, Eval, Mandate, Ticket
 from tickets.read import failures, stages
@@ -27,7 +27,7 @@ class Refused(APIException):
 
 
 def run_command(fn, **kwargs):
-    """One engine call; its typed refusal becomes the API's error shape."""
+    """One action call; its typed refusal becomes the API's error shape."""
     try:
         return fn(**kwargs)
     except CommandRefused as refusal:
@@ -123,7 +123,8 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None)
     @action(detail=True, methods=["post"])
     def stop(self, request, pk=None):
-        ticket = run_command(engine.stop_ticket, ticket_id=self._id(pk), by=request.user.username)
+        ticket = run_command(ticket_commands.stop_ticket, ticket_id=self._id(pk),
+                             by=request.user.username)
         return Response(self.get_serializer(ticket).data)
 
     @extend_schema(request=None)
@@ -133,7 +134,7 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
         ticket a cap blocked go on (one more cap's worth, held messages sent); 409 when the
         ticket has ended or is neither failed nor blocked by a cap."""
         ticket_id = self._id(pk)
-        run_command(engine.retry_ticket, ticket_id=ticket_id)
+        run_command(ticket_commands.retry_ticket, ticket_id=ticket_id)
         return Response(self.get_serializer(Ticket.objects.get(pk=ticket_id)).data)
 
     @extend_schema(request=InputSerializer, responses={201: InputCreatedSerializer})
@@ -142,7 +143,7 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
         body = InputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         item = run_command(
-            engine.add_input,
+            ticket_commands.add_input,
             ticket_id=self._id(pk),
             text=body.validated_data["text"],
             author=request.user.username,
@@ -223,4 +224,4 @@ class AgentSettingsView(generics.RetrieveUpdateAPIView):
     def perform_update(self, serializer):
         serializer.save()
         # New settings may be what a failed ticket lacked: those are dispatched again.
-        engine.agent_settings_changed()
+        ticket_commands.agent_settings_changed()

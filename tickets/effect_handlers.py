@@ -1,8 +1,8 @@
-"""The outbox handlers of the effects tickets owns, one per kind (registered on app start),
-and of the facts tickets consumes from sessions (`session.turn_ended`).
+"""The outbox handlers of the effects tickets owns, one per kind, and of the facts tickets
+consumes from sessions (`session.turn_ended`); tickets/wiring.py registers them.
 
 Each handler is idempotent per effect id: the id is the idempotency key of every send.
-A handler makes one engine call to report what happened; it never writes ticket state.
+A handler makes one action call to report what happened; it never writes ticket state.
 """
 
 from __future__ import annotations
@@ -13,8 +13,12 @@ from datetime import datetime
 
 from amux_common.clock import now as clock
 from effects import outbox
-from effects.models import EffectKind
-from tickets import engine, triage, worker, workspace
+from prompts_app import service as prompts
+from sessions import services as sessions
+from sessions.models import Session, TimelineEvent
+from tickets import triage, worker, workspace
+from tickets.actions import executor, routing
+from tickets.actions import guards as guard_actions
 from tickets.core import failure as failures
 from tickets.core import guards
 from tickets.models import Assignment, Eval, Input
@@ -23,11 +27,8 @@ from tickets.tools.worker_bin import WorkerSetupError
 log = logging.getLogger(__name__)
 
 
-@outbox.register("assess")
 def assess_candidate(effect_id: int, payload: dict) -> None:
     """Triage one inferred candidate with the configured model, then report the verdict."""
-    from prompts_app import service as prompts
-
     evaluation = (
         Eval.objects.select_related("trigger__source", "trigger__thread")
         .filter(pk=payload.get("eval"))
@@ -43,14 +44,11 @@ def assess_candidate(effect_id: int, payload: dict) -> None:
         )
     except triage.TriageUnavailable:
         verdict = triage.Verdict("needs_person", "No triage model is configured.")
-    engine.eval_finished(eval_id=evaluation.pk, result=verdict.result, note=verdict.note)
+    routing.eval_finished(eval_id=evaluation.pk, result=verdict.result, note=verdict.note)
 
 
-@outbox.register("dispatch")
 def dispatch_assignment(effect_id: int, payload: dict) -> None:
     """Start (or stop) a ticket's worker run: its session, directory, tools and brief."""
-    from sessions import services as sessions
-
     assignment = (
         Assignment.objects.select_related("ticket__thread__source", "ticket__mandate__trigger")
         .filter(pk=payload.get("assignment"))
@@ -64,11 +62,11 @@ def dispatch_assignment(effect_id: int, payload: dict) -> None:
             # No turn in flight means nothing to interrupt.
             with contextlib.suppress(sessions.CommandError):
                 sessions.interrupt(ticket.session_id)
-        engine.assignment_ended(assignment_id=assignment.pk, reason="stopped")
+        executor.assignment_ended(assignment_id=assignment.pk, reason="stopped")
         return
     if assignment.state != "dispatching" or ticket.ended_at is not None:
         return  # started already, or stopped meanwhile
-    _wait_if_capped(engine.dispatch_held(assignment_id=assignment.pk))
+    _wait_if_capped(guard_actions.dispatch_held(assignment_id=assignment.pk))
     try:
         config = worker.choose()
     except worker.WorkerNotConfigured as exc:
@@ -96,15 +94,12 @@ def dispatch_assignment(effect_id: int, payload: dict) -> None:
 
 
 def _dispatch_failed(assignment: Assignment, failure: failures.Failure) -> None:
-    engine.assignment_ended(assignment_id=assignment.pk, reason=failure.code, failed=True,
+    executor.assignment_ended(assignment_id=assignment.pk, reason=failure.code, failed=True,
                             failure=failure)
 
 
 def _start_run(ticket, assignment: Assignment, config, workdir) -> None:
-    from sessions import services as sessions
-    from sessions.models import Session
-
-    worker.write_token(ticket, engine.issue_assignment_token(assignment_id=assignment.pk))
+    worker.write_token(ticket, executor.issue_assignment_token(assignment_id=assignment.pk))
     session = ticket.session or Session.objects.filter(name=worker.session_name(ticket)).first()
     if session is None:
         session = sessions.create_session(
@@ -123,21 +118,18 @@ def _start_run(ticket, assignment: Assignment, config, workdir) -> None:
     sessions.post_message(
         session.pk, worker.brief(ticket, assignment), key=f"assignment:{assignment.pk}"
     )
-    engine.assignment_started(assignment_id=assignment.pk, session_id=session.pk)
+    executor.assignment_started(assignment_id=assignment.pk, session_id=session.pk)
 
 
-@outbox.register("deliver")
 def deliver_input(effect_id: int, payload: dict) -> None:
     """Put an input into the ticket's worker session as the next turn (once per input)."""
-    from sessions import services as sessions
-
     item = Input.objects.select_related("ticket").filter(pk=payload.get("input")).first()
     if item is None or item.delivered_at is not None:
         return
-    _wait_if_capped(engine.input_held(input_id=item.pk))
+    _wait_if_capped(guard_actions.input_held(input_id=item.pk))
     session_id = item.ticket.session_id
     if session_id is None:
-        verdict = engine.input_waiting(input_id=item.pk)
+        verdict = executor.input_waiting(input_id=item.pk)
         if verdict is failures.Delivery.WAIT:
             raise outbox.Later(5, "the worker run is being dispatched")
         if verdict is failures.Delivery.UNDELIVERABLE:
@@ -148,24 +140,23 @@ def deliver_input(effect_id: int, payload: dict) -> None:
     try:
         sessions.post_message(session_id, f"{author}{item.text}", key=f"input:{item.pk}")
     except sessions.CommandError as exc:
-        engine.delivery_failed(input_id=item.pk, reason=str(exc))
+        executor.delivery_failed(input_id=item.pk, reason=str(exc))
         return
-    engine.input_delivered(input_id=item.pk)
+    executor.input_delivered(input_id=item.pk)
 
 
 def _wait_if_capped(found) -> None:
     """A reached cap holds new work (not a failure): the row waits in line until the cap
-    resets; raising it or Retry makes it due at once (engine.guards_rechecked)."""
+    resets; raising it or Retry makes it due at once (guard_actions.guards_rechecked)."""
     if found is not None:
         raise outbox.Later(guards.retry_in(found, clock()), found.text)
 
 
-@outbox.register(EffectKind.TURN_ENDED)
 def worker_turn_ended(effect_id: int, payload: dict) -> None:
     """A session's turn ended (written by sessions/timeline.py with the terminal event);
-    the engine ignores sessions that are not a ticket's worker."""
+    the action ignores sessions that are not a ticket's worker."""
     ended_at = payload.get("ended_at")
-    engine.worker_turn_ended(
+    executor.worker_turn_ended(
         session_id=payload["session"], state=payload["state"],
         error_code=payload.get("error_code", ""),
         error_message=_failure_message(payload.get("turn")) if payload["state"] == "failed"
@@ -176,8 +167,6 @@ def worker_turn_ended(effect_id: int, payload: dict) -> None:
 
 def _failure_message(turn_id) -> str:
     """The failed turn's own words (its terminal event), so the ticket shows them whole."""
-    from sessions.models import TimelineEvent
-
     payload = (TimelineEvent.objects.filter(turn_id=turn_id, type="turn.failed")
                .values_list("payload", flat=True).first()) or {}
     message = payload.get("message") or payload.get("error") or ""

@@ -2,7 +2,7 @@
 assignments and what flows through them. Sources, threads, triggers and channels are
 intake's (intake/models.py): tickets consume them.
 
-Only tickets/engine.py writes ticket-domain state. Stage is derived (tickets/core/stage.py),
+Only tickets/actions/ writes ticket-domain state. Stage is derived (tickets/core/stage.py),
 never stored. Every table that a pass over live work reads has a partial index on its live
 rows, so a pass costs the same whatever the size of history.
 """

@@ -6,6 +6,9 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -19,7 +22,8 @@ from intake.receive import post_chat_message
 from intake.source_rules import SLUG_FIXED, slug_change_refused
 from intake.sources import KINDS
 from intake.sources.base import ConfigError
-from tickets import engine, first_run, guarding
+from tickets import first_run, guarding
+from tickets.actions import commands as ticket_commands
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
@@ -72,7 +76,7 @@ def ticket_page(request, pk):
 @require_POST
 def ticket_stop(request, pk):
     try:
-        engine.stop_ticket(ticket_id=pk, by=request.user.username)
+        ticket_commands.stop_ticket(ticket_id=pk, by=request.user.username)
     except CommandRefused as refusal:
         messages.error(request, refusal.message)
     return redirect("panel-ticket", pk=pk)
@@ -84,7 +88,7 @@ def ticket_retry(request, pk):
     """Dispatch a failed ticket again, or let a ticket a cap blocked go on (the page's
     Retry button)."""
     try:
-        engine.retry_ticket(ticket_id=pk)
+        ticket_commands.retry_ticket(ticket_id=pk)
     except CommandRefused as refusal:
         messages.error(request, refusal.message)
     return redirect("panel-ticket", pk=pk)
@@ -94,7 +98,7 @@ def ticket_retry(request, pk):
 @require_POST
 def ticket_input(request, pk):
     try:
-        engine.add_input(
+        ticket_commands.add_input(
             ticket_id=pk, text=request.POST.get("text", ""), author=request.user.username
         )
     except CommandRefused as refusal:
@@ -149,7 +153,7 @@ def agent_settings(request):
         form = AgentSettingsForm(request.POST, instance=AgentSettings.current())
         if form.is_valid():
             form.save()
-            again = engine.agent_settings_changed()
+            again = ticket_commands.agent_settings_changed()
             messages.success(request, "Saved. New work uses these settings." + (
                 f" {len(again)} failed ticket(s) dispatched again." if again else ""))
             return redirect("panel-agent-settings")
@@ -165,7 +169,7 @@ def question_answer(request, pk):
     custom = request.POST.get("custom", "").strip()
     answer = chosen + ([custom] if custom else [])
     try:
-        engine.answer_question(
+        ticket_commands.answer_question(
             question_id=pk,
             answer=answer[0] if len(answer) == 1 else answer,
             by=request.user.username,
@@ -237,8 +241,6 @@ def _form_context(plug_cls, source, config, errors, secrets_set):
 
 @roles.operator_required
 def source_form(request, kind=None, slug=None):
-    from django.http import Http404
-
     source = Source.objects.filter(slug=slug).first() if slug else None
     if slug and source is None:
         raise Http404("no such source")
@@ -263,11 +265,9 @@ def source_form(request, kind=None, slug=None):
         if refused:
             errors["slug"] = refused
         elif not source or meta["slug"] != source.slug:
-            from django.core.validators import validate_slug
-
             try:
                 validate_slug(meta["slug"])
-            except Exception:
+            except ValidationError:
                 errors["slug"] = "letters, digits, - and _ only"
             if Source.objects.filter(slug=meta["slug"]).exists():
                 errors["slug"] = "is taken"

@@ -1,35 +1,32 @@
-"""What the policy app needs from tickets, registered at start-up (TicketsConfig.ready).
+"""Tickets' side of the policy: what tickets asks the policy (acceptance mode, the gate's
+decisions, a version's change) and what it provides to policy.hooks as plain data (source
+facts, the live tickets' mandates; provided by tickets/wiring.py).
 
-policy/ never imports tickets; tickets fills policy.hooks with source facts and the live
-tickets' mandates as plain data.
+policy/ never imports tickets.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policy import hooks
+from intake.models import Source
+from policy import services
 from policy.document import SourceInfo, compile_policy, receives_all_scopes
 from policy.effects import Affected, policy_effects, revalidate
 from policy.gate import Facts, Policy, Verdict, gate
+from tickets.models import AgentSettings, Mandate, Ticket
 
 
 def acceptance_mode() -> str:
     """`manual` (inferred candidates never become work) unless the policy says `auto`."""
-    from policy import services
-
     return "auto" if services.current().document.get("acceptance") == "auto" else "manual"
 
 
 def current_version() -> str:
-    from policy import services
-
     return services.current().version or ""
 
 
 def source_infos() -> dict[str, SourceInfo]:
-    from intake.models import Source
-
     return {
         s.slug: SourceInfo(slug=s.slug, kind=s.kind, enabled=s.enabled, name=s.name,
                            receives_all=receives_all_scopes(s.kind, s.config))
@@ -40,15 +37,11 @@ def source_infos() -> dict[str, SourceInfo]:
 def worker_configured() -> bool:
     """Agent settings name the worker's provider and model (without them admitted work
     cannot run)."""
-    from tickets.models import AgentSettings
-
     settings = AgentSettings.objects.filter(pk=1).first()
     return bool(settings and settings.worker_provider_id and settings.worker_model.strip())
 
 
 def live_mandates() -> list[dict]:
-    from tickets.models import Mandate
-
     rows = (Mandate.objects.filter(ticket__ended_at__isnull=True)
             .select_related("ticket__thread__source").order_by("ticket_id"))
     return [
@@ -60,14 +53,7 @@ def live_mandates() -> list[dict]:
     ]
 
 
-def register() -> None:
-    hooks.provide_sources(source_infos)
-    hooks.provide_live_mandates(live_mandates)
-    hooks.provide_worker_configured(worker_configured)
-    hooks.on_new_version(_apply)
-
-
-# --- what the engine's policy_changed needs (plain data; the engine does the writing) ---
+# --- what tickets.actions.policy_changes needs (plain data; the action does the writing) ---
 
 
 @dataclass(frozen=True)
@@ -80,8 +66,6 @@ class PolicyChange:
 
 def change(old_version: str | None, new_version: str) -> PolicyChange:
     """The new version compiled and the live tickets the change affects (policy_effects)."""
-    from policy import services
-
     infos = source_infos()
     old_doc = services.document_of(old_version)
     new_doc = services.document_of(new_version)
@@ -94,12 +78,6 @@ def change(old_version: str | None, new_version: str) -> PolicyChange:
 def decide(trigger, policy: Policy) -> Verdict:
     """The gate's decision for a stored trigger under a (new) policy."""
     return gate(Facts.of(trigger.source.slug, trigger.source.kind, trigger), policy)
-
-
-def _apply(old_version: str | None, new_version: str) -> None:
-    from tickets import engine
-
-    engine.policy_changed(old_version=old_version, new_version=new_version)
 
 
 # --- revalidation before a ticket resumes (seed 002) ------------------------------------
@@ -128,8 +106,6 @@ def thread_listened(source, thread_key: str, meta: dict | None, scope: str) -> b
 
 def revalidate_ticket(ticket_id: int):
     """May this ticket resume? (policy.effects.revalidate with the ticket's facts.)"""
-    from tickets.models import Ticket
-
     ticket = Ticket.objects.select_related("thread__source", "mandate").get(pk=ticket_id)
     source = ticket.thread.source
     info = source_infos().get(source.slug)

@@ -8,6 +8,7 @@ from django.db.models import Max
 
 from amux_common.clock import now as clock
 from tickets import guarding
+from tickets.core import answers, tokens
 from tickets.core.failure import Failure, last_failure
 from tickets.core.stage import Stage, StageFacts, derive, label
 from tickets.models import Assignment, Input, Question, Report, Ticket
@@ -26,11 +27,14 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
             ticket_id__in=ids, delivered_at__isnull=True, failed_at__isnull=False
         ).values_list("ticket_id", flat=True)
     )
-    latest_report: dict[int, tuple[str, object]] = {}
+    latest_report: dict[int, str] = {}
+    word_times: dict[int, list] = {}  # what the executor's last word is made of
+    reports: dict[int, list] = {}
     for ticket_id, status, created in Report.objects.filter(ticket_id__in=ids).order_by(
         "ticket_id", "id"
     ).values_list("ticket_id", "status", "created_at"):
-        latest_report[ticket_id] = (status, created)
+        latest_report[ticket_id] = status
+        reports.setdefault(ticket_id, []).append((status, created))
     last_human = dict(
         Input.objects.filter(ticket_id__in=ids, is_human=True)
         .values("ticket_id")
@@ -38,29 +42,25 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
         .values_list("ticket_id", "at")
     )
     assignment: dict[int, str] = {}
-    assignment_end: dict[int, object] = {}
     failure: dict[int, str] = {}
-    for ticket_id, state, ended, code in Assignment.objects.filter(ticket_id__in=ids).order_by(
-        "ticket_id", "id"
-    ).values_list("ticket_id", "state", "ended_at", "failure_code"):
+    for ticket_id, state, ended, last_turn, code in Assignment.objects.filter(
+        ticket_id__in=ids
+    ).order_by("ticket_id", "id").values_list("ticket_id", "state", "ended_at", "last_turn_at",
+                                              "failure_code"):
         assignment[ticket_id] = state
-        assignment_end[ticket_id] = ended
+        word_times.setdefault(ticket_id, []).extend((ended, last_turn))
         failure[ticket_id] = code
     caps = guarding.reached(tickets, clock())
     facts = {}
     for t in tickets:
-        report = latest_report.get(t.pk)
-        # A person spoke after the executor's last word (a report, or a failed run).
-        last_word = max(
-            [x for x in (report[1] if report else None, assignment_end.get(t.pk)) if x],
-            default=None,
-        )
-        spoke = bool(last_word and last_human.get(t.pk) and last_human[t.pk] > last_word)
+        # Anything a person gave (a message, an answer, an operator's input) counts here.
+        word = answers.last_word(reports.get(t.pk, ()), word_times.get(t.pk, ()))
+        spoke = answers.spoke_after(last_human.get(t.pk), word)
         facts[t.pk] = StageFacts(
             ended=t.ended_at is not None,
             open_question=t.pk in open_questions,
             undelivered_failed_input=t.pk in undelivered_failed,
-            latest_report=report[0] if report else None,
+            latest_report=latest_report.get(t.pk),
             person_spoke_since_report=spoke,
             assignment=assignment.get(t.pk),
             pr_open=t.pr_state == "open",
@@ -72,13 +72,11 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
 
 def assignment_for_token(token: str) -> Assignment | None:
     """The live assignment a bearer token was issued for, or None."""
-    import hashlib
-
-    if not token or not token.startswith("amx_"):
+    if not tokens.looks_like_token(token):
         return None
-    digest = hashlib.sha256(token.encode()).hexdigest()
     return (
-        Assignment.objects.filter(token_hash=digest, state__in=["dispatching", "running"])
+        Assignment.objects.filter(token_hash=tokens.token_hash(token),
+                                  state__in=["dispatching", "running"])
         .select_related("ticket")
         .first()
     )

@@ -2,13 +2,12 @@
 a channel. The effect id is the message id, so a replay after a crash (send done, row not
 yet settled) sends nothing twice: GitHub comments carry it as a hidden marker, Lark
 messages as `uuid`, Lark document comment replies as a short trailing tag, web chat stores
-it unique."""
+it unique. tickets/wiring.py registers them."""
 
 from __future__ import annotations
 
 import logging
 
-from effects import outbox
 from intake.models import Channel, Thread
 from intake.send import send
 from intake.sources.base import SendResult
@@ -27,7 +26,6 @@ def _settle(result: SendResult, effect_id: int) -> None:
         log.warning("effect %s: delivery is permanently impossible; dropped", effect_id)
 
 
-@outbox.register("relay")
 def relay(effect_id: int, payload: dict) -> None:
     thread = Thread.objects.select_related("source").get(pk=payload["thread"])
     message_id = payload.get("message_id") or f"effect-{effect_id}"
@@ -36,7 +34,6 @@ def relay(effect_id: int, payload: dict) -> None:
     _settle(result, effect_id)
 
 
-@outbox.register("notice")
 def notice(effect_id: int, payload: dict) -> None:
     channel = Channel.objects.select_related("source").get(pk=payload["channel"])
     result = send(channel.source, message_id=f"effect-{effect_id}",

@@ -5,6 +5,9 @@ polls with intake (intake/tasks.py)."""
 
 from celery import shared_task
 
+from tickets import retention
+from tickets.actions import guards
+
 
 @shared_task(
     name="tickets.guards_sweep",
@@ -16,9 +19,7 @@ from celery import shared_task
 )
 def guards_sweep() -> int:
     """When an hour or a day rolls over, what a cap held goes out (in order)."""
-    from tickets import engine
-
-    return len(engine.guards_rechecked())
+    return len(guards.guards_rechecked())
 
 
 @shared_task(
@@ -31,6 +32,4 @@ def guards_sweep() -> int:
 )
 def prune_history() -> int:
     """Drop timelines of long-ended tickets and old deliveries (AMUX_RETENTION_DAYS)."""
-    from tickets import retention
-
     return retention.prune().total

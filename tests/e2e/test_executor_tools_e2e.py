@@ -21,7 +21,8 @@ from django.db import connection
 from effects.models import Effect
 from intake.models import Source, Thread, Trigger
 from tests.support.runtimes import run_async
-from tickets import engine
+from tickets.actions import commands as ticket_commands
+from tickets.actions import executor, routing
 from tickets.models import Assignment, Input, Question, Report
 from tickets.tools import install_worker_bin, mcp_server_config, worker_env
 
@@ -96,9 +97,9 @@ def _open(number: int, title: str):
         decision="explicit", strength="explicit", rule="gh.comment.addressed",
         policy_version="v1hash",
     )
-    ticket = engine.open_ticket(trigger_id=trigger.pk, title=title)
+    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title=title)
     assignment = Assignment.objects.get(ticket=ticket)
-    return ticket, assignment, engine.issue_assignment_token(assignment_id=assignment.pk)
+    return ticket, assignment, executor.issue_assignment_token(assignment_id=assignment.pk)
 
 
 async def _mcp(url: str, token: str, calls: list[tuple[str, dict]]):
@@ -177,7 +178,7 @@ def test_mcp_refuses_unknown_and_ended_tokens(server):
     with pytest.raises(urllib.error.HTTPError) as unknown:
         urllib.request.urlopen(request, timeout=10)
     assert unknown.value.code == 401
-    engine.assignment_ended(assignment_id=assignment.pk, reason="done")
+    executor.assignment_ended(assignment_id=assignment.pk, reason="done")
     request.add_header("Authorization", f"Bearer {token}")
     with pytest.raises(urllib.error.HTTPError) as ended:
         urllib.request.urlopen(request, timeout=10)
@@ -200,7 +201,7 @@ def test_the_amux_command_on_the_workers_path(server, tmp_path):
         scope="comment", actor="colleague", text="please also port it to Windows",
         decision="inferred", strength="inferred", policy_version="v1hash",
     )
-    engine.route_trigger(trigger_id=later.pk)
+    routing.route_trigger(trigger_id=later.pk)
     item = Input.objects.get(trigger=later)
     bin_dir = tmp_path / "worker-bin"
     shim = install_worker_bin(bin_dir)

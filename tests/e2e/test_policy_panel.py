@@ -4,7 +4,7 @@ import pytest
 
 from intake.models import Source, Thread, Trigger
 from policy.models import PolicyVersion
-from tickets import engine
+from tickets.actions import routing
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -33,7 +33,7 @@ def test_edit_the_table_preview_save_and_see_the_new_version(logged_in_page):
         source=gh, thread=thread, external_id="c1", scope="comment", actor="octocat",
         addressed=True, decision="explicit", strength="explicit",
         rule="gh.comment.addressed", policy_version=first, text="@amux fix")
-    engine.route_trigger(trigger_id=trigger.pk)
+    routing.route_trigger(trigger_id=trigger.pk)
 
     # the cell that cannot open says why
     quiet = page.locator("section[data-source=quiet] tr[data-scope=comment]")

@@ -18,7 +18,9 @@ from tests.runtimes.conftest import require_runtime
 from tests.support.git_server import served_github
 from tests.support.model_server import ModelServer, Text, ToolCall
 from tests.support.sessions import run_host, wait_for
-from tickets import engine, worker
+from tickets import worker
+from tickets.actions import commands as ticket_commands
+from tickets.actions import executor
 from tickets.models import AgentSettings, Assignment, Report
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
@@ -44,7 +46,7 @@ def ticket(settings, tmp_path, monkeypatch, server):  # noqa: F811
             actor="octocat", addressed=True, text="@amux-bot please fix the crash",
             decision="explicit", strength="explicit", rule="gh.comment.addressed",
             policy_version="v1")
-        yield engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+        yield ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 # how each runtime names amux's tools to the model: (namespace, prefix of a tool name)
@@ -99,7 +101,7 @@ def test_a_worker_lists_and_calls_amux_tools(runtime, ticket, tmp_path):
             # the file; the running Codex took the old one at start, so the host restarts
             # it before the next turn, resuming the same thread
             assignment = Assignment.objects.get(ticket=ticket)
-            worker.write_token(ticket, engine.issue_assignment_token(
+            worker.write_token(ticket, executor.issue_assignment_token(
                 assignment_id=assignment.pk))
             services.post_message(session.pk, "go on")
             wait_for(lambda: Report.objects.filter(ticket=ticket).count() == 2, timeout=120)

@@ -8,7 +8,7 @@ from sessions import services
 from sessions.models import Session, Turn
 from tests import factories as f
 from tests.support.git_server import served_github
-from tickets import engine
+from tickets.actions import commands as ticket_commands
 from tickets.models import AgentSettings, Assignment
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +24,7 @@ def ticket(settings, tmp_path):
         trigger = f.TriggerFactory(source=source, thread__key="octo/app#12",
                                    thread__title="Crash", external_id="c1", addressed=False,
                                    rule="")
-        yield engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+        yield ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 def test_without_a_worker_model_the_run_fails_visibly(ticket):

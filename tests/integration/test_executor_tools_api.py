@@ -7,7 +7,9 @@ from rest_framework.test import APIClient
 
 from effects.models import Effect
 from tests import factories as f
-from tickets import engine, read
+from tickets import read
+from tickets.actions import commands as ticket_commands
+from tickets.actions import executor, routing
 from tickets.models import Assignment, Input, Question, Report
 
 pytestmark = pytest.mark.django_db
@@ -20,9 +22,9 @@ def _open(source, number: int, title: str):
         external_id=f"comment-{number}", text=f"@amux please fix #{number}",
         policy_version="v1hash",
     )
-    ticket = engine.open_ticket(trigger_id=trigger.pk, title=title)
+    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title=title)
     assignment = Assignment.objects.get(ticket=ticket)
-    token = engine.issue_assignment_token(assignment_id=assignment.pk)
+    token = executor.issue_assignment_token(assignment_id=assignment.pk)
     return ticket, assignment, token
 
 
@@ -54,7 +56,7 @@ def _comment(ticket, number: int, text: str):
         thread=ticket.thread, external_id=f"later-{number}", actor="colleague", text=text,
         addressed=False, decision="inferred", rule="", policy_version="v1hash",
     )
-    engine.route_trigger(trigger_id=trigger.pk)
+    routing.route_trigger(trigger_id=trigger.pk)
     return trigger
 
 
@@ -209,13 +211,13 @@ def test_no_or_unknown_token_is_401(one):
 
 def test_a_replaced_token_no_longer_works(one):
     _ticket, assignment, token = one
-    engine.issue_assignment_token(assignment_id=assignment.pk)  # re-dispatch
+    executor.issue_assignment_token(assignment_id=assignment.pk)  # re-dispatch
     assert client(token).get("/api/v1/tools/context/").status_code == 401
 
 
 def test_an_ended_assignments_token_is_403(one):
     _ticket, assignment, token = one
-    engine.assignment_ended(assignment_id=assignment.pk, reason="turn ended")
+    executor.assignment_ended(assignment_id=assignment.pk, reason="turn ended")
     response = client(token).post("/api/v1/tools/report/", {"status": "done"}, format="json")
     assert response.status_code == 403
     assert "ended" in response.json()["error"]["message"]
@@ -273,7 +275,7 @@ def test_an_assignment_token_does_not_open_operator_endpoints(one):
 
 def test_asking_on_an_ended_ticket_is_refused_but_a_report_is_recorded(one):
     ticket, _assignment, token = one
-    engine.stop_ticket(ticket_id=ticket.pk, by="operator")
+    ticket_commands.stop_ticket(ticket_id=ticket.pk, by="operator")
     assert read.assignment_for_token(token) is not None  # the stop is still on its way
     asked = client(token).post("/api/v1/tools/ask/", {"question": "still there?"}, format="json")
     assert asked.status_code == 409 and asked.json()["error"]["code"] == "ticket_ended"

@@ -11,7 +11,7 @@ from intake.models import Source, Thread
 from intake.sources.github import GitHub
 from policy import services as policy_services
 from tests.support.github_payloads import example, signed
-from tickets import engine
+from tickets.actions import executor
 from tickets.models import Assignment, Input, Subscription, Ticket
 
 pytestmark = pytest.mark.django_db
@@ -99,7 +99,7 @@ def test_a_hand_opened_pr_that_closes_the_issue_joins_and_its_merge_ends_the_tic
     (opened,) = inputs(ticket)
     assert opened.author == "alice" and opened.is_human and "Closes #1" in opened.text
     assignment = last_run(ticket)
-    engine.report_received(assignment_id=assignment.pk, status="done", text="seen")
+    executor.report_received(assignment_id=assignment.pk, status="done", text="seen")
     outbox.drain(seconds=10)
     response = post(client, "pull_request", pull_request("closed", body="Closes #1",
                                                          merged=True, sender="bob"))
@@ -239,7 +239,7 @@ def test_the_issue_closed_with_no_open_pr_ends_the_ticket(client, ticket):
 def test_the_issue_closed_while_a_pr_is_open_waits_for_the_pr(client, ticket):
     link_by_hand(client, ticket)
     assignment = last_run(ticket)
-    engine.report_received(assignment_id=assignment.pk, status="done", text="seen")
+    executor.report_received(assignment_id=assignment.pk, status="done", text="seen")
     post(client, "issues", issue_closed())
     assert not ended(ticket)
     post(client, "pull_request", pull_request("closed", body="Closes #1"))
@@ -248,7 +248,7 @@ def test_the_issue_closed_while_a_pr_is_open_waits_for_the_pr(client, ticket):
 
 def test_ci_after_the_end_is_recorded_and_revives_nothing(client, ticket):
     link_by_hand(client, ticket)
-    engine.report_received(assignment_id=last_run(ticket).pk,
+    executor.report_received(assignment_id=last_run(ticket).pk,
                            status="done", text="seen")
     post(client, "pull_request", pull_request("closed", body="Closes #1", merged=True))
     assert ended(ticket)
@@ -266,7 +266,7 @@ def test_closing_one_of_two_open_prs_leaves_the_ticket_open(client, ticket):
     second["number"] = second["pull_request"]["number"] = 3
     second["pull_request"]["id"] += 1
     post(client, "pull_request", second)
-    engine.report_received(assignment_id=last_run(ticket).pk,
+    executor.report_received(assignment_id=last_run(ticket).pk,
                            status="done", text="seen")
     post(client, "pull_request", pull_request("closed", body="Closes #1"))
     assert not ended(ticket)

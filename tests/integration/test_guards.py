@@ -16,7 +16,9 @@ from intake.models import OutgoingMessage, Source, Thread, Trigger
 from sessions import timeline
 from sessions.models import ProviderProfile, Session, Turn, UsageDay
 from sessions.runtimes.events import UsageObserved
-from tickets import engine, tasks
+from tickets import tasks
+from tickets.actions import commands as ticket_commands
+from tickets.actions import executor
 from tickets.models import AgentSettings, Assignment, Input, TicketMessage
 
 pytestmark = pytest.mark.django_db
@@ -68,7 +70,7 @@ def open_ticket(number=12, source=None):
         decision="explicit", strength="explicit", rule="gh.comment.addressed",
         policy_version="v1",
     )
-    return engine.open_ticket(trigger_id=trigger.pk, title=f"Fix the crash {number}")
+    return ticket_commands.open_ticket(trigger_id=trigger.pk, title=f"Fix the crash {number}")
 
 
 def drain():
@@ -151,7 +153,7 @@ def test_daily_cap_sums_every_session_and_resets_at_midnight(api, clock, worker_
     for ticket in (first, second):
         assert show(api, ticket)["label"] == \
             "Blocked — the daily token cap (100,000) is reached"
-    item = engine.add_input(ticket_id=second.pk, text="and the docs", author="octocat")
+    item = ticket_commands.add_input(ticket_id=second.pk, text="and the docs", author="octocat")
     drain()
     item.refresh_from_db()
     assert item.delivered_at is None and "daily token cap" in item.held
@@ -212,7 +214,7 @@ def test_the_message_over_the_hourly_cap_is_held_shown_and_sent_next_hour(
     ticket = open_ticket(7, source=chat)
     drain()
     run = Assignment.objects.get(ticket=ticket)
-    token = engine.issue_assignment_token(assignment_id=run.pk)
+    token = executor.issue_assignment_token(assignment_id=run.pk)
     for n in range(1, 6):
         reply(token, f"reply {n}")
     drain()
@@ -285,7 +287,7 @@ def test_retry_sends_the_held_messages_at_once(api, clock, worker_settings, chat
     worker_settings.save()
     ticket = open_ticket(8, source=chat)
     drain()
-    token = engine.issue_assignment_token(
+    token = executor.issue_assignment_token(
         assignment_id=Assignment.objects.get(ticket=ticket).pk)
     for n in (1, 2, 3):
         reply(token, f"reply {n}")

@@ -9,7 +9,8 @@ from effects.models import Effect
 from sessions.models import Session, Turn
 from tests import factories as f
 from tests.support.git_server import served_github
-from tickets import engine
+from tickets.actions import commands as ticket_commands
+from tickets.actions import executor, routing
 from tickets.models import AgentSettings, Assignment, Input, Ticket
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +25,7 @@ def ticket(settings, tmp_path):
                                  secrets={"webhook_secret": "s", "token": "ghp_test"})
         trigger = f.TriggerFactory(source=source, thread__key="octo/app#12",
                                    thread__title="Crash", external_id="c1")
-        yield engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+        yield ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 @pytest.fixture
@@ -139,7 +140,7 @@ def test_a_follow_up_on_the_thread_dispatches_a_failed_ticket_again(ticket, prov
     AgentSettings.objects.update_or_create(pk=1, defaults={
         "worker_runtime": "pi", "worker_provider": provider, "worker_model": "m"})
     follow_up = f.TriggerFactory(thread=ticket.thread, external_id="c2", text="any news?")
-    assert engine.route_trigger(trigger_id=follow_up.pk) == "follow_up"
+    assert routing.route_trigger(trigger_id=follow_up.pk) == "follow_up"
     assert Assignment.objects.filter(ticket=ticket, state="dispatching").exists()
     drain()
     assert Input.objects.get(ticket=ticket).delivered_at is not None
@@ -172,7 +173,7 @@ def test_an_undeliverable_input_says_why_and_never_loops(api, ticket, provider):
 
 def test_a_deliver_while_the_dispatch_is_in_flight_waits_then_settles(ticket):
     # No drain yet: the first run is still dispatching, the input must wait for it.
-    item = engine.add_input(ticket_id=ticket.pk, text="first", author="operator")
+    item = ticket_commands.add_input(ticket_id=ticket.pk, text="first", author="operator")
     effect = Effect.objects.get(kind="deliver")
     from tickets.effect_handlers import deliver_input
 
@@ -211,7 +212,7 @@ def test_a_watchdog_trip_fails_the_run_with_its_message(ticket, provider,
     assert failure.code == "turn_idle_timeout"
     assert failure.message == "watchdog: no event for 600 s"
     # Retry starts a new run in the same session.
-    engine.retry_ticket(ticket_id=ticket.pk)
+    ticket_commands.retry_ticket(ticket_id=ticket.pk)
     drain()
     assert Assignment.objects.filter(ticket=ticket, state="running").count() == 1
     assert Session.objects.count() == 1
@@ -271,13 +272,13 @@ def test_an_answer_to_a_failed_runs_question_dispatches_it_again(ticket, provide
     drain()
     ticket.refresh_from_db()
     run = Assignment.objects.get(ticket=ticket)
-    question = engine.question_asked(assignment_id=run.pk, text="SSO or password?",
+    question = executor.question_asked(assignment_id=run.pk, text="SSO or password?",
                                      options=["SSO", "password"])
-    engine.worker_turn_ended(session_id=ticket.session_id, state="failed",
+    executor.worker_turn_ended(session_id=ticket.session_id, state="failed",
                              error_code="provider_error", error_message="502 Bad Gateway")
     run.refresh_from_db()
     assert run.state == "failed" and run.failure_message == "502 Bad Gateway"
-    engine.answer_question(question_id=question.pk, answer="SSO", by="octocat")
+    ticket_commands.answer_question(question_id=question.pk, answer="SSO", by="octocat")
     new_run = Assignment.objects.filter(ticket=ticket).order_by("-pk").first()
     assert new_run.pk != run.pk and new_run.state == "dispatching" and new_run.attempt == 2
     drain()

@@ -224,7 +224,8 @@ def test_preview_lists_exactly_the_affected_live_tickets(api, gh):
 
 def test_listeners_hear_each_new_version_after_commit(api, gh, django_capture_on_commit_callbacks):
     heard = []
-    hooks.on_new_version(lambda old, new: heard.append((old, new)))
+    listener = lambda old, new: heard.append((old, new))  # noqa: E731
+    hooks.new_version.listen(listener)
     try:
         with django_capture_on_commit_callbacks(execute=True):
             a = put(api, doc(None, gh=COMMENTS)).json()["version"]
@@ -233,7 +234,7 @@ def test_listeners_hear_each_new_version_after_commit(api, gh, django_capture_on
         with django_capture_on_commit_callbacks(execute=True):
             b = put(api, doc(a, "auto", gh=COMMENTS)).json()["version"]
     finally:
-        hooks._listeners.pop()
+        hooks.new_version.forget(listener)
     assert heard == [(None, a), (a, b)]
 
 

@@ -7,7 +7,7 @@ import pytest
 from effects.models import Effect
 from intake.models import Source, Trigger
 from tests import factories as f
-from tickets import engine
+from tickets.actions import policy_changes, routing
 from tickets.models import Eval, Input, Ticket
 
 pytestmark = pytest.mark.django_db
@@ -45,9 +45,9 @@ def live(api, gh, django_capture_on_commit_callbacks):
     comment_ticket = trigger(gh, 1, v1)
     issue_ticket = trigger(gh, 2, v1, scope="issue_new")
     candidate = trigger(gh, 3, v1, actor="bob", addressed=False)
-    assert engine.route_trigger(trigger_id=comment_ticket.pk) == "admitted"
-    assert engine.route_trigger(trigger_id=issue_ticket.pk) == "admitted"
-    assert engine.route_trigger(trigger_id=candidate.pk) == "evaluating"
+    assert routing.route_trigger(trigger_id=comment_ticket.pk) == "admitted"
+    assert routing.route_trigger(trigger_id=issue_ticket.pk) == "admitted"
+    assert routing.route_trigger(trigger_id=candidate.pk) == "evaluating"
     return {"v1": v1, "comment": Ticket.objects.get(thread=comment_ticket.thread),
             "issue": Ticket.objects.get(thread=issue_ticket.thread), "candidate": candidate}
 
@@ -88,7 +88,7 @@ def test_telling_the_same_change_twice_adds_nothing(api, live,
         v2 = save(api, live["v1"], allowed=("bob",))
     assert len(policy_inputs(live["comment"])) == 1
     assert len(policy_inputs(live["issue"])) == 1
-    again = engine.policy_changed(old_version=live["v1"], new_version=v2)
+    again = policy_changes.policy_changed(old_version=live["v1"], new_version=v2)
     assert again == {"requeued_evals": [], "informed_tickets": []}
     assert Input.objects.filter(kind="policy").count() == 2
 

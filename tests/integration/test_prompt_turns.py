@@ -59,12 +59,12 @@ def test_the_policy_part_is_regenerated_for_every_request():
         calls.append((role, context))
         return f"policy #{len(calls)}"
 
-    service.set_policy_provider(provider)
+    before = service.policy_part.provide(provider)
     try:
         one = service.current("main", ticket=7)
         two = service.current("main", ticket=7)
     finally:
-        service.set_policy_provider(None)
+        service.policy_part.provide(before)
     assert one.text.rstrip().endswith("policy #1") and two.text.rstrip().endswith("policy #2")
     assert calls == [("main", {"ticket": 7}), ("main", {"ticket": 7})]
     assert one.text[: one.text.index("# Policy")] == two.text[: two.text.index("# Policy")]

@@ -11,7 +11,8 @@ from django.utils import timezone
 from intake.models import Delivery
 from sessions.models import TimelineEvent
 from tests import factories as f
-from tickets import engine, retention, tasks
+from tickets import retention, tasks
+from tickets.actions import commands as ticket_commands
 from tickets.models import Ticket
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +30,7 @@ def source():
 def _ticket(source, n: int, ended_at, events: int = 3, session=None) -> Ticket:
     trigger = f.TriggerFactory(source=source, thread__key=f"octo/app#{n}",
                                thread__title=f"t{n}", external_id=f"c{n}", text="")
-    ticket = engine.open_ticket(trigger_id=trigger.pk, title=f"Ticket {n}")
+    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title=f"Ticket {n}")
     if session is None:
         session = f.SessionFactory(workdir=f"/tmp/w{n}", lifecycle="archived")
         TimelineEvent.objects.bulk_create(

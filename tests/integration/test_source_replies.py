@@ -214,7 +214,9 @@ def test_a_reply_asked_again_after_it_was_sent_posts_nothing_more(server):
     text: the first relay was already sent and settled, the second finds its marker (the
     reply's id is its run and its text) and posts nothing."""
     from intake.models import Thread, Trigger
-    from tickets import engine, reply_handlers
+    from tickets import reply_handlers
+    from tickets.actions import commands as ticket_commands
+    from tickets.actions import executor
     from tickets.models import Assignment
 
     source = github_source(server.url)
@@ -223,16 +225,16 @@ def test_a_reply_asked_again_after_it_was_sent_posts_nothing_more(server):
         source=source, thread=thread, external_id="c-7", scope="comment", actor="octocat",
         text="@amux-bot please fix it", decision="explicit", strength="explicit",
         policy_version="v1")
-    ticket = engine.open_ticket(trigger_id=trigger.pk, title="Fix it")
+    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix it")
     assignment = Assignment.objects.get(ticket=ticket)
     sent = []
     for _ in range(2):
-        engine.reply_requested(assignment_id=assignment.pk, text="On it.")
+        executor.reply_requested(assignment_id=assignment.pk, text="On it.")
         effect = Effect.objects.get(kind="relay")
         reply_handlers.relay(effect.pk, effect.payload)
         effect.delete()  # settled, as the drain does after the handler returned
         sent.append(effect.payload["message_id"])
-    engine.reply_requested(assignment_id=assignment.pk, text="Fixed in the PR.")
+    executor.reply_requested(assignment_id=assignment.pk, text="Fixed in the PR.")
     effect = Effect.objects.get(kind="relay")
     reply_handlers.relay(effect.pk, effect.payload)
     assert sent[0] == sent[1]

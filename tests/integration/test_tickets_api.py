@@ -4,7 +4,8 @@ import pytest
 
 from effects.models import Effect
 from tests import factories as f
-from tickets import engine
+from tickets.actions import commands as ticket_commands
+from tickets.actions import executor
 from tickets.models import Input
 
 pytestmark = pytest.mark.django_db
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.django_db
 def ticket():
     trigger = f.TriggerFactory(thread__key="octo/app#12", thread__title="Crash",
                                external_id="c1", text="")
-    return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+    return ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 def test_a_ticket_shows_its_stage_label_thread_and_mandate(api, ticket):
@@ -125,7 +126,7 @@ def test_an_operator_answers_a_question_on_the_ticket_page(client, operator, tic
     from tickets.models import Assignment, Question
 
     assignment = Assignment.objects.get(ticket=ticket)
-    question = engine.question_asked(
+    question = executor.question_asked(
         assignment_id=assignment.pk, text="Which flow?", options=["SSO", "password"]
     )
     client.force_login(operator)

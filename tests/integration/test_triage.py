@@ -5,7 +5,8 @@ import pytest
 from effects import outbox
 from policy import services as policy_services
 from tests import factories as f
-from tickets import engine, triage
+from tickets import triage
+from tickets.actions import routing
 from tickets.models import Eval, Ticket
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +20,7 @@ def candidate():
         scope="issue_new", text="The README says 'teh'.", addressed=False,
         decision="inferred", rule="gh.issue_new.unaddressed_allowed", policy_version="auto1",
     )
-    assert engine.route_trigger(trigger_id=trigger.pk) == "evaluating"
+    assert routing.route_trigger(trigger_id=trigger.pk) == "evaluating"
     return trigger
 
 

@@ -14,7 +14,8 @@ from intake.models import Source, Thread, Trigger
 from sessions import timeline
 from sessions.models import Session, Turn
 from sessions.runtimes import events as rt
-from tickets import engine
+from tickets.actions import commands as ticket_commands
+from tickets.actions import executor
 from tickets.models import Assignment
 
 pytestmark = pytest.mark.django_db
@@ -29,10 +30,10 @@ def worker_session():
         source=source, thread=thread, external_id="m1", scope="chat", actor="octocat",
         text="please fix the login crash", decision="explicit", strength="explicit",
         policy_version="v1")
-    ticket = engine.open_ticket(trigger_id=trigger.pk, title="Fix the login crash")
+    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the login crash")
     session = Session.objects.create(runtime="pi", workdir="/tmp/w", name="worker-1")
     assignment = Assignment.objects.get(ticket=ticket)
-    engine.assignment_started(assignment_id=assignment.pk, session_id=session.pk)
+    executor.assignment_started(assignment_id=assignment.pk, session_id=session.pk)
     Effect.objects.all().delete()  # the dispatch is not what this test is about
     return session, assignment
 

@@ -10,7 +10,8 @@ from intake.models import Channel, OutgoingMessage, Source, Trigger
 from intake.sources import KINDS
 from policy.gate import NO_SENDER_SCOPES, SCOPES
 from tests import factories as f
-from tickets import engine
+from tickets.actions import commands as ticket_commands
+from tickets.actions import executor, pull_requests
 from tickets.models import Assignment, Mandate, Ticket
 
 pytestmark = pytest.mark.django_db
@@ -100,10 +101,10 @@ def test_web_chat_scope_in_the_policy_tab_and_check(api, client, operator, chat)
 
 def _merged(ticket):
     """The worker ran, opened a PR, and the PR was merged: the ticket ends."""
-    engine.assignment_started(assignment_id=Assignment.objects.get(ticket=ticket).pk)
+    executor.assignment_started(assignment_id=Assignment.objects.get(ticket=ticket).pk)
     pr = f.ThreadFactory(source=ticket.thread.source, key=f"{ticket.thread.key}-pr")
-    engine.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
-    engine.pr_closed(pr_thread_id=pr.pk, merged=True)
+    pull_requests.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
+    pull_requests.pr_closed(pr_thread_id=pr.pk, merged=True)
     ticket.refresh_from_db()
     assert ticket.ended_at is not None
 
@@ -112,7 +113,7 @@ def _github_ticket(config=None):
     trigger = f.TriggerFactory(source=f.SourceFactory(config=config or {}),
                                thread__key="octo/app#12", thread__title="Crash", rule="",
                                text="")
-    return engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+    return ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
 
 
 def test_a_github_only_ticket_gets_no_notice_even_with_chats_around():
@@ -143,11 +144,11 @@ def test_a_relay_and_a_notice_to_one_chat_thread_share_its_line_and_keep_order(a
              format="json")
     ticket = Ticket.objects.get(thread__key="room-1")
     run = Assignment.objects.get(ticket=ticket)
-    engine.assignment_started(assignment_id=run.pk)
-    engine.report_received(assignment_id=run.pk, status="blocked", text="I need the logs.")
+    executor.assignment_started(assignment_id=run.pk)
+    executor.report_received(assignment_id=run.pk, status="blocked", text="I need the logs.")
     pr = f.ThreadFactory(source=chat, key="room-1-pr")
-    engine.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
-    engine.pr_closed(pr_thread_id=pr.pk, merged=True)
+    pull_requests.pr_linked(ticket_id=ticket.pk, pr_thread_id=pr.pk)
+    pull_requests.pr_closed(pr_thread_id=pr.pk, merged=True)
     relay = Effect.objects.get(kind="relay")
     notice = Effect.objects.get(kind="notice")
     assert relay.channel == notice.channel == outbox.channel_key("chat", "room-1")

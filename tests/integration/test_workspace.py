@@ -20,7 +20,9 @@ from intake.sources.webchat import WebChat
 from tests import factories as f
 from tests.support.git_server import GitServer, git
 from tests.support.recording_server import RecordingServer
-from tickets import engine, worker, workspace
+from tickets import worker, workspace
+from tickets.actions import commands as ticket_commands
+from tickets.actions import executor
 from tickets.models import Assignment
 from tickets.tools.worker_bin import install_worker_bin
 
@@ -57,7 +59,7 @@ def _ticket(source, number: int):
     trigger = f.TriggerFactory(
         source=source, thread__key=f"{REPO}#{number}", thread__title="Crash",
         external_id=f"c{number}", text="@amux-bot please fix", addressed=False, rule="")
-    return engine.open_ticket(trigger_id=trigger.pk, title=f"Fix {number}")
+    return ticket_commands.open_ticket(trigger_id=trigger.pk, title=f"Fix {number}")
 
 
 def _files_containing(root: Path, needle: str) -> list[Path]:
@@ -142,7 +144,7 @@ def test_a_chat_ticket_gets_an_empty_directory_or_its_default_repository(servers
     trigger = f.TriggerFactory(source=chat, thread__key="general", thread__title="Chat",
                                external_id="m1", scope="direct", actor="alice",
                                text="please", addressed=False, rule="")
-    ticket = engine.open_ticket(trigger_id=trigger.pk, title="Chat work")
+    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title="Chat work")
     workdir = workspace.prepare(ticket)
     assert workdir.is_dir() and list(workdir.iterdir()) == []
     workdir.rmdir()
@@ -160,7 +162,7 @@ def test_a_chat_ticket_gets_an_empty_directory_or_its_default_repository(servers
 
 def _assignment_token(ticket) -> tuple[Assignment, str]:
     assignment = Assignment.objects.get(ticket=ticket)
-    return assignment, engine.issue_assignment_token(assignment_id=assignment.pk)
+    return assignment, executor.issue_assignment_token(assignment_id=assignment.pk)
 
 
 def _ask(token: str, **body):
@@ -190,7 +192,7 @@ def test_an_ended_assignment_gets_no_credential(servers, source):
     git_server, _api = servers
     ticket = _ticket(source, 1)
     assignment, token = _assignment_token(ticket)
-    engine.assignment_ended(assignment_id=assignment.pk, reason="done")
+    executor.assignment_ended(assignment_id=assignment.pk, reason="done")
     refused = _ask(token, protocol="http", host=git_server.url.split("//", 1)[1],
                    path=f"{REPO}.git")
     assert refused.status_code == 403 and TOKEN not in refused.content.decode()

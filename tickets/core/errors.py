@@ -1,4 +1,4 @@
-"""Typed refusals of engine commands. Facts are never refused."""
+"""Typed refusals of commands (tickets/actions). Facts are never refused."""
 
 
 class CommandRefused(Exception):

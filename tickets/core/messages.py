@@ -1,4 +1,4 @@
-"""What the executor and the sources tell the engine: validation of tool input (pure)."""
+"""What the executor and the sources tell the actions: validation of tool input (pure)."""
 
 from __future__ import annotations
 
@@ -36,3 +36,14 @@ def check_text(text: str, what: str) -> None:
         raise InvalidCommand(f"{what} must not be empty")
     if len(text) > MAX_TEXT:
         raise InvalidCommand(f"{what} is longer than {MAX_TEXT} characters")
+
+
+def relayed(status: str, text: str) -> bool:
+    """Blocked and failed reports are relayed to the thread; progress and done are not
+    (the pull request speaks for itself)."""
+    return status in ("blocked", "failed") and bool(text.strip())
+
+
+def question_text(text: str, options: list[str]) -> str:
+    """A structured question as posted on the thread, its options listed."""
+    return text if not options else text + "\n" + "\n".join(f"- {o}" for o in options)

@@ -21,3 +21,12 @@ def parse_notice_channel(value) -> tuple[str, str] | None:
         return None
     slug, address = value.strip().split(":", 1)
     return slug, address
+
+
+def result_text(title: str, end_reason: str, pr_state: str, thread_url: str,
+                pr_url: str) -> str:
+    """The one notice of a ticket's final result, in a sentence with its link."""
+    if end_reason == "issue_closed":
+        return f"{title}: issue closed. {thread_url}".strip()
+    verb = "merged" if pr_state == "merged" else "closed without merging"
+    return f"{title}: pull request {verb}. {pr_url}".strip()

@@ -46,6 +46,13 @@ def route(f: RoutingFacts) -> Route:
     return Route.IGNORE
 
 
+def disposition(taken: Route) -> str:
+    """The trigger's disposition for the route it took."""
+    if taken is Route.OPEN:
+        return "admitted"
+    return "evaluating" if taken is Route.EVALUATE else str(taken)
+
+
 @dataclass(frozen=True)
 class EndFacts:
     """Whether a ticket may end now (seed 002 结束条件): its pull request was merged or

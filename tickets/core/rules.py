@@ -3,6 +3,7 @@ and which effects to enqueue. No Django, no I/O, no clock."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -32,10 +33,9 @@ class TicketView:
 
 @dataclass(frozen=True)
 class Plan:
-    """The outcome of one command: field changes, facts (past tense) and effects."""
+    """The outcome of one command: the aggregate's field changes and the effects to enqueue."""
 
     changes: dict = field(default_factory=dict)
-    facts: tuple[str, ...] = ()
     effects: tuple[EffectSpec, ...] = ()
 
 
@@ -53,7 +53,7 @@ def dispatch(assignment_id: int, ticket_id: int) -> EffectSpec:
 
 
 def open_plan(ticket_id: int, assignment_id: int) -> Plan:
-    return Plan(facts=("ticket_opened",), effects=(dispatch(assignment_id, ticket_id),))
+    return Plan(effects=(dispatch(assignment_id, ticket_id),))
 
 
 def stop(view: TicketView, *, by: str, now: datetime) -> Plan:
@@ -71,13 +71,12 @@ def stop(view: TicketView, *, by: str, now: datetime) -> Plan:
         )
     return Plan(
         changes={"ended_at": now, "end_reason": "stopped"},
-        facts=("ticket_stopped",),
         effects=effects,
     )
 
 
 def add_input(view: TicketView, *, text: str) -> None:
-    """Refuse what cannot become an input; the engine then stores it and enqueues delivery."""
+    """Refuse what cannot become an input; the action then stores it and enqueues delivery."""
     if view.ended:
         raise TicketEnded(f"ticket {view.id} has ended; a new message on its thread revives it")
     if not text or not text.strip():
@@ -88,3 +87,16 @@ def add_input(view: TicketView, *, text: str) -> None:
 
 def deliver(input_id: int, ticket_id: int) -> EffectSpec:
     return EffectSpec("deliver", f"input:{input_id}", {"input": input_id, "ticket": ticket_id})
+
+
+def title_of(thread_title: str, text: str, scope: str, actor: str) -> str:
+    """A new ticket's title: its thread's, else the request's first line, else who asked."""
+    lines = (text or "").strip().splitlines()
+    return thread_title or (lines[0][:120] if lines else "") or f"{scope} from {actor}"
+
+
+def reply_key(assignment_id: int, text: str) -> tuple[str, str]:
+    """The effect key and message id of an executor's reply: the run and the text, so an
+    ask repeated after a crash is the same message."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+    return f"reply:{assignment_id}:{digest}", f"reply-{assignment_id}-{digest}"

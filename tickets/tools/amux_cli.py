@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 import urllib.error
@@ -314,8 +315,6 @@ def gh_main(argv: list[str]) -> int:
 
 
 def _git_out(*args: str) -> str:
-    import subprocess
-
     done = subprocess.run(["git", *args], capture_output=True, text=True)
     return done.stdout.strip() if done.returncode == 0 else ""
 

@@ -7,12 +7,15 @@ Every function is synchronous (Django ORM); the MCP side calls it through sync_t
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 
-from tickets import engine
-from tickets.core import messages
+from intake.send import open_pull_request
+from intake.sources import plugin
+from intake.sources.base import ConfigError
+from tickets import workspace
+from tickets.actions import executor, pull_requests
+from tickets.core import messages, tokens
 from tickets.core.errors import CommandRefused
 from tickets.models import Assignment, Input, Question
 from tickets.read import assignment_for_token, stages
@@ -94,8 +97,8 @@ def resolve_token(token: str | None) -> Assignment:
     assignment = assignment_for_token(token)
     if assignment is not None:
         return assignment
-    if token.startswith("amx_") and Assignment.objects.filter(
-        token_hash=hashlib.sha256(token.encode()).hexdigest()
+    if tokens.looks_like_token(token) and Assignment.objects.filter(
+        token_hash=tokens.token_hash(token)
     ).exists():
         raise ToolRefused(403, "assignment_ended", "this assignment has ended")
     raise ToolRefused(401, "not_authenticated", "unknown or replaced assignment token")
@@ -210,7 +213,7 @@ def report(assignment: Assignment, *, status, text=None) -> dict:
     status = _status(status)
     text = _text(text, "text", required=False)
     try:
-        item = engine.report_received(assignment_id=assignment.pk, status=status, text=text)
+        item = executor.report_received(assignment_id=assignment.pk, status=status, text=text)
     except CommandRefused as refusal:
         raise _refusal(refusal) from refusal
     stage, label = _stage(assignment)
@@ -227,7 +230,7 @@ def ask(assignment: Assignment, *, question, options=None, multi=None, message_r
     ref = _message_ref(assignment, message_ref)
     _ticket_open(assignment)
     try:
-        item = engine.question_asked(
+        item = executor.question_asked(
             assignment_id=assignment.pk, text=question, options=options, multi=multi,
             message_ref=ref,
         )
@@ -243,7 +246,7 @@ def hand_back(assignment: Assignment, *, trigger, reason) -> dict:
     reason = _text(reason, "reason", required=True)
     _ticket_open(assignment)
     try:
-        item = engine.hand_back(assignment_id=assignment.pk, trigger_id=trigger_id,
+        item = executor.hand_back(assignment_id=assignment.pk, trigger_id=trigger_id,
                                 reason=reason)
     except CommandRefused as refusal:
         raise _refusal(refusal) from refusal
@@ -255,7 +258,7 @@ def reply(assignment: Assignment, *, text) -> dict:
     text = _text(text, "text", required=True)
     _ticket_open(assignment)
     try:
-        engine.reply_requested(assignment_id=assignment.pk, text=text)
+        executor.reply_requested(assignment_id=assignment.pk, text=text)
     except CommandRefused as refusal:
         raise _refusal(refusal) from refusal
     return {"ticket": assignment.ticket_id, "queued": True}
@@ -266,11 +269,7 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
     credentials; the worker never does). The head branch is pushed from the worker's
     directory first when the remote does not have it yet. Once per head branch: a retry
     returns the same PR."""
-    from github import GithubException
-
-    from intake.send import open_pull_request
-    from intake.sources.base import ConfigError
-    from tickets import workspace
+    from github import GithubException  # PyGithub loads only where a PR is opened
 
     title = _text(title, "title", required=True)
     head = _text(head, "head", required=True).strip()
@@ -305,7 +304,7 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
     except GithubException as exc:
         raise ToolRefused(503, "github_unavailable",
                           f"GitHub did not open it (HTTP {exc.status}); try again") from exc
-    engine.pr_opened(ticket_id=ticket.pk, thread_key=f"{repo}#{pr['number']}", url=pr["url"],
+    pull_requests.pr_opened(ticket_id=ticket.pk, thread_key=f"{repo}#{pr['number']}", url=pr["url"],
                      title=title)
     return {"ticket": ticket.pk, "number": pr["number"], "url": pr["url"],
             "created": pr["created"]}
@@ -314,9 +313,6 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
 def git_credential(assignment: Assignment, *, protocol, host, path) -> dict:
     """A git credential for the ticket's own repository, for the worker's credential
     helper (git's `get` request: protocol, host, path). Any other host or path: 403."""
-    from intake.sources import plugin
-    from tickets import workspace
-
     protocol = _text(protocol, "protocol", required=True).strip().lower()
     host = _text(host, "host", required=True).strip().lower()
     path = _text(path, "path", required=False).strip()

@@ -79,7 +79,7 @@ def test_the_stop_confirmation_works_under_the_csp_and_payload_urls_stay_text(
     """The Stop button's confirmation (panel.js, formerly an inline onsubmit) asks, a "no"
     keeps the ticket, a "yes" stops it; a javascript: thread URL is shown as text."""
     from intake.models import Source, Thread, Trigger
-    from tickets import engine
+    from tickets.actions import routing
     from tickets.models import Ticket
 
     source = Source.objects.create(kind="github", slug="gh", name="GitHub")
@@ -89,7 +89,7 @@ def test_the_stop_confirmation_works_under_the_csp_and_payload_urls_stay_text(
         source=source, thread=thread, external_id="e1", scope="comment", actor="octocat",
         is_human=True, addressed=True, text="@amux please fix the crash", decision="explicit",
         strength="explicit", rule="gh.comment.addressed", policy_version="v1")
-    assert engine.route_trigger(trigger_id=trigger.pk) == "admitted"
+    assert routing.route_trigger(trigger_id=trigger.pk) == "admitted"
     ticket = Ticket.objects.get()
     server = AsgiServer(worker_env(session_dirs), log=tmp_path / "uvicorn.log")
     page.add_init_script(RECORD)

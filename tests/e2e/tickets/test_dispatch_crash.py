@@ -22,7 +22,9 @@ from sessions.models import ProviderProfile, Session, Turn
 from tests.support.git_server import GitServer
 from tests.support.recording_server import RecordingServer
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
-from tickets import engine, worker
+from tickets import worker
+from tickets.actions import commands as ticket_commands
+from tickets.actions import executor
 from tickets.models import AgentSettings, Assignment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
@@ -63,9 +65,9 @@ def _ticket(github):
         source=source, thread=thread, external_id="c7", scope="comment", actor="octocat",
         text="@amux-bot please fix the login crash", decision="explicit",
         strength="explicit", policy_version="v1")
-    ticket = engine.open_ticket(trigger_id=trigger.pk, title="Fix the login crash")
+    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the login crash")
     assignment = Assignment.objects.get(ticket=ticket)
-    engine.reply_requested(assignment_id=assignment.pk, text="On it: reproducing the crash.")
+    executor.reply_requested(assignment_id=assignment.pk, text="On it: reproducing the crash.")
     return ticket, assignment
 
 

@@ -23,7 +23,7 @@ from sessions.runtimes.base import tagged_pids
 from sessions.tasks import sweep_sessions
 from tests.support.model_server import ModelServer, Text
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
-from tickets import engine
+from tickets.actions import commands as ticket_commands
 from tickets.models import AgentSettings, Assignment
 from tickets.read import stages
 
@@ -58,7 +58,7 @@ def ticket(settings, tmp_path, model):
         source=source, thread=thread, external_id="m1", scope="chat", actor="octocat",
         text="please fix the login crash", decision="explicit", strength="explicit",
         policy_version="v1")
-    ticket = engine.open_ticket(trigger_id=trigger.pk, title="Fix the login crash")
+    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the login crash")
     outbox.drain(seconds=30)  # the dispatch, here: the worker session and its brief (turn 1)
     ticket.refresh_from_db()
     assert ticket.session_id is not None

@@ -21,7 +21,8 @@ from sessions.runtimes.base import tagged_pids
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import ModelServer, Text, ToolCall
 from tests.support.sessions import run_host, wait_for
-from tickets import engine, worker
+from tickets import worker
+from tickets.actions import commands as ticket_commands
 from tickets.models import AgentSettings
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -53,7 +54,7 @@ def _worker_session() -> Session:
         source=source, thread=thread, external_id="c5", scope="direct", actor="octocat",
         text="@amux please run the slow build", decision="explicit", strength="explicit",
         policy_version="v1")
-    ticket = engine.open_ticket(trigger_id=trigger.pk, title="Run the slow build")
+    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title="Run the slow build")
     outbox.drain(seconds=30)  # dispatch: the worker session with the worker profile
     ticket.refresh_from_db()
     session = ticket.session

@@ -13,7 +13,7 @@ from sessions.models import Session, Turn, UsageDay
 from sessions.usage import cumulative_total
 from tests.support.model_server import Text
 from tests.support.sessions import run_host
-from tickets import engine
+from tickets.actions import commands as ticket_commands
 from tickets.models import AgentSettings, Input
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
@@ -38,7 +38,7 @@ def test_pi_usage_crosses_the_ticket_cap(api, openai_provider, session_dirs, mod
         source=source, thread=thread, external_id="c3", scope="direct", actor="octocat",
         addressed=True, text="please fix the crash", decision="explicit",
         strength="explicit", rule="desk.direct.addressed", policy_version="v1")
-    ticket = engine.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
     outbox.drain(seconds=20)
     session = Session.objects.get(name=f"worker-{ticket.pk}")
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
@@ -53,7 +53,8 @@ def test_pi_usage_crosses_the_ticket_cap(api, openai_provider, session_dirs, mod
     assert (body["stage"], body["label"]) == (
         "blocked", "Blocked — the ticket's token cap (100) is reached")
 
-    item = engine.add_input(ticket_id=ticket.pk, text="also check logout", author="octocat")
+    item = ticket_commands.add_input(ticket_id=ticket.pk, text="also check logout",
+                                     author="octocat")
     outbox.drain(seconds=20)
     item.refresh_from_db()
     assert item.delivered_at is None

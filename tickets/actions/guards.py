@@ -1,0 +1,76 @@
+"""What the caps (tickets/core/guards.py) hold and release: held inputs, held dispatches
+and held messages."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from amux_common.clock import now as clock
+from tickets import guarding, locks
+from tickets.actions import common
+from tickets.actions import messages as outgoing
+from tickets.core import guards, rules
+from tickets.models import Assignment, Input, Ticket, TicketMessage
+
+
+def guards_rechecked() -> list[int]:
+    """Fact: time passed or a cap changed. On each live ticket with something held (a
+    message, an input, a dispatch), what no cap blocks any more goes now: held messages
+    that fit in this hour, in order; held inputs and dispatches are made due at once.
+    One transaction per ticket. Answers the tickets where something was released."""
+    held = (
+        set(TicketMessage.objects.filter(released_at__isnull=True)
+            .values_list("ticket_id", flat=True))
+        | set(Input.objects.exclude(held="").filter(delivered_at__isnull=True,
+                                                    ticket__ended_at__isnull=True)
+              .values_list("ticket_id", flat=True))
+        | set(Assignment.objects.filter(state="dispatching", ticket__ended_at__isnull=True)
+              .exclude(held="").values_list("ticket_id", flat=True))
+    )
+    released = []
+    for ticket_id in sorted(held):
+        with transaction.atomic(durable=True):
+            ticket = locks.ticket(ticket_id)
+            now = clock()
+            sent = outgoing.release(ticket, now)
+            found = guarding.reached([ticket], now)[ticket.pk]
+            if (found is None and release_held_work(ticket)) or sent:
+                released.append(ticket_id)
+    return released
+
+
+def release_held_work(ticket: Ticket) -> bool:
+    """Held inputs and the held dispatch are made due now; their handlers look again."""
+    items = list(Input.objects.filter(ticket=ticket, delivered_at__isnull=True).exclude(held=""))
+    runs = list(Assignment.objects.filter(ticket=ticket, state="dispatching").exclude(held=""))
+    common.enqueue(*(rules.deliver(item.pk, ticket.pk) for item in items),
+                   *(rules.dispatch(run.pk, ticket.pk) for run in runs))
+    return bool(items or runs)
+
+
+def input_held(*, input_id: int) -> guards.Reached | None:
+    """Fact: a `deliver` effect is about to put an input into the worker's session. While
+    a cap blocks the ticket the input is held (it says why) and the cap is answered;
+    otherwise a hold is lifted and None answered."""
+    with transaction.atomic(durable=True):
+        ticket, item = locks.ticket_of_input(input_id)
+        return _note_hold(ticket, item)
+
+
+def dispatch_held(*, assignment_id: int) -> guards.Reached | None:
+    """Fact: a run is about to be started. While a cap blocks the ticket it waits (the run
+    says why)."""
+    with transaction.atomic(durable=True):
+        ticket, assignment = locks.ticket_of_assignment(assignment_id)
+        return _note_hold(ticket, assignment)
+
+
+def _note_hold(ticket: Ticket, row: Input | Assignment) -> guards.Reached | None:
+    """Record on an input or a run why a cap holds it (or that nothing does any more); a
+    blocked ticket gets nothing new, whichever cap blocks it."""
+    found = guarding.reached([ticket], clock())[ticket.pk] if ticket.ended_at is None else None
+    text = (found.text if found else "")[:200]
+    if row.held != text:
+        row.held = text
+        row.save(update_fields=["held"])
+    return found

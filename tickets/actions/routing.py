@@ -1,0 +1,138 @@
+"""Where a trigger goes once the gate has decided (seed 002: two fates of a message), and
+the evals that triage inferred candidates. The rules: tickets/core/routing.py and
+tickets/core/evals.py."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from amux_common.clock import now as clock
+from intake.models import Trigger
+from prompts_app.contract import clip_routing_note
+from tickets import locks
+from tickets.actions import common
+from tickets.core import evals
+from tickets.core.errors import NotFound
+from tickets.core.routing import Route, RoutingFacts, disposition, route
+from tickets.models import Eval, Input, Subscription, Ticket
+from tickets.policy_hooks import acceptance_mode, current_version
+
+
+def route_trigger(*, trigger_id: int) -> str:
+    """Fact: a trigger was recorded and the gate decided. Route it: follow-up, revival,
+    a new ticket, an eval, or nothing. Returns the route taken (the trigger's disposition).
+    Intake routes in its own transaction (route_new); this is for triggers decided
+    elsewhere."""
+    with transaction.atomic(durable=True):
+        trigger = locks.trigger(trigger_id)
+        if trigger.disposition:
+            return trigger.disposition  # routed already: a redelivery changes nothing
+        return route_locked(trigger)
+
+
+def route_new(trigger: Trigger, acceptance: str | None) -> str:
+    """Intake's new trigger (unsaved, with the gate's decision), in intake's transaction:
+    the route is chosen before the insert so the trigger is written once with its
+    disposition, then taken. Answers the disposition."""
+    taken, ticket = _route_of(trigger, acceptance)
+    trigger.disposition = disposition(taken)
+    trigger.save(force_insert=True)
+    _take(trigger, taken, ticket)
+    return trigger.disposition
+
+
+def route_locked(trigger: Trigger, acceptance: str | None = None) -> str:
+    """Route a locked trigger that has no disposition yet; answers its disposition."""
+    taken, ticket = _route_of(trigger, acceptance)
+    _take(trigger, taken, ticket)
+    return trigger.disposition
+
+
+def _route_of(trigger: Trigger, acceptance: str | None) -> tuple[Route, Ticket | None]:
+    """Which route a trigger takes (its subscribed ticket locked)."""
+    subscription = Subscription.objects.filter(thread_id=trigger.thread_id).first()
+    ticket = locks.ticket(subscription.ticket_id) if subscription else None
+    taken = route(
+        RoutingFacts(
+            decision=trigger.decision or "ignore",
+            acceptance=acceptance or acceptance_mode(),
+            is_human=trigger.is_human and not trigger.is_bot,
+            own_message=bool(trigger.meta.get("own_message")),
+            subscribed_ticket=ticket.pk if ticket else None,
+            ticket_ended=bool(ticket and ticket.ended_at),
+        )
+    )
+    return taken, ticket
+
+
+def _take(trigger: Trigger, taken: Route, ticket: Ticket | None) -> None:
+    """Do what the route says, and record it as the trigger's disposition (a trigger
+    inserted with it already set is not written again)."""
+    if taken in (Route.FOLLOW_UP, Route.REVIVE, Route.RECORD):
+        if taken is Route.REVIVE:
+            _revive(ticket)
+        _input_from_trigger(ticket, trigger, deliver=taken is not Route.RECORD)
+    elif taken is Route.EVALUATE:
+        start_eval(trigger)
+    if taken is Route.OPEN:
+        common.open_ticket(trigger, common.title_of(trigger))
+    elif trigger.disposition != disposition(taken):
+        trigger.disposition = disposition(taken)
+        trigger.save(update_fields=["disposition"])
+
+
+def _input_from_trigger(ticket: Ticket, trigger: Trigger, *, deliver: bool) -> Input:
+    item = Input.objects.create(
+        ticket=ticket,
+        kind="message",
+        text=trigger.text,
+        author=trigger.actor,
+        is_human=trigger.is_human and not trigger.is_bot,
+        trigger=trigger,
+    )
+    if deliver:
+        common.deliver(ticket, item, person_first=item.is_human)
+    return item
+
+
+def _revive(ticket: Ticket) -> None:
+    """Same mandate, a new run: no new eval, no new authority."""
+    ticket.ended_at = None
+    ticket.end_reason = ""
+    ticket.save(update_fields=["ended_at", "end_reason"])
+    common.new_run(ticket, attempt=ticket.assignments.count() + 1)
+
+
+def start_eval(trigger: Trigger, policy_version: str = "") -> Eval:
+    evaluation = Eval.objects.create(
+        trigger=trigger,
+        policy_version=policy_version or trigger.policy_version or current_version(),
+    )
+    common.enqueue(evals.assess(evaluation.pk))
+    return evaluation
+
+
+def eval_finished(*, eval_id: int, result: str, note: str = "") -> str:
+    """Fact: triage of an inferred candidate ended. A discarded eval's result is dropped."""
+    evals.check_result(result)
+    with transaction.atomic(durable=True):
+        evaluation = (
+            Eval.objects.select_for_update(no_key=True).select_related("trigger")
+            .filter(pk=eval_id).first()
+        )
+        if evaluation is None:
+            raise NotFound(f"eval {eval_id} does not exist")
+        if evaluation.state != "running":
+            return evaluation.state
+        common.save_changes(evaluation, {"state": "done", "result": result,
+                                         "note": clip_routing_note(note),
+                                         "finished_at": clock()})
+        trigger = locks.trigger(evaluation.trigger_id)
+        outcome = evals.finished(
+            result, acceptance=acceptance_mode(),
+            thread_bound=Subscription.objects.filter(thread=trigger.thread).exists())
+        if outcome.open_ticket:
+            common.open_ticket(trigger, common.title_of(trigger))
+        else:
+            common.save_changes(trigger, {"disposition": outcome.disposition})
+        return trigger.disposition

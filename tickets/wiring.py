@@ -1,0 +1,37 @@
+"""Everything tickets plugs into the apps below it, in one place (called once from
+TicketsConfig.ready): the handlers of the outbox effects it owns or consumes, the facts it
+provides to the policy (policy.hooks ports) and what it does when a policy version is saved.
+
+This is the only way up: the lower apps declare ports, events and effect kinds; nothing
+below tickets imports it.
+"""
+
+from __future__ import annotations
+
+from effects import outbox
+from effects.models import EffectKind
+from policy import hooks
+from tickets import effect_handlers, policy_hooks, reply_handlers
+from tickets.actions import policy_changes
+
+EFFECT_HANDLERS = {
+    "assess": effect_handlers.assess_candidate,
+    "dispatch": effect_handlers.dispatch_assignment,
+    "deliver": effect_handlers.deliver_input,
+    EffectKind.TURN_ENDED: effect_handlers.worker_turn_ended,  # written by sessions/timeline
+    "relay": reply_handlers.relay,  # through the sources
+    "notice": reply_handlers.notice,
+}
+
+
+def _policy_version_saved(old_version: str | None, new_version: str) -> None:
+    policy_changes.policy_changed(old_version=old_version, new_version=new_version)
+
+
+def wire() -> None:
+    for kind, handler in EFFECT_HANDLERS.items():
+        outbox.register(kind)(handler)
+    hooks.sources.provide(policy_hooks.source_infos)
+    hooks.live_mandates.provide(policy_hooks.live_mandates)
+    hooks.worker_configured.provide(policy_hooks.worker_configured)
+    hooks.new_version.listen(_policy_version_saved)
