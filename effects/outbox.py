@@ -59,7 +59,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from effects import kinds as rules
@@ -323,6 +324,31 @@ def _claimable(kind: str, now) -> QuerySet[Effect]:
     return rows.order_by("id")
 
 
+def _kinds_with_work(kinds: list[str], owner: str, now) -> list[str]:
+    """The kinds that have a claimable row and room under their concurrency (drainers other
+    than `owner` holding live leases of the kind), read in one query after the turn is
+    taken, so the counts include every claim committed before."""
+    checks = {}
+    for n, kind in enumerate(kinds):
+        holders = (
+            Effect.objects.filter(state=EffectState.PENDING, kind=kind, claimed_until__gt=now)
+            .exclude(claimed_by=owner)
+            .order_by()
+            .values("kind")
+            .annotate(n=Count("claimed_by", distinct=True))
+            .values("n")
+        )
+        checks[f"due_{n}"] = Exists(_claimable(kind, now))
+        checks[f"held_{n}"] = Coalesce(Subquery(holders), 0)
+    row = ClaimTurn.objects.filter(pk=1).annotate(**checks).values(*checks).first()
+    if row is None:  # the turn row is made by ClaimTurn.take(); never missing here
+        return []
+    return [
+        kind for n, kind in enumerate(kinds)
+        if row[f"due_{n}"] and row[f"held_{n}"] < KINDS[kind].concurrency
+    ]
+
+
 def claim(owner: str, limit: int = 50) -> list[Effect]:
     """Lease up to `limit` due rows per kind to `owner`, honouring each kind's concurrency
     and the per-channel order of relay and notice. One short transaction."""
@@ -333,20 +359,8 @@ def claim(owner: str, limit: int = 50) -> list[Effect]:
     claimed: list[Effect] = []
     with transaction.atomic():
         ClaimTurn.take()
-        holders = dict(
-            Effect.objects.filter(
-                state=EffectState.PENDING, kind__in=kinds, claimed_until__gt=now
-            )
-            .exclude(claimed_by=owner)
-            .order_by()
-            .values("kind")
-            .annotate(n=Count("claimed_by", distinct=True))
-            .values_list("kind", "n")
-        )
-        for kind in kinds:
+        for kind in _kinds_with_work(kinds, owner, now):
             policy = KINDS[kind]
-            if holders.get(kind, 0) >= policy.concurrency:
-                continue
             size = max(1, min(policy.batch, limit))
             rows = list(_claimable(kind, now).select_for_update(skip_locked=True)[:size])
             if not rows:
