@@ -358,7 +358,7 @@ def describe(r: dict) -> str:
 def _args(argv: list[str] | None = None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pooled", action="store_true", help="only the pooled stack")
-    parser.add_argument("--requests", type=int, default=1500,
+    parser.add_argument("--requests", type=int, default=1000,
                         help="requests per flat-out round (two rounds of each kind)")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--step-seconds", type=float, default=3.0)
