@@ -35,7 +35,7 @@ BENCHES: dict[str, tuple[str, list[str], int]] = {
     "prompts": ("bench.prompts", ["prompt_current_roundtrips"], 180),
     "outbox": ("bench.outbox", ["outbox_ratio"], 480),
     "live_pass": ("bench.live_pass", ["live_pass_ratio"], 600),
-    "ingest": ("bench.ingest", ["ingest_ratio", "ingest_p99_ms"], 300),
+    "ingest": ("bench.ingest", ["ingest_ratio", "ingest_p99_ms", "ingest_rate_per_s"], 300),
     "turn_overhead": ("bench.turn_overhead", ["turn_added_ms_p50", "turn_added_ms_p95"], 600),
     "timeline": ("bench.timeline", ["timeline_p95_ms_1000"], 600),
     "sessions": ("bench.sessions",
