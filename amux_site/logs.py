@@ -113,6 +113,9 @@ def config(fmt: str) -> dict:
             # uvicorn's own handlers would bypass the format; send them through ours
             "uvicorn": {"handlers": ["console"], "level": "INFO", "propagate": False},
             "uvicorn.error": {"handlers": [], "level": "INFO", "propagate": True},
+            # dictConfig resets the children of a configured logger, which would bring back
+            # the access line per request that `--no-access-log` turned off
+            "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
         },
     }
 
