@@ -1,6 +1,7 @@
 """Everything tickets plugs into the apps below it, in one place (called once from
 TicketsConfig.ready): the handlers of the outbox effects it owns or consumes, the facts it
-provides to the policy (policy.hooks ports) and what it does when a policy version is saved.
+provides to the policy (policy.hooks ports), what it takes from intake (the consumer of
+recorded triggers) and what it does when a policy version is saved.
 
 This is the only way up: the lower apps declare ports, events and effect kinds; nothing
 below tickets imports it.
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 from effects import outbox
 from effects.models import EffectKind
+from intake import consumers
 from policy import hooks
 from tickets import effect_handlers, policy_hooks, reply_handlers
+from tickets.consumer import TicketsConsumer
 from tickets.actions import policy_changes
 
 EFFECT_HANDLERS = {
@@ -31,6 +34,7 @@ def _policy_version_saved(old_version: str | None, new_version: str) -> None:
 def wire() -> None:
     for kind, handler in EFFECT_HANDLERS.items():
         outbox.register(kind)(handler)
+    consumers.register(TicketsConsumer())  # what intake records, tickets takes
     hooks.sources.provide(policy_hooks.source_infos)
     hooks.live_mandates.provide(policy_hooks.live_mandates)
     hooks.worker_configured.provide(policy_hooks.worker_configured)
