@@ -14,8 +14,8 @@ from effects.models import EffectKind
 from intake import consumers
 from policy import hooks
 from tickets import effect_handlers, policy_hooks, reply_handlers
-from tickets.consumer import TicketsConsumer
 from tickets.actions import policy_changes
+from tickets.consumer import TicketsConsumer
 
 EFFECT_HANDLERS = {
     "assess": effect_handlers.assess_candidate,
