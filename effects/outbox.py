@@ -59,8 +59,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from effects import kinds as rules
@@ -325,28 +324,23 @@ def _claimable(kind: str, now) -> QuerySet[Effect]:
 
 
 def _kinds_with_work(kinds: list[str], owner: str, now) -> list[str]:
-    """The kinds that have a claimable row and room under their concurrency (drainers other
-    than `owner` holding live leases of the kind), read in one query after the turn is
-    taken, so the counts include every claim committed before."""
-    checks = {}
-    for n, kind in enumerate(kinds):
-        holders = (
-            Effect.objects.filter(state=EffectState.PENDING, kind=kind, claimed_until__gt=now)
-            .exclude(claimed_by=owner)
-            .order_by()
-            .values("kind")
-            .annotate(n=Count("claimed_by", distinct=True))
-            .values("n")
+    """The kinds that have a due row without a live lease and room under their concurrency
+    (drainers other than `owner` holding live leases of the kind), read in one query after
+    the turn is taken, so the counts include every claim committed before."""
+    live = Q(claimed_until__gt=now)
+    rows = (
+        Effect.objects.filter(state=EffectState.PENDING, kind__in=kinds)
+        .filter(live | Q(due_at__lte=now))
+        .order_by()
+        .values("kind")
+        .annotate(
+            held=Count("claimed_by", distinct=True, filter=live & ~Q(claimed_by=owner)),
+            due=Count("id", filter=~live & Q(due_at__lte=now)),
         )
-        checks[f"due_{n}"] = Exists(_claimable(kind, now))
-        checks[f"held_{n}"] = Coalesce(Subquery(holders), 0)
-    row = ClaimTurn.objects.filter(pk=1).annotate(**checks).values(*checks).first()
-    if row is None:  # the turn row is made by ClaimTurn.take(); never missing here
-        return []
-    return [
-        kind for n, kind in enumerate(kinds)
-        if row[f"due_{n}"] and row[f"held_{n}"] < KINDS[kind].concurrency
-    ]
+        .values_list("kind", "held", "due")
+    )
+    work = {kind for kind, held, due in rows if due and held < KINDS[kind].concurrency}
+    return [kind for kind in kinds if kind in work]
 
 
 def claim(owner: str, limit: int = 50) -> list[Effect]:
@@ -403,30 +397,33 @@ def _release(effects: Iterable[Effect], owner: str) -> None:
 def _call(effect: Effect, owner: str) -> str:
     """Run the handler; settle the row unless it is done (the caller deletes done rows)."""
     policy = KINDS[effect.kind]
-    mine = Effect.objects.filter(pk=effect.pk, claimed_by=owner)
+
+    def mine() -> QuerySet[Effect]:  # built only off the happy path, which needs no query
+        return Effect.objects.filter(pk=effect.pk, claimed_by=owner)
+
     handler = _handlers.get(effect.kind)
     if handler is None:
         # Unregistered after the claim (claim takes only kinds with a handler): not this
         # drainer's work, and no fault of the row. Give it back untouched.
         log.warning("effect %s %s: no handler here; released", effect.kind, effect.pk)
-        mine.update(claimed_by="", claimed_until=None)
+        mine().update(claimed_by="", claimed_until=None)
         return "released"
     try:
         handler(effect.pk, effect.payload)
     except Later as later:
-        settled = mine.filter(version=effect.version).update(
+        settled = mine().filter(version=effect.version).update(
             claimed_by="",
             claimed_until=None,
             due_at=timezone.now() + timedelta(seconds=max(0.0, later.delay)),
         )
         if not settled:
-            mine.update(claimed_by="", claimed_until=None)
+            mine().update(claimed_by="", claimed_until=None)
             return "replaced"
         return "later"
     except Exception as exc:
         attempts = effect.attempts + 1
         error = f"{type(exc).__name__}: {exc}"[:2000]
-        current = mine.filter(version=effect.version)
+        current = mine().filter(version=effect.version)
         if attempts >= policy.max_attempts:
             settled = current.update(
                 state=EffectState.DEAD, attempts=attempts, last_error=error,
@@ -448,7 +445,7 @@ def _call(effect: Effect, owner: str) -> str:
                         effect.kind, effect.pk, attempts, error)
         if not settled:
             # Replaced while it ran: the new payload has not been tried yet.
-            mine.update(claimed_by="", claimed_until=None, last_error=error)
+            mine().update(claimed_by="", claimed_until=None, last_error=error)
             return "replaced"
         return outcome
     return "done"
@@ -458,13 +455,13 @@ def _settle_done(effects: list[Effect], owner: str) -> int:
     """Delete finished rows in one statement; release the ones replaced while they ran."""
     if not effects:
         return 0
-    match = Q()
-    by_version: dict[int, list[int]] = {}
-    for effect in effects:
-        by_version.setdefault(effect.version, []).append(effect.pk)
-    for version, ids in by_version.items():
-        match |= Q(pk__in=ids, version=version)
-    deleted, _ = Effect.objects.filter(match, claimed_by=owner).delete()
+    # A row replaced while it ran has a new (random, 62-bit) version: matching the batch's
+    # versions as a set keeps it, short of two random versions colliding.
+    deleted, _ = Effect.objects.filter(
+        pk__in=[effect.pk for effect in effects],
+        version__in={effect.version for effect in effects},
+        claimed_by=owner,
+    ).delete()
     if deleted < len(effects):
         _release(effects, owner)  # what is left was replaced (or its lease was lost)
     return deleted
