@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
@@ -104,7 +106,7 @@ class ProviderDetail(generics.RetrieveUpdateDestroyAPIView):
 
 # ------------------------------------------------------------------------- runtimes
 def runtime_info(name: str, cls: Any) -> dict[str, Any]:
-    probe = cls.probe()
+    probe = cls.probe(Path(settings.AMUX_RUNTIMES_DIR))
     return {"name": name, "installed": probe.installed, "version": probe.version,
             "error": probe.error, "platforms": sorted(cls.platforms),
             "capabilities": cls.static_capabilities().as_dict()}

@@ -34,19 +34,23 @@ from django.db import (
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions import control, services, timeline
+from sessions import capacity, control, services, timeline
 from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
 from sessions.runtimes import TurnInput, errors, get_adapter
 from sessions.runtimes.base import RuntimeAdapter, tagged_pids
-from sessions.runtimes.events import ErrorObserved, QuestionAnswered, TurnFailed
+from sessions.runtimes.events import (
+    ErrorObserved,
+    QuestionAnswered,
+    TurnCancelled,
+    TurnFailed,
+)
 
 log = logging.getLogger(__name__)
 
 
 def min_idle_seconds() -> int:
     """The floor of a session's idle timeout: 60 s (seed 000). Tests lower it."""
-    return int(getattr(settings, "AMUX_SESSION_MIN_IDLE_SECONDS", None)
-               or os.environ.get("AMUX_SESSION_MIN_IDLE_SECONDS") or 60)
+    return int(settings.AMUX_SESSION_MIN_IDLE_SECONDS)
 
 
 def should_sleep(*, now: float, last_active: float, idle_timeout: int, queue_empty: bool,
@@ -96,6 +100,36 @@ def try_retire(session_id: int, owner: str, reason: str) -> bool:
         if session.lifecycle == Lifecycle.SLEEPING:
             timeline.note(session_id, "session.sleeping", {"reason": reason})
     return True
+
+
+def sleep_facts(session_id: int) -> dict[str, bool]:
+    """What the sleep rule needs besides time, as the database has it now."""
+    states = set(Turn.objects.filter(session_id=session_id, state__in=[
+        TurnState.QUEUED, TurnState.RUNNING]).values_list("state", flat=True))
+    return {"queue_empty": TurnState.QUEUED not in states,
+            "turn_in_flight": TurnState.RUNNING in states,
+            "pending_permission": any(p["type"] == "permission.requested" for p in
+                                      timeline.pending_requests(session_id).values())}
+
+
+def _nothing_to_do(session_id: int) -> bool:
+    """A host task for a session that is asleep (or new) with no input waiting: a duplicate
+    wake; it must not start a runtime that would only idle."""
+    session = Session.objects.get(pk=session_id)
+    return (session.lifecycle in (Lifecycle.SLEEPING, Lifecycle.CREATED)
+            and not session.turns.filter(state__in=[TurnState.QUEUED,
+                                                    TurnState.RUNNING]).exists())
+
+
+def _queued_seq(session_id: int, seq: Any) -> bool:
+    return isinstance(seq, int) and Turn.objects.filter(
+        session_id=session_id, seq=seq, state=TurnState.QUEUED).exists()
+
+
+def _end_unstarted(session_id: int, turn_id: int) -> None:
+    """An input interrupted before the runtime saw it: opened and ended, never sent."""
+    timeline.start_turn(session_id, turn_id)
+    timeline.record(session_id, turn_id, [TurnCancelled(reason="interrupted")])
 
 
 def _idle_timeout(session_id: int) -> int:
@@ -170,6 +204,10 @@ class SessionHost:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-db")
         self._redis: Any = None
         self.outcome = ""
+        # commands that apply later: turns to end interrupted when they would start, and a
+        # sleep or archive asked for while a turn ran
+        self.interrupts: set[int] = set()
+        self.retire = ""
 
     async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` on the host's one database thread (one connection, kept open; a
@@ -194,6 +232,10 @@ class SessionHost:
         try:
             if not await self.db(acquire_lease, self.session_id, self.owner, self.host):
                 self.outcome = "busy"
+                return self.outcome
+            await asyncio.to_thread(capacity.wake_taken, self.session_id)
+            if await self.db(_nothing_to_do, self.session_id):
+                self.outcome = "nothing_to_do"
                 return self.outcome
             self._redis = aioredis.from_url(settings.REDIS_URL)
             renewer = asyncio.create_task(self._renew_loop())
@@ -275,6 +317,11 @@ class SessionHost:
         idle_timeout = max(session.idle_timeout_s, min_idle_seconds())
         while not self.lost:
             turn = await self.db(_next_turn, self.session_id)
+            if turn is not None and turn.seq in self.interrupts:
+                self.interrupts.discard(turn.seq)
+                await self.db(_end_unstarted, self.session_id, turn.pk)
+                last_active = loop.time()
+                continue
             if turn is not None:
                 # assembled from the current prompt version for every turn
                 prompt = await self.db(services.turn_prompt, session)
@@ -296,24 +343,45 @@ class SessionHost:
                 idle_timeout = max(await self.db(_idle_timeout, self.session_id),
                                    min_idle_seconds())
                 continue
+            if self.retire:
+                # a sleep or archive asked for while a turn ran: now that it has ended
+                asked, self.retire = self.retire, ""
+                if await self.db(try_retire, self.session_id, self.owner,
+                                 SleepReason.MANUAL):
+                    return "archived" if asked == "archive" else "slept"
+                self.retire = asked  # more input came first: served, then retired
             msg = await control.pop(self._redis, self.session_id, self.poll)
             if msg is not None:
-                op = msg.get("op")
-                if op == "sleep" and await self.db(try_retire, self.session_id, self.owner,
-                                                   SleepReason.MANUAL):
-                    return "slept"
-                if op == "archive" and await self.db(try_retire, self.session_id,
-                                                     self.owner, SleepReason.MANUAL):
-                    return "archived"
+                await self._command_while_idle(msg)
                 continue
-            idle = should_sleep(now=loop.time(), last_active=last_active,
-                                idle_timeout=idle_timeout, queue_empty=True,
-                                turn_in_flight=False, pending_permission=False,
-                                minimum=min_idle_seconds())
-            if idle and await self.db(try_retire, self.session_id, self.owner,
+            if loop.time() - last_active < max(idle_timeout, min_idle_seconds()):
+                continue
+            facts = await self.db(sleep_facts, self.session_id)
+            if should_sleep(now=loop.time(), last_active=last_active,
+                            idle_timeout=idle_timeout, minimum=min_idle_seconds(), **facts) \
+                    and await self.db(try_retire, self.session_id, self.owner,
                                       SleepReason.IDLE_TIMEOUT):
                 return "slept"
         return "lost_lease"
+
+    async def _command_while_idle(self, msg: dict[str, Any]) -> None:
+        """No turn runs: each command is kept until it applies or answered with why not
+        (on the timeline, where the caller looks); none is dropped unseen."""
+        op = msg.get("op")
+        if op in ("sleep", "archive"):
+            self.retire = op
+        elif op == "interrupt":
+            seq = msg.get("turn")
+            if await self.db(_queued_seq, self.session_id, seq):
+                self.interrupts.add(seq)  # ends interrupted when it would start
+            else:
+                await self.db(timeline.note, self.session_id, "control.refused", {
+                    "op": op, "turn": seq, "reason": "the turn had already ended"})
+        elif op in ("permission", "answer"):
+            # requests are open only while their turn runs (timeline.pending_requests)
+            await self.db(timeline.note, self.session_id, "control.refused", {
+                "op": op, "request_id": msg.get("request_id"),
+                "reason": "the turn that asked has ended"})
 
     async def _serve_turn(self, turn: Turn, prompt: services.TurnPrompt) -> None:
         assert self.adapter is not None
@@ -365,6 +433,12 @@ class SessionHost:
                 if msg is None:
                     continue
                 op = msg.get("op")
+                if op in ("sleep", "archive"):
+                    self.retire = op  # applied once this turn has ended
+                    continue
+                if op == "interrupt" and msg.get("turn") not in (None, turn.seq):
+                    self.interrupts.add(msg["turn"])  # a later input, not started yet
+                    continue
                 with contextlib.suppress(errors.RuntimeAdapterError):
                     if op == "interrupt":
                         await adapter.interrupt()

@@ -7,10 +7,7 @@ otherwise a new host task is enqueued after commit.
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +26,6 @@ from sessions.runtimes.watchdog import (
 )
 
 MIN_IDLE_TIMEOUT = 60
-RUNTIME_PLATFORM = {"openai-compat": "openai-compat", "anthropic-compat": "anthropic-compat"}
 
 
 class CommandError(Exception):
@@ -55,12 +51,12 @@ class Conflict(CommandError):
 
 def lease_seconds() -> int:
     """The host lease's time to live (renewed every third of it)."""
-    return int(getattr(settings, "AMUX_SESSION_LEASE_SECONDS", None)
-               or os.environ.get("AMUX_SESSION_LEASE_SECONDS") or 30)
+    return int(settings.AMUX_SESSION_LEASE_SECONDS)
 
 
 def hostname() -> str:
-    return getattr(settings, "AMUX_HOSTNAME", None) or socket.gethostname()
+    """This machine's name in leases and in its own runtime queue (``runtime.<name>``)."""
+    return settings.AMUX_HOSTNAME
 
 
 def runtime_root() -> Path:
@@ -73,7 +69,7 @@ def state_dir(session: Session) -> Path:
 
 # ------------------------------------------------------------------------ creation
 def provider_spec(provider: ProviderProfile) -> ProviderSpec:
-    return ProviderSpec(platform=RUNTIME_PLATFORM.get(provider.platform, provider.platform),
+    return ProviderSpec(platform=provider.platform,
                         base_url=provider.base_url,
                         api_key=(provider.secrets or {}).get("api_key", ""),
                         slug=provider.slug)
@@ -202,7 +198,7 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         ask_user=snap.get("ask_user", True),
         background_shell_after=snap.get("background_shell_after"),
         extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
-        **overrides)
+        runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR), **overrides)
 
 
 @dataclass(frozen=True)
@@ -259,9 +255,16 @@ def wake(session_id: int, session: Session | None = None) -> None:
         # after commit, or the host could look before the new turn is visible
         transaction.on_commit(lambda: control.send(session_id, "input"))
         return
+    from sessions import capacity
     from sessions.tasks import enqueue_host
 
-    transaction.on_commit(lambda: enqueue_host(session_id))
+    host = session.lease_host  # the machine that last ran it holds its work directory
+
+    def send() -> None:
+        if capacity.mark_wake(session_id):
+            enqueue_host(session_id, host)
+
+    transaction.on_commit(send)
 
 
 def post_message(session_id: int, text: str, *, key: str | None = None,
@@ -279,10 +282,13 @@ def post_message(session_id: int, text: str, *, key: str | None = None,
 
 
 def interrupt(session_id: int) -> None:
+    """Interrupt the turn in flight. A turn that is queued but not yet started by the host
+    is interrupted when it starts (it ends interrupted before the runtime sees it); with
+    neither, 409."""
     if Session.objects.filter(pk=session_id, lifecycle=Lifecycle.ARCHIVED).exists():
         raise Conflict("the session is archived: there is nothing to interrupt",
                        code="session_archived")
-    turn = timeline.turn_in_flight(session_id)
+    turn = timeline.turn_in_flight(session_id) or timeline.next_queued(session_id)
     if turn is None:
         raise Conflict("no turn is in flight", code="no_turn_in_flight")
     control.send(session_id, "interrupt", turn=turn.seq)
@@ -317,7 +323,9 @@ def answer_question(session_id: int, request_id: str, answers: dict[str, Any]) -
 
 
 def sleep(session_id: int) -> None:
-    """Manual sleep: refused while a turn is in flight or inputs are queued."""
+    """Manual sleep: refused (409 ``busy``) while a turn is in flight or inputs are queued.
+    An input that arrives after this check is served first: the host sleeps once the queue
+    is empty, it never drops the request."""
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.lifecycle == Lifecycle.ARCHIVED:
@@ -333,6 +341,8 @@ def sleep(session_id: int) -> None:
 
 
 def archive(session_id: int) -> None:
+    """Refused (409 ``busy``) while a turn is in flight or inputs are queued; the host
+    retires the runtime as soon as the turn it serves (if any) has ended."""
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.lifecycle == Lifecycle.ARCHIVED:
@@ -344,6 +354,3 @@ def archive(session_id: int) -> None:
         timeline.note(session_id, "session.archived", {})
     control.send(session_id, "archive")
 
-
-def lease_deadline() -> Any:
-    return timezone.now() + timedelta(seconds=lease_seconds())

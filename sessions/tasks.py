@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from celery import current_app, shared_task
+from celery import shared_task
 from django.db.models import Q
 from django.utils import timezone
 
@@ -19,7 +19,6 @@ from sessions.models import Lifecycle, Session, TurnState
 log = logging.getLogger(__name__)
 
 HOST_TIME_LIMIT = 8 * 24 * 3600  # beyond the 7-day turn cap
-SWEEP_INTERVAL = 10.0
 
 
 @shared_task(name="sessions.host", acks_late=True,
@@ -32,8 +31,13 @@ def run_session_host(*, session_id: int) -> str:
     return outcome
 
 
-def enqueue_host(session_id: int) -> None:
-    run_session_host.apply_async(kwargs={"session_id": session_id}, queue="runtime")
+def enqueue_host(session_id: int, host: str = "") -> None:
+    """Send the session's host task to ``runtime.<host>`` (the machine that holds its work
+    directory) while a worker there consumes it, else to any runtime worker."""
+    from sessions import capacity
+
+    queue = f"runtime.{host}" if host and capacity.host_alive(host) else "runtime"
+    run_session_host.apply_async(kwargs={"session_id": session_id}, queue=queue)
 
 
 @shared_task(name="sessions.sweep", acks_late=True, time_limit=60,
@@ -46,15 +50,8 @@ def sweep_sessions() -> int:
         Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
     waiting = Q(turns__state=TurnState.QUEUED) & ~Q(lifecycle=Lifecycle.ARCHIVED) & (
         Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
-    ids = list(Session.objects.filter(expired | waiting).values_list("pk", flat=True)
-               .distinct())
-    for session_id in ids:
-        enqueue_host(session_id)
-    return len(ids)
-
-
-current_app.conf.beat_schedule = {
-    **(current_app.conf.beat_schedule or {}),
-    "sessions-sweep": {"task": "sessions.sweep", "schedule": SWEEP_INTERVAL,
-                       "options": {"expires": SWEEP_INTERVAL}},
-}
+    found = list(Session.objects.filter(expired | waiting)
+                 .values_list("pk", "lease_host").distinct())
+    for session_id, host in found:
+        enqueue_host(session_id, host)
+    return len(found)
