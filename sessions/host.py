@@ -41,7 +41,6 @@ from sessions.runtimes.base import RuntimeAdapter, tagged_pids
 from sessions.runtimes.events import (
     ErrorObserved,
     QuestionAnswered,
-    TurnCancelled,
     TurnFailed,
 )
 
@@ -121,17 +120,6 @@ def _nothing_to_do(session_id: int) -> bool:
                                                     TurnState.RUNNING]).exists())
 
 
-def _queued_seq(session_id: int, seq: Any) -> bool:
-    return isinstance(seq, int) and Turn.objects.filter(
-        session_id=session_id, seq=seq, state=TurnState.QUEUED).exists()
-
-
-def _end_unstarted(session_id: int, turn_id: int) -> None:
-    """An input interrupted before the runtime saw it: opened and ended, never sent."""
-    timeline.start_turn(session_id, turn_id)
-    timeline.record(session_id, turn_id, [TurnCancelled(reason="interrupted")])
-
-
 def _idle_timeout(session_id: int) -> int:
     return Session.objects.values_list("idle_timeout_s", flat=True).get(pk=session_id)
 
@@ -204,9 +192,7 @@ class SessionHost:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-db")
         self._redis: Any = None
         self.outcome = ""
-        # commands that apply later: turns to end interrupted when they would start, and a
-        # sleep or archive asked for while a turn ran
-        self.interrupts: set[int] = set()
+        # a sleep or archive asked for while a turn ran: applied once it has ended
         self.retire = ""
 
     async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -317,11 +303,6 @@ class SessionHost:
         idle_timeout = max(session.idle_timeout_s, min_idle_seconds())
         while not self.lost:
             turn = await self.db(_next_turn, self.session_id)
-            if turn is not None and turn.seq in self.interrupts:
-                self.interrupts.discard(turn.seq)
-                await self.db(_end_unstarted, self.session_id, turn.pk)
-                last_active = loop.time()
-                continue
             if turn is not None:
                 # assembled from the current prompt version for every turn
                 prompt = await self.db(services.turn_prompt, session)
@@ -371,12 +352,8 @@ class SessionHost:
         if op in ("sleep", "archive"):
             self.retire = op
         elif op == "interrupt":
-            seq = msg.get("turn")
-            if await self.db(_queued_seq, self.session_id, seq):
-                self.interrupts.add(seq)  # ends interrupted when it would start
-            else:
-                await self.db(timeline.note, self.session_id, "control.refused", {
-                    "op": op, "turn": seq, "reason": "the turn had already ended"})
+            await self.db(timeline.note, self.session_id, "control.refused", {
+                "op": op, "turn": msg.get("turn"), "reason": "the turn had already ended"})
         elif op in ("permission", "answer"):
             # requests are open only while their turn runs (timeline.pending_requests)
             await self.db(timeline.note, self.session_id, "control.refused", {
@@ -437,7 +414,9 @@ class SessionHost:
                     self.retire = op  # applied once this turn has ended
                     continue
                 if op == "interrupt" and msg.get("turn") not in (None, turn.seq):
-                    self.interrupts.add(msg["turn"])  # a later input, not started yet
+                    # meant for a turn that has ended: never cut the next one short
+                    await self.db(timeline.note, self.session_id, "control.refused", {
+                        "op": op, "turn": msg["turn"], "reason": "the turn had already ended"})
                     continue
                 with contextlib.suppress(errors.RuntimeAdapterError):
                     if op == "interrupt":

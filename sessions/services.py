@@ -282,13 +282,13 @@ def post_message(session_id: int, text: str, *, key: str | None = None,
 
 
 def interrupt(session_id: int) -> None:
-    """Interrupt the turn in flight. A turn that is queued but not yet started by the host
-    is interrupted when it starts (it ends interrupted before the runtime sees it); with
-    neither, 409."""
+    """Interrupt the turn in flight; 409 ``no_turn_in_flight`` when none runs (a queued
+    input is not a turn yet). The host interrupts only the turn named here: if that turn
+    ended before the host read the request, the timeline says so (``control.refused``)."""
     if Session.objects.filter(pk=session_id, lifecycle=Lifecycle.ARCHIVED).exists():
         raise Conflict("the session is archived: there is nothing to interrupt",
                        code="session_archived")
-    turn = timeline.turn_in_flight(session_id) or timeline.next_queued(session_id)
+    turn = timeline.turn_in_flight(session_id)
     if turn is None:
         raise Conflict("no turn is in flight", code="no_turn_in_flight")
     control.send(session_id, "interrupt", turn=turn.seq)

@@ -340,9 +340,3 @@ def pending_requests(session_id: int) -> dict[str, dict[str, Any]]:
 
 def turn_in_flight(session_id: int) -> Turn | None:
     return Turn.objects.filter(session_id=session_id, state=TurnState.RUNNING).first()
-
-
-def next_queued(session_id: int) -> Turn | None:
-    """The input the host serves next."""
-    return Turn.objects.filter(session_id=session_id, state=TurnState.QUEUED).order_by(
-        "seq").first()
