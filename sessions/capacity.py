@@ -81,10 +81,12 @@ def waiting_for_capacity(session_ids: Iterable[int]) -> set[int]:
     return wanting
 
 
-def mark_wake(session_id: int) -> bool:
-    """Record that a host task is on its way; False if one already is."""
+def mark_wake(session_id: int, *, replace: bool = False) -> bool:
+    """Record that a host task is on its way; False if one already was (``replace``: record
+    it anyway, for a wake that sends its task whatever the sweep did)."""
     try:
-        return bool(client().set(WAKE_KEY.format(id=session_id), "1", nx=True, ex=WAKE_TTL))
+        return bool(client().set(WAKE_KEY.format(id=session_id), "1", nx=not replace,
+                                 ex=WAKE_TTL))
     except redis.RedisError:
         return True  # better a duplicate host task (it finds the lease held) than none
 

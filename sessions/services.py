@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions import control, timeline
+from sessions import capacity, control, timeline
 from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
 from sessions.runtimes import ProviderSpec, RuntimeConfig, WatchdogConfig, errors, get_adapter
 from sessions.runtimes.base import McpServer
@@ -255,14 +255,13 @@ def wake(session_id: int, session: Session | None = None) -> None:
         # after commit, or the host could look before the new turn is visible
         transaction.on_commit(lambda: control.send(session_id, "input"))
         return
-    from sessions import capacity
     from sessions.tasks import enqueue_host
 
     host = session.lease_host  # the machine that last ran it holds its work directory
 
     def send() -> None:
-        if capacity.mark_wake(session_id):
-            enqueue_host(session_id, host)
+        capacity.mark_wake(session_id, replace=True)  # the sweep sends no second one
+        enqueue_host(session_id, host)
 
     transaction.on_commit(send)
 

@@ -14,6 +14,7 @@ from celery import shared_task
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions import capacity
 from sessions.models import Lifecycle, Session, TurnState
 
 log = logging.getLogger(__name__)
@@ -34,8 +35,6 @@ def run_session_host(*, session_id: int) -> str:
 def enqueue_host(session_id: int, host: str = "") -> None:
     """Send the session's host task to ``runtime.<host>`` (the machine that holds its work
     directory) while a worker there consumes it, else to any runtime worker."""
-    from sessions import capacity
-
     queue = f"runtime.{host}" if host and capacity.host_alive(host) else "runtime"
     run_session_host.apply_async(kwargs={"session_id": session_id}, queue=queue)
 
@@ -52,6 +51,10 @@ def sweep_sessions() -> int:
         Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
     found = list(Session.objects.filter(expired | waiting)
                  .values_list("pk", "lease_host").distinct())
+    sent = 0
     for session_id, host in found:
-        enqueue_host(session_id, host)
-    return len(found)
+        # one host task on its way per session: a full machine does not pile them up
+        if capacity.mark_wake(session_id):
+            enqueue_host(session_id, host)
+            sent += 1
+    return sent
