@@ -13,6 +13,7 @@ Workers publish their slots with their heartbeat (amux_common/worker_registry.py
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -28,6 +29,10 @@ WAKE_KEY = "amux:session:{id}:wake"
 # A host task sent and not yet started: the sweep sends no second one meanwhile. Past this
 # it may have been lost with a worker, and the sweep sends it again.
 WAKE_TTL = 120
+PINNED_WAKE_TTL = 15
+# A worker writes its heartbeat every 5 s: one silent for longer than this is not trusted
+# with a session pinned to it.
+FRESH_HEARTBEAT = 12.0
 
 
 @dataclass(frozen=True)
@@ -53,9 +58,11 @@ def _runtime_workers() -> list[dict]:
 
 
 def host_alive(host: str) -> bool:
-    """A worker consuming ``runtime.<host>`` has a live heartbeat."""
+    """A worker consuming ``runtime.<host>`` wrote its heartbeat within FRESH_HEARTBEAT."""
     queue = f"runtime.{host}"
-    return any(queue in w.get("queues", ()) for w in _runtime_workers())
+    now = time.time()
+    return any(queue in w.get("queues", ()) and now - float(w.get("at") or 0) < FRESH_HEARTBEAT
+               for w in _runtime_workers())
 
 
 def _live_lease() -> Q:
@@ -81,12 +88,12 @@ def waiting_for_capacity(session_ids: Iterable[int]) -> set[int]:
     return wanting
 
 
-def mark_wake(session_id: int, *, replace: bool = False) -> bool:
+def mark_wake(session_id: int, *, ttl: int = WAKE_TTL, replace: bool = False) -> bool:
     """Record that a host task is on its way; False if one already was (``replace``: record
     it anyway, for a wake that sends its task whatever the sweep did)."""
     try:
         return bool(client().set(WAKE_KEY.format(id=session_id), "1", nx=not replace,
-                                 ex=WAKE_TTL))
+                                 ex=ttl))
     except redis.RedisError:
         return True  # better a duplicate host task (it finds the lease held) than none
 

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions import capacity, control, timeline
+from sessions import control, timeline
 from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
 from sessions.runtimes import ProviderSpec, RuntimeConfig, WatchdogConfig, errors, get_adapter
 from sessions.runtimes.base import McpServer
@@ -259,11 +259,7 @@ def wake(session_id: int, session: Session | None = None) -> None:
 
     host = session.lease_host  # the machine that last ran it holds its work directory
 
-    def send() -> None:
-        capacity.mark_wake(session_id, replace=True)  # the sweep sends no second one
-        enqueue_host(session_id, host)
-
-    transaction.on_commit(send)
+    transaction.on_commit(lambda: enqueue_host(session_id, host))
 
 
 def post_message(session_id: int, text: str, *, key: str | None = None,

@@ -32,11 +32,18 @@ def run_session_host(*, session_id: int) -> str:
     return outcome
 
 
-def enqueue_host(session_id: int, host: str = "") -> None:
+def enqueue_host(session_id: int, host: str = "", *, once: bool = False) -> bool:
     """Send the session's host task to ``runtime.<host>`` (the machine that holds its work
-    directory) while a worker there consumes it, else to any runtime worker."""
-    queue = f"runtime.{host}" if host and capacity.host_alive(host) else "runtime"
-    run_session_host.apply_async(kwargs={"session_id": session_id}, queue=queue)
+    directory) while a worker there is alive, else to any runtime worker. ``once``: not if
+    a task is already on its way (the sweep); False when none was sent."""
+    pinned = bool(host) and capacity.host_alive(host)
+    # a pinned task is looked at again soon: its host may have died since its heartbeat
+    ttl = capacity.PINNED_WAKE_TTL if pinned else capacity.WAKE_TTL
+    if not capacity.mark_wake(session_id, ttl=ttl, replace=not once):
+        return False
+    run_session_host.apply_async(kwargs={"session_id": session_id},
+                                 queue=f"runtime.{host}" if pinned else "runtime")
+    return True
 
 
 @shared_task(name="sessions.sweep", acks_late=True, time_limit=60,
@@ -51,10 +58,5 @@ def sweep_sessions() -> int:
         Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
     found = list(Session.objects.filter(expired | waiting)
                  .values_list("pk", "lease_host").distinct())
-    sent = 0
-    for session_id, host in found:
-        # one host task on its way per session: a full machine does not pile them up
-        if capacity.mark_wake(session_id):
-            enqueue_host(session_id, host)
-            sent += 1
-    return sent
+    # one host task on its way per session: a full machine does not pile them up
+    return sum(enqueue_host(session_id, host, once=True) for session_id, host in found)
