@@ -18,7 +18,7 @@ from amux_common.api import error_response
 from amux_common.fields import JsonTyped
 from amux_common.schema import page_of
 from amux_common.secrets import set_keys
-from sessions import services, timeline
+from sessions import capacity, services, timeline
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProfile, Session
 from sessions.runtimes import registered
@@ -144,12 +144,19 @@ class SessionSerializer(serializers.ModelSerializer):
     provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     pending = serializers.SerializerMethodField()
     turns = serializers.SerializerMethodField()
+    waiting_for_capacity = serializers.SerializerMethodField(
+        help_text="input waits and every runtime slot is held by another awake session; "
+                  "it starts when one frees")
 
     class Meta:
         model = Session
         fields = ["id", "name", "runtime", "provider", "model", "lifecycle", "sleep_reason",
                   "workdir", "usage", "native_ref", "idle_timeout_s", "snapshot", "turns",
-                  "pending", "lease_host", "lease_expires_at", "created_at", "updated_at"]
+                  "pending", "waiting_for_capacity", "lease_host", "lease_expires_at",
+                  "created_at", "updated_at"]
+
+    def get_waiting_for_capacity(self, obj: Session) -> bool:
+        return obj.pk in capacity.waiting_for_capacity([obj.pk])
 
     def get_pending(self, obj: Session) -> list[dict[str, Any]]:
         if self.context.get("list"):

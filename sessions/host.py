@@ -208,6 +208,12 @@ class SessionHost:
                 close_old_connections()
                 connection.close()
                 return fn(*args, **kwargs)
+            finally:
+                if (connection.settings_dict.get("OPTIONS") or {}).get("pool") \
+                        and not connection.in_atomic_block:
+                    # pooled: give the connection back between calls, so many awake
+                    # sessions share a few connections instead of holding one each
+                    connection.close()
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 

@@ -63,7 +63,7 @@ def test_ten_sessions_start_their_first_turn_without_waiting_for_one_to_sleep(
 
 
 def test_a_full_machine_says_waiting_for_capacity_until_a_slot_frees(
-        openai_provider, session_dirs, model_server, tmp_path):
+        openai_provider, session_dirs, model_server, tmp_path, api):
     from tickets.models import Assignment, Source, Thread, Ticket
     from tickets.read import stages
 
@@ -87,6 +87,9 @@ def test_a_full_machine_says_waiting_for_capacity_until_a_slot_frees(
         # its host task waits in the broker; the session and its ticket say why
         assert capacity.room().full
         assert capacity.waiting_for_capacity([waiting.pk, holder.pk]) == {waiting.pk}
+        assert api.get(f"/api/v1/sessions/{waiting.pk}").json()["waiting_for_capacity"]
+        shown = api.get(f"/api/v1/tickets/{ticket.pk}").json()
+        assert shown["stage"] == "waiting_for_capacity"
         stage, label = stages([Ticket.objects.get(pk=ticket.pk)])[ticket.pk]
         assert stage == "waiting_for_capacity" and "capacity" in label.lower()
         time.sleep(3)
@@ -94,6 +97,7 @@ def test_a_full_machine_says_waiting_for_capacity_until_a_slot_frees(
         services.sleep(holder.pk)  # room frees: the waiting session starts at once
         wait_for(lambda: _completed(waiting.pk) == 1, timeout=90)
         assert capacity.waiting_for_capacity([waiting.pk]) == set()
+        assert not api.get(f"/api/v1/sessions/{waiting.pk}").json()["waiting_for_capacity"]
         stage, _label = stages([Ticket.objects.get(pk=ticket.pk)])[ticket.pk]
         assert stage == "working"
         held = Session.objects.get(pk=holder.pk)

@@ -24,7 +24,9 @@ def _completed(session_id) -> int:
 
 def _box(name, session_dirs, tmp_path, beat=False):
     env = worker_env(session_dirs, AMUX_HOSTNAME=name, AMUX_SESSION_LEASE_SECONDS="6")
-    return Worker(name, env, queues=f"runtime,runtime.{name}", sessions=2, beat=beat,
+    # the one with beat also runs its sweep (on `default`)
+    queues = f"runtime,runtime.{name}" + (",default" if beat else "")
+    return Worker(name, env, queues=queues, sessions=2, beat=beat,
                   log=tmp_path / f"{name}.log")
 
 
@@ -37,6 +39,7 @@ def test_sessions_spread_stay_pinned_and_move_when_their_host_dies(
     box1 = _box("box1", session_dirs, tmp_path)
     box2 = _box("box2", session_dirs, tmp_path, beat=True)
     try:
+        # box2 also takes the sweep from `default`: its slots are shared with it
         wait_for(lambda: capacity.room().slots == 4, timeout=60)
         ids = [services.create_session(runtime="codex", provider="scripted",
                                        model="gpt-5.5").pk for _ in range(4)]
