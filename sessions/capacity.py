@@ -26,10 +26,13 @@ from amux_common.shared_redis import client
 from sessions.models import Lifecycle, Session, TurnState
 
 WAKE_KEY = "amux:session:{id}:wake"
-# A host task sent and not yet started: the sweep sends no second one meanwhile. Past this
-# it may have been lost with a worker, and the sweep sends it again.
-WAKE_TTL = 120
-PINNED_WAKE_TTL = 15
+# A host task sent and not yet started: the sweep (every 10 s) sends no second one
+# meanwhile. Past this it may have been lost with a worker that had reserved it, and the
+# sweep sends it again; a full machine so gathers at most one spare task per session per
+# WAKE_TTL (each ends at once: the lease is held, or there is nothing to do). A task pinned
+# to a host is sent again at every sweep: that host may have died since its heartbeat.
+WAKE_TTL = 30
+PINNED_WAKE_TTL = 9
 # A worker writes its heartbeat every 5 s: one silent for longer than this is not trusted
 # with a session pinned to it.
 FRESH_HEARTBEAT = 12.0

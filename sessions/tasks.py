@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
-from celery import shared_task
+from celery import shared_task, signals
 from django.db.models import Q
 from django.utils import timezone
 
@@ -60,3 +61,50 @@ def sweep_sessions() -> int:
                  .values_list("pk", "lease_host").distinct())
     # one host task on its way per session: a full machine does not pile them up
     return sum(enqueue_host(session_id, host, once=True) for session_id, host in found)
+
+
+def _owner_dead_here(owner: str, host: str) -> bool:
+    """The lease owner (``<host>:<pid>:<nonce>``, sessions/host.py) was a process of this
+    machine that no longer runs."""
+    parts = owner.split(":")
+    if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def reclaim_dead_leases(host: str) -> int:
+    """A runtime worker that starts takes back at once the sessions whose host died on
+    this machine (its process is gone, so it cannot be renewing): they are resumed now
+    instead of when their lease expires. A lease whose owner may still run is left alone."""
+    now = timezone.now()
+    taken = 0
+    for pk, owner in Session.objects.filter(lease_host=host, lease_expires_at__gt=now) \
+            .exclude(lease_owner="").values_list("pk", "lease_owner"):
+        if _owner_dead_here(owner, host) and Session.objects.filter(
+                pk=pk, lease_owner=owner).update(lease_expires_at=now) == 1:
+            taken += enqueue_host(pk, host)
+    return taken
+
+
+@signals.worker_ready.connect
+def _reclaim_on_start(sender=None, **kwargs) -> None:
+    from sessions.services import hostname
+
+    try:
+        queues = set(sender.app.amqp.queues.consume_from)
+    except AttributeError:
+        return
+    if "runtime" in queues or any(q.startswith("runtime.") for q in queues):
+        try:
+            taken = reclaim_dead_leases(hostname())
+        except Exception:  # never keep the worker from starting; the sweep still runs
+            log.warning("dead hosts' sessions not reclaimed at start", exc_info=True)
+            return
+        if taken:
+            log.info("resuming %s session(s) whose host died on this machine", taken)
