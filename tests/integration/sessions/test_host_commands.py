@@ -114,3 +114,31 @@ def test_the_sleep_rule_reads_the_queue_the_turn_and_the_prompts(openai_provider
 
 def _permission(request_id):
     return PermissionRequested(request_id=request_id, title="run a command")
+
+
+def test_a_starting_worker_takes_back_only_leases_whose_host_died_here(openai_provider,
+                                                                         session_dirs):
+    import os
+    import subprocess
+    import sys
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions.tasks import reclaim_dead_leases
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    later = timezone.now() + timedelta(seconds=30)
+    dead, alive, elsewhere = (_session() for _ in range(3))
+    Session.objects.filter(pk=dead.pk).update(
+        lease_owner=f"here:{gone}:a", lease_host="here", lease_expires_at=later)
+    Session.objects.filter(pk=alive.pk).update(
+        lease_owner=f"here:{os.getpid()}:b", lease_host="here", lease_expires_at=later)
+    Session.objects.filter(pk=elsewhere.pk).update(
+        lease_owner=f"there:{gone}:c", lease_host="there", lease_expires_at=later)
+    assert reclaim_dead_leases("here") == 1
+    rows = {s.pk: s for s in Session.objects.all()}
+    assert rows[dead.pk].lease_expires_at <= timezone.now()  # free for a new host now
+    assert rows[alive.pk].lease_expires_at == later  # its host may still run: untouched
+    assert rows[elsewhere.pk].lease_expires_at == later  # another machine's: its own
