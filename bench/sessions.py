@@ -18,13 +18,14 @@ answers every request at once. Three figures, measured in one run:
     python -m bench.sessions [--awake 50] [--sleeping 500] [--runtime codex|pi]
                              [--pool threads|prefork]
 
-``--pool prefork`` measures the previous layout (a prefork child per awake session) for
-comparison. Needs DATABASE_URL=postgres://… (a scratch database is made next to it).
+``--pool prefork`` measures the previous layout (a prefork child per awake session, whose
+RSS is then the figure) for comparison. Needs DATABASE_URL=postgres://… (a scratch database is made next to it).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -164,7 +165,12 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
                 worker_rss = _rss_mb(worker.pid)
             runtime_rss = sum(_rss_mb(p) for p in _descendants(worker.pid)
                               if p in runtime_pids or _ancestor_in(p, runtime_pids))
-            per_session = (worker_rss - base_rss) / awake
+            if pool == "prefork":
+                # each awake session holds a whole prefork child: its RSS is the cost
+                busy = [p for p in hosts if any(_ancestor_in(r, {p}) for r in runtime_pids)]
+                per_session = sum(_rss_mb(p) for p in busy) / max(1, len(busy))
+            else:
+                per_session = (worker_rss - base_rss) / awake
 
             # 2. all of them asleep: nothing held
             for session in woken:
@@ -172,13 +178,18 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
             _wait(lambda: Session.objects.filter(pk__in=ids,
                                                  lifecycle=Lifecycle.SLEEPING).count() == awake,
                   120, "every session asleep")
-            _wait(lambda: not _descendants(worker.pid) or pool == "prefork", 30,
-                  "the runtimes gone")
-            time.sleep(1)
-            left = [p for p in _descendants(worker.pid)
-                    if pool != "prefork" or _descendants(p)]
-            leases = Session.objects.filter(capacity._live_lease()).count()
-            held = len(left) + leases + _unacked(settings.REDIS_URL)
+
+            def holding() -> tuple[int, int, int]:
+                left = [p for p in _descendants(worker.pid)
+                        if pool != "prefork" or _descendants(p)]
+                return (len(left), Session.objects.filter(capacity._live_lease()).count(),
+                        _unacked(settings.REDIS_URL))
+
+            # a host's task ends (and is acknowledged) just after its session sleeps
+            with contextlib.suppress(TimeoutError):
+                _wait(lambda: sum(holding()) == 0, 30, "nothing held")
+            processes, leases, tasks = holding()
+            held = processes + leases + tasks
             total_sleeping = Session.objects.filter(lifecycle=Lifecycle.SLEEPING).count()
 
             # 3. wake them again, one every 0.3 s: the native conversation resumed
@@ -206,7 +217,8 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
     per_sleeper = held / max(1, total_sleeping)
     print(f"bench.sessions: {runtime}, pool {pool}: runtime worker {base_rss:.0f} MB → "
           f"{worker_rss:.0f} MB with {awake} awake; runtimes {runtime_rss / awake:.0f} MB each "
-          f"(not amux's); {total_sleeping} asleep hold {held}; wake p50 "
+          f"(not amux's); {total_sleeping} asleep hold {processes} processes, {leases} leases, "
+          f"{tasks} host tasks; wake p50 "
           f"{_percentile(wakes, 50):.0f} ms over {len(wakes)}", file=sys.stderr)
     return {
         "session_rss_mb": {"value": round(per_session, 2), "unit": "MB", "goal": "< 30",

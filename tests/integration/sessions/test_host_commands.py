@@ -72,17 +72,17 @@ def test_answers_and_interrupts_for_ended_turns_are_refused_on_the_timeline(
     thread, result = _host(session.pk)
     try:
         wait_for(lambda: TimelineEvent.objects.filter(session=session,
-                                                      type="turn.completed").exists(), 60)
+                                                      type="turn.completed").exists(), 120)
         # idle: a permission answer and a question answer whose turn has ended
         control.send(session.pk, "permission", request_id="p-1", option_id="allow")
         control.send(session.pk, "answer", request_id="q-1", answers={"a": "b"})
-        wait_for(lambda: len(_refusals(session.pk)) == 2, timeout=30)
+        wait_for(lambda: len(_refusals(session.pk)) == 2, timeout=120)
         # during turn 2, an interrupt meant for turn 1 does not cut turn 2 short
         services.post_message(session.pk, "second")
-        wait_for(lambda: (t := timeline.turn_in_flight(session.pk)) and t.seq == 2, 60)
+        wait_for(lambda: (t := timeline.turn_in_flight(session.pk)) and t.seq == 2, 120)
         control.send(session.pk, "interrupt", turn=1)
         wait_for(lambda: TimelineEvent.objects.filter(session=session,
-                                                      type="turn.completed").count() == 2, 60)
+                                                      type="turn.completed").count() == 2, 120)
         services.sleep(session.pk)
     finally:
         thread.join(90)
