@@ -19,7 +19,8 @@ answers every request at once. Three figures, measured in one run:
                              [--pool threads|prefork]
 
 ``--pool prefork`` measures the previous layout (a prefork child per awake session, whose
-RSS is then the figure) for comparison. Needs DATABASE_URL=postgres://… (a scratch database is made next to it).
+RSS is then the figure) for comparison. Needs DATABASE_URL=postgres://… (a scratch
+database is made next to it).
 """
 
 from __future__ import annotations
