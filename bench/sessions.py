@@ -135,6 +135,7 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
                 f"runtime,runtime.{settings.AMUX_HOSTNAME}", "-c", str(slots), "-P", pool,
                 "-n", f"bench-runtime@{settings.AMUX_HOSTNAME}", "--without-gossip",
                 "--without-mingle", "--without-heartbeat", "-l", "warning"]
+        started = time.time()
         log = open(data / "runtime.log", "wb")  # noqa: SIM115
         worker = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log,
                                   stderr=subprocess.STDOUT, start_new_session=True)
@@ -184,7 +185,7 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
                 left = [p for p in _descendants(worker.pid)
                         if pool != "prefork" or _descendants(p)]
                 return (len(left), Session.objects.filter(capacity._live_lease()).count(),
-                        _unacked(settings.REDIS_URL))
+                        _unacked(settings.REDIS_URL, started))
 
             # a host's task ends (and is acknowledged) just after its session sleeps
             with contextlib.suppress(TimeoutError):
@@ -249,11 +250,25 @@ def _ancestor_in(pid: int, ancestors: set[int]) -> bool:
     return False
 
 
-def _unacked(redis_url: str) -> int:
-    """Host tasks delivered to a worker and not acknowledged (Celery's Redis transport)."""
+def _unacked(redis_url: str, since: float) -> int:
+    """Host tasks delivered to a worker since ``since`` (this run) and not acknowledged:
+    Celery's Redis transport keeps them in the `unacked` hash, their delivery times in
+    `unacked_index`."""
     import redis
 
-    return int(redis.Redis.from_url(redis_url).hlen("unacked"))
+    client = redis.Redis.from_url(redis_url)
+    tags = client.zrangebyscore("unacked_index", since, "+inf")
+    count = 0
+    for raw in client.hmget("unacked", tags) if tags else []:
+        if raw is None:
+            continue
+        try:
+            message = json.loads(raw)[0]
+        except (ValueError, KeyError, TypeError, IndexError):
+            continue
+        if message.get("headers", {}).get("task") == "sessions.host":
+            count += 1
+    return count
 
 
 def main() -> None:
