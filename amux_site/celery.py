@@ -12,11 +12,16 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "amux_site.settings")
 app = Celery("amux")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = (Queue("default"), Queue("runtime"))
-# Every task has a fixed queue: session hosts own runtime processes on `runtime` (or a
-# host's own `runtime.<host>`, chosen when sent); everything else runs on `default`.
+# Every task has a fixed queue: session hosts own runtime processes on `runtime`, or on
+# `runtime.<host>` for a session whose work directory lives on that host while its worker
+# is alive (sessions/tasks.py enqueue_host); everything else runs on `default`. A runtime
+# worker runs Celery's thread pool: one process, one thread per awake session.
 app.conf.task_default_queue = "default"
 app.conf.task_routes = {"sessions.host": {"queue": "runtime"}}
+# The one beat schedule of every app.
 app.conf.beat_schedule = {
+    # expired session leases and sessions with input but no host (sessions/tasks.py)
+    "sessions-sweep": {"task": "sessions.sweep", "schedule": 10.0, "options": {"expires": 10}},
     "outbox-sweep": {"task": "effects.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
     "intake-sweep": {"task": "intake.sweep", "schedule": 30.0, "options": {"expires": 30}},
     "source-poll": {"task": "intake.poll_sources", "schedule": 300.0, "options": {"expires": 300}},
@@ -42,6 +47,18 @@ def _fresh_database_connections(**kwargs):
     from amux_site import db_pool
 
     db_pool.forget_inherited()
+
+
+@signals.celeryd_init.connect
+def _descriptors(**kwargs):
+    """A runtime worker holds a few descriptors per awake session (the runtime's pipes, a
+    database and a Redis connection): take the hard limit, not the 1024 soft default."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 @signals.setup_logging.connect

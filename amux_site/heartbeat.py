@@ -19,12 +19,12 @@ from celery import bootsteps
 from celery.beat import PersistentScheduler
 from django.conf import settings
 
+from amux_common import worker_registry
+from amux_common.worker_registry import PREFIX, TTL, WORKER_PREFIX
+
 log = logging.getLogger(__name__)
 
 INTERVAL = 5.0
-TTL = 20
-PREFIX = "amux:heartbeat:"
-WORKER_PREFIX = PREFIX + "worker:"
 BEAT_KEY = PREFIX + "beat"
 # The queues `amux run` starts a worker for; a missing one makes the installation degraded.
 EXPECTED_QUEUES = ("default", "runtime")
@@ -42,9 +42,12 @@ def beat_alive(client: redis.Redis | None = None) -> None:
     _write(BEAT_KEY, {"pid": os.getpid()}, client)
 
 
-def worker_alive(nodename: str, queues: list[str], client: redis.Redis | None = None) -> None:
+def worker_alive(nodename: str, queues: list[str], client: redis.Redis | None = None,
+                 slots: int = 0) -> None:
+    """``slots``: how many tasks the worker runs at once (a runtime worker: sessions)."""
     _write(WORKER_PREFIX + nodename,
-           {"hostname": nodename, "queues": sorted(queues), "pid": os.getpid()}, client)
+           {"hostname": nodename, "queues": sorted(queues), "pid": os.getpid(),
+            "slots": slots}, client)
 
 
 def worker_gone(nodename: str, client: redis.Redis | None = None) -> None:
@@ -53,17 +56,7 @@ def worker_gone(nodename: str, client: redis.Redis | None = None) -> None:
 
 def workers(client: redis.Redis | None = None) -> list[dict]:
     """Every worker that has written a heartbeat within TTL seconds."""
-    client = client or _client()
-    keys = sorted(client.scan_iter(match=WORKER_PREFIX + "*", count=100))
-    found = []
-    for raw in client.mget(keys) if keys else []:
-        if raw is None:
-            continue
-        try:
-            found.append(json.loads(raw))
-        except ValueError:
-            continue
-    return found
+    return worker_registry.workers(client or _client())
 
 
 def queue_check(queue: str, client: redis.Redis | None = None) -> dict:
@@ -99,7 +92,8 @@ class WorkerHeartbeat(bootsteps.StartStopStep):
     def _beat(self, worker) -> None:
         try:
             queues = list(worker.app.amqp.queues.consume_from)
-            worker_alive(worker.hostname, queues, self.client)
+            worker_alive(worker.hostname, queues, self.client,
+                         slots=int(getattr(worker, "concurrency", 0) or 0))
         except Exception as exc:  # Redis briefly away: the key simply ages out
             log.warning("heartbeat not written: %s", exc)
 

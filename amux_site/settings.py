@@ -1,15 +1,17 @@
 """Settings from the environment (see CONTRACT.md "Configuration").
 
 Only DATABASE_URL, REDIS_URL, AMUX_SECRET_KEY, AMUX_DATA_DIR, AMUX_ALLOWED_HOSTS,
-AMUX_DEBUG, AMUX_TLS, AMUX_LOG_FORMAT, AMUX_RETENTION_DAYS, AMUX_DB_POOL_SIZE and the
-outbox's AMUX_OUTBOX_* tuning knobs are read here; everything else is data managed in the
-panel, API or admin.
+AMUX_DEBUG, AMUX_TLS, AMUX_LOG_FORMAT, AMUX_RETENTION_DAYS, AMUX_DB_POOL_SIZE, AMUX_URL,
+AMUX_RUNTIMES_DIR, AMUX_HOSTNAME, the session host's AMUX_SESSION_* knobs and the outbox's
+AMUX_OUTBOX_* tuning knobs are read here; everything else is data managed in the panel, API
+or admin. No other module reads the environment for configuration.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import socket
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from amux_site import logs as amux_logs
+from amux_site import session_capacity
 from effects.kinds import lease_rule_error
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -263,6 +266,39 @@ AMUX_OUTBOX_LEASE_SECONDS = _seconds("AMUX_OUTBOX_LEASE_SECONDS", None)
 AMUX_OUTBOX_TASK_TIME_LIMIT = _seconds("AMUX_OUTBOX_TASK_TIME_LIMIT", 140.0)
 if _outbox_error := lease_rule_error(AMUX_OUTBOX_LEASE_SECONDS, AMUX_OUTBOX_TASK_TIME_LIMIT):
     raise ImproperlyConfigured(_outbox_error)
+
+
+def _positive_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, not {raw!r}") from None
+    if value < 1:
+        raise ImproperlyConfigured(f"{name} must be at least 1, not {value}")
+    return value
+
+
+# Where the worker's tools reach amux (`amux run` sets it for its processes).
+AMUX_URL = (os.environ.get("AMUX_URL") or "http://127.0.0.1:8000").rstrip("/")
+# The agent runtimes' directory (node_modules of this checkout unless set).
+AMUX_RUNTIMES_DIR = Path(os.environ.get("AMUX_RUNTIMES_DIR") or BASE_DIR / "node_modules")
+# This machine's name in session leases and its own runtime queue (`runtime.<name>`).
+AMUX_HOSTNAME = os.environ.get("AMUX_HOSTNAME", "").strip() or socket.gethostname()
+
+# Session hosts (sessions/host.py). The lease's time to live (renewed every third of it),
+# and the floor of a session's idle timeout (60 s by seed 000; tests lower it).
+AMUX_SESSION_LEASE_SECONDS = _positive_int("AMUX_SESSION_LEASE_SECONDS", 30)
+AMUX_SESSION_MIN_IDLE_SECONDS = _positive_int("AMUX_SESSION_MIN_IDLE_SECONDS", 60)
+# How many sessions one runtime worker keeps awake at once (sessions/capacity.py): set
+# AMUX_SESSION_CAPACITY, or it is derived when the settings load from the memory available
+# then and AMUX_SESSION_MEMORY_MB, what one awake session costs (its runtime process and
+# the tools it runs, plus the few MB amux adds).
+AMUX_SESSION_MEMORY_MB = _positive_int("AMUX_SESSION_MEMORY_MB", 400)
+AMUX_SESSION_CAPACITY = _positive_int(
+    "AMUX_SESSION_CAPACITY", session_capacity.from_memory(AMUX_SESSION_MEMORY_MB))
 
 # Login lockout (django-axes), panel and admin alike: 5 wrong passwords for one user name
 # from one address lock that pair out for 15 minutes (429). Locking the pair, not the

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
@@ -16,7 +18,7 @@ from amux_common.api import error_response
 from amux_common.fields import JsonTyped
 from amux_common.schema import page_of
 from amux_common.secrets import set_keys
-from sessions import services, timeline
+from sessions import capacity, services, timeline
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProfile, Session
 from sessions.runtimes import registered
@@ -104,7 +106,7 @@ class ProviderDetail(generics.RetrieveUpdateDestroyAPIView):
 
 # ------------------------------------------------------------------------- runtimes
 def runtime_info(name: str, cls: Any) -> dict[str, Any]:
-    probe = cls.probe()
+    probe = cls.probe(Path(settings.AMUX_RUNTIMES_DIR))
     return {"name": name, "installed": probe.installed, "version": probe.version,
             "error": probe.error, "platforms": sorted(cls.platforms),
             "capabilities": cls.static_capabilities().as_dict()}
@@ -142,12 +144,19 @@ class SessionSerializer(serializers.ModelSerializer):
     provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     pending = serializers.SerializerMethodField()
     turns = serializers.SerializerMethodField()
+    waiting_for_capacity = serializers.SerializerMethodField(
+        help_text="input waits and every runtime slot is held by another awake session; "
+                  "it starts when one frees")
 
     class Meta:
         model = Session
         fields = ["id", "name", "runtime", "provider", "model", "lifecycle", "sleep_reason",
                   "workdir", "usage", "native_ref", "idle_timeout_s", "snapshot", "turns",
-                  "pending", "lease_host", "lease_expires_at", "created_at", "updated_at"]
+                  "pending", "waiting_for_capacity", "lease_host", "lease_expires_at",
+                  "created_at", "updated_at"]
+
+    def get_waiting_for_capacity(self, obj: Session) -> bool:
+        return obj.pk in capacity.waiting_for_capacity([obj.pk])
 
     def get_pending(self, obj: Session) -> list[dict[str, Any]]:
         if self.context.get("list"):

@@ -9,6 +9,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
+
+from django.conf import settings
 
 from amux_common.doctor import Check, Probe
 from sessions.keys import api_key_problem
@@ -31,7 +34,8 @@ def can_start(name: str, timeout: float = 60) -> tuple[bool, str]:
             config = RuntimeConfig(
                 workdir=f"{tmp}/work", state_dir=f"{tmp}/state", model=_MODEL.get(name, "m"),
                 provider=ProviderSpec(platform=platform, base_url=_IDLE_PROVIDER[platform],
-                                      api_key="doctor"))
+                                      api_key="doctor"),
+                runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR))
             adapter = cls(config)
             try:
                 return await asyncio.wait_for(adapter.start(), timeout)
@@ -65,7 +69,7 @@ def _run_in_thread(coro) -> None:
 
 
 def runtime_check(name: str, start: bool = True) -> Check:
-    probe = registered()[name].probe()
+    probe = registered()[name].probe(Path(settings.AMUX_RUNTIMES_DIR))
     if not probe.installed:
         return Check(f"runtime:{name}", False, f"missing: {probe.error or 'not installed'}",
                      required=False)

@@ -34,19 +34,22 @@ from django.db import (
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions import control, services, timeline
+from sessions import capacity, control, services, timeline
 from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
 from sessions.runtimes import TurnInput, errors, get_adapter
 from sessions.runtimes.base import RuntimeAdapter, tagged_pids
-from sessions.runtimes.events import ErrorObserved, QuestionAnswered, TurnFailed
+from sessions.runtimes.events import (
+    ErrorObserved,
+    QuestionAnswered,
+    TurnFailed,
+)
 
 log = logging.getLogger(__name__)
 
 
 def min_idle_seconds() -> int:
     """The floor of a session's idle timeout: 60 s (seed 000). Tests lower it."""
-    return int(getattr(settings, "AMUX_SESSION_MIN_IDLE_SECONDS", None)
-               or os.environ.get("AMUX_SESSION_MIN_IDLE_SECONDS") or 60)
+    return int(settings.AMUX_SESSION_MIN_IDLE_SECONDS)
 
 
 def should_sleep(*, now: float, last_active: float, idle_timeout: int, queue_empty: bool,
@@ -96,6 +99,25 @@ def try_retire(session_id: int, owner: str, reason: str) -> bool:
         if session.lifecycle == Lifecycle.SLEEPING:
             timeline.note(session_id, "session.sleeping", {"reason": reason})
     return True
+
+
+def sleep_facts(session_id: int) -> dict[str, bool]:
+    """What the sleep rule needs besides time, as the database has it now."""
+    states = set(Turn.objects.filter(session_id=session_id, state__in=[
+        TurnState.QUEUED, TurnState.RUNNING]).values_list("state", flat=True))
+    return {"queue_empty": TurnState.QUEUED not in states,
+            "turn_in_flight": TurnState.RUNNING in states,
+            "pending_permission": any(p["type"] == "permission.requested" for p in
+                                      timeline.pending_requests(session_id).values())}
+
+
+def _nothing_to_do(session_id: int) -> bool:
+    """A host task for a session that is asleep (or new) with no input waiting: a duplicate
+    wake; it must not start a runtime that would only idle."""
+    session = Session.objects.get(pk=session_id)
+    return (session.lifecycle in (Lifecycle.SLEEPING, Lifecycle.CREATED)
+            and not session.turns.filter(state__in=[TurnState.QUEUED,
+                                                    TurnState.RUNNING]).exists())
 
 
 def _idle_timeout(session_id: int) -> int:
@@ -170,6 +192,8 @@ class SessionHost:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-db")
         self._redis: Any = None
         self.outcome = ""
+        # a sleep or archive asked for while a turn ran: applied once it has ended
+        self.retire = ""
 
     async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` on the host's one database thread (one connection, kept open; a
@@ -184,6 +208,12 @@ class SessionHost:
                 close_old_connections()
                 connection.close()
                 return fn(*args, **kwargs)
+            finally:
+                if (connection.settings_dict.get("OPTIONS") or {}).get("pool") \
+                        and not connection.in_atomic_block:
+                    # pooled: give the connection back between calls, so many awake
+                    # sessions share a few connections instead of holding one each
+                    connection.close()
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
@@ -194,6 +224,10 @@ class SessionHost:
         try:
             if not await self.db(acquire_lease, self.session_id, self.owner, self.host):
                 self.outcome = "busy"
+                return self.outcome
+            await asyncio.to_thread(capacity.wake_taken, self.session_id)
+            if await self.db(_nothing_to_do, self.session_id):
+                self.outcome = "nothing_to_do"
                 return self.outcome
             self._redis = aioredis.from_url(settings.REDIS_URL)
             renewer = asyncio.create_task(self._renew_loop())
@@ -296,24 +330,41 @@ class SessionHost:
                 idle_timeout = max(await self.db(_idle_timeout, self.session_id),
                                    min_idle_seconds())
                 continue
+            if self.retire:
+                # a sleep or archive asked for while a turn ran: now that it has ended
+                asked, self.retire = self.retire, ""
+                if await self.db(try_retire, self.session_id, self.owner,
+                                 SleepReason.MANUAL):
+                    return "archived" if asked == "archive" else "slept"
+                self.retire = asked  # more input came first: served, then retired
             msg = await control.pop(self._redis, self.session_id, self.poll)
             if msg is not None:
-                op = msg.get("op")
-                if op == "sleep" and await self.db(try_retire, self.session_id, self.owner,
-                                                   SleepReason.MANUAL):
-                    return "slept"
-                if op == "archive" and await self.db(try_retire, self.session_id,
-                                                     self.owner, SleepReason.MANUAL):
-                    return "archived"
+                await self._command_while_idle(msg)
                 continue
-            idle = should_sleep(now=loop.time(), last_active=last_active,
-                                idle_timeout=idle_timeout, queue_empty=True,
-                                turn_in_flight=False, pending_permission=False,
-                                minimum=min_idle_seconds())
-            if idle and await self.db(try_retire, self.session_id, self.owner,
+            if loop.time() - last_active < max(idle_timeout, min_idle_seconds()):
+                continue
+            facts = await self.db(sleep_facts, self.session_id)
+            if should_sleep(now=loop.time(), last_active=last_active,
+                            idle_timeout=idle_timeout, minimum=min_idle_seconds(), **facts) \
+                    and await self.db(try_retire, self.session_id, self.owner,
                                       SleepReason.IDLE_TIMEOUT):
                 return "slept"
         return "lost_lease"
+
+    async def _command_while_idle(self, msg: dict[str, Any]) -> None:
+        """No turn runs: each command is kept until it applies or answered with why not
+        (on the timeline, where the caller looks); none is dropped unseen."""
+        op = msg.get("op")
+        if op in ("sleep", "archive"):
+            self.retire = op
+        elif op == "interrupt":
+            await self.db(timeline.note, self.session_id, "control.refused", {
+                "op": op, "turn": msg.get("turn"), "reason": "the turn had already ended"})
+        elif op in ("permission", "answer"):
+            # requests are open only while their turn runs (timeline.pending_requests)
+            await self.db(timeline.note, self.session_id, "control.refused", {
+                "op": op, "request_id": msg.get("request_id"),
+                "reason": "the turn that asked has ended"})
 
     async def _serve_turn(self, turn: Turn, prompt: services.TurnPrompt) -> None:
         assert self.adapter is not None
@@ -365,6 +416,14 @@ class SessionHost:
                 if msg is None:
                     continue
                 op = msg.get("op")
+                if op in ("sleep", "archive"):
+                    self.retire = op  # applied once this turn has ended
+                    continue
+                if op == "interrupt" and msg.get("turn") not in (None, turn.seq):
+                    # meant for a turn that has ended: never cut the next one short
+                    await self.db(timeline.note, self.session_id, "control.refused", {
+                        "op": op, "turn": msg["turn"], "reason": "the turn had already ended"})
+                    continue
                 with contextlib.suppress(errors.RuntimeAdapterError):
                     if op == "interrupt":
                         await adapter.interrupt()

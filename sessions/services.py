@@ -7,10 +7,7 @@ otherwise a new host task is enqueued after commit.
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +26,6 @@ from sessions.runtimes.watchdog import (
 )
 
 MIN_IDLE_TIMEOUT = 60
-RUNTIME_PLATFORM = {"openai-compat": "openai-compat", "anthropic-compat": "anthropic-compat"}
 
 
 class CommandError(Exception):
@@ -55,12 +51,12 @@ class Conflict(CommandError):
 
 def lease_seconds() -> int:
     """The host lease's time to live (renewed every third of it)."""
-    return int(getattr(settings, "AMUX_SESSION_LEASE_SECONDS", None)
-               or os.environ.get("AMUX_SESSION_LEASE_SECONDS") or 30)
+    return int(settings.AMUX_SESSION_LEASE_SECONDS)
 
 
 def hostname() -> str:
-    return getattr(settings, "AMUX_HOSTNAME", None) or socket.gethostname()
+    """This machine's name in leases and in its own runtime queue (``runtime.<name>``)."""
+    return settings.AMUX_HOSTNAME
 
 
 def runtime_root() -> Path:
@@ -73,7 +69,7 @@ def state_dir(session: Session) -> Path:
 
 # ------------------------------------------------------------------------ creation
 def provider_spec(provider: ProviderProfile) -> ProviderSpec:
-    return ProviderSpec(platform=RUNTIME_PLATFORM.get(provider.platform, provider.platform),
+    return ProviderSpec(platform=provider.platform,
                         base_url=provider.base_url,
                         api_key=(provider.secrets or {}).get("api_key", ""),
                         slug=provider.slug)
@@ -202,7 +198,7 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         ask_user=snap.get("ask_user", True),
         background_shell_after=snap.get("background_shell_after"),
         extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
-        **overrides)
+        runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR), **overrides)
 
 
 @dataclass(frozen=True)
@@ -261,7 +257,9 @@ def wake(session_id: int, session: Session | None = None) -> None:
         return
     from sessions.tasks import enqueue_host
 
-    transaction.on_commit(lambda: enqueue_host(session_id))
+    host = session.lease_host  # the machine that last ran it holds its work directory
+
+    transaction.on_commit(lambda: enqueue_host(session_id, host))
 
 
 def post_message(session_id: int, text: str, *, key: str | None = None,
@@ -279,6 +277,9 @@ def post_message(session_id: int, text: str, *, key: str | None = None,
 
 
 def interrupt(session_id: int) -> None:
+    """Interrupt the turn in flight; 409 ``no_turn_in_flight`` when none runs (a queued
+    input is not a turn yet). The host interrupts only the turn named here: if that turn
+    ended before the host read the request, the timeline says so (``control.refused``)."""
     if Session.objects.filter(pk=session_id, lifecycle=Lifecycle.ARCHIVED).exists():
         raise Conflict("the session is archived: there is nothing to interrupt",
                        code="session_archived")
@@ -317,7 +318,9 @@ def answer_question(session_id: int, request_id: str, answers: dict[str, Any]) -
 
 
 def sleep(session_id: int) -> None:
-    """Manual sleep: refused while a turn is in flight or inputs are queued."""
+    """Manual sleep: refused (409 ``busy``) while a turn is in flight or inputs are queued.
+    An input that arrives after this check is served first: the host sleeps once the queue
+    is empty, it never drops the request."""
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.lifecycle == Lifecycle.ARCHIVED:
@@ -333,6 +336,8 @@ def sleep(session_id: int) -> None:
 
 
 def archive(session_id: int) -> None:
+    """Refused (409 ``busy``) while a turn is in flight or inputs are queued; the host
+    retires the runtime as soon as the turn it serves (if any) has ended."""
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.lifecycle == Lifecycle.ARCHIVED:
@@ -344,6 +349,3 @@ def archive(session_id: int) -> None:
         timeline.note(session_id, "session.archived", {})
     control.send(session_id, "archive")
 
-
-def lease_deadline() -> Any:
-    return timezone.now() + timedelta(seconds=lease_seconds())

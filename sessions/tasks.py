@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
-from celery import current_app, shared_task
+from celery import shared_task, signals
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions import capacity
 from sessions.models import Lifecycle, Session, TurnState
 
 log = logging.getLogger(__name__)
 
 HOST_TIME_LIMIT = 8 * 24 * 3600  # beyond the 7-day turn cap
-SWEEP_INTERVAL = 10.0
 
 
 @shared_task(name="sessions.host", acks_late=True,
@@ -32,8 +33,18 @@ def run_session_host(*, session_id: int) -> str:
     return outcome
 
 
-def enqueue_host(session_id: int) -> None:
-    run_session_host.apply_async(kwargs={"session_id": session_id}, queue="runtime")
+def enqueue_host(session_id: int, host: str = "", *, once: bool = False) -> bool:
+    """Send the session's host task to ``runtime.<host>`` (the machine that holds its work
+    directory) while a worker there is alive, else to any runtime worker. ``once``: not if
+    a task is already on its way (the sweep); False when none was sent."""
+    pinned = bool(host) and capacity.host_alive(host)
+    # a pinned task is looked at again soon: its host may have died since its heartbeat
+    ttl = capacity.PINNED_WAKE_TTL if pinned else capacity.WAKE_TTL
+    if not capacity.mark_wake(session_id, ttl=ttl, replace=not once):
+        return False
+    run_session_host.apply_async(kwargs={"session_id": session_id},
+                                 queue=f"runtime.{host}" if pinned else "runtime")
+    return True
 
 
 @shared_task(name="sessions.sweep", acks_late=True, time_limit=60,
@@ -46,15 +57,54 @@ def sweep_sessions() -> int:
         Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
     waiting = Q(turns__state=TurnState.QUEUED) & ~Q(lifecycle=Lifecycle.ARCHIVED) & (
         Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
-    ids = list(Session.objects.filter(expired | waiting).values_list("pk", flat=True)
-               .distinct())
-    for session_id in ids:
-        enqueue_host(session_id)
-    return len(ids)
+    found = list(Session.objects.filter(expired | waiting)
+                 .values_list("pk", "lease_host").distinct())
+    # one host task on its way per session: a full machine does not pile them up
+    return sum(enqueue_host(session_id, host, once=True) for session_id, host in found)
 
 
-current_app.conf.beat_schedule = {
-    **(current_app.conf.beat_schedule or {}),
-    "sessions-sweep": {"task": "sessions.sweep", "schedule": SWEEP_INTERVAL,
-                       "options": {"expires": SWEEP_INTERVAL}},
-}
+def _owner_dead_here(owner: str, host: str) -> bool:
+    """The lease owner (``<host>:<pid>:<nonce>``, sessions/host.py) was a process of this
+    machine that no longer runs."""
+    parts = owner.split(":")
+    if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def reclaim_dead_leases(host: str) -> int:
+    """A runtime worker that starts takes back at once the sessions whose host died on
+    this machine (its process is gone, so it cannot be renewing): they are resumed now
+    instead of when their lease expires. A lease whose owner may still run is left alone."""
+    now = timezone.now()
+    taken = 0
+    for pk, owner in Session.objects.filter(lease_host=host, lease_expires_at__gt=now) \
+            .exclude(lease_owner="").values_list("pk", "lease_owner"):
+        if _owner_dead_here(owner, host) and Session.objects.filter(
+                pk=pk, lease_owner=owner).update(lease_expires_at=now) == 1:
+            taken += enqueue_host(pk, host)
+    return taken
+
+
+@signals.worker_ready.connect
+def _reclaim_on_start(sender=None, **kwargs) -> None:
+    from sessions.services import hostname
+
+    try:
+        queues = set(sender.app.amqp.queues.consume_from)
+    except AttributeError:
+        return
+    if "runtime" in queues or any(q.startswith("runtime.") for q in queues):
+        try:
+            taken = reclaim_dead_leases(hostname())
+        except Exception:  # never keep the worker from starting; the sweep still runs
+            log.warning("dead hosts' sessions not reclaimed at start", exc_info=True)
+            return
+        if taken:
+            log.info("resuming %s session(s) whose host died on this machine", taken)

@@ -267,10 +267,6 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
         return writer.published
 
 
-def end_turn(session_id: int, turn_id: int, event: rt.Event) -> None:
-    record(session_id, turn_id, [event])
-
-
 RESUME_SUFFIX = ":resumed"
 RESUME_LIMIT = 2  # continuations of one input; a turn that keeps killing its host fails
 RESUME_TEXT = ("(amux) The process running this conversation stopped while you were working "

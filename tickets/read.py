@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from django.db.models import Max
 
 from amux_common.clock import now as clock
+from sessions.capacity import waiting_for_capacity
 from tickets import guarding
 from tickets.core import answers, tokens
 from tickets.core.failure import Failure, last_failure
@@ -51,6 +52,7 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
         word_times.setdefault(ticket_id, []).extend((ended, last_turn))
         failure[ticket_id] = code
     caps = guarding.reached(tickets, clock())
+    no_room = waiting_for_capacity(t.session_id for t in tickets)
     facts = {}
     for t in tickets:
         # Anything a person gave (a message, an answer, an operator's input) counts here.
@@ -66,6 +68,7 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
             pr_open=t.pr_state == "open",
             failure=failure.get(t.pk, ""),
             cap=caps[t.pk].text if caps[t.pk] else "",
+            waiting_for_capacity=t.session_id in no_room,
         )
     return facts
 

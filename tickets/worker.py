@@ -65,7 +65,7 @@ def token_file(ticket: Ticket) -> Path:
 
 def amux_url() -> str:
     """Where the worker's tools reach amux (`make run` sets AMUX_URL for its processes)."""
-    return (os.environ.get("AMUX_URL") or "http://127.0.0.1:8000").rstrip("/")
+    return settings.AMUX_URL.rstrip("/")
 
 
 def session_name(ticket: Ticket) -> str:

@@ -49,9 +49,8 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 def default_runtimes_dir() -> Path:
-    env = os.environ.get("AMUX_RUNTIMES_DIR")
-    if env:
-        return Path(env)
+    """This checkout's node_modules; the configured directory (settings.AMUX_RUNTIMES_DIR)
+    is passed in by the caller, as ``RuntimeConfig.runtimes_dir`` or to ``probe()``."""
     return Path(__file__).resolve().parents[2] / "node_modules"
 
 

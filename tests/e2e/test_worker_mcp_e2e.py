@@ -33,7 +33,8 @@ def ticket(settings, tmp_path, monkeypatch, server):  # noqa: F811
     settings.DATA_DIR = tmp_path / "data"
     settings.WORK_DIR = settings.DATA_DIR / "work"
     settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    monkeypatch.setenv("AMUX_URL", server)
+    settings.AMUX_URL = server
+    monkeypatch.setenv("AMUX_URL", server)  # and the worker processes this test starts
     # The dispatch clones octo/app from a real git server the recording GitHub names.
     with served_github(["octo/app"], token=GITHUB_TOKEN) as (api, _git):
         source = Source(kind="github", slug="gh", name="GitHub",

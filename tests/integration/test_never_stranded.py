@@ -199,8 +199,8 @@ def test_a_watchdog_trip_fails_the_run_with_its_message(ticket, provider,
     turn = Turn.objects.get(session_id=ticket.session_id)
     with django_capture_on_commit_callbacks(execute=True):
         timeline.start_turn(ticket.session_id, turn.pk)
-        timeline.end_turn(ticket.session_id, turn.pk, TurnFailed(
-            code="turn_idle_timeout", message="watchdog: no event for 600 s"))
+        timeline.record(ticket.session_id, turn.pk, [TurnFailed(
+            code="turn_idle_timeout", message="watchdog: no event for 600 s")])
     drain()  # the turn-ended fact travels through the outbox
     (row,) = Ticket.objects.filter(pk=ticket.pk)
     from tickets.read import failures, stages

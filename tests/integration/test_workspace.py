@@ -309,12 +309,12 @@ def test_the_worker_environment_and_gitconfig_hold_no_credential(servers, source
 
 @pytest.mark.django_db(transaction=True)
 def test_the_workers_git_and_gh_act_through_amux(servers, source, live_server, tmp_path,
-                                                 monkeypatch):
+                                                 monkeypatch, settings):
     """Outside any runtime: the worker's commands with the worker's environment. `gh pr
     create` opens the PR through amux (which pushes the branch), and a plain `git push`
     authenticates through git-credential-amux."""
     git_server, api = servers
-    monkeypatch.setenv("AMUX_URL", live_server.url)
+    settings.AMUX_URL = live_server.url
     api.state.issues[(REPO, 1)] = {"title": "Crash"}
     ticket = _ticket(source, 1)
     worker.setup()

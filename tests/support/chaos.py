@@ -10,8 +10,9 @@ ticket. GitHub is the recording server, reached through PyGithub. Beat runs the 
 sweeps (outbox, session leases) that recover killed work; it is the one process spared.
 
 Meanwhile a killer thread SIGKILLs, at random moments, the web server, the `default` worker,
-the whole `runtime` worker, or one session host (a prefork child of the `runtime` worker),
-and starts what it killed again. GitHub redelivers a webhook that got no answer (same
+the whole `runtime` worker with its runtimes, or the session hosts alone (the `runtime`
+worker's process, whose threads are the hosts, leaving its runtimes behind as a crashed
+host does), and starts what it killed again. GitHub redelivers a webhook that got no answer (same
 delivery id); the scripted model retries an `amux` command that failed, as a model does.
 
 After the last lifecycle the processes are left alone until the outbox and the timelines
@@ -118,20 +119,6 @@ def respond(body: dict[str, Any]) -> Text | ToolCall:
 
 
 # ------------------------------------------------------------------ processes
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry))
-    return found
-
-
 class Proc:
     """One of amux's processes, in a process group of its own so a kill takes its
     children (a worker's prefork pool and the runtimes it started) with it."""
@@ -140,6 +127,7 @@ class Proc:
         self.name, self.argv, self.env, self.log = name, argv, env, log
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        self.orphans: list[int] = []  # process groups of earlier starts, left running
 
     def start(self) -> None:
         self.starts += 1
@@ -166,22 +154,24 @@ class Proc:
         if self.alive():
             self.kill(signal.SIGKILL)
         # Whatever the pool left behind (runtimes started in the group) goes too.
-        if self.proc is not None:
+        for group in [*self.orphans, *([self.proc.pid] if self.proc is not None else [])]:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(group, signal.SIGKILL)
 
-    def kill_one_child(self, rng: random.Random) -> int | None:
-        """SIGKILL one prefork child (a session host), preferring one that runs a runtime;
-        the worker's parent process replaces it."""
+    def kill_hosts(self) -> int | None:
+        """SIGKILL the runtime worker's own process, where the session hosts run as
+        threads, but not its runtimes: they are left running without a host, the way a
+        crashed host leaves them, until a new host finds them by their tag and ends them.
+        Started again like the others."""
         if not self.alive():
             return None
-        pool = _children(self.proc.pid)
-        busy = [pid for pid in pool if _children(pid)]
-        choice = rng.choice(busy or pool) if (busy or pool) else None
-        if choice is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(choice, signal.SIGKILL)
-        return choice
+        pid = self.proc.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(20)
+        self.orphans.append(pid)  # its process group still holds the runtimes
+        return pid
 
 
 def _celery(*args: str) -> list[str]:
@@ -202,8 +192,9 @@ class Cluster:
             "default": Proc("default", _celery("worker", "-Q", "default", "-c", "2",
                                                "-n", f"default@{host}", *worker),
                             env, logs / "default.log"),
+            # as `amux run` starts it: one process, a thread per awake session
             "runtime": Proc("runtime", _celery("worker", "-Q", f"runtime,runtime.{host}",
-                                               "-c", str(runtime_slots),
+                                               "-P", "threads", "-c", str(runtime_slots),
                                                "-n", f"runtime@{host}", *worker),
                             env, logs / "runtime.log"),
             "beat": Proc("beat", _celery("beat", "-l", "INFO", "-s",
@@ -230,10 +221,13 @@ class Cluster:
 
 
 class Killer(threading.Thread):
-    """SIGKILLs a random one of web / default worker / runtime worker / one session host at
-    random moments, then starts it again after a short outage."""
+    """SIGKILLs a random one of web / default worker / runtime worker at random moments,
+    then starts it again after a short outage. Session hosts are threads of the runtime
+    worker, so a host dies with it: each runtime kill takes, at random, either the worker
+    with its runtimes ("runtime") or the worker's process alone, leaving its runtimes
+    running without a host ("host") — the two ways hosts die."""
 
-    TARGETS = ("web", "default", "runtime", "host")
+    TARGETS = ("web", "default", "runtime")
 
     def __init__(self, cluster: Cluster, rng: random.Random, interval: tuple[float, float]):
         super().__init__(name="chaos-killer", daemon=True)
@@ -244,13 +238,16 @@ class Killer(threading.Thread):
     def run(self) -> None:
         deck: list[str] = []
         while not self.halt.wait(self.rng.uniform(*self.interval)):
-            # Every target in turn, in a random order each round: four kills hit all four.
+            # Every target in turn, in a random order each round: three kills hit all three.
             if not deck:
                 deck = self.rng.sample(self.TARGETS, len(self.TARGETS))
             target = deck.pop()
-            if target == "host":
-                if self.cluster.procs["runtime"].kill_one_child(self.rng):
+            if target == "runtime" and self.rng.random() < 0.5:
+                runtime = self.cluster.procs["runtime"]
+                if runtime.kill_hosts():
                     self.kills["host"] += 1
+                    self.halt.wait(self.rng.uniform(0.2, 2.0))
+                    runtime.start()
                 continue
             proc = self.cluster.procs[target]
             proc.kill()

@@ -19,7 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def purge_queues() -> None:
     client = redis.Redis.from_url(settings.REDIS_URL)
-    client.delete("runtime", "default", "unacked", "unacked_index", "unacked_mutex")
+    client.delete("runtime", "default", "unacked", "unacked_index", "unacked_mutex",
+                  f"runtime.{settings.AMUX_HOSTNAME}")
+    for key in client.scan_iter(match="amux:session:*:wake"):
+        client.delete(key)  # host tasks that were on their way went with the queues
 
 
 def worker_env(data_dir: Path, **extra: str) -> dict[str, str]:
@@ -38,9 +41,13 @@ def worker_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 class Worker:
     def __init__(self, name: str, env: dict[str, str], queues: str = "runtime,default",
-                 beat: bool = False, log: Path | None = None, extra: tuple[str, ...] = ()):
+                 beat: bool = False, log: Path | None = None, sessions: int | None = None,
+                 extra: tuple[str, ...] = ()):
+        """``sessions``: a runtime worker as `amux run` starts it, one process with a
+        thread per awake session (Celery's thread pool), that many at once."""
+        pool = ["-P", "threads", "-c", str(sessions)] if sessions else ["-c", "1"]
         argv = [sys.executable, "-m", "celery", "-A", "amux_site", "worker", "-Q", queues,
-                "-c", "1", "-n", f"{name}@%h", "--without-gossip", "--without-mingle",
+                *pool, "-n", f"{name}@%h", "--without-gossip", "--without-mingle",
                 "--without-heartbeat", "-l", "info", *extra]
         if beat:
             argv += ["-B", "-s", str(Path(env["AMUX_DATA_DIR"]) / f"beat-{name}")]

@@ -50,3 +50,14 @@ def test_done_with_an_open_pr_awaits_review_but_done_alone_does_not_end():
 def test_every_stage_has_a_label_that_is_not_a_code():
     for stage in Stage:
         assert LABELS[stage] and "_" not in LABELS[stage]
+
+
+def test_a_run_whose_session_finds_no_free_slot_waits_for_capacity():
+    facts = StageFacts(assignment="running", waiting_for_capacity=True)
+    assert derive(facts) is Stage.WAITING_FOR_CAPACITY
+    assert "capacity" in LABELS[Stage.WAITING_FOR_CAPACITY].lower()
+    # what needs a person still shows first; a slot freeing makes it working again
+    assert derive(StageFacts(assignment="running", waiting_for_capacity=True,
+                             open_question=True)) is Stage.WAITING_FOR_PERSON
+    assert derive(StageFacts(assignment="running")) is Stage.WORKING
+    assert derive(StageFacts(assignment="ended", waiting_for_capacity=True)) is Stage.QUEUED

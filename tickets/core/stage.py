@@ -20,6 +20,7 @@ class Stage(StrEnum):
     BLOCKED = "blocked"
     AWAITING_REVIEW = "awaiting_review"
     WORKING = "working"
+    WAITING_FOR_CAPACITY = "waiting_for_capacity"
     QUEUED = "queued"
 
 
@@ -32,11 +33,12 @@ LABELS = {
     Stage.BLOCKED: "Blocked — needs a person",
     Stage.AWAITING_REVIEW: "Awaiting your review",
     Stage.WORKING: "Agent working",
+    Stage.WAITING_FOR_CAPACITY: "Waiting for capacity — every agent slot is busy",
     Stage.QUEUED: "Queued for the agent",
 }
 
 NEEDS_ME = (Stage.WAITING_FOR_PERSON, Stage.INPUT_NOT_DELIVERED, Stage.FAILED, Stage.BLOCKED)
-MOVING = (Stage.WORKING, Stage.QUEUED, Stage.AWAITING_REVIEW)
+MOVING = (Stage.WORKING, Stage.WAITING_FOR_CAPACITY, Stage.QUEUED, Stage.AWAITING_REVIEW)
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,9 @@ class StageFacts:
     pr_open: bool = False
     failure: str = ""  # the failed run's code (tickets/core/failure.py)
     cap: str = ""  # a guard reached, in words (tickets/core/guards.py Reached.text)
+    # the worker session has input waiting and no host: every runtime slot is held by
+    # another awake session (sessions/capacity.py); it starts when one frees
+    waiting_for_capacity: bool = False
 
 
 def derive(f: StageFacts) -> Stage:
@@ -69,6 +74,8 @@ def derive(f: StageFacts) -> Stage:
             return Stage.BLOCKED
         if f.latest_report == "done" and f.pr_open:
             return Stage.AWAITING_REVIEW
+    if f.waiting_for_capacity and f.assignment in ("dispatching", "running"):
+        return Stage.WAITING_FOR_CAPACITY
     if f.assignment == "running":
         return Stage.WORKING
     return Stage.QUEUED

@@ -19,8 +19,9 @@ from django.core.management.base import BaseCommand, CommandError
 from amux_site import operations
 
 ADMIN_USERNAME = "admin"
-# Worker processes per queue. `runtime` tasks mostly wait on agent processes.
-CONCURRENCY = {"default": 2, "runtime": 4}
+# Worker processes of the `default` queue. The `runtime` worker is one process with a thread
+# per awake session (settings.AMUX_SESSION_CAPACITY of them; sessions/capacity.py).
+CONCURRENCY = {"default": 2}
 # Seconds honcho waits after SIGTERM before SIGKILL (Celery's warm shutdown lets the
 # tasks in hand finish; acks_late re-delivers any that are killed).
 KILL_WAIT = 20
@@ -289,11 +290,13 @@ class Command(BaseCommand):
             f"-c {CONCURRENCY['default']} --without-mingle --without-gossip",
             env=env, cwd=cwd,
         )
+        # its own queue is named as the leases name this machine (settings.AMUX_HOSTNAME)
+        runtime_host = settings.AMUX_HOSTNAME
         manager.add_process(
             "runtime",
-            f"{celery} worker -l INFO -Q {shlex.quote(f'runtime,runtime.{host}')} "
-            f"-n {shlex.quote('runtime@' + host)} -c {CONCURRENCY['runtime']} "
-            "--without-mingle --without-gossip",
+            f"{celery} worker -l INFO -Q {shlex.quote(f'runtime,runtime.{runtime_host}')} "
+            f"-n {shlex.quote('runtime@' + runtime_host)} -P threads "
+            f"-c {settings.AMUX_SESSION_CAPACITY} --without-mingle --without-gossip",
             env=env, cwd=cwd,
         )
         manager.add_process(

@@ -62,7 +62,8 @@ def world(settings, tmp_path, live_server, monkeypatch):
     settings.WORK_DIR.mkdir(parents=True)
     settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
     # The worker's `amux` command reaches this test's live server.
-    monkeypatch.setenv("AMUX_URL", live_server.url)
+    settings.AMUX_URL = live_server.url
+    monkeypatch.setenv("AMUX_URL", live_server.url)  # and the workers this test starts
     # The operator's own GitHub token must never reach a worker.
     monkeypatch.setenv("GH_TOKEN", "ghp_operator_e2e")
     with RecordingServer() as github, ModelServer() as model, GitServer(TOKEN) as git_server:
