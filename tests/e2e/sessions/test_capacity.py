@@ -64,7 +64,8 @@ def test_ten_sessions_start_their_first_turn_without_waiting_for_one_to_sleep(
 
 def test_a_full_machine_says_waiting_for_capacity_until_a_slot_frees(
         openai_provider, session_dirs, model_server, tmp_path, api):
-    from tickets.models import Assignment, Source, Thread, Ticket
+    from intake.models import Source, Thread
+    from tickets.models import Assignment, Ticket
     from tickets.read import stages
 
     purge_queues()
