@@ -174,6 +174,9 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
             name=name, runtime=runtime, provider=profile, model=model, snapshot=snapshot,
             workdir=workdir or "", idle_timeout_s=max(MIN_IDLE_TIMEOUT, int(idle_timeout_s)),
             runtime_env={str(k): str(v) for k, v in (env or {}).items()})
+        # a new session inherits nothing a former row with its id left queued in Redis (a
+        # database reset or restore keeps Redis): an old "archive" would end its first host
+        control.clear(session.pk)
         if not workdir:
             session.workdir = str(Path(settings.WORK_DIR) / f"session-{session.pk}")
             session.save(update_fields=["workdir"])
