@@ -22,6 +22,7 @@ class EffectKind(models.TextChoices):
     NOTICE = "notice", "send a notice"
     ASSESS = "assess", "run an assessment"
     TURN_ENDED = "session.turn_ended", "report the end of a session's turn"
+    TASK_TURN_ENDED = "task.turn_ended", "settle the task run of an ended turn"
 
 
 class EffectState(models.TextChoices):

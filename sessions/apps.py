@@ -11,6 +11,12 @@ class AgentSessionsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from effects import outbox
+        from sessions import task_runs
+
+        # a task run takes the outcome of its turn (written with the terminal event)
+        outbox.register(task_runs.EFFECT_KIND)(task_runs.turn_ended)
+
         # The timeline fans out through Redis pub/sub: one PUBLISH per event, received once
         # per process and session (sessions.fanout) and handed in memory to that process's
         # websocket consumers. Lost messages are harmless: the stored timeline is replayed on

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -156,3 +157,132 @@ class UsageDay(models.Model):
             models.UniqueConstraint(fields=["session", "day"], name="usage_day_unique")
         ]
         indexes = [models.Index(fields=["day"], name="usage_day_by_day")]
+
+
+# ----------------------------------------------------------------- execution model (seed 000)
+class AgentProfile(models.Model):
+    """An expert: reusable content from a v2 manifest (sessions/manifest.py). It never says
+    how it runs; the built-in ones (`codex`, `claude`, `pi`) cannot be edited or deleted."""
+
+    slug = models.SlugField(max_length=60, unique=True)
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    instructions = models.TextField(blank=True)
+    skills = models.JSONField(default=list, blank=True)
+    builtin = models.BooleanField(default=False)
+    revision = models.PositiveIntegerField(default=1, help_text="counts content edits")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-builtin", "slug"]
+
+    def __str__(self):
+        return self.slug
+
+
+class LaunchPreset(models.Model):
+    """amux's own launch settings for a shortcut (never a profile's). The one marked
+    ``is_default`` is the distribution default a task that names no runtime uses."""
+
+    slug = models.SlugField(max_length=60, unique=True)
+    runtime = models.CharField(max_length=20)
+    model = models.CharField(max_length=120)
+    effort = models.CharField(max_length=20, blank=True)
+    provider = models.ForeignKey(ProviderProfile, null=True, blank=True,
+                                 on_delete=models.SET_NULL, related_name="presets",
+                                 help_text="provider binding; none: the runtime's only one")
+    permission = models.CharField(max_length=20, blank=True,
+                                  help_text="bypass or ask; blank: the native bypass")
+    extra_args = models.JSONField(default=list, blank=True)
+    is_default = models.BooleanField(default=False)
+    builtin = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [models.UniqueConstraint(fields=["is_default"], name="one_default_preset",
+                                               condition=Q(is_default=True))]
+
+    def __str__(self):
+        return self.slug
+
+
+class BotProfile(models.Model):
+    """The assistant's persona in chat: its name, default expert and launch preset."""
+
+    slug = models.SlugField(max_length=60, unique=True)
+    name = models.CharField(max_length=120)
+    agent_profile = models.ForeignKey(AgentProfile, null=True, blank=True,
+                                      on_delete=models.PROTECT, related_name="bots")
+    launch_preset = models.ForeignKey(LaunchPreset, null=True, blank=True,
+                                      on_delete=models.PROTECT, related_name="bots")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self):
+        return self.slug
+
+
+class AgentInstance(models.Model):
+    """A persistent agent: one identity and one session (its native conversation) kept
+    across tasks; each task given to it is a TaskRun on that session."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                              related_name="agent_instances")
+    name = models.CharField(max_length=120)
+    profile = models.ForeignKey(AgentProfile, null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="instances")
+    session = models.OneToOneField(Session, on_delete=models.PROTECT, related_name="instance")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"],
+                                               name="instance_unique_name")]
+
+    def __str__(self):
+        return self.name
+
+
+class TaskRunState(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+
+
+class TaskRun(models.Model):
+    """One task given to an agent: one turn of its own child session (or of an instance's
+    session). ``state`` is queued until the turn starts, running while it runs, then the
+    outcome of the turn's terminal event (sessions/task_runs.py)."""
+
+    TERMINAL = ("succeeded", "failed", "cancelled")
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                              related_name="task_runs")
+    prompt = models.TextField()
+    profile = models.ForeignKey(AgentProfile, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="task_runs")
+    instance = models.ForeignKey(AgentInstance, null=True, blank=True,
+                                 on_delete=models.CASCADE, related_name="task_runs")
+    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="task_runs")
+    turn_key = models.CharField(max_length=120, help_text="the key of the turn it posted")
+    state = models.CharField(max_length=10, choices=TaskRunState.choices, default="queued")
+    result = models.TextField(blank=True, help_text="the agent's final answer")
+    error_code = models.CharField(max_length=60, blank=True)
+    error_message = models.TextField(blank=True)
+    execution = models.JSONField(default=dict, blank=True, help_text="frozen settings")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["session", "turn_key"], name="task_run_turn")]
+
+    def __str__(self):
+        return f"task {self.pk}"

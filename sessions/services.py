@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from sessions import control, timeline
+from sessions.execution import DIRECT, CallerSettings, ExecutionSettings
 from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
 from sessions.runtimes import ProviderSpec, RuntimeConfig, WatchdogConfig, errors, get_adapter
 from sessions.runtimes.base import McpServer
@@ -104,15 +105,20 @@ def _mcp_entries(entries: Any) -> list[dict[str, str]]:
     return out
 
 
-def create_session(*, runtime: str, provider: str, model: str, workdir: str | None = None,
-                   name: str = "", permission_mode: str = "bypass", effort: str | None = None,
+def create_session(*, runtime: str | None = None, provider: str | None = None,
+                   model: str | None = None, workdir: str | None = None,
+                   name: str = "", permission_mode: str | None = None,
+                   effort: str | None = None,
                    idle_timeout_s: int = 300, watchdog: dict[str, Any] | None = None,
                    developer_instructions: str | None = None,
                    prompt_role: str | None = None,
                    mcp_servers: list[dict[str, str]] | None = None,
                    env: dict[str, str] | None = None,
                    path: list[str] | None = None, ask_user: bool = True,
-                   background_shell_after: float | None = None) -> Session:
+                   background_shell_after: float | None = None,
+                   preset: str | None = None, profile: str | None = None,
+                   extra_args: list[str] | None = None,
+                   execution: ExecutionSettings | None = None) -> Session:
     """Create a session; nothing starts until its first input. ``env`` (stored encrypted)
     and ``path`` extend the runtime's minimal environment, e.g. with a worker's scoped tool
     token and the directory of the `amux` shim. ``background_shell_after`` (seconds) moves
@@ -121,23 +127,32 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
     ``prompt_role`` (e.g. "worker"): every turn's system prompt is assembled from the
     current prompt version of that role (prompts_app), ``developer_instructions`` (fixed
     text) after it. ``mcp_servers``: MCP servers offered to the model where the runtime
-    takes MCP (see ``_mcp_entries``)."""
+    takes MCP (see ``_mcp_entries``).
+
+    Execution settings (sessions/execution.py): a direct session resolves them here from
+    the caller's arguments and ``preset`` (a shortcut); a task passes them resolved
+    (``execution``). ``profile``: the expert whose content every turn's prompt carries."""
+    from sessions import launch, profiles
+
+    if execution is None:
+        execution = launch.resolve(DIRECT, CallerSettings(
+            runtime=runtime, model=model, effort=effort, provider=provider,
+            permission=permission_mode,
+            extra_args=tuple(extra_args) if extra_args is not None else None), preset)
+    runtime, model, effort = execution.runtime, execution.model, execution.effort
     try:
         adapter_cls = get_adapter(runtime)
     except errors.UnknownRuntime as exc:
         raise CommandError(str(exc), code="unknown_runtime", field="runtime") from exc
-    profile = ProviderProfile.objects.filter(slug=provider).first()
-    if profile is None:
-        raise CommandError(f"unknown provider {provider!r}", code="unknown_provider",
+    provider_row = ProviderProfile.objects.filter(slug=execution.provider).first()
+    if provider_row is None:
+        raise CommandError(f"unknown provider {execution.provider!r}", code="unknown_provider",
                            field="provider")
     try:  # an unsupported platform/wire mode fails before any process starts
-        adapter_cls.check_provider(provider_spec(profile))
+        adapter_cls.check_provider(provider_spec(provider_row))
     except errors.ProviderUnsupported as exc:
         raise CommandError(str(exc), code="provider_unsupported", field="provider") from exc
-    if not model:
-        raise CommandError("model is required", field="model")
-    if permission_mode not in ("bypass", "ask"):
-        raise CommandError("permission_mode is 'bypass' or 'ask'", field="permission_mode")
+    expert = profiles.profile_snapshot(profiles.get_profile(profile))
     if background_shell_after is not None and not background_shell_after > 0:
         raise CommandError("background_shell_after must be a positive number of seconds",
                            field="background_shell_after")
@@ -152,9 +167,11 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
     mcp = _mcp_entries(mcp_servers)
     wd = watchdog or {}
     snapshot = {
-        "runtime": runtime, "model": model, "effort": effort, "provider": profile.slug,
-        "platform": profile.platform, "base_url": profile.base_url,
-        "permission_mode": permission_mode,
+        "runtime": runtime, "model": model, "effort": effort, "provider": provider_row.slug,
+        "platform": provider_row.platform, "base_url": provider_row.base_url,
+        "permission_mode": execution.permission.mode,
+        "execution": execution.as_snapshot(),
+        "profile": expert,
         "watchdog": {
             "turn_hard_cap_seconds": normalize_hard_cap(wd.get("turn_hard_cap_seconds")),
             "turn_idle_timeout_seconds": normalize_idle_timeout(
@@ -171,7 +188,7 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
     }
     with transaction.atomic():
         session = Session.objects.create(
-            name=name, runtime=runtime, provider=profile, model=model, snapshot=snapshot,
+            name=name, runtime=runtime, provider=provider_row, model=model, snapshot=snapshot,
             workdir=workdir or "", idle_timeout_s=max(MIN_IDLE_TIMEOUT, int(idle_timeout_s)),
             runtime_env={str(k): str(v) for k, v in (env or {}).items()})
         # a new session inherits nothing a former row with its id left queued in Redis (a
@@ -182,7 +199,7 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
             session.save(update_fields=["workdir"])
         Path(session.workdir).mkdir(parents=True, exist_ok=True)
         timeline.note(session.pk, "session.created", {"runtime": runtime, "model": model,
-                                                      "provider": profile.slug})
+                                                      "provider": provider_row.slug})
     return session
 
 
@@ -195,6 +212,9 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         workdir=Path(session.workdir), state_dir=state_dir(session),
         provider=provider_spec(provider), model=snap.get("model") or session.model,
         effort=snap.get("effort"), permission_mode=snap.get("permission_mode", "bypass"),
+        native_permission=dict((snap.get("execution") or {}).get("permission", {})
+                               .get("native") or {}),
+        extra_args=tuple((snap.get("execution") or {}).get("extra_args") or ()),
         watchdog=WatchdogConfig.from_settings(snap.get("watchdog")),
         mcp_servers=[McpServer(e["name"], e["url"], e.get("bearer_token_file"))
                      for e in snap.get("mcp_servers") or []],
@@ -228,7 +248,28 @@ def turn_prompt(session: Session) -> TurnPrompt:
         parts.append(text.strip())
     if static:
         parts.append(static)
+    expert = _expert_text(snap.get("profile"))
+    if expert:
+        parts.append(expert)
     return TurnPrompt("\n\n".join(parts) + "\n" if parts else None, role, revisions)
+
+
+def _expert_text(recorded: dict[str, Any] | None) -> str | None:
+    """The expert's instructions and skills, as the profile reads now (an edit reaches the
+    next turn; the execution settings frozen at launch stay as they are). A profile deleted
+    since launch leaves the content recorded then."""
+    if not recorded:
+        return None
+    from sessions.manifest import prompt_text
+    from sessions.models import AgentProfile
+
+    live = AgentProfile.objects.filter(pk=recorded.get("id"), slug=recorded["slug"]).first()
+    source = ({"name": live.name, "instructions": live.instructions, "skills": live.skills}
+              if live is not None else recorded)
+    if not (source.get("instructions") or "").strip() and not source.get("skills"):
+        return None  # a native expert as it comes (the built-in pack): nothing to add
+    return prompt_text(source["name"], source.get("instructions") or "",
+                       list(source.get("skills") or []))
 
 
 def inline_prompt_seen(session_id: int) -> str | None:

@@ -229,6 +229,9 @@ def _announce_turn_end(session_id: int, turn: Turn) -> None:
     outbox.enqueue(EffectKind.TURN_ENDED, f"turn:{turn.pk}", {
         "session": session_id, "turn": turn.pk, "state": str(turn.state),
         "error_code": turn.error_code, "ended_at": turn.ended_at.isoformat()})
+    from sessions import task_runs
+
+    task_runs.announce_turn_end(session_id, turn)
 
 
 def _late_terminal(turn: Turn, type_: str, payload: dict[str, Any]) -> None:
@@ -258,6 +261,9 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
         payload.update(prompt or {})
         turn.prompt_revisions = list(payload.get("prompt_revisions") or [])
         turn.save(update_fields=["state", "started_at", "prompt_revisions"])
+        from sessions import task_runs
+
+        task_runs.turn_started(session_id, turn)
         session.lifecycle = Lifecycle.RUNNING
         session.sleep_reason = ""
         session.save(update_fields=["lifecycle", "sleep_reason", "updated_at"])

@@ -43,7 +43,7 @@ from .base import (
     register,
     spawn,
 )
-from .codex import render_config
+from .codex import native_policies, render_config
 from .events import (
     Event,
     MessageCompleted,
@@ -236,15 +236,14 @@ class AcpAdapter(RuntimeAdapter):
         binary = codex_acp_binary(self.config.runtimes_dir)
         if not binary.exists():
             raise errors.RuntimeNotInstalled(f"{binary} not found (run `make runtimes`)")
-        return [str(binary)]
+        return [str(binary), *self.config.extra_args]
 
     def agent_env(self) -> dict[str, str]:
         cfg = self.config
         env = minimal_env(cfg, self.tag)
         codex_home = cfg.state_dir / "home" / ".codex"
         codex_home.mkdir(parents=True, exist_ok=True)
-        approval, sandbox = (("on-request", "workspace-write") if cfg.permission_mode == "ask"
-                             else ("never", "danger-full-access"))
+        approval, sandbox = native_policies(cfg)
         (codex_home / "config.toml").write_text(
             render_config(cfg.model, cfg.provider.base_url, approval, sandbox))
         env["CODEX_HOME"] = str(codex_home)
@@ -252,7 +251,10 @@ class AcpAdapter(RuntimeAdapter):
         return env
 
     def preferred_mode(self) -> str | None:
-        return "full-access" if self.config.permission_mode != "ask" else "auto"
+        native = self.config.native_permission.get("mode")
+        if native:
+            return native
+        return "full-access" if self.config.permission_mode == "bypass" else "auto"
 
     async def start(self, resume: str | None = None) -> str:
         from acp import connect_to_agent
@@ -584,12 +586,16 @@ class AcpAdapter(RuntimeAdapter):
                 or self._watchdog_code or self._closed):
             return cancelled  # late requests after an interrupt are answered cancelled
         ids = {o.option_id: o for o in options}
-        if self.config.permission_mode != "ask":
-            allow = next((o for o in options if _val(o.kind) == "allow_once"), None) or \
-                next((o for o in options if str(_val(o.kind)).startswith("allow")), None)
-            if allow is not None:
+        answer = self.policy_answer()
+        if answer is not None:
+            want = "allow" if answer == "allow" else "reject"
+            pick = next((o for o in options if _val(o.kind) == f"{want}_once"), None) or \
+                next((o for o in options if str(_val(o.kind)).startswith(want)), None)
+            if pick is not None:
                 return RequestPermissionResponse(
-                    outcome=AllowedOutcome(outcome="selected", option_id=allow.option_id))
+                    outcome=AllowedOutcome(outcome="selected", option_id=pick.option_id))
+            if answer == "deny":
+                return cancelled
         self._permission_seq += 1
         request_id = f"acp-{self.tag[:8]}-{self._permission_seq}"
         fut = self._new_pending(request_id)

@@ -147,7 +147,13 @@ class RuntimeConfig:
     provider: ProviderSpec
     model: str
     effort: str | None = None
-    permission_mode: str = "bypass"  # bypass: native bypass; ask: every request is asked
+    # bypass: native bypass; ask: every request is asked of a person; policy-allow /
+    # policy-deny: native approvals on, each request answered by amux's policy
+    permission_mode: str = "bypass"
+    # the runtime's native permission settings frozen at launch (sessions/execution.py,
+    # ``native_permission``); empty: the adapter derives them from ``permission_mode``
+    native_permission: dict[str, str] = field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()  # native command-line arguments the caller chose
     watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
     runtimes_dir: Path | None = None
     # the system prompt in effect when the runtime starts (channel SESSION_START applies it
@@ -292,6 +298,15 @@ class RuntimeAdapter(ABC):
     takes_mcp: ClassVar[bool] = False  # MCP servers of ``config.mcp_servers`` reach the model
     pause_idle_during_tools: ClassVar[bool] = False
     retire_after_watchdog: ClassVar[bool] = False
+    accepts_extra_args: ClassVar[bool] = True  # ``config.extra_args`` reach the command line
+
+    def policy_answer(self) -> str | None:
+        """How a native permission request is answered without a person: "allow", "deny",
+        or None (ask: it is put to a person)."""
+        mode = self.config.permission_mode
+        if mode == "ask":
+            return None
+        return "deny" if mode == "policy-deny" else "allow"
 
     def __init__(self, config: RuntimeConfig):
         self.check_provider(config.provider)

@@ -87,6 +87,7 @@ def transcript_has_conversation(claude_dir: Path, session_id: str) -> bool:
 @register
 class ClaudeAdapter(AcpAdapter):
     name = "claude"
+    accepts_extra_args = False  # claude-code-acp takes no command-line settings
     platforms = frozenset({"anthropic-compat"})
     # claude-code-acp hands ``_meta.systemPrompt`` to the Agent SDK when it creates (or
     # loads) the session's query, and has no way to change it later: the host restarts the
@@ -145,7 +146,7 @@ class ClaudeAdapter(AcpAdapter):
         launcher = self._cli_launcher(node)
         if launcher is not None:
             env["CLAUDE_CODE_EXECUTABLE"] = str(launcher)
-        if os.geteuid() == 0 and cfg.permission_mode != "ask":
+        if os.geteuid() == 0 and self.preferred_mode() == "bypassPermissions":
             env["IS_SANDBOX"] = "1"  # bypassPermissions refuses to run as root otherwise
         return env
 
@@ -174,4 +175,7 @@ class ClaudeAdapter(AcpAdapter):
                 "(none was recorded before the process ended)")
 
     def preferred_mode(self) -> str | None:
-        return "bypassPermissions" if self.config.permission_mode != "ask" else "default"
+        native = self.config.native_permission.get("permission_mode")
+        if native:
+            return native
+        return "bypassPermissions" if self.config.permission_mode == "bypass" else "default"

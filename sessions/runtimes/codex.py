@@ -29,6 +29,7 @@ from .base import (
     McpServer,
     Probe,
     RuntimeAdapter,
+    RuntimeConfig,
     minimal_env,
     register,
     spawn,
@@ -90,6 +91,17 @@ def render_mcp_servers(servers: list[McpServer]) -> str:
         if server.bearer_token_file:
             out.append(f"bearer_token_env_var = {_toml_str(mcp_token_env(index))}\n")
     return "".join(out)
+
+
+def native_policies(cfg: RuntimeConfig) -> tuple[str, str]:
+    """Codex's (approval policy, sandbox mode) for a launch: the native settings frozen in
+    its execution snapshot; a config without them (an older session) maps its mode."""
+    native = cfg.native_permission
+    if native.get("approval_policy") and native.get("sandbox_mode"):
+        return native["approval_policy"], native["sandbox_mode"]
+    if cfg.permission_mode == "bypass":
+        return "never", "danger-full-access"
+    return "on-request", "workspace-write"
 
 
 def render_config(model: str, base_url: str, approval_policy: str, sandbox: str,
@@ -183,9 +195,8 @@ class CodexAdapter(RuntimeAdapter):
         return self.config.state_dir / "home" / ".codex"
 
     def _policies(self) -> tuple[str, str]:
-        if self.config.permission_mode == "ask":
-            return "on-request", "workspace-write"
-        return "never", "danger-full-access"
+        """(approval policy, sandbox): the frozen native settings, else from the mode."""
+        return native_policies(self.config)
 
     async def start(self, resume: str | None = None) -> str:
         cfg = self.config
@@ -204,7 +215,8 @@ class CodexAdapter(RuntimeAdapter):
         env["CODEX_HOME"] = str(self.codex_home)
         env[PROVIDER_KEY_ENV] = cfg.provider.api_key or "amux-no-key"
         cfg.workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = await spawn([str(binary), "app-server"], env, cfg.workdir)
+        self.proc = await spawn([str(binary), "app-server", *cfg.extra_args], env,
+                                cfg.workdir)
         self._start_stderr_pump()
         self._rpc = JsonLines(self.proc, self._on_message, self._on_closed,
                               observer=self._observe_wire)
@@ -391,10 +403,12 @@ class CodexAdapter(RuntimeAdapter):
     async def _approval(self, rid: Any, method: str, params: dict[str, Any]) -> None:
         assert self._rpc is not None
         legacy = method in ("execCommandApproval", "applyPatchApproval")
-        if self.config.permission_mode != "ask" or not self._turn_active:
-            decision = "accept" if self.config.permission_mode != "ask" else "cancel"
+        answer = self.policy_answer()
+        if answer is not None or not self._turn_active:
+            decision = {"allow": "accept", "deny": "decline"}.get(answer or "", "cancel")
             if legacy:
-                decision = {"accept": "approved", "cancel": "abort"}[decision]
+                decision = {"accept": "approved", "decline": "denied",
+                            "cancel": "abort"}[decision]
             await self._rpc.send({"id": rid, "result": {"decision": decision}})
             return
         offered = [d for d in (params.get("availableDecisions")

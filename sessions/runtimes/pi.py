@@ -147,7 +147,7 @@ class PiAdapter(RuntimeAdapter):
                 *PI_FLAGS, "--session-dir", str(sessions_dir)]
         if resume:
             argv += ["--session", resume]
-        argv += ["-e", str(SYSTEM_PROMPT)]
+        argv += [*cfg.extra_args, "-e", str(SYSTEM_PROMPT)]
         env["AMUX_RUNTIME_SYSTEM_PROMPT_FILE"] = str(self.system_prompt_file)
         if cfg.effort:
             argv += ["--thinking", cfg.effort]

@@ -1,0 +1,175 @@
+"""Task runs: one task given to an agent, carried out as one turn of a session.
+
+API (stable; other apps and the MCP caller tools build on it):
+``submit_task(*, owner, prompt, profile=None, runtime=None, model=None, provider=None,
+extra_args=None, permission_policy=None, instance=None) -> TaskRun`` resolves the execution
+settings (sessions/launch.py: explicit arguments win, a task that names no runtime takes
+the distribution default preset's runtime and model, permissions follow
+``permission_policy``, default ``policy-allow``), creates the task's own child session
+(or, with ``instance`` — an AgentInstance or its id, owned by ``owner`` — reuses that
+instance's session and its frozen settings), posts ``prompt`` as the session's next turn,
+commits and returns the TaskRun; the session host runs the turn. It raises
+``sessions.services.CommandError`` (``.status``, ``.code``, ``.field``) for bad input and
+writes nothing then. ``wait_for_result(task_run_id, timeout_s) -> TaskRun`` returns the run
+once it has ended (``state`` in ``TaskRun.TERMINAL``: ``succeeded``/``failed``/``cancelled``,
+``result`` the agent's final answer) or, at the timeout, as it is then (``queued`` or
+``running``). ``visible_to(user)`` is the queryset a caller may read (its own runs).
+The state follows the turn: ``running`` is written with the turn's start, the outcome by the
+``task.turn_ended`` effect that the terminal event's transaction enqueues (a continuation
+after a lost host keeps the run going).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from effects import outbox
+from sessions import services
+from sessions.execution import TASK, CallerSettings
+from sessions.models import AgentInstance, TaskRun, TaskRunState, TimelineEvent, Turn, TurnState
+from sessions.services import CommandError
+
+EFFECT_KIND = "task.turn_ended"
+MAX_PROMPT = 65_536
+TASK_IDLE_TIMEOUT = 60  # a task's own session sleeps soon after its one turn
+OUTCOME = {TurnState.COMPLETED: TaskRunState.SUCCEEDED, TurnState.FAILED: TaskRunState.FAILED,
+           TurnState.CANCELLED: TaskRunState.CANCELLED}
+_RESUMED = ":resumed"  # sessions.timeline.RESUME_SUFFIX: a continuation of the same input
+
+
+def visible_to(user) -> Any:
+    return TaskRun.objects.filter(owner=user)
+
+
+def _check_prompt(prompt: Any) -> str:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise CommandError("prompt must be a non-empty string", field="prompt")
+    if len(prompt) > MAX_PROMPT:
+        raise CommandError(f"prompt is longer than {MAX_PROMPT} characters", field="prompt")
+    return prompt
+
+
+def _owned_instance(owner, instance) -> AgentInstance:
+    pk = instance.pk if isinstance(instance, AgentInstance) else instance
+    found = AgentInstance.objects.select_related("session").filter(pk=pk, owner=owner).first()
+    if found is None:
+        raise CommandError(f"no instance {pk!r} of yours", code="not_found", status=404,
+                           field="instance")
+    return found
+
+
+def submit_task(*, owner, prompt: str, profile: str | None = None, runtime: str | None = None,
+                model: str | None = None, provider: str | None = None,
+                extra_args: list[str] | None = None, permission_policy: str | None = None,
+                instance: AgentInstance | int | None = None) -> TaskRun:
+    from sessions import launch, profiles
+
+    prompt = _check_prompt(prompt)
+    with transaction.atomic():
+        if instance is not None:
+            given = {"runtime": runtime, "model": model, "provider": provider,
+                     "extra_args": extra_args, "permission_policy": permission_policy,
+                     "profile": profile}
+            for key, value in given.items():
+                if value is not None:
+                    raise CommandError(f"an instance runs with the {key} it was created with",
+                                       field=key)
+            agent = _owned_instance(owner, instance)
+            session, expert = agent.session, agent.profile
+        else:
+            agent = None
+            expert = profiles.get_profile(profile)
+            settings = launch.resolve(TASK, CallerSettings(
+                runtime=runtime, model=model, provider=provider,
+                permission_policy=permission_policy,
+                extra_args=tuple(extra_args) if extra_args is not None else None))
+            session = services.create_session(
+                execution=settings, profile=expert.slug if expert else None, name="task",
+                idle_timeout_s=TASK_IDLE_TIMEOUT)
+        run = TaskRun.objects.create(
+            owner=owner, prompt=prompt, profile=expert, instance=agent, session=session,
+            execution=dict((session.snapshot or {}).get("execution") or {}))
+        run.turn_key = f"task:{run.pk}"
+        run.save(update_fields=["turn_key"])
+        if agent is None:
+            session.name = f"task {run.pk}"
+            session.save(update_fields=["name"])
+        services.post_message(session.pk, prompt, key=run.turn_key)
+    return run
+
+
+def wait_for_result(task_run_id: int, timeout_s: float) -> TaskRun:
+    """Block until the run has ended or ``timeout_s`` passed (the effect that settles it is
+    durable; this only watches the row)."""
+    deadline = time.monotonic() + max(0.0, float(timeout_s))
+    while True:
+        run = TaskRun.objects.get(pk=task_run_id)
+        if run.state in TaskRun.TERMINAL or time.monotonic() >= deadline:
+            return run
+        time.sleep(min(0.25, max(0.01, deadline - time.monotonic())))
+
+
+# ----------------------------------------------------------------- hooks of the timeline
+def _base_key(key: str) -> str:
+    return key.split(_RESUMED, 1)[0]
+
+
+def turn_started(session_id: int, turn: Turn) -> None:
+    """In the transaction that opens the turn: its run is running."""
+    TaskRun.objects.filter(session_id=session_id, turn_key=_base_key(turn.key),
+                           state=TaskRunState.QUEUED).update(
+        state=TaskRunState.RUNNING, started_at=turn.started_at or timezone.now())
+
+
+def announce_turn_end(session_id: int, turn: Turn) -> None:
+    """In the terminal event's transaction: settle the turn's run after commit (the
+    messages of the turn are all stored by then)."""
+    if TaskRun.objects.filter(session_id=session_id, turn_key=_base_key(turn.key)).exists():
+        outbox.enqueue(EFFECT_KIND, f"turn:{turn.pk}", {"session": session_id,
+                                                        "turn": turn.pk})
+
+
+def final_answer(turn_id: int) -> str:
+    """The agent's last complete message of the turn."""
+    texts = (TimelineEvent.objects.filter(turn_id=turn_id, type="message.completed")
+             .order_by("-seq").values_list("payload", flat=True))
+    for payload in texts:
+        text = (payload or {}).get("text")
+        if isinstance(text, str) and text.strip():
+            return text
+    return ""
+
+
+def _failure(turn_id: int) -> str:
+    payload = (TimelineEvent.objects.filter(turn_id=turn_id, type="turn.failed")
+               .values_list("payload", flat=True).first()) or {}
+    message = payload.get("message") or ""
+    return message if isinstance(message, str) else str(message)
+
+
+def turn_ended(effect_id: int, payload: dict) -> None:
+    """The ``task.turn_ended`` handler (idempotent): the run takes the turn's outcome."""
+    turn = Turn.objects.filter(pk=payload.get("turn")).first()
+    if turn is None or turn.state not in OUTCOME:
+        return
+    if turn.state == TurnState.CANCELLED and Turn.objects.filter(
+            session_id=turn.session_id, key=turn.key + _RESUMED).exists():
+        return  # the host was lost mid-turn: the continuation carries the task on
+    with transaction.atomic():
+        run = (TaskRun.objects.select_for_update()
+               .filter(session_id=turn.session_id, turn_key=_base_key(turn.key)).first())
+        if run is None or run.state in TaskRun.TERMINAL:
+            return
+        run.state = OUTCOME[TurnState(turn.state)]
+        run.result = final_answer(turn.pk)
+        run.error_code = turn.error_code or ""
+        run.error_message = _failure(turn.pk) if turn.state == TurnState.FAILED else ""
+        run.started_at = run.started_at or turn.started_at
+        run.ended_at = turn.ended_at or timezone.now()
+        run.save(update_fields=["state", "result", "error_code", "error_message",
+                                "started_at", "ended_at"])
+
