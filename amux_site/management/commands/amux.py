@@ -1,5 +1,5 @@
-"""`manage.py amux run|status|stop|restart|backup|upgrade|doctor|token|user` — everything
-an operator runs."""
+"""`manage.py amux run|status|stop|restart|backup|upgrade|doctor|token|user|task` —
+everything an operator runs."""
 
 from __future__ import annotations
 
@@ -68,6 +68,9 @@ class Command(BaseCommand):
                               help="viewer reads everything; operator also changes things")
         user_add.add_argument("--password-file", help="read the password from this file's "
                                                       "first line")
+        from sessions import task_cli
+
+        task_cli.add_parser(sub)  # `amux task submit ...`
 
     def handle(self, *args, action, **options):
         return getattr(self, f"do_{action}")(**options)
@@ -159,6 +162,18 @@ class Command(BaseCommand):
         else:
             self.stdout.write(f"amux: created {role} {name!r} with the password from "
                               f"{password_file}")
+
+    def do_task(self, task_action, **options):
+        from sessions import task_cli
+        from sessions.services import CommandError as Refused
+
+        try:
+            code = task_cli.submit(self.stdout.write, **options)
+        except Refused as exc:
+            field = f"{exc.field}: " if exc.field else ""
+            raise CommandError(f"{field}{exc}", returncode=1) from None
+        if code:
+            sys.exit(code)
 
     # -- run ----------------------------------------------------------------------------
 
