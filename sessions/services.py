@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions import control, timeline
+from sessions import control, isolation, timeline
 from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
 from sessions.runtimes import ProviderSpec, RuntimeConfig, WatchdogConfig, errors, get_adapter
 from sessions.runtimes.base import McpServer
@@ -169,6 +169,9 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
         "background_shell_after": (float(background_shell_after)
                                    if background_shell_after is not None else None),
     }
+    # the backend is frozen with the session: a restart or resume runs the same way
+    snapshot["execution"] = {**(snapshot.get("execution") or {}),
+                             "isolation": isolation.selected_backend()}
     with transaction.atomic():
         session = Session.objects.create(
             name=name, runtime=runtime, provider=profile, model=model, snapshot=snapshot,
@@ -201,7 +204,10 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         ask_user=snap.get("ask_user", True),
         background_shell_after=snap.get("background_shell_after"),
         extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
-        runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR), **overrides)
+        runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR),
+        isolation=(snap.get("execution") or {}).get("isolation")
+        or isolation.selected_backend(),
+        runtime_user=isolation.runtime_user(), **overrides)
 
 
 @dataclass(frozen=True)

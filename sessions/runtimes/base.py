@@ -40,6 +40,7 @@ from .events import (
     TurnFailed,
     TurnInput,
 )
+from .isolation import DEFAULT_USER, PRIVATE_HOME, Launch, hand_over
 from .watchdog import REPEAT_TOOL_LOOP, RepeatToolCounter, TurnClock, WatchdogConfig
 
 PROVIDER_KEY_ENV = "AMUX_PROVIDER_KEY"
@@ -168,6 +169,9 @@ class RuntimeConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     extra_path: list[str] = field(default_factory=list)
     wire_observer: Callable[[str, dict[str, Any]], None] | None = None  # ("out"|"in", msg)
+    # the isolation backend (``isolation.BACKENDS``) and, for linux-dac, the runtime user
+    isolation: str = PRIVATE_HOME
+    runtime_user: str = DEFAULT_USER
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -246,12 +250,15 @@ def tagged_pids(tag: str) -> list[int]:
     return found
 
 
-async def spawn(argv: list[str], env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
+async def spawn(argv: list[str], env: dict[str, str], cwd: Path, **credentials: Any
+                ) -> asyncio.subprocess.Process:
+    """``credentials``: ``user``/``group``/``extra_groups``/``umask`` for the child (set
+    before exec; the parent-death signal is armed after them, so it survives the switch)."""
     try:
         return await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=env, cwd=str(cwd), start_new_session=True,
-            limit=STREAM_LIMIT, preexec_fn=die_with_parent(signal.SIGKILL))
+            limit=STREAM_LIMIT, preexec_fn=die_with_parent(signal.SIGKILL), **credentials)
     except OSError as exc:
         raise errors.RuntimeStartFailed(f"{argv[0]}: {exc}") from exc
 
@@ -313,6 +320,7 @@ class RuntimeAdapter(ABC):
         self._started_tokens: tuple[str | None, ...] = ()
         self._mcp_in_use = False  # the runtime was given ``config.mcp_servers`` at start
         self.mcp_skipped: list[str] = []  # MCP servers this runtime could not be given
+        self.launch: Launch | None = None  # how the process was started (isolation)
 
     # ---------------------------------------------------------------- class-level API
     @classmethod
@@ -400,6 +408,28 @@ class RuntimeAdapter(ABC):
     @property
     def turn_active(self) -> bool:
         return self._turn_active
+
+    async def _spawn(self, argv: list[str], env: dict[str, str]
+                     ) -> asyncio.subprocess.Process:
+        """Start the runtime process under the session's isolation backend: the backend
+        prepares the state and work directories, has the last word on the environment (no
+        provider code overrides it afterwards) and says as whom the process runs."""
+        cfg = self.config
+        launch = Launch.prepare(cfg.isolation, cfg.runtime_user, cfg.state_dir, cfg.workdir)
+        self.launch = launch
+        proc = await spawn(argv, launch.environment(env, cfg.workdir), cfg.workdir,
+                           **launch.spawn_kwargs())
+        try:
+            launch.verify(proc.pid)
+        except errors.RuntimeAdapterError:
+            await kill_process_group(proc, self.tag, grace=0.5)
+            raise
+        return proc
+
+    def hand_over(self, path: Path) -> None:
+        """A file amux rewrites in the state directory while the runtime runs belongs to
+        the runtime user too (linux-dac)."""
+        hand_over(path, self.launch.principal if self.launch else None)
 
     # ---------------------------------------------------------------- native hooks
     @abstractmethod

@@ -29,7 +29,6 @@ model's first answer arrives. So:
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -145,8 +144,8 @@ class ClaudeAdapter(AcpAdapter):
         launcher = self._cli_launcher(node)
         if launcher is not None:
             env["CLAUDE_CODE_EXECUTABLE"] = str(launcher)
-        if os.geteuid() == 0 and cfg.permission_mode != "ask":
-            env["IS_SANDBOX"] = "1"  # bypassPermissions refuses to run as root otherwise
+        # IS_SANDBOX (bypassPermissions refuses root without it) is the isolation
+        # backend's to set: only under linux-dac, after checking a separate non-root UID
         return env
 
     def _cli_launcher(self, node: str | None) -> Path | None:

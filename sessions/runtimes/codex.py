@@ -31,7 +31,6 @@ from .base import (
     RuntimeAdapter,
     minimal_env,
     register,
-    spawn,
 )
 from .events import (
     ErrorObserved,
@@ -204,7 +203,7 @@ class CodexAdapter(RuntimeAdapter):
         env["CODEX_HOME"] = str(self.codex_home)
         env[PROVIDER_KEY_ENV] = cfg.provider.api_key or "amux-no-key"
         cfg.workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = await spawn([str(binary), "app-server"], env, cfg.workdir)
+        self.proc = await self._spawn([str(binary), "app-server"], env)
         self._start_stderr_pump()
         self._rpc = JsonLines(self.proc, self._on_message, self._on_closed,
                               observer=self._observe_wire)
