@@ -109,7 +109,8 @@ def runtime_info(name: str, cls: Any) -> dict[str, Any]:
     probe = cls.probe(Path(settings.AMUX_RUNTIMES_DIR))
     return {"name": name, "installed": probe.installed, "version": probe.version,
             "error": probe.error, "platforms": sorted(cls.platforms),
-            "capabilities": cls.static_capabilities().as_dict()}
+            "capabilities": {**cls.static_capabilities().as_dict(),
+                             **cls.launch_capabilities()}}
 
 
 class RuntimeSerializer(serializers.Serializer):

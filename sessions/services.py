@@ -191,6 +191,7 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
 
 def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
     snap = session.snapshot or {}
+    isolation.open_paths(Path(settings.DATA_DIR), runtime_root(), Path(settings.WORK_DIR))
     provider = session.provider
     if provider is None:
         raise errors.ProviderUnsupported("the session has no provider")

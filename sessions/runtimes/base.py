@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from amux_common.processes import die_with_parent
 
-from . import errors
+from . import errors, launch_context
 from .events import (
     ErrorObserved,
     Event,
@@ -172,6 +172,10 @@ class RuntimeConfig:
     # the isolation backend (``isolation.BACKENDS``) and, for linux-dac, the runtime user
     isolation: str = PRIVATE_HOME
     runtime_user: str = DEFAULT_USER
+    # who the agent is (``launch_context.ROLES``: a task's child session gets the restricted
+    # entry and no session/schedule channel) and whether the memory protocol is bound
+    role: str = "session"
+    memory: bool = False
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -191,7 +195,8 @@ class _Exited:
 RESERVED_ENV = frozenset({"HOME", "PATH", "TMPDIR", "CODEX_HOME", "PI_CODING_AGENT_DIR",
                           "CLAUDE_CONFIG_DIR", PROVIDER_KEY_ENV, "LD_PRELOAD",
                           "LD_LIBRARY_PATH", "NODE_OPTIONS"})
-RESERVED_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AMUX_RUNTIME_", "PI_", "CLAUDE_CODE_")
+RESERVED_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AMUX_RUNTIME_", "PI_", "CLAUDE_CODE_",
+                     "AMUX_SESSION_SCHEDULE_", "IS_SANDBOX")
 
 
 def binary_version(binary: Path) -> tuple[str | None, str]:
@@ -409,6 +414,36 @@ class RuntimeAdapter(ABC):
     def turn_active(self) -> bool:
         return self._turn_active
 
+    @classmethod
+    def takes_launch_entries(cls) -> bool:
+        """Whether the runtime has a native channel for the launch instructions (the
+        session-schedule entry and the memory protocol): generic ACP has none."""
+        return cls.system_prompt_channel != INLINE
+
+    @classmethod
+    def launch_capabilities(cls) -> dict[str, bool]:
+        return {"session_schedule": cls.takes_launch_entries(),
+                "memory": cls.takes_launch_entries()}
+
+    @property
+    def launch_channel(self) -> str:
+        cfg = self.config
+        mcp = [s.name for s in cfg.mcp_servers] if self.takes_mcp else []
+        return launch_context.channel(cfg.role, mcp, cfg.extra_path)
+
+    def launch_instructions(self) -> str | None:
+        """The fixed text configured when the native session is created or resumed."""
+        if not self.takes_launch_entries():
+            return None
+        return launch_context.launch_text(self.config.role, self.launch_channel,
+                                          self.config.memory)
+
+    def startup_prompt(self, system_prompt: str | None) -> str | None:
+        """The launch instructions followed by amux's system prompt, for runtimes that take
+        both through one native channel (Claude's appended system prompt, Pi's extension)."""
+        parts = [p for p in (self.launch_instructions(), system_prompt) if p]
+        return "\n\n".join(parts) if parts else None
+
     async def _spawn(self, argv: list[str], env: dict[str, str]
                      ) -> asyncio.subprocess.Process:
         """Start the runtime process under the session's isolation backend: the backend
@@ -417,6 +452,9 @@ class RuntimeAdapter(ABC):
         cfg = self.config
         launch = Launch.prepare(cfg.isolation, cfg.runtime_user, cfg.state_dir, cfg.workdir)
         self.launch = launch
+        if self.takes_launch_entries():
+            env = {**env, launch_context.CONTEXT_ENV: launch_context.context(
+                cfg.role, self.launch_channel)}
         proc = await spawn(argv, launch.environment(env, cfg.workdir), cfg.workdir,
                            **launch.spawn_kwargs())
         try:

@@ -93,7 +93,7 @@ class ClaudeAdapter(AcpAdapter):
     system_prompt_channel = SESSION_START
 
     def session_meta(self) -> dict[str, Any]:
-        text = self.config.system_prompt
+        text = self.startup_prompt(self.config.system_prompt)
         # appended to Claude Code's own preset prompt, which keeps its tool instructions
         return {"systemPrompt": {"append": text}} if text else {}
 

@@ -118,7 +118,7 @@ class PiAdapter(RuntimeAdapter):
         """Atomically, before the prompt is sent: the extension reads it at agent start."""
         path = self.system_prompt_file
         partial = path.with_suffix(".partial")
-        partial.write_text(text or "")
+        partial.write_text(self.startup_prompt(text) or "")
         self.hand_over(partial)
         partial.replace(path)
 
