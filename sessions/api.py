@@ -201,7 +201,8 @@ class SessionList(generics.ListAPIView):
         data = CreateSession(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            session = services.create_session(**data.validated_data)
+            session = services.create_session(**data.validated_data,
+                                              memory_owner=request.user.pk)
         except services.CommandError as exc:
             return _refused(exc)
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)

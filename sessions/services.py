@@ -112,7 +112,8 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
                    mcp_servers: list[dict[str, str]] | None = None,
                    env: dict[str, str] | None = None,
                    path: list[str] | None = None, ask_user: bool = True,
-                   background_shell_after: float | None = None) -> Session:
+                   background_shell_after: float | None = None,
+                   role: str | None = None, memory_owner: int | None = None) -> Session:
     """Create a session; nothing starts until its first input. ``env`` (stored encrypted)
     and ``path`` extend the runtime's minimal environment, e.g. with a worker's scoped tool
     token and the directory of the `amux` shim. ``background_shell_after`` (seconds) moves
@@ -121,7 +122,12 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
     ``prompt_role`` (e.g. "worker"): every turn's system prompt is assembled from the
     current prompt version of that role (prompts_app), ``developer_instructions`` (fixed
     text) after it. ``mcp_servers``: MCP servers offered to the model where the runtime
-    takes MCP (see ``_mcp_entries``)."""
+    takes MCP (see ``_mcp_entries``).
+
+    ``role`` (``session``, ``task``, ``worker``; default ``worker`` for the worker prompt
+    role, else ``session``) picks the session-schedule entry the agent is launched with (a
+    task's child gets the restricted one); ``memory_owner`` is the user whose memory the
+    session may read when amux's memory is on (sessions.memory)."""
     try:
         adapter_cls = get_adapter(runtime)
     except errors.UnknownRuntime as exc:
@@ -150,6 +156,12 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
             raise CommandError(f"prompt_role must be one of {', '.join(ORDER)}",
                                field="prompt_role")
     mcp = _mcp_entries(mcp_servers)
+    from sessions import memory
+    from sessions.runtimes.launch_context import ROLES
+
+    role = role or ("worker" if prompt_role == "worker" else "session")
+    if role not in ROLES:
+        raise CommandError(f"role must be one of {', '.join(ROLES)}", field="role")
     wd = watchdog or {}
     snapshot = {
         "runtime": runtime, "model": model, "effort": effort, "provider": profile.slug,
@@ -171,7 +183,8 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
     }
     # the backend is frozen with the session: a restart or resume runs the same way
     snapshot["execution"] = {**(snapshot.get("execution") or {}),
-                             "isolation": isolation.selected_backend()}
+                             "isolation": isolation.selected_backend(), "role": role,
+                             "memory": memory.binding(runtime, memory_owner)}
     with transaction.atomic():
         session = Session.objects.create(
             name=name, runtime=runtime, provider=profile, model=model, snapshot=snapshot,
@@ -191,6 +204,7 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
 
 def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
     snap = session.snapshot or {}
+    execution = snap.get("execution") or {}
     isolation.open_paths(Path(settings.DATA_DIR), runtime_root(), Path(settings.WORK_DIR))
     provider = session.provider
     if provider is None:
@@ -206,8 +220,10 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         background_shell_after=snap.get("background_shell_after"),
         extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
         runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR),
-        isolation=(snap.get("execution") or {}).get("isolation")
-        or isolation.selected_backend(),
+        isolation=execution.get("isolation") or isolation.selected_backend(),
+        role=execution.get("role") or (
+            "worker" if snap.get("prompt_role") == "worker" else "session"),
+        memory=bool((execution.get("memory") or {}).get("enabled")),
         runtime_user=isolation.runtime_user(), **overrides)
 
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from sessions import api, panel, providers_panel
+from sessions import api, memory_api, panel, providers_panel
 
 api_urlpatterns = [
     path("providers/", api.ProviderList.as_view(), name="provider-list"),
@@ -19,6 +19,8 @@ api_urlpatterns = [
     path("sessions/<int:pk>/sleep/", api.SessionSleep.as_view(), name="session-sleep"),
     path("sessions/<int:pk>/archive/", api.SessionArchive.as_view(), name="session-archive"),
     path("sessions/<int:pk>/timeline/", api.SessionTimeline.as_view(), name="session-timeline"),
+    path("memory/", memory_api.MemoryList.as_view(), name="memory-list"),
+    path("memory/<int:pk>/", memory_api.MemoryDetail.as_view(), name="memory-detail"),
 ]
 panel_urlpatterns = [
     path("sessions/", panel.sessions_tab, name="panel-sessions"),
