@@ -33,7 +33,7 @@ def can_start(name: str, timeout: float = 60) -> tuple[bool, str]:
 
     async def attempt() -> str:
         root = Path(settings.DATA_DIR) / "runtime"
-        root.mkdir(parents=True, exist_ok=True)
+        isolation.open_paths(Path(settings.DATA_DIR), root)
         with tempfile.TemporaryDirectory(prefix=f"doctor-{name}-", dir=root) as tmp:
             Path(tmp).chmod(0o711)  # a linux-dac runtime user must reach its state below
             config = RuntimeConfig(

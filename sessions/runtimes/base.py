@@ -455,6 +455,10 @@ class RuntimeAdapter(ABC):
         if self.takes_launch_entries():
             env = {**env, launch_context.CONTEXT_ENV: launch_context.context(
                 cfg.role, self.launch_channel)}
+        if "anthropic-compat" in self.platforms:
+            # Claude's own auto memory is off on every managed launch (resumes included),
+            # whatever starts it: amux's memory is the only one
+            env = {**env, "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}
         proc = await spawn(argv, launch.environment(env, cfg.workdir), cfg.workdir,
                            **launch.spawn_kwargs())
         try:
