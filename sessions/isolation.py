@@ -84,7 +84,10 @@ def share_tree_read_only(path: Path) -> None:
     _open_ancestors(path)
     for root, _dirs, files in os.walk(path):
         for entry in [Path(root), *(Path(root) / f for f in files)]:
-            st = entry.lstat()
+            try:
+                st = entry.lstat()
+            except FileNotFoundError:
+                continue
             if stat.S_ISLNK(st.st_mode):
                 continue
             if st.st_gid != principal.gid:

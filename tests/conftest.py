@@ -39,3 +39,14 @@ def _runtime_user_passes_through_tmp_path(request):
         from tests.support.isolation import reachable
 
         reachable(request.getfixturevalue("tmp_path"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _runtime_user_reaches_data_and_runtimes():
+    """The same for the test data directory (AMUX_DATA_DIR) and the installed runtimes."""
+    from django.conf import settings
+
+    from tests.support.isolation import reachable
+
+    reachable(settings.DATA_DIR)
+    reachable(settings.AMUX_RUNTIMES_DIR.resolve())

@@ -450,7 +450,8 @@ class RuntimeAdapter(ABC):
         prepares the state and work directories, has the last word on the environment (no
         provider code overrides it afterwards) and says as whom the process runs."""
         cfg = self.config
-        launch = Launch.prepare(cfg.isolation, cfg.runtime_user, cfg.state_dir, cfg.workdir)
+        launch = Launch.prepare(cfg.isolation, cfg.runtime_user, cfg.state_dir, cfg.workdir,
+                                cfg.runtimes_dir)
         self.launch = launch
         if self.takes_launch_entries():
             env = {**env, launch_context.CONTEXT_ENV: launch_context.context(

@@ -160,11 +160,14 @@ def own_state_dir(state_dir: Path, principal: Principal) -> None:
     for root, dirs, files in os.walk(state_dir):
         for name in dirs + files:
             entry = Path(root) / name
-            st = entry.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                continue  # the runtime's own links (it made them as itself)
-            if (st.st_uid, st.st_gid) != (principal.uid, principal.gid):
-                os.chown(entry, principal.uid, principal.gid, follow_symlinks=False)
+            try:  # a file a runtime process left may vanish while we walk
+                st = entry.lstat()
+                if stat.S_ISLNK(st.st_mode):
+                    continue  # the runtime's own links (it made them as itself)
+                if (st.st_uid, st.st_gid) != (principal.uid, principal.gid):
+                    os.chown(entry, principal.uid, principal.gid, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
     os.chown(state_dir, principal.uid, principal.gid)
     os.chmod(state_dir, 0o700)
 
@@ -189,10 +192,11 @@ def share_workdir(workdir: Path, principal: Principal) -> None:
                 want |= stat.S_IXGRP | stat.S_ISGID
             elif mode & stat.S_IXUSR:
                 want |= stat.S_IXGRP
-            if st.st_gid != gid and st.st_uid != principal.uid:
-                os.chown(entry, -1, gid, follow_symlinks=False)
-            if want != mode and st.st_uid != principal.uid:
-                os.chmod(entry, want)
+            with contextlib.suppress(FileNotFoundError):
+                if st.st_gid != gid and st.st_uid != principal.uid:
+                    os.chown(entry, -1, gid, follow_symlinks=False)
+                if want != mode and st.st_uid != principal.uid:
+                    os.chmod(entry, want)
         dirs[:] = [d for d in dirs if not (Path(root) / d).is_symlink()]
 
 
@@ -213,7 +217,8 @@ class Launch:
     principal: Principal | None = None
 
     @classmethod
-    def prepare(cls, backend: str, user: str, state_dir: Path, workdir: Path) -> Launch:
+    def prepare(cls, backend: str, user: str, state_dir: Path, workdir: Path,
+                runtimes_dir: Path | None = None) -> Launch:
         if backend not in BACKENDS:
             raise errors.RuntimeStartFailed(
                 f"unknown isolation backend {backend!r} (known: {', '.join(BACKENDS)})")
@@ -222,6 +227,8 @@ class Launch:
         principal = verified_principal(user)
         _require_reachable(state_dir.parent, principal, "state directory")
         _require_reachable(workdir.parent, principal, "work directory")
+        if runtimes_dir is not None:  # it runs the binaries and scripts installed there
+            _require_reachable(Path(runtimes_dir).resolve(), principal, "runtimes directory")
         own_state_dir(state_dir, principal)
         share_workdir(workdir, principal)
         return cls(backend, principal)
