@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export AMUX_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: venv run runtimes browser test lint clean chaos bench
+.PHONY: venv run runtimes runtime-user browser test lint clean chaos bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,3 +61,8 @@ bench: venv runtimes
 
 clean:
 	rm -rf $(VENV) node_modules var
+
+# The unprivileged user linux-dac runtimes run as (AMUX_RUNTIME_USER, default amux-agent):
+# created when missing (root only; amux also creates it at the first linux-dac launch).
+runtime-user: venv
+	@$(BIN)/python manage.py shell -c "from sessions import isolation; print(isolation.provision())"

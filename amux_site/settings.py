@@ -2,9 +2,10 @@
 
 Only DATABASE_URL, REDIS_URL, AMUX_SECRET_KEY, AMUX_DATA_DIR, AMUX_ALLOWED_HOSTS,
 AMUX_DEBUG, AMUX_TLS, AMUX_LOG_FORMAT, AMUX_RETENTION_DAYS, AMUX_DB_POOL_SIZE, AMUX_URL,
-AMUX_RUNTIMES_DIR, AMUX_HOSTNAME, the session host's AMUX_SESSION_* knobs and the outbox's
-AMUX_OUTBOX_* tuning knobs are read here; everything else is data managed in the panel, API
-or admin. No other module reads the environment for configuration.
+AMUX_RUNTIMES_DIR, AMUX_HOSTNAME, AMUX_ISOLATION, AMUX_RUNTIME_USER, AMUX_MEMORY, the session
+host's AMUX_SESSION_* knobs and the outbox's AMUX_OUTBOX_* tuning knobs are read here;
+everything else is data managed in the panel, API or admin. No other module reads the
+environment for configuration.
 """
 
 from __future__ import annotations
@@ -287,6 +288,18 @@ AMUX_URL = (os.environ.get("AMUX_URL") or "http://127.0.0.1:8000").rstrip("/")
 AMUX_RUNTIMES_DIR = Path(os.environ.get("AMUX_RUNTIMES_DIR") or BASE_DIR / "node_modules")
 # This machine's name in session leases and its own runtime queue (`runtime.<name>`).
 AMUX_HOSTNAME = os.environ.get("AMUX_HOSTNAME", "").strip() or socket.gethostname()
+
+# How runtime processes are isolated (sessions/runtimes/isolation.py): "private-home" (a
+# private HOME per session, amux's own user) or "linux-dac" (a dedicated unprivileged user,
+# AMUX_RUNTIME_USER, created when missing); unset: linux-dac when amux runs as root.
+AMUX_ISOLATION = os.environ.get("AMUX_ISOLATION", "").strip()
+if AMUX_ISOLATION not in ("", "private-home", "linux-dac"):
+    raise ImproperlyConfigured(
+        f"AMUX_ISOLATION must be private-home or linux-dac, not {AMUX_ISOLATION!r}")
+AMUX_RUNTIME_USER = os.environ.get("AMUX_RUNTIME_USER", "").strip() or "amux-agent"
+# On-demand memory (sessions/memory.py): off unless AMUX_MEMORY=1; new Codex, Claude and Pi
+# sessions then get the memory protocol and the memory tools.
+AMUX_MEMORY = os.environ.get("AMUX_MEMORY", "").strip().lower() in ("1", "true", "yes", "on")
 
 # Session hosts (sessions/host.py). The lease's time to live (renewed every third of it),
 # and the floor of a session's idle timeout (60 s by seed 000; tests lower it).

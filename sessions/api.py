@@ -109,7 +109,8 @@ def runtime_info(name: str, cls: Any) -> dict[str, Any]:
     probe = cls.probe(Path(settings.AMUX_RUNTIMES_DIR))
     return {"name": name, "installed": probe.installed, "version": probe.version,
             "error": probe.error, "platforms": sorted(cls.platforms),
-            "capabilities": cls.static_capabilities().as_dict()}
+            "capabilities": {**cls.static_capabilities().as_dict(),
+                             **cls.launch_capabilities()}}
 
 
 class RuntimeSerializer(serializers.Serializer):
@@ -208,7 +209,8 @@ class SessionList(generics.ListAPIView):
         data = CreateSession(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            session = services.create_session(**data.validated_data)
+            session = services.create_session(**data.validated_data,
+                                              memory_owner=request.user.pk)
         except services.CommandError as exc:
             return _refused(exc)
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)

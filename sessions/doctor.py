@@ -1,5 +1,6 @@
-"""`amux doctor` checks of the session layer: each runtime (installed, version, can start)
-and each provider profile (reachable, authenticated)."""
+"""`amux doctor` checks of the session layer: the isolation backend (and its runtime user),
+each runtime (installed, version, can start under that backend) and each provider profile
+(reachable, authenticated)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from django.conf import settings
 
 from amux_common.doctor import Check, Probe
+from sessions import isolation
 from sessions.keys import api_key_problem
 from sessions.runtimes import ProviderSpec, RuntimeConfig, errors, registered
 
@@ -30,8 +32,12 @@ def can_start(name: str, timeout: float = 60) -> tuple[bool, str]:
     platform = sorted(cls.platforms)[0]
 
     async def attempt() -> str:
-        with tempfile.TemporaryDirectory(prefix=f"amux-doctor-{name}-") as tmp:
+        root = Path(settings.DATA_DIR) / "runtime"
+        isolation.open_paths(Path(settings.DATA_DIR), root)
+        with tempfile.TemporaryDirectory(prefix=f"doctor-{name}-", dir=root) as tmp:
+            Path(tmp).chmod(0o711)  # a linux-dac runtime user must reach its state below
             config = RuntimeConfig(
+                isolation=isolation.selected_backend(), runtime_user=isolation.runtime_user(),
                 workdir=f"{tmp}/work", state_dir=f"{tmp}/state", model=_MODEL.get(name, "m"),
                 provider=ProviderSpec(platform=platform, base_url=_IDLE_PROVIDER[platform],
                                       api_key="doctor"),
@@ -77,6 +83,20 @@ def runtime_check(name: str, start: bool = True) -> Check:
     return Check(f"runtime:{name}", ok, f"{probe.version}, {detail}", required=False)
 
 
+def isolation_check() -> Check:
+    """The backend new sessions get; under linux-dac, whether its runtime user exists (it
+    is created at the first launch, or by `make runtime-user`)."""
+    info = isolation.status()
+    if info["backend"] != "linux-dac":
+        return Check("isolation", True, f"{info['backend']} (runtimes run as amux's user)")
+    if not info["user_exists"]:
+        return Check("isolation", False, f"linux-dac: runtime user {info['user']!r} does not "
+                     "exist yet (created at the first launch; `make runtime-user`)",
+                     required=False)
+    return Check("isolation", True,
+                 f"linux-dac: runtimes run as {info['user']} (uid {info['uid']})")
+
+
 def runtime_checks(start: bool = True) -> Iterator[Check]:
     for name in sorted(registered()):
         yield runtime_check(name, start)
@@ -114,6 +134,7 @@ def checks() -> Iterator[Probe]:
     """Each runtime and each provider is a probe of its own (see amux_common.doctor)."""
     from sessions.models import ProviderProfile
 
+    yield Probe("isolation", isolation_check, required=False)
     for name in sorted(registered()):
         yield Probe(f"runtime:{name}", partial(runtime_check, name), required=False)
     for provider in ProviderProfile.objects.all():

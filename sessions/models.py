@@ -286,3 +286,19 @@ class TaskRun(models.Model):
 
     def __str__(self):
         return f"task {self.pk}"
+
+
+class MemoryEntry(models.Model):
+    """One piece of long-term memory, owned by one user (seed 000 按需系统记忆): it stays
+    in amux, and only an explicit ``memory_read`` brings it into a session."""
+
+    owner = models.ForeignKey("auth.User", on_delete=models.CASCADE,
+                              related_name="memory_entries")
+    title = models.CharField(max_length=200)
+    text = models.TextField(max_length=20000)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["owner", "-updated_at", "-id"]
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="memory_by_owner")]

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions import control, timeline
+from sessions import control, isolation, timeline
 from sessions.execution import DIRECT, CallerSettings, ExecutionSettings
 from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
 from sessions.runtimes import ProviderSpec, RuntimeConfig, WatchdogConfig, errors, get_adapter
@@ -118,7 +118,8 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
                    background_shell_after: float | None = None,
                    preset: str | None = None, profile: str | None = None,
                    extra_args: list[str] | None = None,
-                   execution: ExecutionSettings | None = None) -> Session:
+                   execution: ExecutionSettings | None = None,
+                   role: str | None = None, memory_owner: int | None = None) -> Session:
     """Create a session; nothing starts until its first input. ``env`` (stored encrypted)
     and ``path`` extend the runtime's minimal environment, e.g. with a worker's scoped tool
     token and the directory of the `amux` shim. ``background_shell_after`` (seconds) moves
@@ -131,7 +132,12 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
 
     Execution settings (sessions/execution.py): a direct session resolves them here from
     the caller's arguments and ``preset`` (a shortcut); a task passes them resolved
-    (``execution``). ``profile``: the expert whose content every turn's prompt carries."""
+    (``execution``). ``profile``: the expert whose content every turn's prompt carries.
+
+    ``role`` (``session``, ``task``, ``worker``; default ``worker`` for the worker prompt
+    role, else ``session``) picks the session-schedule entry the agent is launched with (a
+    task's child gets the restricted one); ``memory_owner`` is the user whose memory the
+    session may read when amux's memory is on (sessions.memory)."""
     from sessions import launch, profiles
 
     if execution is None:
@@ -165,6 +171,12 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
             raise CommandError(f"prompt_role must be one of {', '.join(ORDER)}",
                                field="prompt_role")
     mcp = _mcp_entries(mcp_servers)
+    from sessions import memory
+    from sessions.runtimes.launch_context import ROLES
+
+    role = role or ("worker" if prompt_role == "worker" else "session")
+    if role not in ROLES:
+        raise CommandError(f"role must be one of {', '.join(ROLES)}", field="role")
     wd = watchdog or {}
     snapshot = {
         "runtime": runtime, "model": model, "effort": effort, "provider": provider_row.slug,
@@ -186,6 +198,10 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
         "background_shell_after": (float(background_shell_after)
                                    if background_shell_after is not None else None),
     }
+    # the backend is frozen with the session: a restart or resume runs the same way
+    snapshot["execution"] = {**(snapshot.get("execution") or {}),
+                             "isolation": isolation.selected_backend(), "role": role,
+                             "memory": memory.binding(runtime, memory_owner)}
     with transaction.atomic():
         session = Session.objects.create(
             name=name, runtime=runtime, provider=provider_row, model=model, snapshot=snapshot,
@@ -205,6 +221,8 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
 
 def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
     snap = session.snapshot or {}
+    execution = snap.get("execution") or {}
+    isolation.open_paths(Path(settings.DATA_DIR), runtime_root(), Path(settings.WORK_DIR))
     provider = session.provider
     if provider is None:
         raise errors.ProviderUnsupported("the session has no provider")
@@ -221,7 +239,12 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         ask_user=snap.get("ask_user", True),
         background_shell_after=snap.get("background_shell_after"),
         extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
-        runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR), **overrides)
+        runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR),
+        isolation=execution.get("isolation") or isolation.selected_backend(),
+        role=execution.get("role") or (
+            "worker" if snap.get("prompt_role") == "worker" else "session"),
+        memory=bool((execution.get("memory") or {}).get("enabled")),
+        runtime_user=isolation.runtime_user(), **overrides)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from sessions import api, api_profiles, api_tasks, execution_panel, panel, providers_panel
+from sessions import api, api_profiles, api_tasks, execution_panel, memory_api, panel, providers_panel
 
 api_urlpatterns = [
     path("providers/", api.ProviderList.as_view(), name="provider-list"),
@@ -34,6 +34,8 @@ api_urlpatterns = [
     path("instances/<int:pk>/", api_tasks.InstanceDetail.as_view(), name="instance-detail"),
     path("instances/<int:pk>/tasks/", api_tasks.InstanceTasks.as_view(),
          name="instance-tasks"),
+    path("memory/", memory_api.MemoryList.as_view(), name="memory-list"),
+    path("memory/<int:pk>/", memory_api.MemoryDetail.as_view(), name="memory-detail"),
 ]
 panel_urlpatterns = [
     path("sessions/", panel.sessions_tab, name="panel-sessions"),

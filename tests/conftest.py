@@ -28,3 +28,25 @@ def api(operator):
     _, token = AuthToken.objects.create(user=operator)
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     return client
+
+
+@pytest.fixture(autouse=True)
+def _runtime_user_passes_through_tmp_path(request):
+    """Under linux-dac (amux's choice as root) the runtimes run as an unprivileged user, who
+    must pass through pytest's 0700 temporary directories to the data and work directories
+    a test puts there (search permission only)."""
+    if "tmp_path" in request.fixturenames:
+        from tests.support.isolation import reachable
+
+        reachable(request.getfixturevalue("tmp_path"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _runtime_user_reaches_data_and_runtimes():
+    """The same for the test data directory (AMUX_DATA_DIR) and the installed runtimes."""
+    from django.conf import settings
+
+    from tests.support.isolation import reachable
+
+    reachable(settings.DATA_DIR)
+    reachable(settings.AMUX_RUNTIMES_DIR.resolve())

@@ -20,6 +20,8 @@ tool_urlpatterns = [
          name="tool-git-credential"),
     path("context/", tools_rest.ContextView.as_view(), name="tool-context"),
     path("whoami/", tools_rest.ContextView.as_view(), name="tool-whoami"),
+    path("memory_search/", tools_rest.MemorySearchView.as_view(), name="tool-memory-search"),
+    path("memory_read/", tools_rest.MemoryReadView.as_view(), name="tool-memory-read"),
 ]
 
 api_urlpatterns = [

@@ -19,6 +19,7 @@ from django.conf import settings
 
 from intake.models import Source
 from intake.sources import plugin
+from sessions import isolation
 from tickets.models import AgentSettings, Assignment, Ticket
 from tickets.tools import install_worker_bin, mcp_server_entry, worker_env
 from tickets.tools.worker_bin import REMOVED_ENV, write_gitconfig
@@ -50,6 +51,7 @@ def setup() -> None:
     moved data directory is picked up). Raises WorkerSetupError on a file amux did not
     write in the command directory."""
     install_worker_bin(bin_dir())
+    isolation.share_tree_read_only(bin_dir())  # a linux-dac worker runs these commands
     hosts = []
     for source in Source.objects.filter(kind="github", enabled=True):
         api = (source.config or {}).get("api_url") or "https://api.github.com"
@@ -78,6 +80,7 @@ def write_token(ticket: Ticket, token: str) -> Path:
     partial = path.with_suffix(".partial")
     partial.write_text(token)
     partial.chmod(0o600)
+    isolation.share_with_runtime(partial)  # the worker's `amux` reads it (linux-dac)
     os.replace(partial, path)
     return path
 

@@ -35,6 +35,7 @@ from django.conf import settings
 from intake.models import Source
 from intake.sources import plugin
 from intake.sources.base import ConfigError
+from sessions import isolation
 from tickets.models import Ticket
 from tickets.worker import work_dir
 
@@ -196,6 +197,8 @@ def refresh_mirror(source: Source, origin: Origin) -> Path:
                                ("gc.reflogExpireUnreachable", "never")):
                 _git(["config", key, value], cwd=partial)
             os.replace(partial, mirror)
+        # a ticket's clone borrows these objects: its linux-dac worker must read them
+        isolation.share_tree_read_only(mirror)
     return mirror
 
 

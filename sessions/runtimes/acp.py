@@ -41,7 +41,6 @@ from .base import (
     minimal_env,
     prompt_hash,
     register,
-    spawn,
 )
 from .codex import native_policies, render_config
 from .events import (
@@ -266,7 +265,7 @@ class AcpAdapter(RuntimeAdapter):
         argv = self.command()
         env = self.agent_env()
         cfg.workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = await spawn(argv, env, cfg.workdir)
+        self.proc = await self._spawn(argv, env)
         self._start_stderr_pump()
         self.conn = connect_to_agent(_Client(self), self.proc.stdin, self.proc.stdout)
         self._tasks.append(asyncio.create_task(self._watch_exit()))

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from amux_common.processes import die_with_parent
 
-from . import errors
+from . import errors, launch_context
 from .events import (
     ErrorObserved,
     Event,
@@ -40,6 +40,7 @@ from .events import (
     TurnFailed,
     TurnInput,
 )
+from .isolation import DEFAULT_USER, PRIVATE_HOME, Launch, hand_over
 from .watchdog import REPEAT_TOOL_LOOP, RepeatToolCounter, TurnClock, WatchdogConfig
 
 PROVIDER_KEY_ENV = "AMUX_PROVIDER_KEY"
@@ -174,6 +175,13 @@ class RuntimeConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     extra_path: list[str] = field(default_factory=list)
     wire_observer: Callable[[str, dict[str, Any]], None] | None = None  # ("out"|"in", msg)
+    # the isolation backend (``isolation.BACKENDS``) and, for linux-dac, the runtime user
+    isolation: str = PRIVATE_HOME
+    runtime_user: str = DEFAULT_USER
+    # who the agent is (``launch_context.ROLES``: a task's child session gets the restricted
+    # entry and no session/schedule channel) and whether the memory protocol is bound
+    role: str = "session"
+    memory: bool = False
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -193,7 +201,8 @@ class _Exited:
 RESERVED_ENV = frozenset({"HOME", "PATH", "TMPDIR", "CODEX_HOME", "PI_CODING_AGENT_DIR",
                           "CLAUDE_CONFIG_DIR", PROVIDER_KEY_ENV, "LD_PRELOAD",
                           "LD_LIBRARY_PATH", "NODE_OPTIONS"})
-RESERVED_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AMUX_RUNTIME_", "PI_", "CLAUDE_CODE_")
+RESERVED_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AMUX_RUNTIME_", "PI_", "CLAUDE_CODE_",
+                     "AMUX_SESSION_SCHEDULE_", "IS_SANDBOX")
 
 
 def binary_version(binary: Path) -> tuple[str | None, str]:
@@ -252,12 +261,15 @@ def tagged_pids(tag: str) -> list[int]:
     return found
 
 
-async def spawn(argv: list[str], env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
+async def spawn(argv: list[str], env: dict[str, str], cwd: Path, **credentials: Any
+                ) -> asyncio.subprocess.Process:
+    """``credentials``: ``user``/``group``/``extra_groups``/``umask`` for the child (set
+    before exec; the parent-death signal is armed after them, so it survives the switch)."""
     try:
         return await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=env, cwd=str(cwd), start_new_session=True,
-            limit=STREAM_LIMIT, preexec_fn=die_with_parent(signal.SIGKILL))
+            limit=STREAM_LIMIT, preexec_fn=die_with_parent(signal.SIGKILL), **credentials)
     except OSError as exc:
         raise errors.RuntimeStartFailed(f"{argv[0]}: {exc}") from exc
 
@@ -328,6 +340,7 @@ class RuntimeAdapter(ABC):
         self._started_tokens: tuple[str | None, ...] = ()
         self._mcp_in_use = False  # the runtime was given ``config.mcp_servers`` at start
         self.mcp_skipped: list[str] = []  # MCP servers this runtime could not be given
+        self.launch: Launch | None = None  # how the process was started (isolation)
 
     # ---------------------------------------------------------------- class-level API
     @classmethod
@@ -415,6 +428,66 @@ class RuntimeAdapter(ABC):
     @property
     def turn_active(self) -> bool:
         return self._turn_active
+
+    @classmethod
+    def takes_launch_entries(cls) -> bool:
+        """Whether the runtime has a native channel for the launch instructions (the
+        session-schedule entry and the memory protocol): generic ACP has none."""
+        return cls.system_prompt_channel != INLINE
+
+    @classmethod
+    def launch_capabilities(cls) -> dict[str, bool]:
+        return {"session_schedule": cls.takes_launch_entries(),
+                "memory": cls.takes_launch_entries()}
+
+    @property
+    def launch_channel(self) -> str:
+        cfg = self.config
+        mcp = [s.name for s in cfg.mcp_servers] if self.takes_mcp else []
+        return launch_context.channel(cfg.role, mcp, cfg.extra_path)
+
+    def launch_instructions(self) -> str | None:
+        """The fixed text configured when the native session is created or resumed."""
+        if not self.takes_launch_entries():
+            return None
+        return launch_context.launch_text(self.config.role, self.launch_channel,
+                                          self.config.memory)
+
+    def startup_prompt(self, system_prompt: str | None) -> str | None:
+        """The launch instructions followed by amux's system prompt, for runtimes that take
+        both through one native channel (Claude's appended system prompt, Pi's extension)."""
+        parts = [p for p in (self.launch_instructions(), system_prompt) if p]
+        return "\n\n".join(parts) if parts else None
+
+    async def _spawn(self, argv: list[str], env: dict[str, str]
+                     ) -> asyncio.subprocess.Process:
+        """Start the runtime process under the session's isolation backend: the backend
+        prepares the state and work directories, has the last word on the environment (no
+        provider code overrides it afterwards) and says as whom the process runs."""
+        cfg = self.config
+        launch = Launch.prepare(cfg.isolation, cfg.runtime_user, cfg.state_dir, cfg.workdir,
+                                cfg.runtimes_dir)
+        self.launch = launch
+        if self.takes_launch_entries():
+            env = {**env, launch_context.CONTEXT_ENV: launch_context.context(
+                cfg.role, self.launch_channel)}
+        if "anthropic-compat" in self.platforms:
+            # Claude's own auto memory is off on every managed launch (resumes included),
+            # whatever starts it: amux's memory is the only one
+            env = {**env, "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}
+        proc = await spawn(argv, launch.environment(env, cfg.workdir), cfg.workdir,
+                           **launch.spawn_kwargs())
+        try:
+            launch.verify(proc.pid)
+        except errors.RuntimeAdapterError:
+            await kill_process_group(proc, self.tag, grace=0.5)
+            raise
+        return proc
+
+    def hand_over(self, path: Path) -> None:
+        """A file amux rewrites in the state directory while the runtime runs belongs to
+        the runtime user too (linux-dac)."""
+        hand_over(path, self.launch.principal if self.launch else None)
 
     # ---------------------------------------------------------------- native hooks
     @abstractmethod

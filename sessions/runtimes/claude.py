@@ -29,7 +29,6 @@ model's first answer arrives. So:
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -95,7 +94,7 @@ class ClaudeAdapter(AcpAdapter):
     system_prompt_channel = SESSION_START
 
     def session_meta(self) -> dict[str, Any]:
-        text = self.config.system_prompt
+        text = self.startup_prompt(self.config.system_prompt)
         # appended to Claude Code's own preset prompt, which keeps its tool instructions
         return {"systemPrompt": {"append": text}} if text else {}
 
@@ -146,8 +145,8 @@ class ClaudeAdapter(AcpAdapter):
         launcher = self._cli_launcher(node)
         if launcher is not None:
             env["CLAUDE_CODE_EXECUTABLE"] = str(launcher)
-        if os.geteuid() == 0 and self.preferred_mode() == "bypassPermissions":
-            env["IS_SANDBOX"] = "1"  # bypassPermissions refuses to run as root otherwise
+        # IS_SANDBOX (bypassPermissions refuses root without it) is the isolation
+        # backend's to set: only under linux-dac, after checking a separate non-root UID
         return env
 
     def _cli_launcher(self, node: str | None) -> Path | None:

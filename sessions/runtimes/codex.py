@@ -32,7 +32,6 @@ from .base import (
     RuntimeConfig,
     minimal_env,
     register,
-    spawn,
 )
 from .events import (
     ErrorObserved,
@@ -123,6 +122,11 @@ enabled = false
 
 [history]
 persistence = "none"
+
+# amux keeps memory itself (seed 000): Codex neither reads nor writes native memories
+[memories]
+generate_memories = false
+use_memories = false
 
 [features]
 plugins = false
@@ -215,8 +219,7 @@ class CodexAdapter(RuntimeAdapter):
         env["CODEX_HOME"] = str(self.codex_home)
         env[PROVIDER_KEY_ENV] = cfg.provider.api_key or "amux-no-key"
         cfg.workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = await spawn([str(binary), "app-server", *cfg.extra_args], env,
-                                cfg.workdir)
+        self.proc = await self._spawn([str(binary), "app-server", *cfg.extra_args], env)
         self._start_stderr_pump()
         self._rpc = JsonLines(self.proc, self._on_message, self._on_closed,
                               observer=self._observe_wire)
@@ -229,6 +232,9 @@ class CodexAdapter(RuntimeAdapter):
             params: dict[str, Any] = {"cwd": str(cfg.workdir), "approvalPolicy": approval,
                                       "sandbox": sandbox, "model": cfg.model,
                                       "modelProvider": "amux"}
+            launch_text = self.launch_instructions()
+            if launch_text:  # the thread's own developer instructions (new and resumed)
+                params["developerInstructions"] = launch_text
             if resume:
                 try:
                     result = await self._call("thread/resume", {**params, "threadId": resume},
@@ -246,6 +252,15 @@ class CodexAdapter(RuntimeAdapter):
             raise
         self._thread_id = result["thread"]["id"]
         self.native_session_id = self._thread_id
+        if cfg.memory:
+            # amux's memory replaces Codex's: the thread's native memory mode is off for good
+            # (a Codex without this contract fails here, before the first turn)
+            try:
+                await self._call("thread/memoryMode/set",
+                                 {"threadId": self._thread_id, "mode": "disabled"})
+            except BaseException:
+                await self.close()
+                raise
         return self._thread_id
 
     async def _call(self, method: str, params: dict[str, Any], timeout: float = 60

@@ -31,7 +31,6 @@ from .base import (
     RuntimeAdapter,
     minimal_env,
     register,
-    spawn,
     which_node,
 )
 from .events import (
@@ -119,7 +118,8 @@ class PiAdapter(RuntimeAdapter):
         """Atomically, before the prompt is sent: the extension reads it at agent start."""
         path = self.system_prompt_file
         partial = path.with_suffix(".partial")
-        partial.write_text(text or "")
+        partial.write_text(self.startup_prompt(text) or "")
+        self.hand_over(partial)
         partial.replace(path)
 
     async def start(self, resume: str | None = None) -> str:
@@ -155,7 +155,7 @@ class PiAdapter(RuntimeAdapter):
             argv += ["-e", str(BACKGROUND_BASH)]
             env["AMUX_RUNTIME_BACKGROUND_AFTER"] = f"{cfg.background_shell_after:g}"
         cfg.workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = await spawn(argv, env, cfg.workdir)
+        self.proc = await self._spawn(argv, env)
         self._start_stderr_pump()
         self._rpc = JsonLines(self.proc, self._on_message, self._on_closed,
                               observer=self._observe_wire, string_ids=True)

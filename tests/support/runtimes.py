@@ -22,7 +22,11 @@ def make_config(runtime: str, base: Path, server_url: str, **overrides: Any) -> 
     workdir = base / "work"
     workdir.mkdir(parents=True, exist_ok=True)
     url = server_url if PLATFORM[runtime] == "openai-compat" else server_url.rsplit("/v1", 1)[0]
+    from tests.support import isolation
+
+    isolation.reachable(base)
     params: dict[str, Any] = dict(
+        isolation=isolation.backend(), runtime_user=isolation.runtime_user(),
         workdir=workdir, state_dir=base / "state",
         provider=ProviderSpec(platform=PLATFORM[runtime], base_url=url, api_key="test-key"),
         model=MODEL[runtime], watchdog=WatchdogConfig())

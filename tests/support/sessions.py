@@ -21,6 +21,9 @@ def session_dirs(settings, tmp_path):
     settings.DATA_DIR = tmp_path / "data"
     settings.WORK_DIR = tmp_path / "data" / "work"
     settings.WORK_DIR.mkdir(parents=True)
+    from tests.support.isolation import reachable
+
+    reachable(settings.WORK_DIR)
     return settings.DATA_DIR
 
 

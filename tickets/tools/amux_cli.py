@@ -204,6 +204,11 @@ def parser() -> argparse.ArgumentParser:
 
     sub.add_parser("context", parents=[common], aliases=["whoami"],
                    help="show your ticket, mandate and messages")
+
+    mem = sub.add_parser("memory", parents=[common],
+                         help="search or read amux's long-term memory for this session")
+    mem.add_argument("action", choices=["search", "read"])
+    mem.add_argument("what", help="search: a few words; read: the entry's id")
     return root
 
 
@@ -229,6 +234,14 @@ def run(args: argparse.Namespace) -> dict:
                 "body": _text_arg(args.body) if args.body else ""}
         result = call("POST", "pull_request", body)
         summary = f"pull request #{result['number']} is open: {result['url']}"
+    elif command == "memory":
+        if args.action == "search":
+            result = call("POST", "memory_search", {"query": args.what})
+            summary = "\n".join(f"{r['id']}: {r['title']} — {r['snippet']}"
+                                 for r in result["results"]) or "nothing found"
+        else:
+            result = call("POST", "memory_read", {"id": args.what})
+            summary = f"{result['title']}\n\n{result['text']}"
     else:
         result = call("GET", "context")
         summary = None

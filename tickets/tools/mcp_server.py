@@ -122,6 +122,20 @@ def build_server() -> MCPServer:
     async def context(ctx: Context) -> dict[str, Any]:
         return await _run(ctx, lambda assignment: service.context(assignment))
 
+    @server.tool(name="memory_search", description=service.DESCRIPTIONS["memory_search"])
+    async def memory_search(
+        query: Annotated[str, Field(description="a few words to look for")],
+        ctx: Context,
+    ) -> dict[str, Any]:
+        return await _run(ctx, service.memory, query=query)
+
+    @server.tool(name="memory_read", description=service.DESCRIPTIONS["memory_read"])
+    async def memory_read(
+        id: Annotated[int, Field(description="the entry's id (from memory_search)")],
+        ctx: Context,
+    ) -> dict[str, Any]:
+        return await _run(ctx, service.memory, entry_id=id)
+
     return server
 
 

@@ -164,6 +164,20 @@ class PullRequestView(ToolView):
             body=d.get("body")), status=201)
 
 
+class MemorySearchView(ToolView):
+    @extend_schema(request=dict, responses=dict,
+                   description=service.DESCRIPTIONS["memory_search"])
+    def post(self, request):
+        return self._run(request, lambda a, d: service.memory(a, query=d.get("query")))
+
+
+class MemoryReadView(ToolView):
+    @extend_schema(request=dict, responses=dict,
+                   description=service.DESCRIPTIONS["memory_read"])
+    def post(self, request):
+        return self._run(request, lambda a, d: service.memory(a, entry_id=d.get("id")))
+
+
 class GitCredentialSerializer(serializers.Serializer):
     protocol = serializers.CharField()
     host = serializers.CharField()

@@ -23,6 +23,10 @@ from tickets.read import assignment_for_token, stages
 # Fixed text, shown to the model by MCP and printed by `amux --help`. Not editable prompts:
 # they describe the contract of each tool, which only changes with the code.
 DESCRIPTIONS = {
+    "memory_search": (
+        "Search amux's long-term memory for this session: titles and short snippets of the "
+        "entries holding every word of query. Nothing of it is loaded otherwise."),
+    "memory_read": "Read one memory entry whole, by the id memory_search gave.",
     "report": (
         "Report the state of your ticket to amux. status is one of progress, done, blocked, "
         "failed; text says what happened in a sentence or two. 'done' means the work is "
@@ -379,3 +383,27 @@ def context(assignment: Assignment) -> dict:
             for q in Question.objects.filter(ticket=ticket, answered_at__isnull=True)
         ],
     }
+
+
+def memory(assignment: Assignment, *, query: str | None = None,
+           entry_id: int | None = None) -> dict:
+    """``memory_search`` (``query``) or ``memory_read`` (``entry_id``) for the worker's
+    session: its frozen memory binding decides whose memory, if any."""
+    from sessions import memory as memories
+
+    session = assignment.ticket.session
+    if session is None:
+        raise ToolRefused(409, "no_session", "this assignment has no session")
+    try:
+        if entry_id is not None:
+            try:
+                entry_id = int(entry_id)
+            except (TypeError, ValueError):
+                raise _invalid("id", "must be a memory entry id") from None
+            return memories.read(session, entry_id)
+        if not isinstance(query, str):
+            raise _invalid("query", "must be a string")
+        return memories.search(session, query)
+    except memories.MemoryUnavailable as exc:
+        status = {"not_found": 404, "invalid": 400}.get(exc.code, 409)
+        raise ToolRefused(status, exc.code, str(exc)) from None

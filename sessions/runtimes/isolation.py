@@ -1,0 +1,274 @@
+"""Isolation backends: who the runtime process runs as, and what it can reach.
+
+``private-home``: the runtime runs as amux's own user, with a private HOME (and the config
+directories beneath it: ``CODEX_HOME``, ``PI_CODING_AGENT_DIR``, Claude's default
+``.claude/`` layout with no inherited ``CLAUDE_CONFIG_DIR``) per session.
+
+``linux-dac``: the same private HOME, but the process runs as a dedicated unprivileged user
+(default ``amux-agent``, its own group) set in the child before exec (setgid/setuid, no
+supplementary groups, umask 002). The session's state directory (HOME, tmp, generated
+configs) is owned by that user, mode 0700: nobody else reads what amux wrote there. The work
+directory stays amux's, shared with the runtime through its group (setgid directories,
+group read/write). Chosen automatically when amux runs as root, since root cannot be
+isolated from anything. ``IS_SANDBOX=1`` (Claude's compatibility marker, it enables no
+permission mode) is set only here, after checking the target UID is a separate non-root
+UID, and the started process is checked to run as it.
+
+Pure: no Django.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import errors
+
+PRIVATE_HOME = "private-home"
+LINUX_DAC = "linux-dac"
+BACKENDS = (PRIVATE_HOME, LINUX_DAC)
+DEFAULT_USER = "amux-agent"
+CHILD_UMASK = 0o002  # the work directory stays group-writable
+
+
+def auto_backend(euid: int | None = None) -> str:
+    """The backend amux picks when none is configured: linux-dac when it runs as root."""
+    return LINUX_DAC if (os.geteuid() if euid is None else euid) == 0 else PRIVATE_HOME
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The unprivileged user a linux-dac runtime runs as."""
+
+    user: str
+    uid: int
+    gid: int
+
+
+def lookup(user: str) -> Principal | None:
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return None
+    return Principal(user, entry.pw_uid, entry.pw_gid)
+
+
+def provision(user: str = DEFAULT_USER) -> Principal:
+    """Create the runtime user (system account, own group, no login, no home) if missing.
+    Idempotent, and safe when two processes race (the loser finds the winner's user)."""
+    found = lookup(user)
+    if found is not None:
+        return found
+    if os.geteuid() != 0:
+        raise errors.RuntimeStartFailed(
+            f"linux-dac: the runtime user {user!r} does not exist and only root can create it "
+            "(run `make runtime-user` as root, or set AMUX_ISOLATION=private-home)")
+    useradd = shutil.which("useradd", path="/usr/sbin:/usr/bin:/sbin:/bin")
+    if useradd is None:
+        raise errors.RuntimeStartFailed("linux-dac: useradd not found; create the runtime "
+                                        f"user {user!r} by hand")
+    done = subprocess.run([useradd, "--system", "--user-group", "--no-create-home",
+                           "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
+                           user], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    found = lookup(user)
+    if found is None:
+        raise errors.RuntimeStartFailed(
+            f"linux-dac: useradd {user} failed: {(done.stderr or done.stdout).strip()[:300]}")
+    return found
+
+
+def verified_principal(user: str) -> Principal:
+    """The runtime user, provisioned if missing, refused unless it is a separate non-root
+    UID (and not amux's own, which would isolate nothing)."""
+    principal = provision(user)
+    if principal.uid == 0 or principal.gid == 0:
+        raise errors.RuntimeStartFailed(f"linux-dac: {user!r} is root (uid/gid 0)")
+    if principal.uid == os.geteuid():
+        raise errors.RuntimeStartFailed(
+            f"linux-dac: {user!r} is amux's own user; it isolates nothing")
+    return principal
+
+
+def process_euid(pid: int) -> int | None:
+    """The effective UID of a live process (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("Uid:"):
+                    return int(line.split()[2])
+    except OSError:
+        return None
+    return None
+
+
+def _searchable(path: Path, principal: Principal) -> Path | None:
+    """The first directory on the way to ``path`` that ``principal`` cannot enter."""
+    groups = {principal.gid}
+    for directory in [*reversed(path.parents), path]:
+        try:
+            st = directory.stat()
+        except OSError:
+            return directory
+        if st.st_uid == principal.uid:
+            ok = st.st_mode & stat.S_IXUSR
+        elif st.st_gid in groups:
+            ok = st.st_mode & stat.S_IXGRP
+        else:
+            ok = st.st_mode & stat.S_IXOTH
+        if not ok:
+            return directory
+    return None
+
+
+def _require_reachable(path: Path, principal: Principal, what: str) -> None:
+    blocked = _searchable(path, principal)
+    if blocked is not None:
+        raise errors.RuntimeStartFailed(
+            f"linux-dac: the runtime user {principal.user!r} cannot reach the {what} {path}: "
+            f"{blocked} is not searchable by it (make it searchable, e.g. chmod o+x, or put "
+            "AMUX_DATA_DIR somewhere it can reach)")
+
+
+def hand_over(path: Path, principal: Principal | None) -> None:
+    """Give one file or directory amux wrote in the state directory to the runtime user."""
+    if principal is None:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            raise errors.RuntimeStartFailed(f"linux-dac: refusing the symbolic link {path}")
+        if (st.st_uid, st.st_gid) != (principal.uid, principal.gid):
+            os.chown(path, principal.uid, principal.gid, follow_symlinks=False)
+
+
+def own_state_dir(state_dir: Path, principal: Principal) -> None:
+    """Everything under the session's state directory belongs to the runtime user, and the
+    directory is 0700: configs and tokens amux wrote there are readable by it alone. A
+    symbolic link in amux-written places is refused rather than followed."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    if state_dir.is_symlink():
+        raise errors.RuntimeStartFailed(f"linux-dac: refusing the symbolic link {state_dir}")
+    for root, dirs, files in os.walk(state_dir):
+        for name in dirs + files:
+            entry = Path(root) / name
+            try:  # a file a runtime process left may vanish while we walk
+                st = entry.lstat()
+                if stat.S_ISLNK(st.st_mode):
+                    continue  # the runtime's own links (it made them as itself)
+                if (st.st_uid, st.st_gid) != (principal.uid, principal.gid):
+                    os.chown(entry, principal.uid, principal.gid, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+    os.chown(state_dir, principal.uid, principal.gid)
+    os.chmod(state_dir, 0o700)
+
+
+def share_workdir(workdir: Path, principal: Principal) -> None:
+    """The work directory (and what is already in it) joins the runtime user's group with
+    group read/write; directories get the setgid bit so new entries keep the group."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    gid = principal.gid
+    for root, dirs, files in os.walk(workdir):
+        for entry in [Path(root), *(Path(root) / d for d in dirs),
+                      *(Path(root) / f for f in files)]:
+            try:
+                st = entry.lstat()
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            mode = stat.S_IMODE(st.st_mode)
+            want = mode | stat.S_IRGRP | stat.S_IWGRP
+            if stat.S_ISDIR(st.st_mode):
+                want |= stat.S_IXGRP | stat.S_ISGID
+            elif mode & stat.S_IXUSR:
+                want |= stat.S_IXGRP
+            with contextlib.suppress(FileNotFoundError):
+                if st.st_gid != gid and st.st_uid != principal.uid:
+                    os.chown(entry, -1, gid, follow_symlinks=False)
+                if want != mode and st.st_uid != principal.uid:
+                    os.chmod(entry, want)
+        dirs[:] = [d for d in dirs if not (Path(root) / d).is_symlink()]
+
+
+# git refuses a repository owned by another user ("dubious ownership"); the work directory
+# is amux's and shared on purpose, so the runtime user's git trusts it (command scope).
+def _git_trust(env: dict[str, str], workdir: Path) -> None:
+    count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
+    env[f"GIT_CONFIG_KEY_{count}"] = "safe.directory"
+    env[f"GIT_CONFIG_VALUE_{count}"] = "*"
+    env["GIT_CONFIG_COUNT"] = str(count + 1)
+
+
+@dataclass
+class Launch:
+    """How one runtime process is started under the session's backend."""
+
+    backend: str
+    principal: Principal | None = None
+
+    @classmethod
+    def prepare(cls, backend: str, user: str, state_dir: Path, workdir: Path,
+                runtimes_dir: Path | None = None) -> Launch:
+        if backend not in BACKENDS:
+            raise errors.RuntimeStartFailed(
+                f"unknown isolation backend {backend!r} (known: {', '.join(BACKENDS)})")
+        if backend == PRIVATE_HOME:
+            return cls(backend)
+        principal = verified_principal(user)
+        _require_reachable(state_dir.parent, principal, "state directory")
+        _require_reachable(workdir.parent, principal, "work directory")
+        if runtimes_dir is not None:  # it runs the binaries and scripts installed there
+            _require_reachable(Path(runtimes_dir).resolve(), principal, "runtimes directory")
+        own_state_dir(state_dir, principal)
+        share_workdir(workdir, principal)
+        return cls(backend, principal)
+
+    def environment(self, env: dict[str, str], workdir: Path) -> dict[str, str]:
+        env = dict(env)
+        env.pop("CLAUDE_CONFIG_DIR", None)  # Claude keeps its default layout under HOME
+        env.pop("IS_SANDBOX", None)
+        if self.principal is not None:
+            # checked in ``verified_principal``: a separate non-root UID
+            env["IS_SANDBOX"] = "1"
+            env["USER"] = env["LOGNAME"] = self.principal.user
+            _git_trust(env, workdir)
+        return env
+
+    def spawn_kwargs(self) -> dict[str, Any]:
+        if self.principal is None:
+            return {}
+        return {"user": self.principal.uid, "group": self.principal.gid,
+                "extra_groups": [], "umask": CHILD_UMASK}
+
+    def verify(self, pid: int) -> None:
+        """The started process runs as the runtime user (a process already gone is the
+        runtime's own exit, reported as such by the adapter)."""
+        if self.principal is None:
+            return
+        euid = process_euid(pid)
+        if euid is not None and euid != self.principal.uid:
+            raise errors.RuntimeStartFailed(
+                f"linux-dac: the runtime runs as uid {euid}, not {self.principal.uid}")
+
+
+def describe(backend: str, user: str) -> dict[str, Any]:
+    """What doctor and the runtimes API say about the backend."""
+    out: dict[str, Any] = {"backend": backend}
+    if backend == LINUX_DAC:
+        principal = lookup(user)
+        out.update(user=user, user_exists=principal is not None,
+                   uid=principal.uid if principal else None)
+        with contextlib.suppress(KeyError):
+            if principal is not None:
+                out["group"] = grp.getgrgid(principal.gid).gr_name
+    return out

@@ -1,0 +1,109 @@
+"""Isolation backends with the real runtimes: under linux-dac the runtime runs as the
+dedicated unprivileged user (its shell tools too), its state directory is that user's
+alone, files it writes in the work directory stay group-writable, and IS_SANDBOX is set
+only there; under private-home the runtime runs as amux's user without IS_SANDBOX."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from sessions.runtimes import isolation
+from sessions.runtimes.events import MessageCompleted
+from tests.runtimes.conftest import require_runtime
+from tests.support.model_server import Text, ToolCall
+from tests.support.runtimes import adapter_for, collect, make_config, run_async, terminals
+
+pytestmark = pytest.mark.timeout(240)
+RUNTIMES = ["codex", "pi", "acp", "claude"]
+
+
+@pytest.fixture(params=RUNTIMES)
+def runtime(request):
+    require_runtime(request.param)
+    return request.param
+
+
+def _environ(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as fh:
+        pairs = [item.split(b"=", 1) for item in fh.read().split(b"\0") if b"=" in item]
+    return {k.decode(): v.decode(errors="replace") for k, v in pairs}
+
+
+def _run(runtime, cfg, model_server, tool=True):
+    model_server.script(*([ToolCall("id -u > uid.txt; touch made-here")] if tool else []),
+                        Text("done"))
+
+    async def main():
+        adapter = adapter_for(runtime, cfg)
+        try:
+            await adapter.start()
+            env = _environ(adapter.proc.pid)
+            euid = isolation.process_euid(adapter.proc.pid)
+            events = await collect(adapter, "who are you")
+            return adapter, env, euid, events
+        finally:
+            await adapter.close()
+
+    return run_async(main())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="linux-dac needs root to switch users")
+def test_linux_dac_runs_the_runtime_as_the_unprivileged_user(runtime, tmp_path, model_server):
+    cfg = make_config(runtime, tmp_path, model_server.base_url, isolation=isolation.LINUX_DAC)
+    adapter, env, euid, events = _run(runtime, cfg, model_server)
+    principal = isolation.lookup(cfg.runtime_user)
+    assert principal is not None and principal.uid not in (0, os.geteuid())
+    assert euid == principal.uid
+    assert [e.type for e in terminals(events)] == ["turn.completed"]
+    assert [e.text for e in events if isinstance(e, MessageCompleted)] == ["done"]
+    # its tools run as that user too
+    assert (cfg.workdir / "uid.txt").read_text().strip() == str(principal.uid)
+    made = (cfg.workdir / "made-here").stat()
+    assert made.st_uid == principal.uid and made.st_mode & stat.S_IWGRP
+    assert cfg.workdir.stat().st_gid == principal.gid
+    # the compatibility marker, only after the UID check; HOME is the session's own
+    assert env["IS_SANDBOX"] == "1"
+    assert env["HOME"] == str(cfg.state_dir / "home")
+    assert "CLAUDE_CONFIG_DIR" not in env
+    # what amux wrote for the runtime (configs, keys) is that user's alone
+    state = cfg.state_dir.stat()
+    assert (state.st_uid, stat.S_IMODE(state.st_mode)) == (principal.uid, 0o700)
+    for root, _dirs, files in os.walk(cfg.state_dir):
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                assert os.lstat(path).st_uid == principal.uid, path
+
+
+def test_private_home_runs_as_amux_without_is_sandbox(runtime, tmp_path, model_server):
+    cfg = make_config(runtime, tmp_path, model_server.base_url,
+                      isolation=isolation.PRIVATE_HOME)
+    # Claude refuses its bypass mode as root without IS_SANDBOX: ask mode, no tool
+    as_root_claude = runtime == "claude" and os.geteuid() == 0
+    if as_root_claude:
+        cfg.permission_mode = "ask"
+    adapter, env, euid, events = _run(runtime, cfg, model_server, tool=not as_root_claude)
+    assert euid == os.geteuid()
+    assert "IS_SANDBOX" not in env
+    assert "CLAUDE_CONFIG_DIR" not in env
+    assert env["HOME"] == str(cfg.state_dir / "home")
+    assert terminals(events)
+
+
+def test_linux_dac_refuses_an_unreachable_directory(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("linux-dac needs root")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o700)
+    os.chmod(tmp_path, 0o711)
+    with pytest.raises(Exception, match="cannot reach the work directory"):
+        isolation.Launch.prepare(isolation.LINUX_DAC, isolation.DEFAULT_USER,
+                                 tmp_path / "state", locked / "work")
+
+
+def test_auto_backend_is_linux_dac_for_root_only():
+    assert isolation.auto_backend(0) == isolation.LINUX_DAC
+    assert isolation.auto_backend(1000) == isolation.PRIVATE_HOME

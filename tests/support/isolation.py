@@ -1,0 +1,37 @@
+"""Tests run the runtimes under the backend amux would pick here (linux-dac as root)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from sessions.runtimes import isolation
+
+
+def backend() -> str:
+    from django.conf import settings
+
+    return settings.AMUX_ISOLATION or isolation.auto_backend()
+
+
+def runtime_user() -> str:
+    from django.conf import settings
+
+    return settings.AMUX_RUNTIME_USER
+
+
+def reachable(path: Path) -> Path:
+    """pytest makes its temporary directories 0700; a linux-dac runtime user must be able
+    to pass through them (search only, no listing) to the directories the test gives it."""
+    if backend() != isolation.LINUX_DAC:
+        return path
+    path = Path(path)
+    for directory in [path, *path.parents]:
+        try:
+            st = directory.stat()
+        except FileNotFoundError:
+            continue
+        if st.st_uid == os.geteuid() and not st.st_mode & stat.S_IXOTH:
+            directory.chmod(stat.S_IMODE(st.st_mode) | stat.S_IXOTH)
+    return path
