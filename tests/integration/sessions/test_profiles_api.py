@@ -8,7 +8,7 @@ import pytest
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from sessions import execution, manifest
+from sessions import execution, isolation, manifest
 from sessions.models import AgentInstance, AgentProfile, LaunchPreset, Session, TaskRun
 
 pytestmark = pytest.mark.django_db
@@ -130,7 +130,8 @@ def test_a_direct_session_without_permission_runs_with_the_native_bypass(
                                     "policy": None,
                                     "native": {"approval_policy": "never",
                                                "sandbox_mode": "danger-full-access"}}
-    assert (frozen["isolation"], frozen["sandbox"]) == ("private-home", "danger-full-access")
+    assert (frozen["isolation"], frozen["sandbox"]) == (isolation.selected_backend(),
+                                                        "danger-full-access")
     explicit = api.post("/api/v1/sessions", {"runtime": "codex", "provider": "scripted",
                                              "model": "gpt-5.5", "permission_mode": "ask"},
                         format="json").json()["snapshot"]["execution"]["permission"]

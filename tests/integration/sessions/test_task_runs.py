@@ -11,7 +11,7 @@ import tomllib
 import pytest
 
 from effects import outbox
-from sessions import instances, profiles, services, task_runs
+from sessions import instances, isolation, profiles, services, task_runs
 from sessions.models import LaunchPreset, Session, TaskRun
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text
@@ -61,7 +61,7 @@ def test_a_task_without_runtime_runs_on_the_default_preset(session_dirs, model_s
     assert execution["permission"]["source"] == "policy"
     assert execution["permission"]["native"] == {"approval_policy": "on-request",
                                                  "sandbox_mode": "workspace-write"}
-    assert (execution["isolation"], execution["sandbox"]) == ("private-home",
+    assert (execution["isolation"], execution["sandbox"]) == (isolation.selected_backend(),
                                                              "workspace-write")
     assert run.session.snapshot["execution"] == execution
     host = _serve(run.session_id)
