@@ -1,6 +1,14 @@
 from django.urls import path
 
-from sessions import api, api_profiles, api_tasks, execution_panel, memory_api, panel, providers_panel
+from sessions import (
+    api,
+    api_profiles,
+    api_tasks,
+    execution_panel,
+    memory_api,
+    panel,
+    providers_panel,
+)
 
 api_urlpatterns = [
     path("providers/", api.ProviderList.as_view(), name="provider-list"),
