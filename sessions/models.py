@@ -19,7 +19,12 @@ class ProviderProfile(models.Model):
                                 help_text="openai-compat, anthropic-compat")
     base_url = models.URLField(max_length=300)
     secrets = EncryptedJSONField(default=dict, blank=True, editable=False)
-    model_names = models.JSONField(default=list, blank=True, help_text="suggested models")
+    model_names = models.JSONField(default=list, blank=True,
+                                   help_text="suggested models: names or {name, display_name?, "
+                                             "efforts?} (sessions.runtimes.catalog)")
+    watchdog = models.JSONField(default=dict, blank=True,
+                                help_text="watchdog limits for sessions on this provider "
+                                          "(sessions.runtimes.watchdog.LIMITS)")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -156,3 +161,19 @@ class UsageDay(models.Model):
             models.UniqueConstraint(fields=["session", "day"], name="usage_day_unique")
         ]
         indexes = [models.Index(fields=["day"], name="usage_day_by_day")]
+
+
+class WatchdogSettings(models.Model):
+    """The global watchdog limits (one row): what a session gets when neither it nor its
+    provider names a limit (sessions.runtimes.watchdog.resolve)."""
+
+    limits = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "watchdog settings"
+
+    @classmethod
+    def current(cls) -> WatchdogSettings:
+        settings, _ = cls.objects.get_or_create(pk=1)
+        return settings

@@ -17,13 +17,16 @@ from django.utils import timezone
 
 from sessions import control, timeline
 from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
-from sessions.runtimes import ProviderSpec, RuntimeConfig, WatchdogConfig, errors, get_adapter
-from sessions.runtimes.base import McpServer
-from sessions.runtimes.watchdog import (
-    normalize_hard_cap,
-    normalize_idle_timeout,
-    normalize_repeat_limit,
+from sessions.runtimes import (
+    ProviderSpec,
+    RuntimeConfig,
+    WatchdogConfig,
+    catalog,
+    errors,
+    get_adapter,
 )
+from sessions.runtimes import watchdog as watchdogs
+from sessions.runtimes.base import McpServer
 
 MIN_IDLE_TIMEOUT = 60
 
@@ -104,6 +107,41 @@ def _mcp_entries(entries: Any) -> list[dict[str, str]]:
     return out
 
 
+def _check_model_choice(profile: ProviderProfile, model: str, effort: str | None) -> None:
+    """A ``@native-variant:`` reference must be one amux issued; an effort must be one the
+    provider's catalog declares for the model, when it declares any (otherwise the runtime
+    checks it when it runs)."""
+    if catalog.is_native_variant(model):
+        try:
+            catalog.parse_native_variant(model)
+        except ValueError as exc:
+            raise CommandError(str(exc), code="invalid_model", field="model") from exc
+    if effort is not None:
+        entry = catalog.provider_catalog(profile.model_names).find(model)
+        if entry is not None and entry.efforts and effort not in entry.efforts:
+            raise CommandError(f"model {model!r} of provider {profile.slug!r} supports the "
+                               f"efforts {', '.join(entry.efforts)}", code="invalid_effort",
+                               field="effort")
+
+
+def effective_watchdog(session_limits: Any, profile: ProviderProfile | None
+                       ) -> tuple[dict[str, int], dict[str, str]]:
+    """The watchdog limits a new session freezes: session > provider > global > default.
+    A session limit out of range is refused, naming it."""
+    from sessions.models import WatchdogSettings
+
+    clean, problems = watchdogs.check_limits(session_limits)
+    if problems:
+        name, problem = next(iter(problems.items()))
+        field_name = name if name == "watchdog" else f"watchdog.{name}"
+        raise CommandError(f"{field_name}: {problem}", field=field_name)
+    return watchdogs.resolve([
+        ("session", clean),
+        ("provider", watchdogs.check_limits(profile.watchdog if profile else None)[0]),
+        ("global", watchdogs.check_limits(WatchdogSettings.current().limits)[0]),
+    ])
+
+
 def create_session(*, runtime: str, provider: str, model: str, workdir: str | None = None,
                    name: str = "", permission_mode: str = "bypass", effort: str | None = None,
                    idle_timeout_s: int = 300, watchdog: dict[str, Any] | None = None,
@@ -150,17 +188,13 @@ def create_session(*, runtime: str, provider: str, model: str, workdir: str | No
             raise CommandError(f"prompt_role must be one of {', '.join(ORDER)}",
                                field="prompt_role")
     mcp = _mcp_entries(mcp_servers)
-    wd = watchdog or {}
+    _check_model_choice(profile, model, effort)
+    limits, limit_sources = effective_watchdog(watchdog, profile)
     snapshot = {
         "runtime": runtime, "model": model, "effort": effort, "provider": profile.slug,
         "platform": profile.platform, "base_url": profile.base_url,
         "permission_mode": permission_mode,
-        "watchdog": {
-            "turn_hard_cap_seconds": normalize_hard_cap(wd.get("turn_hard_cap_seconds")),
-            "turn_idle_timeout_seconds": normalize_idle_timeout(
-                wd.get("turn_idle_timeout_seconds")),
-            "repeat_tool_call_limit": normalize_repeat_limit(wd.get("repeat_tool_call_limit")),
-        },
+        "watchdog": limits, "watchdog_sources": limit_sources,
         "developer_instructions": developer_instructions,
         "prompt_role": prompt_role,
         "mcp_servers": mcp,
@@ -193,7 +227,8 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         raise errors.ProviderUnsupported("the session has no provider")
     return RuntimeConfig(
         workdir=Path(session.workdir), state_dir=state_dir(session),
-        provider=provider_spec(provider), model=snap.get("model") or session.model,
+        provider=provider_spec(provider),
+        model=catalog.launch_model(snap.get("model") or session.model),
         effort=snap.get("effort"), permission_mode=snap.get("permission_mode", "bypass"),
         watchdog=WatchdogConfig.from_settings(snap.get("watchdog")),
         mcp_servers=[McpServer(e["name"], e["url"], e.get("bearer_token_file"))

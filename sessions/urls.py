@@ -1,12 +1,15 @@
 from django.urls import path
 
-from sessions import api, panel, providers_panel
+from sessions import api, panel, providers_panel, watchdog_api
 
 api_urlpatterns = [
     path("providers/", api.ProviderList.as_view(), name="provider-list"),
     path("providers/<slug:slug>/", api.ProviderDetail.as_view(), name="provider-detail"),
     path("runtimes/", api.RuntimeList.as_view(), name="runtime-list"),
     path("runtimes/<str:name>/", api.RuntimeDetail.as_view(), name="runtime-detail"),
+    path("runtimes/<str:name>/models/", api.RuntimeModels.as_view(), name="runtime-models"),
+    path("settings/watchdog/", watchdog_api.WatchdogSettingsView.as_view(),
+         name="settings-watchdog"),
     path("sessions/", api.SessionList.as_view(), name="session-list"),
     path("sessions/<int:pk>/", api.SessionDetail.as_view(), name="session-detail"),
     path("sessions/<int:pk>/messages/", api.SessionMessages.as_view(), name="session-messages"),
