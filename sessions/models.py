@@ -33,6 +33,13 @@ class ProviderProfile(models.Model):
     def __str__(self):
         return self.slug
 
+    @property
+    def model_list(self) -> list[str]:
+        """The model names of ``model_names`` (whose entries may carry display names)."""
+        from sessions.runtimes.catalog import names
+
+        return names(self.model_names)
+
 
 class Lifecycle(models.TextChoices):
     CREATED = "created", "created"

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from sessions import api, panel, providers_panel, watchdog_api
+from sessions import api, catalog_panel, panel, providers_panel, watchdog_api
 
 api_urlpatterns = [
     path("providers/", api.ProviderList.as_view(), name="provider-list"),
@@ -25,6 +25,7 @@ api_urlpatterns = [
 ]
 panel_urlpatterns = [
     path("sessions/", panel.sessions_tab, name="panel-sessions"),
+    path("model-options/", catalog_panel.model_options, name="panel-model-options"),
     path("providers/", providers_panel.providers, name="panel-providers"),
     path("providers/new/", providers_panel.provider_form, name="panel-provider-new"),
     path("providers/<slug:slug>/", providers_panel.provider_form, name="panel-provider-edit"),

@@ -20,15 +20,16 @@ from amux_common.api import error_response
 from sessions.models import WatchdogSettings
 from sessions.runtimes import watchdog as watchdogs
 
-READ_ONLY = ("defaults", "maximums", "updated_at")
-
 
 def _limit_fields(**kwargs: Any) -> dict[str, serializers.Field]:
     return {name: serializers.IntegerField(allow_null=True, max_value=maximum, **kwargs)
             for name, (_default, maximum) in watchdogs.LIMITS.items()}
 
 
-WATCHDOG_BODY = inline_serializer("WatchdogLimitsBody", _limit_fields(required=False))
+WATCHDOG_BODY = {"application/json": {
+    "type": "object", "additionalProperties": False,
+    "properties": {name: {"type": ["integer", "null"], "maximum": maximum}
+                   for name, (_default, maximum) in watchdogs.LIMITS.items()}}}
 WATCHDOG_SETTINGS = inline_serializer("WatchdogSettings", {
     **_limit_fields(),
     "defaults": serializers.DictField(child=serializers.IntegerField()),
@@ -64,8 +65,7 @@ class WatchdogSettingsView(APIView):
         body = request.data
         if not isinstance(body, dict):
             return error_response(400, "invalid", "the body must be an object of limits")
-        given = {k: v for k, v in body.items() if k not in READ_ONLY}
-        clean, problems = watchdogs.check_limits(given)
+        clean, problems = watchdogs.check_limits(body)
         if problems:
             return error_response(400, "invalid", "; ".join(
                 f"{k}: {v}" for k, v in problems.items()),
