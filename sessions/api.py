@@ -179,13 +179,16 @@ class SessionSerializer(serializers.ModelSerializer):
     waiting_for_capacity = serializers.SerializerMethodField(
         help_text="input waits and every runtime slot is held by another awake session; "
                   "it starts when one frees")
+    model_display_name = serializers.CharField(
+        read_only=True,
+        help_text="the model's display name in its provider's catalog (the ref otherwise)")
 
     class Meta:
         model = Session
         fields = ["id", "name", "runtime", "provider", "model", "lifecycle", "sleep_reason",
                   "workdir", "usage", "native_ref", "idle_timeout_s", "snapshot", "turns",
                   "pending", "waiting_for_capacity", "lease_host", "lease_expires_at",
-                  "created_at", "updated_at"]
+                  "created_at", "updated_at", "model_display_name"]
 
     def get_waiting_for_capacity(self, obj: Session) -> bool:
         return obj.pk in capacity.waiting_for_capacity([obj.pk])

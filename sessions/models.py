@@ -96,6 +96,15 @@ class Session(models.Model):
     def __str__(self):
         return self.name or f"session {self.pk}"
 
+    @property
+    def model_display_name(self) -> str:
+        """The model's display name in its provider's catalog, the ref otherwise."""
+        from sessions.runtimes.catalog import provider_catalog
+
+        entry = provider_catalog(self.provider.model_names if self.provider_id else None
+                                 ).find(self.model)
+        return entry.display_name if entry and entry.display_name else self.model
+
 
 class TurnState(models.TextChoices):
     QUEUED = "queued", "queued"

@@ -78,6 +78,11 @@ def test_efforts_are_limited_to_what_the_catalog_declares(api, openai_provider,
     ok = api.post("/api/v1/sessions", {"runtime": "codex", "provider": "scripted",
                                        "model": "deep-model", "effort": "high"}, format="json")
     assert ok.status_code == 201, ok.content
+    assert ok.json()["model_display_name"] == "deep-model"  # no display name: the ref
+    openai_provider.model_names = [{"name": "deep-model", "display_name": "Deep thinker"}]
+    openai_provider.save()
+    shown = api.get(f"/api/v1/sessions/{ok.json()['id']}").json()
+    assert shown["model"] == "deep-model" and shown["model_display_name"] == "Deep thinker"
     # no efforts declared: the runtime checks the effort when it runs
     free = api.post("/api/v1/sessions", {"runtime": "codex", "provider": "scripted",
                                          "model": "free-model", "effort": "xhigh"},
