@@ -14,6 +14,7 @@ from tests.support.runtimes import (
     assert_no_leak,
     collect,
     make_config,
+    one_turn,
     run_async,
     terminals,
 )
@@ -117,5 +118,21 @@ def test_codex_tool_without_progress_ends_the_turn_with_tool_idle(tmp_path, mode
     terms = terminals(events)
     assert [(t.type, t.code) for t in terms] == [("turn.failed", "tool_idle_timeout")]
     assert "without progress for 3 s" in terms[0].message
+    assert any(isinstance(e, ToolStarted) for e in events)
+    assert_no_leak([adapter.tag])
+
+
+def test_acp_tool_idle_has_no_effect_and_a_running_tool_pauses_turn_idle(tmp_path,
+                                                                         model_server):
+    """ACP gives no tool progress: a silent tool longer than both idle limits still
+    completes (only the hard cap bounds it)."""
+    require_runtime("acp")
+    cfg = make_config("acp", tmp_path, model_server.base_url,
+                      watchdog=WatchdogConfig(tool_idle_timeout_seconds=1,
+                                              turn_idle_timeout_seconds=3))
+    model_server.script(ToolCall("sleep 6; echo finished"), Text("all done"))
+
+    adapter, events = one_turn("acp", cfg, "run the slow thing")
+    assert [t.type for t in terminals(events)] == ["turn.completed"]
     assert any(isinstance(e, ToolStarted) for e in events)
     assert_no_leak([adapter.tag])
