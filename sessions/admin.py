@@ -40,3 +40,8 @@ class TimelineEventAdmin(ReadOnlyAdmin):
 @admin.register(models.UsageDay)
 class UsageDayAdmin(ReadOnlyAdmin):
     list_display = ["session", "day", "tokens"]
+
+
+@admin.register(models.WatchdogSettings)
+class WatchdogSettingsAdmin(ReadOnlyAdmin):
+    list_display = ["id", "limits", "updated_at"]
