@@ -68,3 +68,6 @@ class AgentInstanceAdmin(ReadOnlyAdmin):
 class TaskRunAdmin(ReadOnlyAdmin):
     list_display = ["id", "owner", "state", "session", "instance", "created_at"]
     list_filter = ["state"]
+@admin.register(models.WatchdogSettings)
+class WatchdogSettingsAdmin(ReadOnlyAdmin):
+    list_display = ["id", "limits", "updated_at"]

@@ -18,10 +18,11 @@ from amux_common.api import error_response
 from amux_common.fields import JsonTyped
 from amux_common.schema import page_of
 from amux_common.secrets import set_keys
-from sessions import capacity, services, timeline
+from sessions import capacity, model_catalog, services, timeline
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProfile, Session
-from sessions.runtimes import registered
+from sessions.runtimes import catalog, registered
+from sessions.runtimes import watchdog as watchdogs
 
 
 def _refused(exc: services.CommandError) -> Response:
@@ -37,17 +38,48 @@ class BaseUrl(serializers.URLField):
     cannot be valid)."""
 
 
+@extend_schema_field({"type": "array", "items": {"oneOf": [
+    {"type": "string", "maxLength": 120},
+    {"type": "object", "required": ["name"], "additionalProperties": False, "properties": {
+        "name": {"type": "string", "maxLength": 120},
+        "display_name": {"type": "string", "maxLength": 120},
+        "efforts": {"type": "array", "items": {"type": "string"}, "maxItems": 16}}}]}})
+class ProviderModels(serializers.JSONField):
+    """The provider's model list: names, or ``{"name", "display_name"?, "efforts"?}``."""
+
+    def to_internal_value(self, data):
+        clean, problem = catalog.check_provider_models(data)
+        if problem:
+            raise ValidationError(problem)
+        return clean
+
+
+@extend_schema_field({"type": "object", "additionalProperties": False, "properties": {
+    name: {"type": ["integer", "null"], "maximum": maximum}
+    for name, (_default, maximum) in watchdogs.LIMITS.items()}})
+class WatchdogLimits(serializers.JSONField):
+    """Watchdog limits (0 disables, negative means the default, null or absent: the next
+    layer decides)."""
+
+    def to_internal_value(self, data):
+        clean, problems = watchdogs.check_limits(data)
+        if problems:
+            raise ValidationError(problems)
+        return {k: v for k, v in clean.items() if v is not None}
+
+
 class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
     api_key = serializers.CharField(write_only=True, required=False, allow_blank=True,
                                     trim_whitespace=False)
-    models = serializers.ListField(source="model_names", child=serializers.CharField(),
-                                   required=False)
+    models = ProviderModels(source="model_names", required=False)
+    watchdog = WatchdogLimits(required=False)
     secrets = serializers.SerializerMethodField()
     base_url = BaseUrl(max_length=250)
 
     class Meta:
         model = ProviderProfile
-        fields = ["slug", "platform", "base_url", "api_key", "models", "secrets", "created_at"]
+        fields = ["slug", "platform", "base_url", "api_key", "models", "watchdog", "secrets",
+                  "created_at"]
         read_only_fields = ["created_at"]
 
     def get_secrets(self, obj: ProviderProfile) -> dict[str, bool]:
@@ -148,13 +180,16 @@ class SessionSerializer(serializers.ModelSerializer):
     waiting_for_capacity = serializers.SerializerMethodField(
         help_text="input waits and every runtime slot is held by another awake session; "
                   "it starts when one frees")
+    model_display_name = serializers.CharField(
+        read_only=True,
+        help_text="the model's display name in its provider's catalog (the ref otherwise)")
 
     class Meta:
         model = Session
         fields = ["id", "name", "runtime", "provider", "model", "lifecycle", "sleep_reason",
                   "workdir", "usage", "native_ref", "idle_timeout_s", "snapshot", "turns",
                   "pending", "waiting_for_capacity", "lease_host", "lease_expires_at",
-                  "created_at", "updated_at"]
+                  "created_at", "updated_at", "model_display_name"]
 
     def get_waiting_for_capacity(self, obj: Session) -> bool:
         return obj.pk in capacity.waiting_for_capacity([obj.pk])
@@ -354,3 +389,44 @@ class SessionTimeline(APIView):
         query.is_valid(raise_exception=True)
         return Response(timeline.events_after(pk, query.validated_data["after"],
                                               query.validated_data["limit"]))
+
+
+# ------------------------------------------------------------------------- model catalog
+class CatalogModel(serializers.Serializer):
+    ref = serializers.CharField(help_text="what a session's `model` takes (opaque for "
+                                          "@native-variant: references)")
+    display_name = serializers.CharField(help_text="the ref when the catalog gives none")
+    efforts = serializers.ListField(child=serializers.CharField(),
+                                    help_text="reasoning efforts the catalog declares")
+    default_effort = serializers.CharField(allow_null=True)
+    is_default = serializers.BooleanField()
+    description = serializers.CharField(allow_blank=True)
+
+
+class RuntimeCatalog(serializers.Serializer):
+    runtime = serializers.CharField()
+    provider = serializers.CharField(allow_null=True)
+    status = serializers.ChoiceField([catalog.OK, catalog.NOT_LOGGED_IN, catalog.UNREACHABLE,
+                                      catalog.FAILED, catalog.UNSUPPORTED])
+    source = serializers.ChoiceField(["native", "provider"])
+    message = serializers.CharField(allow_null=True)
+    models = CatalogModel(many=True)
+
+
+class CatalogQuery(serializers.Serializer):
+    provider = serializers.SlugField(required=False, help_text="list this provider's models")
+
+
+class RuntimeModels(APIView):
+    """The models a session of this runtime can pick: the provider's list with
+    ``?provider=``, otherwise the runtime's own live list (Codex), or why there is none."""
+
+    @extend_schema(parameters=[CatalogQuery], responses=RuntimeCatalog)
+    def get(self, request, name: str):
+        params = CatalogQuery(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        try:
+            return Response(model_catalog.for_runtime(
+                name, params.validated_data.get("provider")))
+        except services.CommandError as exc:
+            return _refused(exc)

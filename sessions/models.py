@@ -20,7 +20,12 @@ class ProviderProfile(models.Model):
                                 help_text="openai-compat, anthropic-compat")
     base_url = models.URLField(max_length=300)
     secrets = EncryptedJSONField(default=dict, blank=True, editable=False)
-    model_names = models.JSONField(default=list, blank=True, help_text="suggested models")
+    model_names = models.JSONField(default=list, blank=True,
+                                   help_text="suggested models: names or {name, display_name?, "
+                                             "efforts?} (sessions.runtimes.catalog)")
+    watchdog = models.JSONField(default=dict, blank=True,
+                                help_text="watchdog limits for sessions on this provider "
+                                          "(sessions.runtimes.watchdog.LIMITS)")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -28,6 +33,13 @@ class ProviderProfile(models.Model):
 
     def __str__(self):
         return self.slug
+
+    @property
+    def model_list(self) -> list[str]:
+        """The model names of ``model_names`` (whose entries may carry display names)."""
+        from sessions.runtimes.catalog import names
+
+        return names(self.model_names)
 
 
 class Lifecycle(models.TextChoices):
@@ -84,6 +96,15 @@ class Session(models.Model):
 
     def __str__(self):
         return self.name or f"session {self.pk}"
+
+    @property
+    def model_display_name(self) -> str:
+        """The model's display name in its provider's catalog, the ref otherwise."""
+        from sessions.runtimes.catalog import provider_catalog
+
+        entry = provider_catalog(self.provider.model_names if self.provider_id else None
+                                 ).find(self.model)
+        return entry.display_name if entry and entry.display_name else self.model
 
 
 class TurnState(models.TextChoices):
@@ -302,3 +323,19 @@ class MemoryEntry(models.Model):
     class Meta:
         ordering = ["owner", "-updated_at", "-id"]
         indexes = [models.Index(fields=["owner", "-updated_at"], name="memory_by_owner")]
+
+
+class WatchdogSettings(models.Model):
+    """The global watchdog limits (one row): what a session gets when neither it nor its
+    provider names a limit (sessions.runtimes.watchdog.resolve)."""
+
+    limits = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "watchdog settings"
+
+    @classmethod
+    def current(cls) -> WatchdogSettings:
+        settings, _ = cls.objects.get_or_create(pk=1)
+        return settings

@@ -8,6 +8,35 @@ from django import forms
 
 from sessions.keys import api_key_problem, with_key
 from sessions.models import ProviderProfile
+from sessions.runtimes import catalog
+
+
+def models_to_text(stored) -> str:
+    """One line per model: ``name``, or ``name | display name | effort, effort``."""
+    lines = []
+    for entry in catalog.provider_entries(stored):
+        if entry.display_name or entry.efforts:
+            lines.append(" | ".join([entry.ref, entry.display_name, ", ".join(entry.efforts)])
+                         .rstrip(" |"))
+        else:
+            lines.append(entry.ref)
+    return "\n".join(lines)
+
+
+def models_from_text(text: str) -> list:
+    raw: list = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if not parts[0]:
+            continue
+        if len(parts) == 1:
+            raw.append(parts[0])
+            continue
+        item: dict = {"name": parts[0], "display_name": parts[1]}
+        if len(parts) > 2 and parts[2]:
+            item["efforts"] = [e.strip() for e in parts[2].split(",") if e.strip()]
+        raw.append(item)
+    return raw
 
 
 class ProviderForm(forms.ModelForm):
@@ -22,7 +51,9 @@ class ProviderForm(forms.ModelForm):
                   "the base URL + /models.")
     models_text = forms.CharField(
         label="Suggested models", required=False, widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="One model name per line (offered in agent settings).")
+        help_text="One model per line (offered in agent settings): a name, or "
+                  "name | display name | efforts (comma-separated), e.g. "
+                  "gpt-5.5 | GPT-5.5 | low, medium, high.")
 
     class Meta:
         model = ProviderProfile
@@ -33,7 +64,7 @@ class ProviderForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.fields["slug"].disabled = True  # sessions and settings refer to it
-            self.initial["models_text"] = "\n".join(self.instance.model_names or [])
+            self.initial["models_text"] = models_to_text(self.instance.model_names)
         else:
             del self.fields["clear_key"]
 
@@ -49,10 +80,16 @@ class ProviderForm(forms.ModelForm):
             raise forms.ValidationError(problem)
         return key
 
+    def clean_models_text(self) -> list:
+        stored, problem = catalog.check_provider_models(
+            models_from_text(self.cleaned_data.get("models_text") or ""))
+        if problem:
+            raise forms.ValidationError(problem)
+        return stored
+
     def save(self, commit: bool = True) -> ProviderProfile:
         provider = super().save(commit=False)
-        provider.model_names = [m.strip() for m in self.cleaned_data["models_text"].splitlines()
-                                if m.strip()]
+        provider.model_names = self.cleaned_data["models_text"]
         provider.secrets = with_key(provider.secrets, self.cleaned_data.get("api_key") or "",
                                     bool(self.cleaned_data.get("clear_key")))
         if commit:

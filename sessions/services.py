@@ -18,13 +18,16 @@ from django.utils import timezone
 from sessions import control, isolation, timeline
 from sessions.execution import DIRECT, CallerSettings, ExecutionSettings
 from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
-from sessions.runtimes import ProviderSpec, RuntimeConfig, WatchdogConfig, errors, get_adapter
-from sessions.runtimes.base import McpServer
-from sessions.runtimes.watchdog import (
-    normalize_hard_cap,
-    normalize_idle_timeout,
-    normalize_repeat_limit,
+from sessions.runtimes import (
+    ProviderSpec,
+    RuntimeConfig,
+    WatchdogConfig,
+    catalog,
+    errors,
+    get_adapter,
 )
+from sessions.runtimes import watchdog as watchdogs
+from sessions.runtimes.base import McpServer
 
 MIN_IDLE_TIMEOUT = 60
 
@@ -105,6 +108,41 @@ def _mcp_entries(entries: Any) -> list[dict[str, str]]:
     return out
 
 
+def _check_model_choice(profile: ProviderProfile, model: str, effort: str | None) -> None:
+    """A ``@native-variant:`` reference must be one amux issued; an effort must be one the
+    provider's catalog declares for the model, when it declares any (otherwise the runtime
+    checks it when it runs)."""
+    if catalog.is_native_variant(model):
+        try:
+            catalog.parse_native_variant(model)
+        except ValueError as exc:
+            raise CommandError(str(exc), code="invalid_model", field="model") from exc
+    if effort is not None:
+        entry = catalog.provider_catalog(profile.model_names).find(model)
+        if entry is not None and entry.efforts and effort not in entry.efforts:
+            raise CommandError(f"model {model!r} of provider {profile.slug!r} supports the "
+                               f"efforts {', '.join(entry.efforts)}", code="invalid_effort",
+                               field="effort")
+
+
+def effective_watchdog(session_limits: Any, profile: ProviderProfile | None
+                       ) -> tuple[dict[str, int], dict[str, str]]:
+    """The watchdog limits a new session freezes: session > provider > global > default.
+    A session limit out of range is refused, naming it."""
+    from sessions.models import WatchdogSettings
+
+    clean, problems = watchdogs.check_limits(session_limits)
+    if problems:
+        name, problem = next(iter(problems.items()))
+        field_name = name if name == "watchdog" else f"watchdog.{name}"
+        raise CommandError(f"{field_name}: {problem}", field=field_name)
+    return watchdogs.resolve([
+        ("session", clean),
+        ("provider", watchdogs.check_limits(profile.watchdog if profile else None)[0]),
+        ("global", watchdogs.check_limits(WatchdogSettings.current().limits)[0]),
+    ])
+
+
 def create_session(*, runtime: str | None = None, provider: str | None = None,
                    model: str | None = None, workdir: str | None = None,
                    name: str = "", permission_mode: str | None = None,
@@ -177,19 +215,15 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
     role = role or ("worker" if prompt_role == "worker" else "session")
     if role not in ROLES:
         raise CommandError(f"role must be one of {', '.join(ROLES)}", field="role")
-    wd = watchdog or {}
+    _check_model_choice(provider_row, model, effort)
+    limits, limit_sources = effective_watchdog(watchdog, provider_row)
     snapshot = {
         "runtime": runtime, "model": model, "effort": effort, "provider": provider_row.slug,
         "platform": provider_row.platform, "base_url": provider_row.base_url,
         "permission_mode": execution.permission.mode,
         "execution": execution.as_snapshot(),
         "profile": expert,
-        "watchdog": {
-            "turn_hard_cap_seconds": normalize_hard_cap(wd.get("turn_hard_cap_seconds")),
-            "turn_idle_timeout_seconds": normalize_idle_timeout(
-                wd.get("turn_idle_timeout_seconds")),
-            "repeat_tool_call_limit": normalize_repeat_limit(wd.get("repeat_tool_call_limit")),
-        },
+        "watchdog": limits, "watchdog_sources": limit_sources,
         "developer_instructions": developer_instructions,
         "prompt_role": prompt_role,
         "mcp_servers": mcp,
@@ -228,7 +262,8 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         raise errors.ProviderUnsupported("the session has no provider")
     return RuntimeConfig(
         workdir=Path(session.workdir), state_dir=state_dir(session),
-        provider=provider_spec(provider), model=snap.get("model") or session.model,
+        provider=provider_spec(provider),
+        model=catalog.launch_model(snap.get("model") or session.model),
         effort=snap.get("effort"), permission_mode=snap.get("permission_mode", "bypass"),
         native_permission=dict((snap.get("execution") or {}).get("permission", {})
                                .get("native") or {}),

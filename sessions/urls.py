@@ -4,10 +4,12 @@ from sessions import (
     api,
     api_profiles,
     api_tasks,
+    catalog_panel,
     execution_panel,
     memory_api,
     panel,
     providers_panel,
+    watchdog_api,
 )
 
 api_urlpatterns = [
@@ -15,6 +17,9 @@ api_urlpatterns = [
     path("providers/<slug:slug>/", api.ProviderDetail.as_view(), name="provider-detail"),
     path("runtimes/", api.RuntimeList.as_view(), name="runtime-list"),
     path("runtimes/<str:name>/", api.RuntimeDetail.as_view(), name="runtime-detail"),
+    path("runtimes/<str:name>/models/", api.RuntimeModels.as_view(), name="runtime-models"),
+    path("settings/watchdog/", watchdog_api.WatchdogSettingsView.as_view(),
+         name="settings-watchdog"),
     path("sessions/", api.SessionList.as_view(), name="session-list"),
     path("sessions/<int:pk>/", api.SessionDetail.as_view(), name="session-detail"),
     path("sessions/<int:pk>/messages/", api.SessionMessages.as_view(), name="session-messages"),
@@ -47,6 +52,7 @@ api_urlpatterns = [
 ]
 panel_urlpatterns = [
     path("sessions/", panel.sessions_tab, name="panel-sessions"),
+    path("model-options/", catalog_panel.model_options, name="panel-model-options"),
     path("providers/", providers_panel.providers, name="panel-providers"),
     path("providers/new/", providers_panel.provider_form, name="panel-provider-new"),
     path("providers/<slug:slug>/", providers_panel.provider_form, name="panel-provider-edit"),

@@ -122,7 +122,9 @@ class AgentSettingsForm(forms.ModelForm):
             "worker_provider": "Worker provider",
             "worker_model": "Worker model",
         }
-        widgets = {"worker_runtime": forms.Select(choices=[(r, r) for r in WORKER_RUNTIMES])}
+        widgets = {"worker_runtime": forms.Select(choices=[(r, r) for r in WORKER_RUNTIMES]),
+                   # suggestions from the runtime's model catalog (sessions.catalog_panel)
+                   "worker_model": forms.TextInput(attrs={"list": "worker-model-options"})}
         help_texts = {
             "ticket_token_cap": "Tokens one ticket's worker may spend; 0: no cap.",
             "daily_token_cap": "Tokens all agent sessions may spend per day (UTC); 0: no cap.",

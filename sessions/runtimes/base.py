@@ -41,7 +41,15 @@ from .events import (
     TurnInput,
 )
 from .isolation import DEFAULT_USER, PRIVATE_HOME, Launch, hand_over
-from .watchdog import REPEAT_TOOL_LOOP, RepeatToolCounter, TurnClock, WatchdogConfig
+from .watchdog import (
+    REPEAT_TOOL_LOOP,
+    TOOL_IDLE_TIMEOUT,
+    TURN_HARD_CAP,
+    TURN_IDLE_TIMEOUT,
+    RepeatToolCounter,
+    TurnClock,
+    WatchdogConfig,
+)
 
 PROVIDER_KEY_ENV = "AMUX_PROVIDER_KEY"
 STREAM_LIMIT = 64 * 1024 * 1024
@@ -319,6 +327,9 @@ class RuntimeAdapter(ABC):
         if mode == "ask":
             return None
         return "deny" if mode == "policy-deny" else "allow"
+    # the runtime streams a running tool's progress, so a tool's silence can be told from
+    # the model's (tool idle limit; see watchdog.TurnClock)
+    reports_tool_progress: ClassVar[bool] = False
 
     def __init__(self, config: RuntimeConfig):
         self.check_provider(config.provider)
@@ -528,7 +539,9 @@ class RuntimeAdapter(ABC):
         self._watchdog_code = None
         wd = self.config.watchdog
         loop = asyncio.get_running_loop()
-        clock = TurnClock(wd.turn_hard_cap_seconds, wd.turn_idle_timeout_seconds, loop.time())
+        clock = TurnClock(wd.turn_hard_cap_seconds, wd.turn_idle_timeout_seconds, loop.time(),
+                          tool_idle=wd.tool_idle_timeout_seconds,
+                          track_tools=self.reports_tool_progress)
         counter = RepeatToolCounter(wd.repeat_tool_call_limit)
         cancel_deadline: float | None = None
         # drop leftovers of an earlier turn (late frames are provenance only)
@@ -584,6 +597,10 @@ class RuntimeAdapter(ABC):
                     clock.pause()
                 elif self.pause_idle_during_tools and isinstance(event, ToolCompleted):
                     clock.resume(loop.time())
+                if isinstance(event, ToolStarted):
+                    clock.tool_started(event.call_id)
+                elif isinstance(event, ToolCompleted):
+                    clock.tool_ended(event.call_id)
                 if event.terminal:
                     if self._watchdog_code:
                         if self.retire_after_watchdog:
@@ -603,9 +620,14 @@ class RuntimeAdapter(ABC):
 
     def _final_abort_event(self) -> Event:
         if self._watchdog_code:
+            wd = self.config.watchdog
             messages = {
                 REPEAT_TOOL_LOOP: "the same tool call repeated "
-                                  f"{self.config.watchdog.repeat_tool_call_limit} times",
+                                  f"{wd.repeat_tool_call_limit} times",
+                TURN_HARD_CAP: f"the turn ran longer than {wd.turn_hard_cap_seconds} s",
+                TURN_IDLE_TIMEOUT: f"no event for {wd.turn_idle_timeout_seconds} s",
+                TOOL_IDLE_TIMEOUT: "a tool ran without progress for "
+                                   f"{wd.tool_idle_timeout_seconds} s",
             }
             return TurnFailed(code=self._watchdog_code,
                               message=messages.get(self._watchdog_code, self._watchdog_code))

@@ -22,12 +22,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import errors
+from . import catalog, errors
 from .base import (
     PROVIDER_KEY_ENV,
     Capabilities,
     McpServer,
     Probe,
+    ProviderSpec,
     RuntimeAdapter,
     RuntimeConfig,
     minimal_env,
@@ -167,6 +168,7 @@ class CodexAdapter(RuntimeAdapter):
     name = "codex"
     platforms = frozenset({"openai-compat"})
     takes_mcp = True
+    reports_tool_progress = True
 
     def __init__(self, config):
         super().__init__(config)
@@ -202,13 +204,10 @@ class CodexAdapter(RuntimeAdapter):
         """(approval policy, sandbox): the frozen native settings, else from the mode."""
         return native_policies(self.config)
 
-    async def start(self, resume: str | None = None) -> str:
+    def _prepare_home(self, env: dict[str, str]) -> None:
+        """The session's generated config.toml (its provider, policies and MCP servers) and
+        the variables it names."""
         cfg = self.config
-        binary = codex_binary(cfg.runtimes_dir)
-        if not binary.exists():
-            raise errors.RuntimeNotInstalled(f"{binary} not found (run `make runtimes`)")
-        env = minimal_env(cfg, self.tag)
-        self.codex_home.mkdir(parents=True, exist_ok=True)
         approval, sandbox = self._policies()
         (self.codex_home / "config.toml").write_text(
             render_config(cfg.model, cfg.provider.base_url, approval, sandbox,
@@ -216,19 +215,34 @@ class CodexAdapter(RuntimeAdapter):
         for index, token in enumerate(self.mcp_tokens()):
             if token:
                 env[mcp_token_env(index)] = token
-        env["CODEX_HOME"] = str(self.codex_home)
         env[PROVIDER_KEY_ENV] = cfg.provider.api_key or "amux-no-key"
+
+    async def _launch(self) -> None:
+        """Start ``codex app-server`` in the private HOME and complete the handshake."""
+        cfg = self.config
+        binary = codex_binary(cfg.runtimes_dir)
+        if not binary.exists():
+            raise errors.RuntimeNotInstalled(f"{binary} not found (run `make runtimes`)")
+        env = minimal_env(cfg, self.tag)
+        self.codex_home.mkdir(parents=True, exist_ok=True)
+        self._prepare_home(env)
+        env["CODEX_HOME"] = str(self.codex_home)
         cfg.workdir.mkdir(parents=True, exist_ok=True)
         self.proc = await self._spawn([str(binary), "app-server", *cfg.extra_args], env)
         self._start_stderr_pump()
         self._rpc = JsonLines(self.proc, self._on_message, self._on_closed,
                               observer=self._observe_wire)
+        init = await self._call("initialize", {
+            "clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": True}},
+            timeout=60)
+        self.init_result = init
+        await self._rpc.send({"method": "initialized"})
+
+    async def start(self, resume: str | None = None) -> str:
+        cfg = self.config
+        approval, sandbox = self._policies()
         try:
-            init = await self._call("initialize", {
-                "clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": True}},
-                timeout=60)
-            self.init_result = init
-            await self._rpc.send({"method": "initialized"})
+            await self._launch()
             params: dict[str, Any] = {"cwd": str(cfg.workdir), "approvalPolicy": approval,
                                       "sandbox": sandbox, "model": cfg.model,
                                       "modelProvider": "amux"}
@@ -340,9 +354,10 @@ class CodexAdapter(RuntimeAdapter):
                                                     "webSearch"):
             self._open_tools[item.get("id", "")] = None
             self.emit(self._tool_started(item))
-        elif method == "item/commandExecution/outputDelta":
+        elif method in ("item/commandExecution/outputDelta", "item/fileChange/outputDelta",
+                        "item/mcpToolCall/progress"):  # a running tool's progress
             self.emit(ToolUpdated(call_id=params.get("itemId", ""), status="in_progress",
-                                  output=params.get("delta")))
+                                  output=params.get("delta") or params.get("message")))
         elif method == "item/completed":
             if itype == "agentMessage":
                 self.emit(MessageCompleted(text=item.get("text", ""), item_id=item.get("id")))
@@ -467,3 +482,77 @@ class CodexAdapter(RuntimeAdapter):
                               for qid, v in (answers or {}).items()}}
         with contextlib.suppress(errors.RuntimeAdapterError):
             await self._rpc.send({"id": rid, "result": result})
+
+
+# ---------------------------------------------------------------------- model discovery
+MODEL_PAGE_SIZE = 100
+MAX_MODEL_PAGES = 50
+# Discovery runs on the runtime's own identity (its login and its own config.toml), not on
+# an amux provider: this spec only fills the config's slot and reaches no process.
+NATIVE_IDENTITY = ProviderSpec(platform="native", base_url="", slug="")
+
+
+class CodexIdentity(CodexAdapter):
+    """``codex app-server`` in the runtime's own HOME, launched exactly as for a session
+    but with the identity's own config and login left as they are; it lists models and
+    never starts a thread."""
+
+    @classmethod
+    def check_provider(cls, provider: ProviderSpec) -> None:
+        if provider is not NATIVE_IDENTITY:
+            super().check_provider(provider)
+
+    def _prepare_home(self, env: dict[str, str]) -> None:
+        pass  # the identity's config.toml and auth are the operator's, never rewritten
+
+    async def read_catalog(self, timeout: float = 30) -> catalog.Catalog:
+        account = await self._call("account/read", {}, timeout=timeout)
+        if not catalog.logged_in(account):
+            return catalog.Catalog.unavailable(
+                catalog.NOT_LOGGED_IN,
+                f"Codex is not logged in under its own identity ({self.codex_home}); "
+                "log in there, or bind a provider")
+        entries: list[catalog.ModelEntry] = []
+        cursor: str | None = None
+        for _page in range(MAX_MODEL_PAGES):
+            params: dict[str, Any] = {"limit": MODEL_PAGE_SIZE}
+            if cursor:
+                params["cursor"] = cursor
+            page = await self._call("model/list", params, timeout=timeout)
+            data = page.get("data")
+            if not isinstance(data, list) or not all(
+                    isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
+                return catalog.Catalog.unavailable(
+                    catalog.FAILED, "model/list answered without a list of models")
+            entries.extend(catalog.codex_entry(m) for m in data if not m.get("hidden"))
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return catalog.Catalog(status=catalog.OK, source="native",
+                                       models=tuple(entries), account=account)
+        return catalog.Catalog.unavailable(
+            catalog.FAILED, f"model/list did not end after {MAX_MODEL_PAGES} pages")
+
+
+async def discover_models(state_dir: Path, runtimes_dir: Path | None = None, *,
+                          timeout: float = 30, wire_observer: Any = None) -> catalog.Catalog:
+    """Codex's live model catalog under the identity kept in ``state_dir`` (its HOME is
+    ``state_dir/home``, as a session's is). Unreachable or failing: says so, lists nothing."""
+    config = RuntimeConfig(workdir=state_dir / "work", state_dir=state_dir,
+                           provider=NATIVE_IDENTITY, model="", runtimes_dir=runtimes_dir,
+                           wire_observer=wire_observer)
+    client = CodexIdentity(config)
+    try:
+        await asyncio.wait_for(client._launch(), timeout)
+        return await asyncio.wait_for(client.read_catalog(timeout), timeout)
+    except errors.RuntimeNotInstalled as exc:
+        return catalog.Catalog.unavailable(catalog.UNREACHABLE, str(exc))
+    except (errors.RuntimeStartFailed, errors.RuntimeExited, errors.RuntimeTimeout,
+            TimeoutError) as exc:
+        tail = " | ".join("".join(client._stderr_tail).strip().splitlines()[-2:])
+        return catalog.Catalog.unavailable(
+            catalog.UNREACHABLE, f"the Codex app-server did not answer: {exc or 'timeout'}"
+            + (f" ({tail})" if tail else ""))
+    except errors.RuntimeAdapterError as exc:
+        return catalog.Catalog.unavailable(catalog.FAILED, str(exc))
+    finally:
+        await client.close()

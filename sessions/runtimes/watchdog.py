@@ -6,6 +6,16 @@ turn idle timeout is a separate limit; the repeated identical tool call limit de
 ``code=repeat_tool_loop``. Identical calls are counted once per distinct started (Codex) or
 completed (ACP) native call; repeated frames of the same call do not add; a different call or
 a new turn resets the count; a changed result does not reset it.
+
+Tool idle: where the runtime reports tool progress (Codex), a turn with a tool running is
+governed by ``tool_idle_timeout_seconds`` instead of the turn idle timeout (silence while a
+tool runs is the tool's, not the model's); where it does not (ACP), tool and permission waits
+pause the idle timer and only the hard cap applies.
+
+Limits come in layers, session > provider > global > default (``resolve``): a layer that does
+not name a limit leaves it to the next one; 0 disables the limit; a negative value means the
+built-in default (and stops the lookup); a value above the limit's maximum is refused
+(``check_limits``) rather than clamped.
 """
 
 from __future__ import annotations
@@ -17,12 +27,22 @@ from typing import Any
 DEFAULT_TURN_HARD_CAP = 21600
 MAX_TURN_HARD_CAP = 7 * 24 * 3600
 DEFAULT_TURN_IDLE_TIMEOUT = 1800
+DEFAULT_TOOL_IDLE_TIMEOUT = 1800
 DEFAULT_REPEAT_TOOL_CALL_LIMIT = 50
 MAX_REPEAT_TOOL_CALL_LIMIT = 1000
 
 REPEAT_TOOL_LOOP = "repeat_tool_loop"
 TURN_HARD_CAP = "turn_hard_cap"
 TURN_IDLE_TIMEOUT = "turn_idle_timeout"
+TOOL_IDLE_TIMEOUT = "tool_idle_timeout"
+
+# limit name -> (default, maximum)
+LIMITS: dict[str, tuple[int, int]] = {
+    "turn_hard_cap_seconds": (DEFAULT_TURN_HARD_CAP, MAX_TURN_HARD_CAP),
+    "turn_idle_timeout_seconds": (DEFAULT_TURN_IDLE_TIMEOUT, MAX_TURN_HARD_CAP),
+    "tool_idle_timeout_seconds": (DEFAULT_TOOL_IDLE_TIMEOUT, MAX_TURN_HARD_CAP),
+    "repeat_tool_call_limit": (DEFAULT_REPEAT_TOOL_CALL_LIMIT, MAX_REPEAT_TOOL_CALL_LIMIT),
+}
 
 
 def _normalize(value: int | float | None, default: int, maximum: int) -> int:
@@ -47,11 +67,58 @@ def normalize_repeat_limit(value: int | float | None) -> int:
     return _normalize(value, DEFAULT_REPEAT_TOOL_CALL_LIMIT, MAX_REPEAT_TOOL_CALL_LIMIT)
 
 
+def check_limits(values: Any) -> tuple[dict[str, int | None], dict[str, str]]:
+    """One layer of limits as given by a person: (the limits it names, problems by field).
+    ``None`` (or a missing key) leaves a limit to the next layer."""
+    if values is None:
+        return {}, {}
+    if not isinstance(values, dict):
+        return {}, {"watchdog": "must be an object of limits"}
+    clean: dict[str, int | None] = {}
+    problems: dict[str, str] = {}
+    for name, value in values.items():
+        if name not in LIMITS:
+            problems[name] = f"unknown limit (known: {', '.join(LIMITS)})"
+            continue
+        if value is None:
+            clean[name] = None
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            problems[name] = "must be a whole number (0 disables, negative means the default)"
+            continue
+        maximum = LIMITS[name][1]
+        if value > maximum:
+            problems[name] = f"must be at most {maximum}"
+            continue
+        clean[name] = value
+    return clean, problems
+
+
+def resolve(layers: list[tuple[str, dict[str, Any] | None]]
+            ) -> tuple[dict[str, int], dict[str, str]]:
+    """The effective limits from named layers given most specific first (session, provider,
+    global): (values, the name of the layer each came from, or ``default``)."""
+    values: dict[str, int] = {}
+    sources: dict[str, str] = {}
+    for name, (default, maximum) in LIMITS.items():
+        values[name], sources[name] = default, "default"
+        for layer_name, layer in layers:
+            value = (layer or {}).get(name)
+            if value is None:
+                continue
+            value = int(value)
+            if value >= 0:
+                values[name], sources[name] = min(value, maximum), layer_name
+            break
+    return values, sources
+
+
 @dataclass(frozen=True)
 class WatchdogConfig:
     turn_hard_cap_seconds: int = DEFAULT_TURN_HARD_CAP
     turn_idle_timeout_seconds: int = DEFAULT_TURN_IDLE_TIMEOUT
     repeat_tool_call_limit: int = DEFAULT_REPEAT_TOOL_CALL_LIMIT
+    tool_idle_timeout_seconds: int = DEFAULT_TOOL_IDLE_TIMEOUT
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any] | None) -> WatchdogConfig:
@@ -60,6 +127,8 @@ class WatchdogConfig:
             turn_hard_cap_seconds=normalize_hard_cap(s.get("turn_hard_cap_seconds")),
             turn_idle_timeout_seconds=normalize_idle_timeout(s.get("turn_idle_timeout_seconds")),
             repeat_tool_call_limit=normalize_repeat_limit(s.get("repeat_tool_call_limit")),
+            tool_idle_timeout_seconds=_normalize(s.get("tool_idle_timeout_seconds"),
+                                                 DEFAULT_TOOL_IDLE_TIMEOUT, MAX_TURN_HARD_CAP),
         )
 
 
@@ -105,14 +174,19 @@ class RepeatToolCounter:
 
 @dataclass
 class TurnClock:
-    """Hard cap and idle deadline of one turn. Idle time can be paused (ACP: while a tool
-    runs or a permission is pending, the hard cap still applies)."""
+    """Hard cap and idle deadlines of one turn. Idle time can be paused (ACP: while a tool
+    runs or a permission is pending; the hard cap still applies). With ``tool_idle`` set up
+    (``track_tools``: the runtime reports tool progress), time since the last event while a
+    tool runs counts against the tool idle limit instead of the turn idle limit."""
 
     hard_cap: int
     idle_timeout: int
     started_at: float
     last_activity: float = 0.0
     paused: int = 0
+    tool_idle: int = 0
+    track_tools: bool = False
+    open_tools: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.last_activity = self.started_at
@@ -127,11 +201,24 @@ class TurnClock:
         self.paused = max(0, self.paused - 1)
         self.last_activity = now
 
+    def tool_started(self, call_id: str) -> None:
+        if self.track_tools:
+            self.open_tools.add(call_id)
+
+    def tool_ended(self, call_id: str) -> None:
+        self.open_tools.discard(call_id)
+
+    def _idle_limit(self) -> tuple[int, str]:
+        if self.open_tools:
+            return self.tool_idle, TOOL_IDLE_TIMEOUT
+        return self.idle_timeout, TURN_IDLE_TIMEOUT
+
     def expired(self, now: float) -> str | None:
         if self.hard_cap and now - self.started_at >= self.hard_cap:
             return TURN_HARD_CAP
-        if self.idle_timeout and not self.paused and now - self.last_activity >= self.idle_timeout:
-            return TURN_IDLE_TIMEOUT
+        limit, code = self._idle_limit()
+        if limit and not self.paused and now - self.last_activity >= limit:
+            return code
         return None
 
     def next_deadline(self, now: float) -> float | None:
@@ -139,8 +226,9 @@ class TurnClock:
         candidates = []
         if self.hard_cap:
             candidates.append(self.started_at + self.hard_cap - now)
-        if self.idle_timeout and not self.paused:
-            candidates.append(self.last_activity + self.idle_timeout - now)
+        limit, _ = self._idle_limit()
+        if limit and not self.paused:
+            candidates.append(self.last_activity + limit - now)
         if not candidates:
             return None
         return max(0.0, min(candidates))

@@ -43,6 +43,7 @@ REASONS = {
     "repeat_tool_loop": "a watchdog stopped a loop of repeated tool calls",
     "turn_hard_cap": "a watchdog stopped a turn that ran too long",
     "turn_idle_timeout": "a watchdog stopped a turn that went silent",
+    "tool_idle_timeout": "a watchdog stopped a tool that made no progress",
 }
 
 

@@ -56,7 +56,9 @@ def test_create_session_defaults_workdir_and_freezes_the_snapshot(api, openai_pr
     assert body["lifecycle"] == "created" and body["workdir"].startswith(str(session_dirs))
     assert body["snapshot"]["watchdog"] == {"turn_hard_cap_seconds": 21600,
                                             "turn_idle_timeout_seconds": 1800,
+                                            "tool_idle_timeout_seconds": 1800,
                                             "repeat_tool_call_limit": 50}
+    assert set(body["snapshot"]["watchdog_sources"].values()) == {"default"}
     assert "sk-test-secret" not in response.content.decode()
     detail = api.get(f"/api/v1/sessions/{body['id']}").json()
     assert detail["usage"] == {} and detail["lifecycle"] == "created"
