@@ -69,6 +69,10 @@ class Session(models.Model):
     runtime_tag = models.CharField(max_length=64, blank=True,
                                    help_text="marks the runtime processes of the current host")
     last_active_at = models.DateTimeField(null=True, blank=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                              on_delete=models.SET_NULL, related_name="+",
+                              help_text="the API caller that started it (MCP session_run, "
+                                        "a schedule); none for operator sessions")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

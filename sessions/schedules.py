@@ -23,16 +23,15 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sessions import schedule_timing, services
+from sessions import schedule_timing, services, turn_results
 from sessions.execution import DIRECT, TASK, CallerSettings, from_snapshot
 from sessions.models import (
     Lifecycle,
     Schedule,
     ScheduleMode,
     ScheduleRun,
+    Session,
     TaskRun,
-    Turn,
-    TurnState,
 )
 from sessions.schedule_timing import TimingError
 from sessions.services import CommandError
@@ -45,10 +44,6 @@ SESSION_IDLE_TIMEOUT = 60  # a schedule's session sleeps soon after its firing's
 # a run not set going this long after it was written lost its message: send it again
 RESEND_AFTER = timedelta(seconds=60)
 MODES = tuple(ScheduleMode.values)
-TURN_STATE = {TurnState.QUEUED: "queued", TurnState.RUNNING: "running",
-              TurnState.COMPLETED: "succeeded", TurnState.FAILED: "failed",
-              TurnState.CANCELLED: "cancelled"}
-RESUMED = ":resumed"  # sessions.timeline.RESUME_SUFFIX: a continuation of the same input
 
 
 def visible_to(user):
@@ -221,6 +216,7 @@ def _start(schedule: Schedule, run: ScheduleRun) -> None:
             session = services.create_session(
                 execution=from_snapshot(schedule.execution), profile=schedule.profile or None,
                 name=f"schedule {schedule.name}"[:120], idle_timeout_s=SESSION_IDLE_TIMEOUT)
+            Session.objects.filter(pk=session.pk).update(owner=schedule.owner)
             if schedule.mode == ScheduleMode.REUSE_SESSION:
                 schedule.session = session
                 schedule.save(update_fields=["session"])
@@ -230,18 +226,9 @@ def _start(schedule: Schedule, run: ScheduleRun) -> None:
 
 
 # ------------------------------------------------------------------------ reading
-def _turn(run: ScheduleRun) -> Turn | None:
-    if not run.session_id or not run.turn_key:
-        return None
-    turns = Turn.objects.filter(session_id=run.session_id, key__startswith=run.turn_key)
-    return turns.order_by("-seq").first()
-
-
 def run_view(run: ScheduleRun) -> dict[str, Any]:
     """A run as callers read it: its state follows its task or its turn (derived, never
     stored), ``pending`` until a worker has set it going."""
-    from sessions.task_runs import final_answer
-
     view: dict[str, Any] = {"id": run.pk, "at": run.slot, "fired_at": run.fired_at,
                             "started_at": run.started_at, "session": run.session_id,
                             "task": run.task_id, "state": "pending", "result": None,
@@ -254,16 +241,9 @@ def run_view(run: ScheduleRun) -> dict[str, Any]:
         view.update(state=task.state, result=task.result or None)
         if task.error_code or task.error_message:
             view["error"] = {"code": task.error_code, "message": task.error_message}
-    else:
-        turn = _turn(run)
-        if turn is not None:
-            view["state"] = TURN_STATE.get(TurnState(turn.state), turn.state)
-            if turn.state == TurnState.COMPLETED:
-                view["result"] = final_answer(turn.pk) or None
-            elif turn.state in (TurnState.FAILED, TurnState.CANCELLED):
-                view["error"] = {"code": turn.error_code or turn.state, "message": ""}
-        elif run.started_at is not None:
-            view["state"] = "queued"
+    elif run.session_id and run.turn_key:
+        found = turn_results.outcome(turn_results.turn_for_key(run.session_id, run.turn_key))
+        view.update(state=found["state"], result=found["result"], error=found["error"])
     return view
 
 
