@@ -37,28 +37,31 @@ def _submitted(post) -> dict:
     return data
 
 
-@roles.read_page
-def schedules_page(request):
-    error, form = None, {}
-    if request.method == "POST":
-        if not roles.is_operator(request.user):
-            raise Http404
-        form = request.POST
-        try:
-            schedule = schedules.create_schedule(owner=request.user,
-                                                 data=_submitted(request.POST))
-        except CommandError as exc:
-            error = {"field": exc.field, "message": str(exc)}
-        else:
-            messages.success(request, f"Schedule {schedule.name} added.")
-            return redirect("panel-schedules")
+def _list_page(request, *, error=None, form=None):
     rows = paged(request, schedules.visible_to(request.user).order_by("-id"))
     return render(request, "sessions/schedules.html", {
         "tab": "sessions", "sub": "schedules", "rows": rows,
         "views": [schedules.schedule_view(s) for s in rows.items],
         "modes": ScheduleMode.choices, "runtimes": sorted(registered()),
-        "can_edit": roles.is_operator(request.user), "error": error, "form": form},
+        "can_edit": roles.is_operator(request.user), "error": error, "form": form or {}},
         status=400 if error else 200)
+
+
+@roles.read_page
+def schedules_page(request):
+    return _list_page(request)
+
+
+@roles.operator_required
+@require_POST
+def schedule_create(request):
+    try:
+        schedule = schedules.create_schedule(owner=request.user, data=_submitted(request.POST))
+    except CommandError as exc:
+        return _list_page(request, error={"field": exc.field, "message": str(exc)},
+                          form=request.POST)
+    messages.success(request, f"Schedule {schedule.name} added.")
+    return redirect("panel-schedules")
 
 
 @roles.read_page

@@ -35,6 +35,8 @@ panel_urlpatterns = [
     path("providers/<slug:slug>/test/", providers_panel.provider_test,
          name="panel-provider-test"),
     path("sessions/schedules/", schedules_panel.schedules_page, name="panel-schedules"),
+    path("sessions/schedules/new/", schedules_panel.schedule_create,
+         name="panel-schedule-create"),
     path("sessions/schedules/<int:pk>/", schedules_panel.schedule_page, name="panel-schedule"),
     path("sessions/schedules/<int:pk>/<str:action>/", schedules_panel.schedule_action,
          name="panel-schedule-action"),
