@@ -177,12 +177,20 @@ class RuntimeName(serializers.CharField):
 
 
 class CreateSession(JsonTyped, serializers.Serializer):
-    runtime = RuntimeName()
-    provider = serializers.CharField()
-    model = serializers.CharField()
+    runtime = RuntimeName(required=False, help_text="required unless a preset names it")
+    provider = serializers.CharField(required=False,
+                                     help_text="default: the preset's binding, or the only "
+                                               "provider the runtime can use")
+    model = serializers.CharField(required=False, help_text="required unless a preset names it")
     workdir = serializers.CharField(required=False)
     name = serializers.CharField(required=False, allow_blank=True, default="")
-    permission_mode = serializers.ChoiceField(["bypass", "ask"], default="bypass")
+    permission_mode = serializers.ChoiceField(
+        ["bypass", "ask"], required=False, allow_null=True, default=None,
+        help_text="omitted: the preset's, else the runtime's native bypass")
+    preset = serializers.CharField(required=False, help_text="a launch preset (shortcut)")
+    profile = serializers.CharField(required=False, help_text="the expert (Agent Profile)")
+    extra_args = serializers.ListField(child=serializers.CharField(trim_whitespace=False),
+                                       required=False, help_text="native arguments")
     effort = serializers.CharField(required=False, allow_null=True, default=None)
     idle_timeout_s = serializers.IntegerField(required=False, min_value=60, default=300)
     watchdog = serializers.DictField(required=False, default=dict)

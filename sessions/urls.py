@@ -1,6 +1,14 @@
 from django.urls import path
 
-from sessions import api, panel, providers_panel, schedules_api, schedules_panel
+from sessions import (
+    api,
+    api_profiles,
+    api_tasks,
+    panel,
+    providers_panel,
+    schedules_api,
+    schedules_panel,
+)
 
 api_urlpatterns = [
     path("providers/", api.ProviderList.as_view(), name="provider-list"),
@@ -19,6 +27,21 @@ api_urlpatterns = [
     path("sessions/<int:pk>/sleep/", api.SessionSleep.as_view(), name="session-sleep"),
     path("sessions/<int:pk>/archive/", api.SessionArchive.as_view(), name="session-archive"),
     path("sessions/<int:pk>/timeline/", api.SessionTimeline.as_view(), name="session-timeline"),
+    # the execution model (seed 000): experts, presets, bots, tasks, instances
+    path("profiles/", api_profiles.ProfileList.as_view(), name="profile-list"),
+    path("profiles/<slug:slug>/", api_profiles.ProfileDetail.as_view(), name="profile-detail"),
+    path("bot-profiles/", api_profiles.BotProfileList.as_view(), name="bot-profile-list"),
+    path("bot-profiles/<slug:slug>/", api_profiles.BotProfileDetail.as_view(),
+         name="bot-profile-detail"),
+    path("launch-presets/", api_profiles.PresetList.as_view(), name="launch-preset-list"),
+    path("launch-presets/<slug:slug>/", api_profiles.PresetDetail.as_view(),
+         name="launch-preset-detail"),
+    path("tasks/", api_tasks.TaskList.as_view(), name="task-list"),
+    path("tasks/<int:pk>/", api_tasks.TaskDetail.as_view(), name="task-detail"),
+    path("instances/", api_tasks.InstanceList.as_view(), name="instance-list"),
+    path("instances/<int:pk>/", api_tasks.InstanceDetail.as_view(), name="instance-detail"),
+    path("instances/<int:pk>/tasks/", api_tasks.InstanceTasks.as_view(),
+         name="instance-tasks"),
     path("schedules/", schedules_api.ScheduleList.as_view(), name="schedule-list"),
     path("schedules/<int:pk>/", schedules_api.ScheduleDetail.as_view(), name="schedule-detail"),
     path("schedules/<int:pk>/pause/", schedules_api.SchedulePause.as_view(),

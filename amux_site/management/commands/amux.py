@@ -1,5 +1,5 @@
-"""`manage.py amux run|status|stop|restart|backup|upgrade|doctor|token|user` — everything
-an operator runs."""
+"""`manage.py amux run|status|stop|restart|backup|upgrade|doctor|token|user|task` —
+everything an operator runs."""
 
 from __future__ import annotations
 
@@ -68,7 +68,12 @@ class Command(BaseCommand):
                               help="viewer reads everything; operator also changes things")
         user_add.add_argument("--password-file", help="read the password from this file's "
                                                       "first line")
-        _schedule_arguments(sub)
+        from sessions import task_cli
+
+        task_cli.add_parser(sub)  # `amux task submit ...`
+        from sessions import schedule_cli
+
+        schedule_cli.add_parser(sub)  # `amux schedule add ...`
 
     def handle(self, *args, action, **options):
         return getattr(self, f"do_{action}")(**options)
@@ -161,12 +166,24 @@ class Command(BaseCommand):
             self.stdout.write(f"amux: created {role} {name!r} with the password from "
                               f"{password_file}")
 
+    def do_task(self, task_action, **options):
+        from sessions import task_cli
+        from sessions.services import CommandError as Refused
+
+        try:
+            code = task_cli.submit(self.stdout.write, **options)
+        except Refused as exc:
+            field = f"{exc.field}: " if exc.field else ""
+            raise CommandError(f"{field}{exc}", returncode=1) from None
+        if code:
+            sys.exit(code)
+
     # -- schedule -----------------------------------------------------------------------
 
     def do_schedule(self, schedule_action, **options):
         import json
 
-        from amux_site import schedule_cli
+        from sessions import schedule_cli
 
         try:
             lines = schedule_cli.run(schedule_action, options)
@@ -396,31 +413,3 @@ def _host_header() -> str:
         if host not in {"*"} and not host.startswith("."):
             return host
     return "127.0.0.1"
-
-
-def _schedule_arguments(sub) -> None:
-    schedule = sub.add_parser("schedule", help="prompts sent on a timer (see README: Schedules)")
-    actions = schedule.add_subparsers(dest="schedule_action", required=True, metavar="ACTION")
-    add = actions.add_parser("add", help="define a schedule; prints it as JSON")
-    add.add_argument("--name", required=True)
-    timing = add.add_mutually_exclusive_group(required=True)
-    timing.add_argument("--every", type=int, dest="every_seconds", metavar="SECONDS",
-                        help="fire every SECONDS (at least 10)")
-    timing.add_argument("--cron", help="five-field cron expression, UTC")
-    add.add_argument("--mode", required=True,
-                     choices=["reuse-session", "new-session-per-run", "subtask"])
-    add.add_argument("--prompt", required=True)
-    add.add_argument("--runtime", help="kept for every firing (a subtask without one takes "
-                                       "the default preset)")
-    add.add_argument("--model")
-    add.add_argument("--provider")
-    add.add_argument("--profile", help="the expert (Agent Profile slug)")
-    add.add_argument("--extra-arg", dest="extra_args", action="append", metavar="ARG",
-                     help="a native argument for the runtime (repeatable)")
-    add.add_argument("--user", default=ADMIN_USERNAME, help="the owner (default admin)")
-    listing = actions.add_parser("list", help="the owner's schedules, one JSON line each")
-    listing.add_argument("--user", default=ADMIN_USERNAME)
-    for name in ("pause", "resume", "delete"):
-        one = actions.add_parser(name, help=f"{name} one schedule")
-        one.add_argument("id", type=int)
-        one.add_argument("--user", default=ADMIN_USERNAME)
