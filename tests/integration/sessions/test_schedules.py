@@ -149,6 +149,11 @@ def test_a_slot_fires_once_and_every_firing_keeps_the_frozen_settings(operator,
     assert len(later) == 1
     assert ScheduleRun.objects.get(pk=later[0]).slot == t0 + timedelta(seconds=30)
     assert Schedule.objects.get(pk=schedule.pk).next_fire_at == t0 + timedelta(seconds=100)
+    # a run whose message was lost (never set going) is sent again a minute on, not twice
+    lost = later[0]
+    assert lost in schedules.fire_due(timezone.now() + timedelta(seconds=61))
+    schedules.fire(lost)
+    assert lost not in schedules.fire_due(timezone.now() + timedelta(seconds=120))
     purge_queues()
 
 
