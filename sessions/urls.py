@@ -4,6 +4,7 @@ from sessions import (
     api,
     api_profiles,
     api_tasks,
+    execution_panel,
     panel,
     providers_panel,
     schedules_api,
@@ -71,4 +72,13 @@ panel_urlpatterns = [
          name="panel-session-permission"),
     path("sessions/<int:pk>/question/<str:request_id>/", panel.session_question,
          name="panel-session-question"),
+    # the execution model, under the Sessions tab
+    path("sessions/tasks/", execution_panel.task_list, name="panel-tasks"),
+    path("sessions/instances/", execution_panel.instance_list, name="panel-instances"),
+    path("sessions/instances/<int:pk>/task/", execution_panel.instance_task,
+         name="panel-instance-task"),
+    path("sessions/experts/", execution_panel.profile_list, name="panel-profiles"),
+    path("sessions/experts/<slug:slug>/", execution_panel.profile_edit,
+         name="panel-profile-edit"),
+    path("sessions/presets/", execution_panel.preset_list, name="panel-presets"),
 ]

@@ -127,3 +127,49 @@ def test_an_instance_keeps_its_native_conversation_across_two_tasks(
     assert "Remember the code word OSPREY." in last
     assert "Noted: the code word is OSPREY." in last
     assert "What was the code word?" in last
+
+
+def test_the_run_follows_its_turn_through_a_lost_host(session_dirs, openai_provider,
+                                                       operator):
+    """Running with the turn's start; a host lost mid-turn cancels the turn but queues its
+    continuation, so the run stays running; the continuation's end settles it."""
+    from sessions import timeline
+    from sessions.models import Turn
+    from sessions.runtimes import events as rt
+
+    run = task_runs.submit_task(owner=operator, prompt="long job", runtime="codex",
+                                model="gpt-5.5")
+    turn = Turn.objects.get(session=run.session)
+    timeline.start_turn(run.session_id, turn.pk)
+    assert TaskRun.objects.get(pk=run.pk).state == "running"
+    assert timeline.reconcile_running(run.session_id) == 1
+    outbox.drain(seconds=2)
+    assert TaskRun.objects.get(pk=run.pk).state == "running"
+    continuation = Turn.objects.get(session=run.session, key=f"task:{run.pk}:resumed")
+    timeline.start_turn(run.session_id, continuation.pk)
+    timeline.record(run.session_id, continuation.pk, [
+        rt.MessageCompleted(text="working on it"), rt.MessageCompleted(text="All done."),
+        rt.TurnCompleted()])
+    outbox.drain(seconds=2)
+    settled = TaskRun.objects.get(pk=run.pk)
+    assert (settled.state, settled.result) == ("succeeded", "All done.")
+    assert task_runs.wait_for_result(run.pk, 1).state == "succeeded"
+
+
+def test_a_failed_turn_fails_its_run_with_the_turn_s_words(session_dirs, openai_provider,
+                                                           operator):
+    from sessions import timeline
+    from sessions.models import Turn
+    from sessions.runtimes import events as rt
+
+    run = task_runs.submit_task(owner=operator, prompt="x", runtime="codex", model="gpt-5.5")
+    turn = Turn.objects.get(session=run.session)
+    timeline.start_turn(run.session_id, turn.pk)
+    timeline.record(run.session_id, turn.pk, [rt.TurnFailed(code="rate_limited",
+                                                             message="slow down")])
+    outbox.drain(seconds=2)
+    failed = TaskRun.objects.get(pk=run.pk)
+    assert (failed.state, failed.error_code, failed.error_message) == \
+        ("failed", "rate_limited", "slow down")
+    outbox.drain(seconds=1)  # a replayed effect changes nothing
+    assert TaskRun.objects.get(pk=run.pk).ended_at == failed.ended_at
