@@ -68,3 +68,16 @@ class AgentInstanceAdmin(ReadOnlyAdmin):
 class TaskRunAdmin(ReadOnlyAdmin):
     list_display = ["id", "owner", "state", "session", "instance", "created_at"]
     list_filter = ["state"]
+
+
+# schedules: read-only here, changed through the panel, the REST API and the CLI
+@admin.register(models.Schedule)
+class ScheduleAdmin(ReadOnlyAdmin):
+    list_display = ["id", "name", "owner", "mode", "cron", "every_seconds", "paused",
+                    "next_fire_at"]
+    list_filter = ["mode", "paused"]
+
+
+@admin.register(models.ScheduleRun)
+class ScheduleRunAdmin(ReadOnlyAdmin):
+    list_display = ["id", "schedule", "slot", "started_at", "session", "task", "error_code"]

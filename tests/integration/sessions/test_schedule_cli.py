@@ -63,3 +63,15 @@ def test_schedule_commands_act_only_for_their_user(operator, viewer, openai_prov
                      stdout=StringIO())
     with pytest.raises(CommandError, match="no active user"):
         call_command("amux", "schedule", "list", "--user", "ghost", stdout=StringIO())
+
+
+def test_the_admin_shows_schedules_and_runs_read_only(client, operator, admin_user,
+                                                     openai_provider):
+    profiles.ensure_builtin()
+    _amux("add", "--name", "audited", "--every", "60", "--mode", "subtask", "--runtime",
+          "codex", "--model", "gpt-5.5", "--prompt", "P", "--user", "operator")
+    client.force_login(admin_user)
+    listing = client.get("/admin/agent_sessions/schedule/")
+    assert listing.status_code == 200 and b"audited" in listing.content
+    assert client.get("/admin/agent_sessions/schedulerun/").status_code == 200
+    assert client.get("/admin/agent_sessions/schedule/add/").status_code == 403
