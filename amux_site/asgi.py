@@ -1,5 +1,5 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels, the executor's MCP
-server at /mcp (and /mcp/) with its ASGI lifespan."""
+"""ASGI entry point: HTTP through Django, websockets through Channels, amux's MCP server at
+/mcp (and /mcp/; worker and caller tools, amux_site/mcp.py) with its ASGI lifespan."""
 
 import os
 from importlib import import_module
@@ -14,9 +14,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.sessions import CookieMiddleware  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from amux_site.mcp import McpApp, is_mcp_path  # noqa: E402
 from amux_site.routing import websocket_urlpatterns  # noqa: E402
 from amux_site.ws_security import OriginValidator, TokenAuthMiddleware  # noqa: E402
-from tickets.tools.mcp_server import McpApp, is_mcp_path  # noqa: E402
 
 
 class ReadOnlySessionMiddleware:

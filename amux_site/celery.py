@@ -22,6 +22,11 @@ app.conf.task_routes = {"sessions.host": {"queue": "runtime"}}
 app.conf.beat_schedule = {
     # expired session leases and sessions with input but no host (sessions/tasks.py)
     "sessions-sweep": {"task": "sessions.sweep", "schedule": 10.0, "options": {"expires": 10}},
+    # schedules whose next slot has come (sessions/schedules.py); slots are exact, a firing
+    # is at most this late
+    "schedules-due": {
+        "task": "sessions.schedules_due", "schedule": 2.0, "options": {"expires": 2}
+    },
     "outbox-sweep": {"task": "effects.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
     "intake-sweep": {"task": "intake.sweep", "schedule": 30.0, "options": {"expires": 30}},
     "source-poll": {"task": "intake.poll_sources", "schedule": 300.0, "options": {"expires": 300}},

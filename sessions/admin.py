@@ -68,6 +68,21 @@ class AgentInstanceAdmin(ReadOnlyAdmin):
 class TaskRunAdmin(ReadOnlyAdmin):
     list_display = ["id", "owner", "state", "session", "instance", "created_at"]
     list_filter = ["state"]
+
+
 @admin.register(models.WatchdogSettings)
 class WatchdogSettingsAdmin(ReadOnlyAdmin):
     list_display = ["id", "limits", "updated_at"]
+
+
+# schedules: read-only here, changed through the panel, the REST API and the CLI
+@admin.register(models.Schedule)
+class ScheduleAdmin(ReadOnlyAdmin):
+    list_display = ["id", "name", "owner", "mode", "cron", "every_seconds", "paused",
+                    "next_fire_at"]
+    list_filter = ["mode", "paused"]
+
+
+@admin.register(models.ScheduleRun)
+class ScheduleRunAdmin(ReadOnlyAdmin):
+    list_display = ["id", "schedule", "slot", "started_at", "session", "task", "error_code"]

@@ -81,6 +81,10 @@ class Session(models.Model):
     runtime_tag = models.CharField(max_length=64, blank=True,
                                    help_text="marks the runtime processes of the current host")
     last_active_at = models.DateTimeField(null=True, blank=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                              on_delete=models.SET_NULL, related_name="+",
+                              help_text="the API caller that started it (MCP session_run, "
+                                        "a schedule); none for operator sessions")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -339,3 +343,71 @@ class WatchdogSettings(models.Model):
     def current(cls) -> WatchdogSettings:
         settings, _ = cls.objects.get_or_create(pk=1)
         return settings
+
+
+# ----------------------------------------------------------------- schedules (seed 000)
+class ScheduleMode(models.TextChoices):
+    REUSE_SESSION = "reuse-session", "one session kept for the schedule"
+    NEW_SESSION = "new-session-per-run", "a fresh session per firing"
+    SUBTASK = "subtask", "a bounded task per firing"
+
+
+class Schedule(models.Model):
+    """A prompt that fires on a cron expression or every N seconds (sessions/schedules.py).
+    ``execution`` is resolved and frozen when the schedule is defined: every firing runs
+    with those settings, whatever the presets say later."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                              related_name="schedules")
+    name = models.CharField(max_length=120)
+    cron = models.CharField(max_length=120, blank=True, help_text="five fields, UTC")
+    every_seconds = models.PositiveIntegerField(null=True, blank=True)
+    mode = models.CharField(max_length=24, choices=ScheduleMode.choices)
+    prompt = models.TextField()
+    profile = models.CharField(max_length=60, blank=True, help_text="the expert's slug")
+    execution = models.JSONField(default=dict, blank=True, help_text="frozen settings")
+    session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+", help_text="reuse-session: the one session")
+    paused = models.BooleanField(default=False)
+    anchor = models.DateTimeField(help_text="interval slots count from here")
+    next_fire_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="schedule_unique_name"),
+            models.CheckConstraint(
+                condition=(Q(cron="") & Q(every_seconds__gte=10))
+                | (~Q(cron="") & Q(every_seconds__isnull=True)),
+                name="schedule_one_timing"),
+        ]
+        indexes = [models.Index(fields=["next_fire_at"], name="schedule_due",
+                                condition=Q(paused=False))]
+
+    def __str__(self):
+        return self.name
+
+
+class ScheduleRun(models.Model):
+    """One firing of a schedule: at most one per slot, whoever asks twice."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="runs")
+    slot = models.DateTimeField()
+    fired_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True,
+                                      help_text="when its session or task was set going")
+    session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
+    turn_key = models.CharField(max_length=120, blank=True)
+    task = models.ForeignKey("TaskRun", null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    error_code = models.CharField(max_length=60, blank=True)
+    error_message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-slot"]
+        constraints = [models.UniqueConstraint(fields=["schedule", "slot"],
+                                               name="schedule_run_unique_slot")]
+        indexes = [models.Index(fields=["fired_at"], name="schedule_run_unstarted",
+                                condition=Q(started_at__isnull=True, error_code=""))]

@@ -108,3 +108,21 @@ def _reclaim_on_start(sender=None, **kwargs) -> None:
             return
         if taken:
             log.info("resuming %s session(s) whose host died on this machine", taken)
+
+
+@shared_task(name="sessions.schedules_due", acks_late=True, time_limit=60,
+             ignore_result=True)
+def schedules_due() -> int:
+    """Beat's due check of the schedules (sessions/schedules.py): one run per due slot."""
+    from sessions import schedules
+
+    return len(schedules.fire_due())
+
+
+@shared_task(name="sessions.schedule_fire", acks_late=True, reject_on_worker_lost=True,
+             time_limit=120, ignore_result=True)
+def fire_schedule_run(*, run_id: int) -> None:
+    """Set one schedule run going; a duplicate or retried message finds it started."""
+    from sessions import schedules
+
+    schedules.fire(run_id)

@@ -9,6 +9,8 @@ from sessions import (
     memory_api,
     panel,
     providers_panel,
+    schedules_api,
+    schedules_panel,
     watchdog_api,
 )
 
@@ -49,6 +51,13 @@ api_urlpatterns = [
          name="instance-tasks"),
     path("memory/", memory_api.MemoryList.as_view(), name="memory-list"),
     path("memory/<int:pk>/", memory_api.MemoryDetail.as_view(), name="memory-detail"),
+    path("schedules/", schedules_api.ScheduleList.as_view(), name="schedule-list"),
+    path("schedules/<int:pk>/", schedules_api.ScheduleDetail.as_view(), name="schedule-detail"),
+    path("schedules/<int:pk>/pause/", schedules_api.SchedulePause.as_view(),
+         name="schedule-pause"),
+    path("schedules/<int:pk>/resume/", schedules_api.ScheduleResume.as_view(),
+         name="schedule-resume"),
+    path("schedules/<int:pk>/runs/", schedules_api.ScheduleRuns.as_view(), name="schedule-runs"),
 ]
 panel_urlpatterns = [
     path("sessions/", panel.sessions_tab, name="panel-sessions"),
@@ -58,6 +67,12 @@ panel_urlpatterns = [
     path("providers/<slug:slug>/", providers_panel.provider_form, name="panel-provider-edit"),
     path("providers/<slug:slug>/test/", providers_panel.provider_test,
          name="panel-provider-test"),
+    path("sessions/schedules/", schedules_panel.schedules_page, name="panel-schedules"),
+    path("sessions/schedules/new/", schedules_panel.schedule_create,
+         name="panel-schedule-create"),
+    path("sessions/schedules/<int:pk>/", schedules_panel.schedule_page, name="panel-schedule"),
+    path("sessions/schedules/<int:pk>/<str:action>/", schedules_panel.schedule_action,
+         name="panel-schedule-action"),
     path("sessions/<int:pk>/", panel.session_detail, name="panel-session"),
     path("sessions/<int:pk>/message/", panel.session_message, name="panel-session-message"),
     path("sessions/<int:pk>/interrupt/", panel.session_interrupt,

@@ -68,6 +68,8 @@ REFUSED_BY_STORED_STATE = {
     "POST /api/v1/prompts/{key}/restore/": "keys are the stored and built-in fragments",
     "POST /api/v1/prompts/{key}/keep/": "keys are the stored and built-in fragments",
     "POST /api/v1/prompts/versions/{revision}/restore/": "base_revision must be the latest",
+    "POST /api/v1/schedules/": "runtime, provider and profile name registered or stored "
+                               "objects; a cron string must be a valid expression",
 }
 
 

@@ -296,7 +296,7 @@ def test_a_malformed_body_is_400_not_500(one):
 def test_mcp_without_the_asgi_lifespan_answers_503_not_500():
     import asyncio
 
-    from tickets.tools.mcp_server import McpApp
+    from amux_site.mcp import McpApp
 
     sent = []
 

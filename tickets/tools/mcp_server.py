@@ -1,30 +1,26 @@
-"""MCP door to the executor's tools: streamable HTTP at /mcp, official `mcp` SDK (2.x).
+"""MCP door to the executor's tools: the worker's server at /mcp, official `mcp` SDK (2.x).
 
-The bearer token is the assignment token. An outer ASGI guard answers 401 (unknown token)
-or 403 (ended assignment) before the MCP machinery sees the request, and every tool call
-resolves the token again from its own HTTP request, so a token always acts for exactly
-its own assignment, even if a client reused another client's MCP session. The server is
-stateless (a fresh transport per request, JSON responses), so any web process can answer
-any request. Tool logic and validation: tickets.tools.service (shared with REST).
+The bearer token is the assignment token. amux_site/mcp.py routes a request to this server
+only when its token is an assignment's (403 for an ended one) and every tool call resolves
+the token again from its own HTTP request, so a token always acts for exactly its own
+assignment, even if a client reused another client's MCP session. Tool logic and
+validation: tickets.tools.service (shared with REST).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field
 
+from amux_common.mcp_http import bearer
 from tickets.core.messages import REPORT_STATUSES
 from tickets.tools import service
 from tickets.tools.service import ToolRefused
-
-PATH = "/mcp"
 
 INSTRUCTIONS = (
     "amux tools for the worker session of one ticket. Call `context` to read your task. "
@@ -32,14 +28,6 @@ INSTRUCTIONS = (
     "structured question); hand back work outside your mandate with `hand_back`; post on "
     "the ticket's thread with `reply`."
 )
-
-
-def _bearer(headers) -> str | None:
-    value = (headers or {}).get("authorization", "")
-    scheme, _, token = value.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
 
 
 def _call(token: str | None, fn, **kwargs) -> dict:
@@ -55,7 +43,7 @@ def _call(token: str | None, fn, **kwargs) -> dict:
 async def _run(ctx: Context, fn, **kwargs) -> dict:
     try:
         return await sync_to_async(_call, thread_sensitive=True)(
-            _bearer(ctx.headers), fn, **kwargs
+            bearer(ctx.headers), fn, **kwargs
         )
     except ToolRefused as refused:
         raise ToolError(f"refused ({refused.status} {refused.code}): {refused.message}") from None
@@ -139,87 +127,11 @@ def build_server() -> MCPServer:
     return server
 
 
-class BearerGuard:
-    """Refuses a request without a valid assignment token before MCP reads it."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        try:
-            await sync_to_async(_check, thread_sensitive=True)(_bearer(headers))
-        except ToolRefused as refused:
-            await _refuse(send, refused)
-            return
-        await self.app(scope, receive, send)
-
-
-def _check(token: str | None) -> None:
+def check_token(token: str | None) -> None:
+    """Refuses (``ToolRefused``: 401 unknown, 403 ended) a token that is not a live
+    assignment's."""
     close_old_connections()
     try:
         service.resolve_token(token)
     finally:
         close_old_connections()
-
-
-async def _refuse(send, refused: ToolRefused) -> None:
-    body = json.dumps(
-        {"error": {"code": refused.code, "message": refused.message, "fields": refused.fields}}
-    ).encode()
-    headers = [(b"content-type", b"application/json"),
-               (b"content-length", str(len(body)).encode())]
-    if refused.status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="amux assignment"'))
-    await send({"type": "http.response.start", "status": refused.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-class McpApp:
-    """The ASGI app for /mcp: bearer guard + the SDK's streamable HTTP app, and the ASGI
-    lifespan that runs the SDK's session manager (its task group)."""
-
-    def __init__(self):
-        self.server = build_server()
-        self.starlette = self.server.streamable_http_app(
-            streamable_http_path=PATH,
-            stateless_http=True,
-            json_response=True,
-            # Every request carries a secret bearer token, which a DNS-rebinding page
-            # cannot know; amux's own ALLOWED_HOSTS guard the rest of the site.
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        self.guarded = BearerGuard(self.starlette)
-        self.running = False
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "lifespan":
-            await self.starlette(scope, receive, self._watch_lifespan(send))
-            return
-        if not self.running:
-            await _refuse(send, ToolRefused(
-                503, "unavailable",
-                "the MCP server starts with the ASGI lifespan; run amux under uvicorn "
-                "(lifespan on) or use the REST tools under /api/v1/tools/",
-            ))
-            return
-        if scope["type"] == "http" and scope["path"] != PATH:
-            scope = dict(scope, path=PATH, raw_path=PATH.encode())  # /mcp/ → /mcp, no redirect
-        await self.guarded(scope, receive, send)
-
-    def _watch_lifespan(self, send):
-        async def watched(message):
-            if message["type"] == "lifespan.startup.complete":
-                self.running = True
-            elif message["type"].startswith("lifespan.shutdown"):
-                self.running = False
-            await send(message)
-
-        return watched
-
-
-def is_mcp_path(path: str) -> bool:
-    return path in (PATH, PATH + "/")

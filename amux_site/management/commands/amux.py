@@ -71,6 +71,9 @@ class Command(BaseCommand):
         from sessions import task_cli
 
         task_cli.add_parser(sub)  # `amux task submit ...`
+        from sessions import schedule_cli
+
+        schedule_cli.add_parser(sub)  # `amux schedule add ...`
 
     def handle(self, *args, action, **options):
         return getattr(self, f"do_{action}")(**options)
@@ -174,6 +177,20 @@ class Command(BaseCommand):
             raise CommandError(f"{field}{exc}", returncode=1) from None
         if code:
             sys.exit(code)
+
+    # -- schedule -----------------------------------------------------------------------
+
+    def do_schedule(self, schedule_action, **options):
+        import json
+
+        from sessions import schedule_cli
+
+        try:
+            lines = schedule_cli.run(schedule_action, options)
+        except schedule_cli.CliError as exc:
+            raise CommandError(str(exc), returncode=1) from None
+        for line in lines:
+            self.stdout.write(line if isinstance(line, str) else json.dumps(line, default=str))
 
     # -- run ----------------------------------------------------------------------------
 

@@ -1,0 +1,50 @@
+"""What amux's MCP servers share on the wire: the bearer token, the JSON refusal answered
+before the MCP machinery reads a request, and one way to serve an MCP server over
+streamable HTTP (stateless, JSON responses: any web process answers any request)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+
+PATH = "/mcp"
+
+
+def bearer(headers: Mapping[str, str] | None) -> str | None:
+    value = (headers or {}).get("authorization", "")
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def scope_headers(scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+async def refuse(send, status: int, code: str, message: str, fields: dict | None = None,
+                 realm: str = "amux") -> None:
+    body = json.dumps({"error": {"code": code, "message": message,
+                                 "fields": fields or {}}}).encode()
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", f'Bearer realm="{realm}"'.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def http_app(server: MCPServer):
+    """The server's streamable HTTP app at ``PATH``; its session manager must be running
+    (``server.session_manager.run()``) while it serves."""
+    return server.streamable_http_app(
+        streamable_http_path=PATH,
+        stateless_http=True,
+        json_response=True,
+        # Every request carries a secret bearer token, which a DNS-rebinding page cannot
+        # know; amux's own ALLOWED_HOSTS guard the rest of the site.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )

@@ -1,0 +1,100 @@
+"""amux's MCP server at /mcp (streamable HTTP, bearer token), one door for two kinds of
+caller. An assignment token (a worker session's) reaches the worker's tools
+(tickets/tools/mcp_server.py); an amux API token (``manage.py amux token``) reaches the
+caller tools (sessions/mcp_tools.py); anything else is refused (401, or 403 for an ended
+assignment) before the MCP machinery reads the request. Each kind sees only its own tools:
+they are two servers. The ASGI lifespan runs both servers' session managers."""
+
+from __future__ import annotations
+
+import contextlib
+
+from asgiref.sync import sync_to_async
+
+from amux_common import mcp_http
+from amux_common.mcp_http import PATH
+from sessions import mcp_tools
+from tickets.tools import mcp_server as worker_tools
+from tickets.tools.service import ToolRefused
+
+WORKER, CALLER = "worker", "caller"
+
+
+def route(token: str | None) -> str:
+    """Which server a bearer token may use; ``ToolRefused`` when neither."""
+    try:
+        worker_tools.check_token(token)
+        return WORKER
+    except ToolRefused as refused:
+        if refused.status != 401:
+            raise  # a real assignment's token that has ended: say so
+    if mcp_tools.api_user(token) is not None:
+        return CALLER
+    raise ToolRefused(401, "not_authenticated",
+                      "an assignment token or an amux API token is required")
+
+
+def _route_closing(token: str | None) -> str:
+    from django.db import close_old_connections
+
+    close_old_connections()
+    try:
+        return route(token)
+    finally:
+        close_old_connections()
+
+
+class McpApp:
+    """The ASGI app for /mcp and the ASGI lifespan that runs the servers' task groups."""
+
+    def __init__(self):
+        self.servers = {WORKER: worker_tools.build_server(), CALLER: mcp_tools.build_server()}
+        self.apps = {kind: mcp_http.http_app(server) for kind, server in self.servers.items()}
+        self.running = False
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if not self.running:
+            await mcp_http.refuse(
+                send, 503, "unavailable",
+                "the MCP server starts with the ASGI lifespan; run amux under uvicorn "
+                "(lifespan on) or use the REST API under /api/v1/")
+            return
+        if scope["type"] != "http":
+            return
+        if scope["path"] != PATH:
+            scope = dict(scope, path=PATH, raw_path=PATH.encode())  # /mcp/ → /mcp, no redirect
+        token = mcp_http.bearer(mcp_http.scope_headers(scope))
+        try:
+            kind = await sync_to_async(_route_closing, thread_sensitive=True)(token)
+        except ToolRefused as refused:
+            await mcp_http.refuse(send, refused.status, refused.code, refused.message,
+                                  refused.fields)
+            return
+        await self.apps[kind](scope, receive, send)
+
+    async def _lifespan(self, receive, send):
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                for server in self.servers.values():
+                    await stack.enter_async_context(server.session_manager.run())
+                self.running = True
+                await send({"type": "lifespan.startup.complete"})
+                while (await receive())["type"] != "lifespan.shutdown":
+                    pass
+                self.running = False
+        except Exception as exc:  # startup failed: uvicorn reports it and exits
+            if not self.running:
+                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                return
+            raise
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+def is_mcp_path(path: str) -> bool:
+    return path in (PATH, PATH + "/")

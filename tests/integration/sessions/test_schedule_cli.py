@@ -1,0 +1,77 @@
+"""`manage.py amux schedule add|list|pause|resume|delete` acts as --user, with the same
+rules and refusals as the REST API."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from sessions import profiles
+from sessions.models import Schedule
+
+pytestmark = pytest.mark.django_db
+
+
+def _amux(*args) -> list[dict]:
+    out = StringIO()
+    call_command("amux", "schedule", *args, stdout=out)
+    return [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
+
+
+def test_schedule_add_keeps_the_runtime_for_every_firing(operator, openai_provider):
+    profiles.ensure_builtin()
+    (added,) = _amux("add", "--name", "N", "--every", "60", "--mode", "subtask",
+                     "--runtime", "pi", "--model", "gpt-5.5", "--prompt", "P",
+                     "--extra-arg=--thinking", "--extra-arg=off", "--user", "operator")
+    assert (added["name"], added["every_seconds"], added["mode"], added["runtime"]) == \
+        ("N", 60, "subtask", "pi")
+    assert added["extra_args"] == ["--thinking", "off"]
+    stored = Schedule.objects.get(pk=added["id"])
+    assert stored.owner == operator and stored.execution["runtime"] == "pi"
+    assert [s["id"] for s in _amux("list", "--user", "operator")] == [added["id"]]
+    (paused,) = _amux("pause", str(added["id"]), "--user", "operator")
+    assert paused["paused"] is True
+    (resumed,) = _amux("resume", str(added["id"]), "--user", "operator")
+    assert resumed["paused"] is False
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--every", "5"], "every_seconds"),
+    (["--cron", "99 * * * *"], "cron"),
+    (["--every", "60", "--runtime", "nope"], "runtime"),
+])
+def test_schedule_add_refuses_bad_input_naming_it(operator, openai_provider, args, says):
+    profiles.ensure_builtin()
+    with pytest.raises(CommandError) as refused:
+        call_command("amux", "schedule", "add", "--name", "bad", "--mode", "subtask",
+                     "--prompt", "P", "--user", "operator", *args, stdout=StringIO())
+    assert says in str(refused.value)
+    assert not Schedule.objects.exists()
+
+
+def test_schedule_commands_act_only_for_their_user(operator, viewer, openai_provider):
+    profiles.ensure_builtin()
+    (added,) = _amux("add", "--name", "mine", "--every", "60", "--mode", "subtask",
+                     "--runtime", "codex", "--model", "gpt-5.5", "--prompt", "P",
+                     "--user", "operator")
+    assert _amux("list", "--user", "viewer") == []
+    with pytest.raises(CommandError, match="no schedule"):
+        call_command("amux", "schedule", "delete", str(added["id"]), "--user", "viewer",
+                     stdout=StringIO())
+    with pytest.raises(CommandError, match="no active user"):
+        call_command("amux", "schedule", "list", "--user", "ghost", stdout=StringIO())
+
+
+def test_the_admin_shows_schedules_and_runs_read_only(client, operator, admin_user,
+                                                     openai_provider):
+    profiles.ensure_builtin()
+    _amux("add", "--name", "audited", "--every", "60", "--mode", "subtask", "--runtime",
+          "codex", "--model", "gpt-5.5", "--prompt", "P", "--user", "operator")
+    client.force_login(admin_user)
+    listing = client.get("/admin/agent_sessions/schedule/")
+    assert listing.status_code == 200 and b"audited" in listing.content
+    assert client.get("/admin/agent_sessions/schedulerun/").status_code == 200
+    assert client.get("/admin/agent_sessions/schedule/add/").status_code == 403
