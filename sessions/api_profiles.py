@@ -95,7 +95,7 @@ class ProfileDetail(APIView):
 
 # ------------------------------------------------------------------------- presets
 class PresetSerializer(serializers.ModelSerializer):
-    provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    provider = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
 
     class Meta:
         model = LaunchPreset

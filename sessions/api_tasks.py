@@ -18,7 +18,7 @@ from sessions.models import AgentInstance, TaskRun
 
 
 class TaskRunSerializer(serializers.ModelSerializer):
-    profile = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    profile = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
     error = serializers.SerializerMethodField()
 
@@ -77,7 +77,7 @@ class TaskDetail(generics.RetrieveAPIView):
 
 # ------------------------------------------------------------------------- instances
 class InstanceSerializer(serializers.ModelSerializer):
-    profile = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    profile = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
     lifecycle = serializers.CharField(source="session.lifecycle", read_only=True)
     execution = serializers.SerializerMethodField()

@@ -70,6 +70,20 @@ REFUSED_BY_STORED_STATE = {
     "POST /api/v1/prompts/versions/{revision}/restore/": "base_revision must be the latest",
     "POST /api/v1/schedules/": "runtime, provider and profile name registered or stored "
                                "objects; a cron string must be a valid expression",
+    # the execution model: manifests must be v2 expert content (no execution field, unique
+    # skill names); experts, presets, providers and runtimes are named by stored slugs
+    "POST /api/v1/profiles/": "the manifest must be a v2 manifest; the slug must be free",
+    "PUT /api/v1/profiles/{slug}/": "the manifest must be a v2 manifest",
+    "PATCH /api/v1/profiles/{slug}/": "the manifest must be a v2 manifest",
+    "POST /api/v1/bot-profiles/": "the expert and preset are named by stored slugs",
+    "PUT /api/v1/bot-profiles/{slug}/": "the expert and preset are named by stored slugs",
+    "PATCH /api/v1/bot-profiles/{slug}/": "the expert and preset are named by stored slugs",
+    "PUT /api/v1/launch-presets/{slug}/": "runtime and provider are named by stored slugs",
+    "PATCH /api/v1/launch-presets/{slug}/": "runtime and provider are named by stored slugs",
+    "POST /api/v1/tasks/": "runtime, expert and provider are named by stored slugs",
+    "POST /api/v1/instances/": "runtime, expert and provider are named by stored slugs; "
+                               "the name must be free",
+    "POST /api/v1/instances/{id}/tasks/": "the prompt must hold more than white space",
 }
 
 
