@@ -30,15 +30,31 @@ def api(operator):
     return client
 
 
-@pytest.fixture(autouse=True)
-def _runtime_user_passes_through_tmp_path(request):
+@pytest.fixture
+def tmp_path(request, tmp_path_factory):
     """Under linux-dac (amux's choice as root) the runtimes run as an unprivileged user, who
-    must pass through pytest's 0700 temporary directories to the data and work directories
-    a test puts there (search permission only)."""
-    if "tmp_path" in request.fixturenames:
-        from tests.support.isolation import reachable
+    must pass through the directories a test gives them. pytest's own temporary root is
+    0700, and every pytest run on the machine makes it 0700 again (even mid-test), so such a
+    test gets a directory under a root of its own, searchable (never listable) by others."""
+    import re
 
-        reachable(request.getfixturevalue("tmp_path"))
+    from tests.support.isolation import backend
+
+    name = re.sub(r"[\W]", "_", request.node.name)[:30]
+    if backend() != "linux-dac":
+        yield tmp_path_factory.mktemp(name, numbered=True)
+        return
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    root = Path(tempfile.gettempdir()) / "amux-linux-dac-tests"
+    root.mkdir(mode=0o711, exist_ok=True)
+    root.chmod(0o711)
+    path = Path(tempfile.mkdtemp(prefix=name + "-", dir=root))
+    path.chmod(0o711)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="session")

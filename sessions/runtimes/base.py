@@ -4,8 +4,10 @@ An adapter drives one native agent session in one child process: ``start()`` (ne
 native session), ``run_turn()`` (an async iterator of typed events ending in exactly one
 terminal), ``interrupt()``, ``answer_permission()``, ``answer_question()``, ``close()``.
 Each runtime runs in its own process group with a private HOME and config directory, a
-minimal environment and the provider key only in its own variable; ``close()`` kills the
-group (and any descendant that moved to another group, found by the per-process tag).
+minimal environment and the provider key only in its own variable, under the session's
+isolation backend (``isolation``: amux's user, or a dedicated unprivileged one);
+``close()`` kills the group (and any descendant that moved to another group, found by the
+per-process tag).
 
 Pure Python: no Django imports anywhere under ``sessions/runtimes/``.
 """

@@ -197,7 +197,6 @@ def share_workdir(workdir: Path, principal: Principal) -> None:
                     os.chown(entry, -1, gid, follow_symlinks=False)
                 if want != mode and st.st_uid != principal.uid:
                     os.chmod(entry, want)
-        dirs[:] = [d for d in dirs if not (Path(root) / d).is_symlink()]
 
 
 # git refuses a repository owned by another user ("dubious ownership"); the work directory

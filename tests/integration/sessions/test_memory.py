@@ -66,6 +66,16 @@ def test_the_binding_is_frozen_at_creation(settings, operator, provider, session
                              .json()["id"])
     assert on.snapshot["execution"]["memory"] == {"enabled": True, "owner": operator.pk}
     assert services.runtime_config(on).memory is True
+    # the isolation backend and the launch role are frozen beside it
+    from sessions import isolation
+
+    assert on.snapshot["execution"]["isolation"] == isolation.selected_backend()
+    assert services.runtime_config(on).isolation == isolation.selected_backend()
+    assert on.snapshot["execution"]["role"] == "session"
+    settings.AMUX_ISOLATION = "private-home" if isolation.selected_backend() == \
+        "linux-dac" else "linux-dac"
+    assert services.runtime_config(on).isolation == on.snapshot["execution"]["isolation"]
+    settings.AMUX_ISOLATION = ""
     acp = Session.objects.get(pk=api.post("/api/v1/sessions/", {**body, "runtime": "acp"},
                                           format="json").json()["id"])
     assert acp.snapshot["execution"]["memory"]["reason"] == "memory_unavailable"
