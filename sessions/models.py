@@ -68,6 +68,10 @@ class Session(models.Model):
     runtime_tag = models.CharField(max_length=64, blank=True,
                                    help_text="marks the runtime processes of the current host")
     last_active_at = models.DateTimeField(null=True, blank=True)
+    runtime_facts = models.JSONField(
+        default=dict, blank=True,
+        help_text="what the running agent declared (image input, advertised commands), as "
+                  "its host last saw it; checked before a control or an image is accepted")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -19,6 +19,9 @@ api_urlpatterns = [
     path("sessions/<int:pk>/sleep/", api.SessionSleep.as_view(), name="session-sleep"),
     path("sessions/<int:pk>/archive/", api.SessionArchive.as_view(), name="session-archive"),
     path("sessions/<int:pk>/timeline/", api.SessionTimeline.as_view(), name="session-timeline"),
+    path("sessions/<int:pk>/model/", api.SessionModel.as_view(), name="session-model"),
+    path("sessions/<int:pk>/clear/", api.SessionClear.as_view(), name="session-clear"),
+    path("sessions/<int:pk>/compact/", api.SessionCompact.as_view(), name="session-compact"),
 ]
 panel_urlpatterns = [
     path("sessions/", panel.sessions_tab, name="panel-sessions"),
