@@ -156,7 +156,7 @@ def test_pi_switches_by_a_handoff_restart_that_resumes_the_conversation(
         "model_changed"]
 
 
-@pytest.mark.parametrize("runtime", ["codex", "acp"])
+@pytest.mark.parametrize("runtime", ["codex", "acp", "pi"])
 def test_clear_starts_a_new_native_conversation_and_keeps_the_session(
         runtime, hosted, openai_provider, session_dirs, model_server):
     h = hosted(runtime, "gpt-5.5")
