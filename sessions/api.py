@@ -151,7 +151,8 @@ class SessionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Session
         fields = ["id", "name", "runtime", "provider", "model", "lifecycle", "sleep_reason",
-                  "workdir", "usage", "native_ref", "idle_timeout_s", "snapshot", "turns",
+                  "workdir", "usage", "native_ref", "idle_timeout_s", "snapshot",
+                  "runtime_facts", "turns",
                   "pending", "waiting_for_capacity", "lease_host", "lease_expires_at",
                   "created_at", "updated_at"]
 
@@ -360,7 +361,8 @@ class SessionTimeline(APIView):
 class ModelSwitch(JsonTyped, serializers.Serializer):
     model = serializers.CharField(max_length=120)
     effort = serializers.CharField(max_length=40, required=False, allow_null=True,
-                                   default=None)
+                                   help_text="omitted: the session's effort stays; null: "
+                                             "the runtime's default")
 
 
 class SessionModel(APIView):
@@ -372,10 +374,13 @@ class SessionModel(APIView):
         _session(pk)
         data = _valid(ModelSwitch, request)
         try:
-            request_id = services.set_model(pk, data["model"], data.get("effort"))
+            request_id = services.set_model(pk, data["model"],
+                                            data.get("effort", services.KEEP_EFFORT))
         except services.CommandError as exc:
             return _refused(exc)
-        return Response({"model": data["model"].strip(), "effort": data.get("effort"),
+        return Response({"model": data["model"].strip(),
+                         "effort": Session.objects.get(pk=pk).snapshot.get("effort")
+                         if "effort" not in data else data["effort"],
                          "request_id": request_id}, status=status.HTTP_202_ACCEPTED)
 
 

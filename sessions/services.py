@@ -420,7 +420,10 @@ def _idle_session(session_id: int) -> Session:
     return session
 
 
-def set_model(session_id: int, model: str, effort: str | None = None) -> str:
+KEEP_EFFORT = object()  # set_model without an effort: the session's effort stays
+
+
+def set_model(session_id: int, model: str, effort: Any = KEEP_EFFORT) -> str:
     """Switch the model (and effort) between turns; returns how: ``requested`` (the
     session's host applies it — in place where the runtime can, else a handoff restart —
     and records ``session.model_changed`` or an ``error`` with this request's id) or
@@ -429,12 +432,15 @@ def set_model(session_id: int, model: str, effort: str | None = None) -> str:
 
     if not isinstance(model, str) or not model.strip():
         raise CommandError("model is required", field="model")
-    if effort is not None and (not isinstance(effort, str) or not effort.strip()):
+    if effort is not KEEP_EFFORT and effort is not None and (
+            not isinstance(effort, str) or not effort.strip()):
         raise CommandError("effort must be a non-empty string or null", field="effort")
     model = model.strip()
     request_id = uuid.uuid4().hex[:12]
     with transaction.atomic():
         session = _idle_session(session_id)
+        if effort is KEEP_EFFORT:
+            effort = (session.snapshot or {}).get("effort")
         if _lease_alive(session):
             control.send(session_id, "model", model=model, effort=effort,
                          request_id=request_id)

@@ -130,6 +130,10 @@ def test_model_and_clear_without_a_host_are_recorded_for_the_next_start(
     assert changed.payload["request_id"] == response.json()["request_id"]
     assert api.post(f"/api/v1/sessions/{sid}/model", {"model": " "},
                     format="json").status_code == 400
+    # without an effort the session's effort stays
+    response = api.post(f"/api/v1/sessions/{sid}/model", {"model": "gpt-5.5"}, format="json")
+    assert response.status_code == 202 and response.json()["effort"] == "high"
+    assert Session.objects.get(pk=sid).snapshot["effort"] == "high"
     response = api.post(f"/api/v1/sessions/{sid}/clear")
     assert response.status_code == 202
     assert Session.objects.get(pk=sid).native_ref == ""
