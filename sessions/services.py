@@ -477,8 +477,8 @@ def clear(session_id: int) -> str:
 
 def compact_refused(session: Session) -> str | None:
     """Why the session cannot compact now (None: it can)."""
-    if session.runtime == "codex":
-        return None  # the app-server's own thread/compact/start
+    if session.runtime in ("codex", "pi"):
+        return None  # the app-server's thread/compact/start; Pi's RPC compact command
     if session.runtime in ("acp", "claude"):
         commands = (session.runtime_facts or {}).get("commands")
         if commands is None:

@@ -183,6 +183,10 @@ class PiAdapter(RuntimeAdapter):
 
     async def _begin_turn(self, turn_input: TurnInput) -> None:
         self._last_assistant = None
+        if turn_input.command == "compact":
+            self.emit(TurnStarted())
+            self._tasks.append(asyncio.create_task(self._compact()))
+            return
         self._write_system_prompt(turn_input.system_prompt)
         cmd: dict[str, Any] = {"type": "prompt", "message": turn_input.text}
         ordered = turn_input.ordered()
@@ -195,6 +199,20 @@ class PiAdapter(RuntimeAdapter):
             cmd["images"] = [{"type": "image", "data": p[2], "mimeType": p[1]}
                              for p in images]
         await self._command(cmd)
+
+    async def _compact(self) -> None:
+        """Pi's ``compact`` command: its answer comes once the summary is written (no
+        agent_start/agent_end), so it is this turn's end."""
+        try:
+            await self._command({"type": "compact"}, timeout=600)
+        except errors.RuntimeAdapterError as exc:
+            if self._cancel_requested:
+                self.emit(TurnCancelled(reason="interrupted"))
+            else:
+                self.emit(TurnFailed(code="compact_failed", message=str(exc)))
+            return
+        self.emit(TurnCancelled(reason="interrupted") if self._cancel_requested
+                  else TurnCompleted(stop_reason="compacted"))
 
     async def _cancel_native(self) -> None:
         if self._rpc is not None and self.alive:

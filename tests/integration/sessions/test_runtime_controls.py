@@ -175,7 +175,7 @@ def test_clear_starts_a_new_native_conversation_and_keeps_the_session(
     assert session.pk == h.pk and session.turns.count() == 2
 
 
-@pytest.mark.parametrize("runtime", ["codex", "acp"])
+@pytest.mark.parametrize("runtime", ["codex", "acp", "pi"])
 def test_compact_runs_as_a_correlated_turn(runtime, hosted, openai_provider, session_dirs,
                                            model_server):
     h = hosted(runtime, "gpt-5.5")
