@@ -187,7 +187,8 @@ class SessionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Session
         fields = ["id", "name", "runtime", "provider", "model", "lifecycle", "sleep_reason",
-                  "workdir", "usage", "native_ref", "idle_timeout_s", "snapshot", "turns",
+                  "workdir", "usage", "native_ref", "idle_timeout_s", "snapshot",
+                  "runtime_facts", "turns",
                   "pending", "waiting_for_capacity", "lease_host", "lease_expires_at",
                   "created_at", "updated_at", "model_display_name"]
 
@@ -261,7 +262,11 @@ def _session(pk: int) -> Session:
 
 
 class PostMessage(JsonTyped, serializers.Serializer):
-    text = serializers.CharField(max_length=65_536, trim_whitespace=False)
+    text = serializers.CharField(max_length=65_536, trim_whitespace=False, required=False)
+    content = serializers.ListField(
+        child=serializers.DictField(), required=False, min_length=1, max_length=64,
+        help_text="ordered parts instead of text: {type: text, text} or "
+                  "{type: image, mime, data}")
     key = serializers.CharField(max_length=120, required=False, allow_null=True,
                                 help_text="idempotency key: the same key posts once")
 
@@ -269,6 +274,11 @@ class PostMessage(JsonTyped, serializers.Serializer):
         if not value.strip():
             raise ValidationError("must not be blank")
         return value
+
+    def validate(self, attrs):
+        if ("text" in attrs) == ("content" in attrs):
+            raise ValidationError({"text": ["give either text or content"]})
+        return attrs
 
 
 class MessageAccepted(serializers.Serializer):
@@ -301,7 +311,8 @@ class SessionMessages(APIView):
         _session(pk)
         data = _valid(PostMessage, request)
         try:
-            turn = services.post_message(pk, data["text"], key=data.get("key"))
+            turn = services.post_message(pk, data.get("text"), key=data.get("key"),
+                                         content=data.get("content"))
         except services.CommandError as exc:
             return _refused(exc)
         return Response({"turn": turn.seq, "state": turn.state, "key": turn.key},
@@ -430,3 +441,51 @@ class RuntimeModels(APIView):
                 name, params.validated_data.get("provider")))
         except services.CommandError as exc:
             return _refused(exc)
+# ------------------------------------------------------------------------- runtime controls
+class ModelSwitch(JsonTyped, serializers.Serializer):
+    model = serializers.CharField(max_length=120)
+    effort = serializers.CharField(max_length=40, required=False, allow_null=True,
+                                   help_text="omitted: the session's effort stays; null: "
+                                             "the runtime's default")
+
+
+class SessionModel(APIView):
+    @extend_schema(request=ModelSwitch, responses={202: inline_serializer(
+        "ModelRequested", {"model": serializers.CharField(),
+                           "effort": serializers.CharField(allow_null=True),
+                           "request_id": serializers.CharField()})})
+    def post(self, request, pk: int):
+        _session(pk)
+        data = _valid(ModelSwitch, request)
+        try:
+            request_id = services.set_model(pk, data["model"],
+                                            data.get("effort", services.KEEP_EFFORT))
+        except services.CommandError as exc:
+            return _refused(exc)
+        return Response({"model": data["model"].strip(),
+                         "effort": Session.objects.get(pk=pk).snapshot.get("effort")
+                         if "effort" not in data else data["effort"],
+                         "request_id": request_id}, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionClear(APIView):
+    @extend_schema(request=None, responses=_accepted("ClearRequested", "request_id"))
+    def post(self, request, pk: int):
+        _session(pk)
+        try:
+            request_id = services.clear(pk)
+        except services.CommandError as exc:
+            return _refused(exc)
+        return Response({"request_id": request_id}, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionCompact(APIView):
+    @extend_schema(request=None, responses={202: MessageAccepted})
+    def post(self, request, pk: int):
+        _session(pk)
+        try:
+            turn = services.compact(pk)
+        except services.CommandError as exc:
+            return _refused(exc)
+        return Response({"turn": turn.seq, "state": turn.state, "key": turn.key},
+                        status=status.HTTP_202_ACCEPTED)

@@ -1,7 +1,8 @@
 """The control channel from web/API processes to a session's host: a Redis list per session.
 
 Inputs themselves are durable rows (``Turn``); what travels here is a nudge ("input"),
-"interrupt", permission and question answers, "sleep" and "archive". Answers are
+"interrupt", permission and question answers, "sleep", "archive", and the runtime controls
+"model" and "clear" (applied between turns, before any input queued after them). Answers are
 claimed once with ``SET NX`` so a request is never answered twice.
 """
 
@@ -41,5 +42,16 @@ async def pop(aclient: Any, session_id: int, timeout: float) -> dict[str, Any] |
         return None
     try:
         return json.loads(item[1])
+    except ValueError:
+        return None
+
+
+async def pop_now(aclient: Any, session_id: int) -> dict[str, Any] | None:
+    """The next control message if one is waiting, without waiting."""
+    item = await aclient.lpop(key(session_id))
+    if item is None:
+        return None
+    try:
+        return json.loads(item)
     except ValueError:
         return None

@@ -172,6 +172,37 @@ def _start_failed(session_id: int, owner: str, exc: Exception) -> None:
             code=getattr(exc, "code", "start_failed"), message="the runtime did not start")])
 
 
+def _record_model(session_id: int, model: str, effort: str | None, how: str,
+                  request_id: str | None) -> None:
+    """The session's execution snapshot takes the new model/effort (seed 000: the snapshot
+    is what every later start and resume uses)."""
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        snap = dict(session.snapshot or {})
+        previous = {"model": snap.get("model") or session.model, "effort": snap.get("effort")}
+        snap.update(model=model, effort=effort)
+        session.snapshot = snap
+        session.model = model
+        session.save(update_fields=["snapshot", "model", "updated_at"])
+        timeline.note(session_id, "session.model_changed", {
+            "model": model, "effort": effort, "previous": previous, "how": how,
+            "request_id": request_id})
+
+
+def _record_clear(session_id: int, owner: str, native: str, how: str,
+                  request_id: str | None) -> None:
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        if session.lease_owner == owner:
+            session.native_ref = native
+            session.save(update_fields=["native_ref", "updated_at"])
+        timeline.note(session_id, "session.cleared", {"how": how, "request_id": request_id})
+
+
+def _store_facts(session_id: int, facts: dict[str, Any]) -> None:
+    Session.objects.filter(pk=session_id).update(runtime_facts=facts)
+
+
 _OPEN = object()  # writer marker: open the turn (turn.started) before its first event
 
 
@@ -308,8 +339,12 @@ class SessionHost:
         last_active = loop.time()
         idle_timeout = max(session.idle_timeout_s, min_idle_seconds())
         while not self.lost:
+            await self._keep_facts()
             turn = await self.db(_next_turn, self.session_id)
             if turn is not None:
+                # a model change or clear asked for before this input applies to it first
+                while (msg := await control.pop_now(self._redis, self.session_id)) is not None:
+                    await self._command_while_idle(msg)
                 # assembled from the current prompt version for every turn
                 prompt = await self.db(services.turn_prompt, session)
                 reason = (self.adapter.restart_reason(prompt.text)
@@ -357,6 +392,11 @@ class SessionHost:
         op = msg.get("op")
         if op in ("sleep", "archive"):
             self.retire = op
+        elif op == "model":
+            await self._switch_model(msg.get("model") or "", msg.get("effort"),
+                                     msg.get("request_id"))
+        elif op == "clear":
+            await self._clear(msg.get("request_id"))
         elif op == "interrupt":
             await self.db(timeline.note, self.session_id, "control.refused", {
                 "op": op, "turn": msg.get("turn"), "reason": "the turn had already ended"})
@@ -366,16 +406,66 @@ class SessionHost:
                 "op": op, "request_id": msg.get("request_id"),
                 "reason": "the turn that asked has ended"})
 
+    async def _keep_facts(self) -> None:
+        adapter = self.adapter
+        if adapter is not None and adapter.facts_changed:
+            adapter.facts_changed = False
+            await self.db(_store_facts, self.session_id, adapter.facts())
+
+    async def _switch_model(self, model: str, effort: str | None,
+                            request_id: str | None) -> None:
+        """In place when the runtime switches an idle session itself (Codex; ACP with a
+        model config option), else a handoff restart: the snapshot takes the new settings,
+        the process stops, and the next turn starts it again resuming the conversation."""
+        adapter = self.adapter
+        if adapter is not None and adapter.alive and adapter.hot_model_switch:
+            try:
+                await adapter.set_model(model, effort)
+            except errors.RuntimeAdapterError as exc:
+                # nothing changed (the adapter restored the previous value or retired)
+                await self.db(timeline.note, self.session_id, "error", {
+                    "code": exc.code, "message": str(exc)[:2000], "op": "model",
+                    "request_id": request_id})
+                return
+            await self.db(_record_model, self.session_id, model, effort, "hot", request_id)
+            return
+        await self.db(_record_model, self.session_id, model, effort, "restart", request_id)
+        if adapter is not None and adapter.alive:
+            await self.db(timeline.note, self.session_id, "session.restarted",
+                          {"reason": "model_changed"})
+            await adapter.close()
+
+    async def _clear(self, request_id: str | None) -> None:
+        """A new native conversation, same work directory and settings; the amux session
+        stays. In place where the runtime can (new thread / session/new / new_session)."""
+        adapter, native, how = self.adapter, "", "restart"
+        if adapter is not None and adapter.alive:
+            try:
+                native, how = await adapter.clear(), "in_place"
+            except errors.RuntimeAdapterError as exc:
+                if exc.code != "clear_unsupported":
+                    await self.db(timeline.note, self.session_id, "error", {
+                        "code": exc.code, "message": str(exc)[:2000], "op": "clear",
+                        "request_id": request_id})
+                    return
+                await adapter.close()
+        await self.db(_record_clear, self.session_id, self.owner, native, how, request_id)
+
     async def _serve_turn(self, turn: Turn, prompt: services.TurnPrompt) -> None:
         assert self.adapter is not None
         adapter = self.adapter
         queue: asyncio.Queue[Any] = asyncio.Queue()
         # the turn is opened by the writer (first, in order) while the runtime already works
         queue.put_nowait(_OPEN)
+        stored = turn.input or {}
         images = [(i.get("mime_type", "image/png"), i.get("data", ""))
-                  for i in (turn.input or {}).get("images") or []]
-        turn_input = TurnInput(text=(turn.input or {}).get("text", ""), images=images,
-                               system_prompt=prompt.text)
+                  for i in stored.get("images") or []]
+        parts = [("text", p.get("text", "")) if p.get("type") == "text" else
+                 ("image", p.get("mime_type", ""), p.get("data", ""))
+                 for p in stored.get("parts") or []]
+        turn_input = TurnInput(text=stored.get("text", ""), images=images,
+                               system_prompt=prompt.text, parts=parts,
+                               command=stored.get("command"))
         # decided before the runtime sees the turn (an inline block is sent only once)
         prompt_facts: dict[str, Any] = {"prompt_revisions": prompt.revisions}
         if prompt.text:
@@ -419,6 +509,9 @@ class SessionHost:
                 if op in ("sleep", "archive"):
                     self.retire = op  # applied once this turn has ended
                     continue
+                if op in ("model", "clear"):
+                    deferred.append(msg)  # between turns only: applied once this one ended
+                    continue
                 if op == "interrupt" and msg.get("turn") not in (None, turn.seq):
                     # meant for a turn that has ended: never cut the next one short
                     await self.db(timeline.note, self.session_id, "control.refused", {
@@ -433,6 +526,7 @@ class SessionHost:
                         await adapter.answer_question(msg["request_id"], msg.get("answers"))
                         await queue.put(QuestionAnswered(request_id=msg["request_id"]))
 
+        deferred: list[dict[str, Any]] = []
         control_task = asyncio.create_task(controls())
         try:
             await asyncio.gather(consume(), write())
@@ -440,3 +534,5 @@ class SessionHost:
             control_task.cancel()
             with contextlib.suppress(BaseException):
                 await control_task
+        for msg in deferred:
+            await self._command_while_idle(msg)

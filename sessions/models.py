@@ -85,6 +85,10 @@ class Session(models.Model):
                               on_delete=models.SET_NULL, related_name="+",
                               help_text="the API caller that started it (MCP session_run, "
                                         "a schedule); none for operator sessions")
+    runtime_facts = models.JSONField(
+        default=dict, blank=True,
+        help_text="what the running agent declared (image input, advertised commands), as "
+                  "its host last saw it; checked before a control or an image is accepted")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

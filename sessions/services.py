@@ -335,8 +335,11 @@ def inline_prompt_seen(session_id: int) -> str | None:
     conversation already holds)."""
     from sessions.models import TimelineEvent
 
+    cleared = (TimelineEvent.objects.filter(session_id=session_id, type="session.cleared")
+               .order_by("-seq").values_list("seq", flat=True).first()) or 0
+    # a cleared conversation starts without the prompt the earlier one held
     last = (TimelineEvent.objects.filter(session_id=session_id, type="turn.started",
-                                         payload__has_key="prompt_hash")
+                                         seq__gt=cleared, payload__has_key="prompt_hash")
             .order_by("-seq").values_list("payload", flat=True).first())
     return (last or {}).get("prompt_hash")
 
@@ -364,13 +367,21 @@ def wake(session_id: int, session: Session | None = None) -> None:
     transaction.on_commit(lambda: enqueue_host(session_id, host))
 
 
-def post_message(session_id: int, text: str, *, key: str | None = None,
-                 images: list[dict[str, str]] | None = None):
-    if not isinstance(text, str) or not text.strip():
+def post_message(session_id: int, text: str | None = None, *, key: str | None = None,
+                 images: list[dict[str, str]] | None = None,
+                 content: list[dict[str, Any]] | None = None):
+    """Queue one input: ``text``, or ``content`` — ordered text and image parts, checked
+    (sessions.content) and kept with the input in the database."""
+    parts = None
+    if content is not None:
+        parts = _content_parts(session_id, content)
+        text = text_of_parts(parts)
+    if not isinstance(text, str) or not text.strip() and not parts:
         raise CommandError("text must be a non-empty string", field="text")
     try:
         with transaction.atomic():
-            turn, created = timeline.enqueue_input(session_id, text, key=key, images=images)
+            turn, created = timeline.enqueue_input(session_id, text, key=key, images=images,
+                                                   parts=parts)
             if created:  # the session row was locked and read with the new turn
                 wake(session_id, turn.session)
     except timeline.SessionArchived as exc:
@@ -451,3 +462,142 @@ def archive(session_id: int) -> None:
         timeline.note(session_id, "session.archived", {})
     control.send(session_id, "archive")
 
+
+
+# ------------------------------------------------------------------------ content
+def text_of_parts(parts: list[dict[str, Any]]) -> str:
+    return "\n\n".join(p["text"] for p in parts if p.get("type") == "text")
+
+
+def _content_parts(session_id: int, content: Any) -> list[dict[str, Any]]:
+    """Checked parts, or a 400 naming the part; images only where the runtime takes them."""
+    from sessions import content as rules
+
+    try:
+        parsed = rules.parse_parts(content)
+    except rules.ContentError as exc:
+        field = "content" if exc.index is None else f"content[{exc.index}]"
+        raise CommandError(str(exc), field=field) from exc
+    first_image = next((i for i, p in enumerate(parsed) if isinstance(p, rules.Image)), None)
+    if first_image is not None:
+        session = Session.objects.filter(pk=session_id).first()
+        why = images_refused(session) if session is not None else None
+        if why:
+            raise CommandError(why, code="images_unsupported",
+                               field=f"content[{first_image}]")
+    return rules.stored(parsed)
+
+
+def images_refused(session: Session) -> str | None:
+    """Why this session's runtime takes no image, when that is known now (None: it does, or
+    it is not known before the agent starts — then the text goes alone, with an error on
+    the timeline)."""
+    try:
+        caps = get_adapter(session.runtime).static_capabilities()
+    except errors.UnknownRuntime:
+        return f"unknown runtime {session.runtime!r}"
+    facts = session.runtime_facts or {}
+    if "image_input" in facts:
+        if facts["image_input"] is not True:
+            return ("the agent did not declare promptCapabilities.image: it takes no "
+                    "images")
+        return None
+    if caps.images or session.runtime in ("acp", "claude"):
+        return None  # ACP: known once the agent has answered initialize
+    return f"the {session.runtime} runtime takes no images"
+
+
+# ------------------------------------------------------------------------ runtime controls
+def _idle_session(session_id: int) -> Session:
+    """The session, locked; 409 when archived or a turn is in flight."""
+    session = Session.objects.select_for_update().get(pk=session_id)
+    if session.lifecycle == Lifecycle.ARCHIVED:
+        raise Conflict("the session is archived", code="session_archived")
+    if session.turns.filter(state=TurnState.RUNNING).exists():
+        raise Conflict("a turn is in flight; interrupt it or wait until it ends",
+                       code="busy")
+    return session
+
+
+KEEP_EFFORT = object()  # set_model without an effort: the session's effort stays
+
+
+def set_model(session_id: int, model: str, effort: Any = KEEP_EFFORT) -> str:
+    """Switch the model (and effort) between turns; returns how: ``requested`` (the
+    session's host applies it — in place where the runtime can, else a handoff restart —
+    and records ``session.model_changed`` or an ``error`` with this request's id) or
+    ``recorded`` (no host runs: the next start uses it, resuming the conversation)."""
+    import uuid
+
+    if not isinstance(model, str) or not model.strip():
+        raise CommandError("model is required", field="model")
+    if effort is not KEEP_EFFORT and effort is not None and (
+            not isinstance(effort, str) or not effort.strip()):
+        raise CommandError("effort must be a non-empty string or null", field="effort")
+    model = model.strip()
+    request_id = uuid.uuid4().hex[:12]
+    with transaction.atomic():
+        session = _idle_session(session_id)
+        if effort is KEEP_EFFORT:
+            effort = (session.snapshot or {}).get("effort")
+        if _lease_alive(session):
+            control.send(session_id, "model", model=model, effort=effort,
+                         request_id=request_id)
+            return request_id
+        snap = dict(session.snapshot or {})
+        previous = {"model": snap.get("model") or session.model, "effort": snap.get("effort")}
+        snap.update(model=model, effort=effort)
+        session.snapshot, session.model = snap, model
+        session.save(update_fields=["snapshot", "model", "updated_at"])
+        timeline.note(session_id, "session.model_changed", {
+            "model": model, "effort": effort, "previous": previous, "how": "next_start",
+            "request_id": request_id})
+    return request_id
+
+
+def clear(session_id: int) -> str:
+    """A new native conversation in the same work directory with the same settings; the amux
+    session (identity, timeline, queue) stays. Returns the request id the host's
+    ``session.cleared`` carries."""
+    import uuid
+
+    request_id = uuid.uuid4().hex[:12]
+    with transaction.atomic():
+        session = _idle_session(session_id)
+        if _lease_alive(session):
+            control.send(session_id, "clear", request_id=request_id)
+            return request_id
+        session.native_ref = ""
+        session.save(update_fields=["native_ref", "updated_at"])
+        timeline.note(session_id, "session.cleared", {"how": "next_start",
+                                                      "request_id": request_id})
+    return request_id
+
+
+def compact_refused(session: Session) -> str | None:
+    """Why the session cannot compact now (None: it can)."""
+    if session.runtime in ("codex", "pi"):
+        return None  # the app-server's thread/compact/start; Pi's RPC compact command
+    if session.runtime in ("acp", "claude"):
+        commands = (session.runtime_facts or {}).get("commands")
+        if commands is None:
+            return ("the agent has not advertised its commands yet (they arrive once it "
+                    "runs): send a message first")
+        if "compact" not in commands:
+            return "the agent does not advertise a compact command"
+        return None
+    return f"the {session.runtime} runtime has no compaction amux can run as a turn"
+
+
+def compact(session_id: int):
+    """Compact the native conversation as a turn of its own (queued like an input, with
+    the normal terminal rules); 409 ``compact_unsupported`` naming why when it cannot."""
+    with transaction.atomic():
+        session = _idle_session(session_id)
+        why = compact_refused(session)
+        if why:
+            raise Conflict(why, code="compact_unsupported")
+        turn, created = timeline.enqueue_input(session_id, "/compact", command="compact")
+        if created:
+            wake(session_id, turn.session)
+    return turn

@@ -123,7 +123,9 @@ class SessionArchived(TimelineError):
 
 
 def enqueue_input(session_id: int, text: str, *, key: str | None = None,
-                  images: list[dict[str, str]] | None = None) -> tuple[Turn, bool]:
+                  images: list[dict[str, str]] | None = None,
+                  parts: list[dict[str, Any]] | None = None,
+                  command: str | None = None) -> tuple[Turn, bool]:
     """Queue one user input as a new turn. Idempotent on ``key``. Returns (turn, created).
     Raises before writing anything, so the caller's transaction needs no savepoint."""
     with transaction.atomic(savepoint=False):
@@ -135,11 +137,20 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
             if existing is not None:
                 return existing, False
         last = Turn.objects.filter(session=session).aggregate(m=Max("seq"))["m"] or 0
+        stored: dict[str, Any] = {"text": text, "images": images or []}
+        queued: dict[str, Any] = {"text": text, "images": len(images or [])}
+        if parts:  # ordered text and image parts (sessions.content), kept with the input
+            from sessions.content import timeline_meta
+
+            stored["parts"] = parts
+            queued["content"] = timeline_meta(parts)  # images as metadata, never bytes
+            queued["images"] = sum(1 for p in parts if p.get("type") == "image")
+        if command:
+            stored["command"] = queued["command"] = command
         turn = Turn.objects.create(session=session, seq=last + 1,
-                                   key=key or f"turn-{last + 1}",
-                                   input={"text": text, "images": images or []})
+                                   key=key or f"turn-{last + 1}", input=stored)
         writer = Writer(session)
-        writer.append("turn.queued", {"text": text, "images": len(images or [])}, turn=turn)
+        writer.append("turn.queued", queued, turn=turn)
         writer.commit_publish()
         return turn, True
 
@@ -296,8 +307,13 @@ def reconcile_running(session_id: int, code: str = "host_lost",
                 text = (turn.input or {}).get("text", "")
                 if not text.startswith(RESUME_TEXT):
                     text = RESUME_TEXT + text
+                parts = list((turn.input or {}).get("parts") or [])
+                if parts and not parts[0].get("text", "").startswith(RESUME_TEXT):
+                    parts.insert(0, {"type": "text", "text": RESUME_TEXT.rstrip()})
                 enqueue_input(session_id, text, key=turn.key + RESUME_SUFFIX,
-                              images=(turn.input or {}).get("images") or None)
+                              images=(turn.input or {}).get("images") or None,
+                              parts=parts or None,
+                              command=(turn.input or {}).get("command"))
             else:
                 record(session_id, turn.pk, [rt.TurnFailed(code=code, message=message)])
         ended += 1

@@ -34,6 +34,9 @@ api_urlpatterns = [
     path("sessions/<int:pk>/sleep/", api.SessionSleep.as_view(), name="session-sleep"),
     path("sessions/<int:pk>/archive/", api.SessionArchive.as_view(), name="session-archive"),
     path("sessions/<int:pk>/timeline/", api.SessionTimeline.as_view(), name="session-timeline"),
+    path("sessions/<int:pk>/model/", api.SessionModel.as_view(), name="session-model"),
+    path("sessions/<int:pk>/clear/", api.SessionClear.as_view(), name="session-clear"),
+    path("sessions/<int:pk>/compact/", api.SessionCompact.as_view(), name="session-compact"),
     # the execution model (seed 000): experts, presets, bots, tasks, instances
     path("profiles/", api_profiles.ProfileList.as_view(), name="profile-list"),
     path("profiles/<slug:slug>/", api_profiles.ProfileDetail.as_view(), name="profile-detail"),

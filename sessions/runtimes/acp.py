@@ -44,6 +44,7 @@ from .base import (
 )
 from .codex import native_policies, render_config
 from .events import (
+    ErrorObserved,
     Event,
     MessageCompleted,
     MessageDelta,
@@ -198,6 +199,9 @@ class AcpAdapter(RuntimeAdapter):
         self._permission_seq = 0
         # INLINE: the hash of the prompt block the native conversation last received
         self._inline_seen: str | None = None
+        # the agent's latest ``available_commands_update`` (names), None until one arrives
+        self.available_commands: list[str] | None = None
+        self.facts_changed = False
 
     # ------------------------------------------------------------------ class API
     @classmethod
@@ -305,6 +309,7 @@ class AcpAdapter(RuntimeAdapter):
             self.config_options = list(getattr(resp, "config_options", None) or [])
             self.modes = getattr(resp, "modes", None)
             await self._apply_settings()
+            self.facts_changed = True
         except errors.RuntimeAdapterError:
             await self.close()
             raise
@@ -394,6 +399,14 @@ class AcpAdapter(RuntimeAdapter):
             wanted = self._pick_model_value(model_opt, self.config.model, self.config.effort)
             if wanted is not None:
                 await self.set_config("model", wanted, option=model_opt)
+            effort_opt = self._option("thought_level")
+            effort = self.config.effort
+            if effort and effort_opt is not None and "/" not in str(wanted or "") \
+                    and effort_opt.current_value != effort:
+                if effort not in self._values(effort_opt):
+                    raise errors.ConfigRejected(f"effort {effort!r} is not among the agent's "
+                                                "reasoning levels")
+                await self.set_config(effort_opt.id, effort, option=effort_opt)
 
     def _pick_model_value(self, opt: Any, model: str, effort: str | None) -> str | None:
         values = self._values(opt)
@@ -435,14 +448,75 @@ class AcpAdapter(RuntimeAdapter):
                 raise
             raise errors.ConfigRejected(f"{config_id}={value!r}: {exc}") from exc
 
-    async def set_model(self, model: str, effort: str | None = None) -> None:
-        opt = self._option("model")
-        if opt is None:
+    @property
+    def hot_model_switch(self) -> bool:
+        """An idle model switch maps onto the agent's ``model`` config option; an agent
+        without one keeps its launch configuration (a switch restarts it)."""
+        return self._option("model") is not None
+
+    def _model_plan(self, model: str, effort: str | None) -> list[tuple[Any, str]]:
+        """(option, value) writes for ``model``/``effort``, every value among the advertised
+        ones; ``ConfigRejected`` before anything is written otherwise."""
+        model_opt = self._option("model")
+        if model_opt is None:
             raise errors.ConfigRejected("the agent advertises no model option")
-        value = f"{model}/{effort}" if effort and f"{model}/{effort}" in self._values(opt) \
-            else model
-        await self.set_config("model", value, option=opt)
+        values = self._values(model_opt)
+        if effort and f"{model}/{effort}" in values:
+            return [(model_opt, f"{model}/{effort}")]
+        if model not in values:
+            raise errors.ConfigRejected(f"model {model!r} is not among the agent's models "
+                                        f"({', '.join(values)})")
+        plan = [(model_opt, model)]
+        if effort:
+            effort_opt = self._option("thought_level")
+            if effort_opt is None or effort not in self._values(effort_opt):
+                offered = ", ".join(self._values(effort_opt)) if effort_opt else "none"
+                raise errors.ConfigRejected(f"effort {effort!r} is not among the agent's "
+                                            f"reasoning levels ({offered})")
+            plan.append((effort_opt, effort))
+        return plan
+
+    async def set_model(self, model: str, effort: str | None = None) -> None:
+        plan = self._model_plan(model, effort)
+        done: list[tuple[Any, Any]] = []
+        try:
+            for opt, value in plan:
+                previous = (self._option(opt.id) or opt).current_value
+                if previous != value:
+                    await self.set_config(opt.id, value)
+                    done.append((opt, previous))
+        except errors.RuntimeAdapterError:
+            # the write that failed was rolled back by set_config; undo the earlier ones
+            for opt, previous in reversed(done):
+                try:
+                    await self.set_config(opt.id, previous)
+                except errors.RuntimeAdapterError:
+                    await self.close()  # the previous value cannot be restored: retire
+                    break
+            raise
         self.config.model = model
+        self.config.effort = effort
+
+    async def clear(self) -> str:
+        """A new native session in the same process and work directory, with the session's
+        settings applied again (``session/new``)."""
+        resp = await asyncio.wait_for(self.conn.new_session(
+            cwd=str(self.config.workdir), mcp_servers=self._mcp_servers(),
+            **self.session_meta()), 120)
+        self._session_id = resp.session_id
+        self.native_session_id = resp.session_id
+        self._inline_seen = None
+        self.available_commands = None
+        self.config_options = list(getattr(resp, "config_options", None) or [])
+        self.modes = getattr(resp, "modes", None)
+        await self._apply_settings()
+        self.facts_changed = True
+        return resp.session_id
+
+    def facts(self) -> dict[str, Any]:
+        """What the agent declared that callers check before asking (kept by the host)."""
+        return {"image_input": self.image_input, "commands": self.available_commands,
+                "model_option": self.hot_model_switch}
 
     # ------------------------------------------------------------------ turns
     async def _begin_turn(self, turn_input: TurnInput) -> None:
@@ -452,15 +526,29 @@ class AcpAdapter(RuntimeAdapter):
         self._tools.clear()
         self._message_id = None
         self._message_text = []
-        blocks: list[Any] = [text_block(turn_input.text)]
+        if turn_input.command == "compact":
+            if "compact" not in (self.available_commands or []):
+                raise errors.RuntimeAdapterError(
+                    "the agent does not advertise a compact command", code="compact_unsupported")
+            blocks: list[Any] = [text_block("/compact")]
+            self.emit(TurnStarted())
+            self._prompt_task = asyncio.create_task(self._prompt(blocks))
+            self._tasks.append(self._prompt_task)
+            return
+        ordered = turn_input.ordered()
+        if any(p[0] == "image" for p in ordered) and not self.image_input:
+            # seed 000: no image blocks unless the agent declared it takes them
+            ordered = [p for p in ordered if p[0] == "text"]
+            self.emit(ErrorObserved(code="images_unsupported", message=(
+                "the agent did not declare promptCapabilities.image: only the text was sent")))
+        blocks = [text_block(p[1]) if p[0] == "text" else image_block(p[2], p[1])
+                  for p in ordered]
         digest = prompt_hash(turn_input.system_prompt)
         if self.system_prompt_channel == INLINE and digest and digest != self._inline_seen:
             # no system-prompt channel in ACP: the conversation gets the prompt as a
             # delimited block before the user's words, on the first turn and when it changed
             blocks.insert(0, text_block(PROMPT_BLOCK.format(text=turn_input.system_prompt)))
             self._inline_seen = digest
-        if turn_input.images and self.image_input:
-            blocks += [image_block(data, mime) for mime, data in turn_input.images]
         self.emit(TurnStarted())
         self._prompt_task = asyncio.create_task(self._prompt(blocks))
         self._tasks.append(self._prompt_task)
@@ -514,6 +602,15 @@ class AcpAdapter(RuntimeAdapter):
 
     # ------------------------------------------------------------------ inbound
     def _on_update(self, session_id: str, update: Any) -> None:
+        if session_id == self._session_id and \
+                getattr(update, "session_update", None) == "available_commands_update":
+            # a snapshot of what the agent offers now, whenever it comes (often right after
+            # session/new, outside any turn)
+            names = [c.name for c in getattr(update, "available_commands", None) or []]
+            if names != self.available_commands:
+                self.available_commands = names
+                self.facts_changed = True
+            return
         if session_id != self._session_id or not self._turn_active \
                 or self._prompt_task is None:
             return  # history replay from session/load, or a late frame

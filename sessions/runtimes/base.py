@@ -408,6 +408,27 @@ class RuntimeAdapter(ABC):
     async def _close_native(self) -> None:  # noqa: B027 - optional hook
         """Optional polite shutdown before the group is killed."""
 
+    # ---------------------------------------------------------------- runtime controls
+    # Whether ``set_model`` switches an idle session in place (otherwise the host restarts
+    # the runtime with the new settings, resuming the native conversation).
+    hot_model_switch: ClassVar[bool] = False
+    # set when ``facts()`` changed since the host last stored them
+    facts_changed: bool = False
+
+    async def set_model(self, model: str, effort: str | None = None) -> None:
+        raise errors.ConfigRejected(f"{self.name} switches models by a restart")
+
+    async def clear(self) -> str:
+        """Start a new native conversation in the same process and work directory with the
+        same settings; returns its native id."""
+        raise errors.RuntimeAdapterError(f"{self.name} cannot clear in place",
+                                         code="clear_unsupported")
+
+    def facts(self) -> dict[str, Any]:
+        """What the runtime declared at run time that callers check before asking (image
+        input, advertised commands); the host keeps it on the session."""
+        return {}
+
     # ---------------------------------------------------------------- start-time inputs
     def mcp_tokens(self) -> tuple[str | None, ...]:
         """Read the MCP bearer tokens now; an adapter that hands them to the runtime at start

@@ -178,6 +178,8 @@ class CodexAdapter(RuntimeAdapter):
         self.init_result: dict[str, Any] | None = None
         self._early: list[dict[str, Any]] = []
         self._open_tools: dict[str, None] = {}  # tool items started and not completed
+        self._model_switched = False  # set_model: the next turn/start names the model
+        self._compacting = False  # thread/compact/start sent; its turn not yet seen
 
     # -------------------------------------------------------------- class API
     @classmethod
@@ -291,10 +293,17 @@ class CodexAdapter(RuntimeAdapter):
 
     # -------------------------------------------------------------- turns
     async def _begin_turn(self, turn_input: TurnInput) -> None:
-        items: list[dict[str, Any]] = [{"type": "text", "text": turn_input.text}]
-        for mime, data in turn_input.images:
-            items.append({"type": "image", "url": f"data:{mime};base64,{data}"})
+        if turn_input.command == "compact":
+            await self._begin_compact()
+            return
+        items: list[dict[str, Any]] = [
+            {"type": "text", "text": part[1]} if part[0] == "text" else
+            {"type": "image", "url": f"data:{part[1]};base64,{part[2]}"}
+            for part in turn_input.ordered()]
         params: dict[str, Any] = {"threadId": self._thread_id, "input": items}
+        if self._model_switched:
+            # turn/start's model override holds for this turn and the ones after it
+            params["model"] = self.config.model
         if self.config.effort:
             params["effort"] = self.config.effort
         if turn_input.system_prompt:
@@ -312,6 +321,30 @@ class CodexAdapter(RuntimeAdapter):
         for msg in early:  # notifications that raced ahead of the turn/start answer
             await self._on_message(msg)
 
+    async def _begin_compact(self) -> None:
+        """``thread/compact/start`` (the pinned schema's native compaction): Codex runs it as
+        a turn of the thread, whose ``turn/started`` names it and ``turn/completed`` ends
+        it; the answer itself carries no turn id."""
+        self._early = []
+        self._open_tools = {}
+        self._compacting = True
+        try:
+            await self._call("thread/compact/start", {"threadId": self._thread_id})
+        except BaseException:
+            self._compacting = False
+            raise
+
+    async def clear(self) -> str:
+        """A new thread in the same process, work directory and settings (``thread/start``)."""
+        approval, sandbox = self._policies()
+        result = await self._call("thread/start", {
+            "cwd": str(self.config.workdir), "approvalPolicy": approval, "sandbox": sandbox,
+            "model": self.config.model, "modelProvider": "amux"}, timeout=60)
+        self._thread_id = result["thread"]["id"]
+        self.native_session_id = self._thread_id
+        self._model_switched = False  # the new thread starts with the configured model
+        return self._thread_id
+
     async def _cancel_native(self) -> None:
         if self._turn_id and self._rpc is not None and self.alive:
             with contextlib.suppress(errors.RuntimeAdapterError):
@@ -320,12 +353,16 @@ class CodexAdapter(RuntimeAdapter):
 
     def _after_turn(self) -> None:
         self._turn_id = None
+        self._compacting = False
+
+    hot_model_switch = True
 
     async def set_model(self, model: str, effort: str | None = None) -> None:
-        """Idle model switch without a restart: later turns use it (``turn/start`` model)."""
+        """Idle model switch without a restart: the next ``turn/start`` names the model (and
+        effort), which Codex keeps for the thread's later turns."""
         self.config.model = model
-        if effort is not None:
-            self.config.effort = effort
+        self.config.effort = effort
+        self._model_switched = True
 
     # -------------------------------------------------------------- inbound
     def _ours(self, params: dict[str, Any]) -> bool:
@@ -338,8 +375,13 @@ class CodexAdapter(RuntimeAdapter):
         if "id" in msg:
             await self._on_server_request(msg["id"], method, params)
             return
-        if self._turn_active and self._turn_id is None:
-            self._early.append(msg)
+        if self._compacting and method == "turn/started":
+            # the compaction's turn: from here on its frames are this turn's
+            self._compacting = False
+            self._turn_id = (params.get("turn") or {}).get("id")
+        elif self._turn_active and self._turn_id is None:
+            if not self._compacting:
+                self._early.append(msg)
             return
         if not self._ours(params):
             return  # other threads, idle chatter or late frames of an ended turn

@@ -184,3 +184,14 @@ class TurnInput:
     images: list[tuple[str, str]] = field(default_factory=list)
     # the system prompt for every model request of this turn (None: amux sets none)
     system_prompt: str | None = None
+    # the message's parts in order: ("text", text) or ("image", mime_type, base64 data);
+    # empty for a text-only input (``text`` and ``images`` then say it all)
+    parts: list[tuple[str, ...]] = field(default_factory=list)
+    # a runtime control run as a turn instead of a message: "compact"
+    command: str | None = None
+
+    def ordered(self) -> list[tuple[str, ...]]:
+        """The content in order: the parts, or the text followed by the images."""
+        if self.parts:
+            return list(self.parts)
+        return [("text", self.text), *(("image", m, d) for m, d in self.images)]

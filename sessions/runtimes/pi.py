@@ -104,7 +104,7 @@ class PiAdapter(RuntimeAdapter):
     @classmethod
     def static_capabilities(cls) -> Capabilities:
         return Capabilities(resume=True, interrupt=True, images=True, permissions=False,
-                            questions=False, set_model=True, native_cumulative_usage=True)
+                            questions=False, set_model=False, native_cumulative_usage=True)
 
     @property
     def agent_dir(self) -> Path:
@@ -136,7 +136,8 @@ class PiAdapter(RuntimeAdapter):
             "baseUrl": cfg.provider.base_url, "api": "openai-completions",
             "apiKey": PROVIDER_KEY_ENV,
             "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-            "models": [{"id": cfg.model, "contextWindow": 128000, "maxTokens": 16384}]}}},
+            "models": [{"id": cfg.model, "contextWindow": 128000, "maxTokens": 16384,
+                        "input": ["text", "image"]}]}}},
             indent=1))
         env.update({"PI_CODING_AGENT_DIR": str(self.agent_dir), "PI_OFFLINE": "1",
                     "PI_TELEMETRY": "0",
@@ -182,21 +183,51 @@ class PiAdapter(RuntimeAdapter):
 
     async def _begin_turn(self, turn_input: TurnInput) -> None:
         self._last_assistant = None
+        if turn_input.command == "compact":
+            self.emit(TurnStarted())
+            self._tasks.append(asyncio.create_task(self._compact()))
+            return
         self._write_system_prompt(turn_input.system_prompt)
         cmd: dict[str, Any] = {"type": "prompt", "message": turn_input.text}
-        if turn_input.images:
-            cmd["images"] = [{"type": "image", "data": data, "mimeType": mime}
-                             for mime, data in turn_input.images]
+        ordered = turn_input.ordered()
+        if turn_input.parts:
+            # Pi's prompt takes one message and its images apart: the text parts, then the
+            # images in their order
+            cmd["message"] = "\n\n".join(p[1] for p in ordered if p[0] == "text")
+        images = [p for p in ordered if p[0] == "image"]
+        if images:
+            cmd["images"] = [{"type": "image", "data": p[2], "mimeType": p[1]}
+                             for p in images]
         await self._command(cmd)
+
+    async def _compact(self) -> None:
+        """Pi's ``compact`` command: its answer comes once the summary is written (no
+        agent_start/agent_end), so it is this turn's end."""
+        try:
+            await self._command({"type": "compact"}, timeout=600)
+        except errors.RuntimeAdapterError as exc:
+            if self._cancel_requested:
+                self.emit(TurnCancelled(reason="interrupted"))
+            else:
+                self.emit(TurnFailed(code="compact_failed", message=str(exc)))
+            return
+        self.emit(TurnCancelled(reason="interrupted") if self._cancel_requested
+                  else TurnCompleted(stop_reason="compacted"))
 
     async def _cancel_native(self) -> None:
         if self._rpc is not None and self.alive:
             with contextlib.suppress(errors.RuntimeAdapterError):
                 await self._command({"type": "abort"}, timeout=10)
 
-    async def set_model(self, model: str, effort: str | None = None) -> None:
-        await self._command({"type": "set_model", "provider": "amux", "modelId": model})
-        self.config.model = model
+    async def clear(self) -> str:
+        """Pi's ``new_session``: a new session file in the same process and directory."""
+        await self._command({"type": "new_session"}, timeout=60)
+        state = await self._command({"type": "get_state"}, timeout=60)
+        native = state.get("sessionFile") or state.get("sessionId")
+        if not native:
+            raise errors.ProtocolError("Pi reported no session file after new_session")
+        self.native_session_id = native
+        return native
 
     def _on_message(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")

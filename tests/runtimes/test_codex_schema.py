@@ -14,6 +14,7 @@ from jsonschema import Draft7Validator
 from sessions.runtimes import TurnInput
 from sessions.runtimes.base import default_runtimes_dir
 from sessions.runtimes.codex import codex_binary
+from tests.integration.sessions.test_controls_api import image_b64
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import adapter_for, make_config, run_async
@@ -50,6 +51,15 @@ def test_wire_messages_match_the_pinned_schema(tmp_path, model_server, schema_di
             async for _event in adapter.run_turn(TurnInput("say hi",
                                                            system_prompt="Sign as the heron.")):
                 pass
+            # the runtime controls' messages too: a switched model with an image input,
+            # a native compaction, a new thread
+            await adapter.set_model("gpt-5.4", "low")
+            parts = [("text", "look"), ("image", "image/png", image_b64())]
+            async for _event in adapter.run_turn(TurnInput("look", parts=parts)):
+                pass
+            async for _event in adapter.run_turn(TurnInput("", command="compact")):
+                pass
+            await adapter.clear()
         finally:
             await adapter.close()
 
@@ -60,7 +70,12 @@ def test_wire_messages_match_the_pinned_schema(tmp_path, model_server, schema_di
     outgoing = [m for d, m in wire if d == "out"]
     incoming_notes = [m for d, m in wire if d == "in" and "method" in m and "id" not in m]
     assert {m.get("method") for m in outgoing} >= {"initialize", "initialized", "thread/start",
-                                                   "turn/start"}
+                                                   "turn/start", "thread/compact/start"}
+    switched = [m for m in outgoing if m.get("method") == "turn/start"][1]["params"]
+    assert (switched["model"], switched["effort"]) == ("gpt-5.4", "low")
+    assert [i["type"] for i in switched["input"]] == ["text", "image"]
+    assert [m["method"] for m in outgoing if m.get("method") == "thread/start"] == [
+        "thread/start"] * 2
     turn_start = next(m for m in outgoing if m.get("method") == "turn/start")
     settings = turn_start["params"]["collaborationMode"]["settings"]
     assert settings["developer_instructions"] == "Sign as the heron."
