@@ -162,9 +162,9 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
         # The host's other steps of a turn, timed the same way (each calls the real one).
         from sessions import host as host_module
 
-        originals = {(host_module, "_next_input"): host_module._next_input,
-                     (services, "turn_prompt"): services.turn_prompt,
-                     (timeline, "start_turn"): timeline.start_turn}
+        originals = {(owner, attr): getattr(owner, attr) for owner, attr in (
+            (host_module, "_next_input"), (services, "turn_prompt"), (timeline, "start_turn"))
+            if hasattr(owner, attr)}
         for (owner, attr), fn in originals.items():
             spent[attr] = []
             setattr(owner, attr, _timed(fn, spent[attr]))
