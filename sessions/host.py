@@ -13,6 +13,7 @@ at once: two hosts never own one session.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -129,6 +130,14 @@ def _next_turn(session_id: int) -> Turn | None:
         "seq").first()
 
 
+def _next_input(session_id: int, session: Session
+                ) -> tuple[Turn | None, services.TurnPrompt | None]:
+    """The next queued turn and, if there is one, the prompt it runs with (one trip to the
+    host's database thread)."""
+    turn = _next_turn(session_id)
+    return turn, (services.turn_prompt(session) if turn is not None else None)
+
+
 def _prepare(session_id: int, owner: str) -> tuple[Session, str | None]:
     """Kill a dead predecessor's leftovers (this machine) and end its running turn."""
     session = Session.objects.select_related("provider").get(pk=session_id)
@@ -205,11 +214,47 @@ def _store_facts(session_id: int, facts: dict[str, Any]) -> None:
 
 _OPEN = object()  # writer marker: open the turn (turn.started) before its first event
 
+# A pooled connection stays with the host this long after its last call, so the calls of
+# one burst (a turn's start, a run of events, the terminal) skip the pool's checkout and
+# health check; between bursts (model calls, idle) it goes back for other sessions.
+HOLD_SECONDS = 0.1
+
 
 def _kill_tag(tag: str) -> None:
     for pid in tagged_pids(tag):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+
+
+class _EventQueue:
+    """A turn's events on their way from the host's loop to its database thread: put on
+    the loop, taken all at once on the thread; ``arrived()`` waits (on the loop) until
+    something was put since the last ``take_all``."""
+
+    def __init__(self) -> None:
+        self._items: collections.deque[Any] = collections.deque()
+        self._waiting = asyncio.Event()
+
+    def put_nowait(self, item: Any) -> None:
+        self._items.append(item)
+        self._waiting.set()
+
+    async def put(self, item: Any) -> None:
+        self.put_nowait(item)
+
+    def take_all(self) -> list[Any]:
+        taken = []
+        with contextlib.suppress(IndexError):
+            while True:
+                taken.append(self._items.popleft())
+        return taken
+
+    async def arrived(self) -> None:
+        while True:
+            await self._waiting.wait()
+            self._waiting.clear()
+            if self._items:  # else the writer took them already: wait for the next
+                return
 
 
 class SessionHost:
@@ -221,6 +266,7 @@ class SessionHost:
         self.lost = False
         self.adapter: RuntimeAdapter | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-db")
+        self._give_back: asyncio.TimerHandle | None = None
         self._redis: Any = None
         self.outcome = ""
         # a sleep or archive asked for while a turn ran: applied once it has ended
@@ -239,14 +285,27 @@ class SessionHost:
                 close_old_connections()
                 connection.close()
                 return fn(*args, **kwargs)
-            finally:
-                if (connection.settings_dict.get("OPTIONS") or {}).get("pool") \
-                        and not connection.in_atomic_block:
-                    # pooled: give the connection back between calls, so many awake
-                    # sessions share a few connections instead of holding one each
-                    connection.close()
 
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        loop = asyncio.get_running_loop()
+        if self._give_back is not None:
+            self._give_back.cancel()
+        try:
+            return await loop.run_in_executor(self._executor, call)
+        finally:
+            # pooled: the connection goes back once the burst is over, so many awake
+            # sessions share a few connections instead of holding one each
+            self._give_back = loop.call_later(HOLD_SECONDS, self._release_connection)
+
+    def _release_connection(self) -> None:
+        self._give_back = None
+
+        def release() -> None:
+            if (connection.settings_dict.get("OPTIONS") or {}).get("pool") \
+                    and not connection.in_atomic_block:
+                connection.close()
+
+        with contextlib.suppress(RuntimeError):  # the executor has shut down
+            self._executor.submit(release)
 
     # ------------------------------------------------------------------ main
     async def run(self) -> str:
@@ -279,6 +338,8 @@ class SessionHost:
                     await self._redis.aclose()
             with contextlib.suppress(Exception):
                 await self.db(connections.close_all)
+            if self._give_back is not None:
+                self._give_back.cancel()
             self._executor.shutdown(wait=False)
         return self.outcome
 
@@ -340,13 +401,16 @@ class SessionHost:
         idle_timeout = max(session.idle_timeout_s, min_idle_seconds())
         while not self.lost:
             await self._keep_facts()
-            turn = await self.db(_next_turn, self.session_id)
+            # the prompt: assembled from the current prompt version for every turn
+            turn, prompt = await self.db(_next_input, self.session_id, session)
             if turn is not None:
                 # a model change or clear asked for before this input applies to it first
+                applied = False
                 while (msg := await control.pop_now(self._redis, self.session_id)) is not None:
                     await self._command_while_idle(msg)
-                # assembled from the current prompt version for every turn
-                prompt = await self.db(services.turn_prompt, session)
+                    applied = True
+                if applied:  # e.g. a clear: the prompt is assembled for the new conversation
+                    prompt = await self.db(services.turn_prompt, session)
                 reason = (self.adapter.restart_reason(prompt.text)
                           if self.adapter is not None and self.adapter.alive else None)
                 if reason:
@@ -454,7 +518,10 @@ class SessionHost:
     async def _serve_turn(self, turn: Turn, prompt: services.TurnPrompt) -> None:
         assert self.adapter is not None
         adapter = self.adapter
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+        # Events go to the database thread through a thread-safe queue: the writer there
+        # stores what has arrived, batch after batch, without a trip back to this loop in
+        # between (a terminal arriving while a batch is stored is stored right after it).
+        queue = _EventQueue()
         # the turn is opened by the writer (first, in order) while the runtime already works
         queue.put_nowait(_OPEN)
         stored = turn.input or {}
@@ -484,21 +551,31 @@ class SessionHost:
             finally:
                 await queue.put(None)
 
-        async def write() -> None:
+        carry: list[Any] = []  # the batch being stored: kept for db()'s one retry
+
+        def store_arrived() -> bool:
+            """On the database thread: store batches until none is waiting; True once the
+            turn's last event (None) is stored."""
             while True:
-                batch = [await queue.get()]
-                while not queue.empty():
-                    batch.append(queue.get_nowait())
-                if batch[0] is _OPEN:
-                    batch.pop(0)
+                if not carry:
+                    carry.extend(queue.take_all())
+                    if not carry:
+                        return False
+                if carry[0] is _OPEN:
                     # stored, then published after commit (sessions.publisher)
-                    await self.db(timeline.start_turn, self.session_id, turn.pk,
-                                  prompt=prompt_facts)
-                events = [e for e in batch if e is not None]
+                    timeline.start_turn(self.session_id, turn.pk, prompt=prompt_facts)
+                    carry.pop(0)
+                events = [e for e in carry if e is not None]
                 if events:
-                    await self.db(timeline.record, self.session_id, turn.pk, events)
-                if any(e is None for e in batch):
-                    return
+                    timeline.record(self.session_id, turn.pk, events)
+                ended = any(e is None for e in carry)
+                carry.clear()
+                if ended:
+                    return True
+
+        async def write() -> None:
+            while not await self.db(store_arrived):
+                await queue.arrived()
 
         async def controls() -> None:
             while True:

@@ -118,19 +118,19 @@ def _base_key(key: str) -> str:
     return key.split(_RESUMED, 1)[0]
 
 
-def turn_started(session_id: int, turn: Turn) -> None:
+def turn_started(session_id: int, turn_key: str) -> None:
     """In the transaction that opens the turn: its run is running."""
-    TaskRun.objects.filter(session_id=session_id, turn_key=_base_key(turn.key),
+    TaskRun.objects.filter(session_id=session_id, turn_key=_base_key(turn_key),
                            state=TaskRunState.QUEUED).update(
-        state=TaskRunState.RUNNING, started_at=turn.started_at or timezone.now())
+        state=TaskRunState.RUNNING, started_at=timezone.now())
 
 
-def announce_turn_end(session_id: int, turn: Turn) -> None:
+def announce_turn_end(session_id: int, turn_id: int, turn_key: str) -> None:
     """In the terminal event's transaction: settle the turn's run after commit (the
     messages of the turn are all stored by then)."""
-    if TaskRun.objects.filter(session_id=session_id, turn_key=_base_key(turn.key)).exists():
-        outbox.enqueue(EFFECT_KIND, f"turn:{turn.pk}", {"session": session_id,
-                                                        "turn": turn.pk})
+    if TaskRun.objects.filter(session_id=session_id, turn_key=_base_key(turn_key)).exists():
+        outbox.enqueue(EFFECT_KIND, f"turn:{turn_id}", {"session": session_id,
+                                                        "turn": turn_id})
 
 
 def final_answer(turn_id: int) -> str:

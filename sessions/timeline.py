@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from datetime import UTC
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
 from django.db import transaction
-from django.db.models import F, Max
+from django.db.models import Exists, F, Max, OuterRef, Subquery
 from django.utils import timezone
 
 from amux_common.clock import now as clock
@@ -26,7 +26,15 @@ from effects.models import EffectKind
 from sessions import publisher
 from sessions import usage as usage_rules
 from sessions.apps import TIMELINE_LAYER
-from sessions.models import Lifecycle, Session, TimelineEvent, Turn, TurnState, UsageDay
+from sessions.models import (
+    Lifecycle,
+    Session,
+    TaskRun,
+    TimelineEvent,
+    Turn,
+    TurnState,
+    UsageDay,
+)
 from sessions.runtimes import events as rt
 
 log = logging.getLogger(__name__)
@@ -68,21 +76,32 @@ def publish(session_id: int, items: list[dict[str, Any]]) -> None:
         log.warning("timeline publish failed for session %s", session_id, exc_info=True)
 
 
+class TurnRef(NamedTuple):
+    """What an event needs of its turn: the row (``pk``) and its number in the session."""
+
+    pk: int
+    seq: int
+
+
 class Writer:
     """Appends events for one session inside the caller's transaction (one INSERT for a
     batch); the events are published after commit."""
 
-    def __init__(self, session: Session):
+    def __init__(self, session: Session, last_seq: int | None = None):
+        """``last_seq``: the session's last event seq, if the caller read it under the lock."""
         self.session = session
-        last = TimelineEvent.objects.filter(session=session).aggregate(m=Max("seq"))["m"]
-        self.next_seq = (last or 0) + 1
+        if last_seq is None:
+            last_seq = TimelineEvent.objects.filter(session=session).aggregate(
+                m=Max("seq"))["m"] or 0
+        self.next_seq = last_seq + 1
         self.pending: list[tuple[TimelineEvent, int | None]] = []
         self.published: list[dict[str, Any]] = []
 
     def append(self, type_: str, payload: dict[str, Any] | None = None, *,
-               turn: Turn | None = None, provenance: dict[str, Any] | None = None
+               turn: Turn | TurnRef | None = None, provenance: dict[str, Any] | None = None
                ) -> TimelineEvent:
-        ev = TimelineEvent(session=self.session, seq=self.next_seq, turn=turn,
+        ev = TimelineEvent(session=self.session, seq=self.next_seq,
+                           turn_id=turn.pk if turn else None,
                            type=type_, payload=payload or {}, provenance=provenance or {})
         self.next_seq += 1
         self.pending.append((ev, turn.seq if turn else None))
@@ -109,8 +128,25 @@ def _relaxed_commit() -> None:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
-def _locked(session_id: int) -> Session:
-    return Session.objects.select_for_update().get(pk=session_id)
+def _locked(session_id: int, turn_id: int | None = None) -> Session:
+    """The session row, locked: the lock serialises every writer of its timeline. With
+    ``turn_id``, the turn's seq comes in the same statement (``turn_seq``): a seq never
+    changes, so reading it beside the lock is safe (a turn's state is not: it is only ever
+    changed by a conditional UPDATE under this lock)."""
+    rows = Session.objects.select_for_update()
+    if turn_id is not None:
+        turn = Turn.objects.filter(pk=turn_id)
+        rows = rows.annotate(
+            turn_seq=Subquery(turn.values("seq")), turn_key=Subquery(turn.values("key")),
+            # a task run's state follows its turn (sessions.task_runs); most sessions have none
+            has_task_runs=Exists(TaskRun.objects.filter(session=OuterRef("pk"))))
+    return rows.get(pk=session_id)
+
+
+def _last(model: type[Turn] | type[TimelineEvent]) -> Subquery:
+    """The session's last seq of ``model`` (the (session, seq) index, read backwards)."""
+    return Subquery(model.objects.filter(session=OuterRef("pk")).order_by("-seq")
+                    .values("seq")[:1])
 
 
 # ------------------------------------------------------------------------------- inputs
@@ -132,11 +168,16 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
         session = _locked(session_id)
         if session.lifecycle == Lifecycle.ARCHIVED:
             raise SessionArchived("the session is archived and takes no more input")
-        if key:
-            existing = Turn.objects.filter(session=session, key=key).first()
-            if existing is not None:
-                return existing, False
-        last = Turn.objects.filter(session=session).aggregate(m=Max("seq"))["m"] or 0
+        # read after the lock, in a statement of its own (a fresh snapshot under READ
+        # COMMITTED: a writer that held the lock before has committed its rows)
+        last, last_event, existing = Session.objects.filter(pk=session_id).annotate(
+            last_turn=_last(Turn), last_event=_last(TimelineEvent),
+            existing=Subquery(Turn.objects.filter(session=OuterRef("pk"), key=key or None)
+                              .values("pk"))).values_list(
+            "last_turn", "last_event", "existing").get()
+        if existing is not None:
+            return Turn.objects.get(pk=existing), False
+        last = last or 0
         stored: dict[str, Any] = {"text": text, "images": images or []}
         queued: dict[str, Any] = {"text": text, "images": len(images or [])}
         if parts:  # ordered text and image parts (sessions.content), kept with the input
@@ -149,7 +190,7 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
             stored["command"] = queued["command"] = command
         turn = Turn.objects.create(session=session, seq=last + 1,
                                    key=key or f"turn-{last + 1}", input=stored)
-        writer = Writer(session)
+        writer = Writer(session, last_event or 0)
         writer.append("turn.queued", queued, turn=turn)
         writer.commit_publish()
         return turn, True
@@ -161,36 +202,38 @@ def record(session_id: int, turn_id: int | None,
     """Store a batch of runtime events of one turn, in order, in one transaction.
 
     Returns the stored events as published data; they are published after commit."""
-    runtime_events = list(runtime_events)
+    runtime_events = [e for e in runtime_events if not _nothing_to_store(e, turn_id)]
+    if not runtime_events:
+        return []  # e.g. a bare turn.started: start_turn already stored it
     with transaction.atomic():
         if not any(e.terminal for e in runtime_events):
             _relaxed_commit()  # progress events: no fsync wait; terminals stay durable
-        session = _locked(session_id)  # the session lock serialises every writer
-        turn = Turn.objects.get(pk=turn_id) if turn_id else None
+        session = _locked(session_id, turn_id)  # the session lock serialises every writer
+        turn = TurnRef(turn_id, session.turn_seq) if turn_id else None
         writer = Writer(session)
         usage_changed = False
         for event in runtime_events:
             payload = event.payload()
             if event.type == rt.TurnStarted.type:
                 # start_turn already opened the turn; the native id is provenance only
-                if turn is not None and payload.get("native_turn_id"):
-                    TimelineEvent.objects.filter(turn=turn, type="turn.started").update(
+                if turn is not None:
+                    TimelineEvent.objects.filter(turn_id=turn.pk, type="turn.started").update(
                         provenance={"native_turn_id": payload["native_turn_id"]})
                 continue
             if event.terminal:
                 if turn is None:
                     continue
-                if turn.state in ENDED:
-                    _late_terminal(turn, event.type, payload)
+                state = TERMINAL_STATE[event.type]
+                ended_at = timezone.now()
+                error_code = payload.get("code", "") if state == TurnState.FAILED else ""
+                # only a turn not yet ended takes it (under the session lock)
+                if not Turn.objects.filter(pk=turn.pk).exclude(state__in=ENDED).update(
+                        state=state, ended_at=ended_at, error_code=error_code):
+                    writer.flush()  # a terminal earlier in this batch is the accepted one
+                    _late_terminal(turn.pk, event.type, payload)
                     continue
-                turn.state = TERMINAL_STATE[event.type]
-                turn.ended_at = timezone.now()
-                turn.error_code = payload.get("code", "") if event.type != \
-                    rt.TurnCompleted.type else ""
-                if event.type == rt.TurnCancelled.type:
-                    turn.error_code = ""
-                turn.save(update_fields=["state", "ended_at", "error_code"])
-                _announce_turn_end(session_id, turn)
+                _announce_turn_end(session_id, turn.pk, state, error_code, ended_at,
+                                   session.turn_key, session.has_task_runs)
                 session.lifecycle = Lifecycle.IDLE
                 session.last_active_at = timezone.now()
             if event.type == rt.UsageObserved.type:
@@ -209,6 +252,14 @@ def record(session_id: int, turn_id: int | None,
             session.save(update_fields=[*fields, "updated_at"])
         writer.commit_publish()
         return writer.published
+
+
+def _nothing_to_store(event: rt.Event, turn_id: int | None) -> bool:
+    """A turn.started without a native id (start_turn stored the event) or a terminal
+    without a turn: record writes nothing for it, so it needs no transaction."""
+    if event.type == rt.TurnStarted.type:
+        return turn_id is None or not event.payload().get("native_turn_id")
+    return event.terminal and turn_id is None
 
 
 def _count_usage(session: Session, payload: dict[str, Any]) -> None:
@@ -233,20 +284,23 @@ def _native_cumulative(runtime: str) -> bool:
         return False
 
 
-def _announce_turn_end(session_id: int, turn: Turn) -> None:
+def _announce_turn_end(session_id: int, turn_id: int, state: str, error_code: str,
+                       ended_at: datetime, turn_key: str, has_task_runs: bool) -> None:
     """Write the turn-ended fact as an effect in the terminal event's own transaction, so it
     outlives a crash right after the commit. Whoever needs it registers the handler of
     `session.turn_ended` (tickets does, for its workers); sessions knows no consumer."""
-    outbox.enqueue(EffectKind.TURN_ENDED, f"turn:{turn.pk}", {
-        "session": session_id, "turn": turn.pk, "state": str(turn.state),
-        "error_code": turn.error_code, "ended_at": turn.ended_at.isoformat()})
-    from sessions import task_runs
+    outbox.enqueue(EffectKind.TURN_ENDED, f"turn:{turn_id}", {
+        "session": session_id, "turn": turn_id, "state": str(state),
+        "error_code": error_code, "ended_at": ended_at.isoformat()})
+    if has_task_runs:
+        from sessions import task_runs
 
-    task_runs.announce_turn_end(session_id, turn)
+        task_runs.announce_turn_end(session_id, turn_id, turn_key)
 
 
-def _late_terminal(turn: Turn, type_: str, payload: dict[str, Any]) -> None:
-    accepted = TimelineEvent.objects.filter(turn=turn, type__in=list(TERMINAL_STATE)).first()
+def _late_terminal(turn_id: int, type_: str, payload: dict[str, Any]) -> None:
+    accepted = TimelineEvent.objects.filter(turn_id=turn_id,
+                                            type__in=list(TERMINAL_STATE)).first()
     if accepted is None:
         return
     prov = dict(accepted.provenance or {})
@@ -261,20 +315,20 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
     """Open a queued turn. ``prompt``: how its system prompt was made and delivered
     (``prompt_revisions``, the prompt versions it was assembled from, and the channel),
     kept in the ``turn.started`` payload and on the turn."""
+    payload: dict[str, Any] = {"native_turn_id": native_turn_id} if native_turn_id else {}
+    payload.update(prompt or {})
     with transaction.atomic():
-        session = _locked(session_id)
-        turn = Turn.objects.select_for_update().get(pk=turn_id)
-        if turn.state != TurnState.QUEUED:
+        session = _locked(session_id, turn_id)
+        # only a queued turn opens (under the session lock, so its state is current)
+        if not Turn.objects.filter(pk=turn_id, state=TurnState.QUEUED).update(
+                state=TurnState.RUNNING, started_at=timezone.now(),
+                prompt_revisions=list(payload.get("prompt_revisions") or [])):
             return []
-        turn.state = TurnState.RUNNING
-        turn.started_at = timezone.now()
-        payload: dict[str, Any] = {"native_turn_id": native_turn_id} if native_turn_id else {}
-        payload.update(prompt or {})
-        turn.prompt_revisions = list(payload.get("prompt_revisions") or [])
-        turn.save(update_fields=["state", "started_at", "prompt_revisions"])
-        from sessions import task_runs
+        turn = TurnRef(turn_id, session.turn_seq)
+        if session.has_task_runs:
+            from sessions import task_runs
 
-        task_runs.turn_started(session_id, turn)
+            task_runs.turn_started(session_id, session.turn_key)
         session.lifecycle = Lifecycle.RUNNING
         session.sleep_reason = ""
         session.save(update_fields=["lifecycle", "sleep_reason", "updated_at"])

@@ -1,0 +1,108 @@
+"""What a turn costs the database (issue 13, item 3: amux adds at most 25 ms to a turn): the
+statements each step of a turn sends, counted on the real database, and the semantics the
+leaner steps keep (one terminal per turn, a late terminal kept as provenance, gapless seqs).
+bench/turn_overhead.py measures the milliseconds."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from effects.models import Effect
+from sessions import timeline
+from sessions.models import Session, TimelineEvent, Turn
+from sessions.runtimes import events as rt
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def session():
+    return Session.objects.create(runtime="pi", workdir="/tmp/w", name="statements")
+
+
+def statements(fn, *args, **kwargs) -> tuple[list[str], object]:
+    """The statements ``fn`` sent (the savepoints of the test's own transaction aside)."""
+    with CaptureQueriesContext(connection) as captured:
+        result = fn(*args, **kwargs)
+    sent = [q["sql"] for q in captured.captured_queries
+            if not q["sql"].upper().startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+    return sent, result
+
+
+def usage(total: int) -> rt.UsageObserved:
+    return rt.UsageObserved(last={"total_tokens": 10}, cumulative={
+        "cumulative_input_tokens": total - 5, "cumulative_output_tokens": 5,
+        "cumulative_total_tokens": total})
+
+
+def relaxed(sent: list[str]) -> list[str]:
+    """The statements besides the progress batch's `SET LOCAL synchronous_commit` (sent on
+    PostgreSQL only)."""
+    return [s for s in sent if "synchronous_commit" not in s]
+
+
+def test_each_step_of_a_turn_sends_only_what_it_must(session):
+    sent, (turn, created) = statements(timeline.enqueue_input, session.pk, "hi", key="k1")
+    assert created
+    # lock; the last seqs and the key in one read; the turn; its turn.queued event
+    assert len(sent) == 4, sent
+
+    sent, _ = statements(timeline.start_turn, session.pk, turn.pk)
+    # lock (with the turn's seq); the turn, if still queued; the session; last seq; event
+    assert len(sent) == 5, sent
+
+    # the runtime's own turn.started carries nothing new: no transaction at all
+    assert statements(timeline.record, session.pk, turn.pk, [rt.TurnStarted()])[0] == []
+
+    sent, stored = statements(timeline.record, session.pk, turn.pk,
+                              [rt.MessageDelta(text="he"), rt.MessageDelta(text="llo")])
+    assert len(relaxed(sent)) == 3, sent  # lock (with the turn's seq); last seq; one INSERT
+    assert [e["turn"] for e in stored] == [turn.seq, turn.seq]
+
+    sent, stored = statements(timeline.record, session.pk, turn.pk,
+                              [usage(100), rt.TurnCompleted()])
+    # lock; last seq; the day's usage (+ its first row); the turn, if not ended; the
+    # turn-ended fact; the session; one INSERT for both events
+    assert len(sent) == 8, sent
+    assert [e["type"] for e in stored] == ["usage.observed", "turn.completed"]
+
+    turn.refresh_from_db()
+    session.refresh_from_db()
+    assert (turn.state, session.lifecycle) == ("completed", "idle")
+    seqs = list(TimelineEvent.objects.filter(session=session).values_list("seq", flat=True)
+                .order_by("seq"))
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_a_posted_key_is_idempotent_and_numbers_stay_gapless(session):
+    first, created = timeline.enqueue_input(session.pk, "one", key="same")
+    again, created_again = timeline.enqueue_input(session.pk, "one", key="same")
+    second, _ = timeline.enqueue_input(session.pk, "two")
+    assert (created, created_again, again.pk) == (True, False, first.pk)
+    assert (first.seq, second.seq) == (1, 2)
+    assert list(TimelineEvent.objects.filter(session=session).values_list("type", flat=True)
+                .order_by("seq")) == ["turn.queued", "turn.queued"]
+
+
+def test_two_terminals_in_one_batch_end_the_turn_once(session):
+    turn, _ = timeline.enqueue_input(session.pk, "hi")
+    timeline.start_turn(session.pk, turn.pk)
+    stored = timeline.record(session.pk, turn.pk, [
+        rt.TurnCompleted(), rt.TurnFailed(code="late", message="after the end")])
+    assert [e["type"] for e in stored] == ["turn.completed"]
+    accepted = TimelineEvent.objects.get(turn=turn, type="turn.completed")
+    assert [late["type"] for late in accepted.provenance["late"]] == ["turn.failed"]
+    assert Effect.objects.filter(kind="session.turn_ended", key=f"turn:{turn.pk}").count() == 1
+    turn.refresh_from_db()
+    assert turn.state == "completed"
+
+
+def test_a_turn_that_is_not_queued_does_not_open_again(session):
+    turn, _ = timeline.enqueue_input(session.pk, "hi")
+    assert timeline.start_turn(session.pk, turn.pk)
+    before = Turn.objects.get(pk=turn.pk).started_at
+    assert timeline.start_turn(session.pk, turn.pk) == []
+    assert Turn.objects.get(pk=turn.pk).started_at == before
+    assert TimelineEvent.objects.filter(turn=turn, type="turn.started").count() == 1
