@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import answers as answers_mod
+from .answers import AnswerRefused
 from .events import (
     Event,
     MessageCompleted,
@@ -23,6 +25,9 @@ from .events import (
 )
 
 ASK_USER_QUESTION = "AskUserQuestion"
+__all__ = ["ASK_USER_QUESTION", "AnswerRefused", "MessageMapper", "check_answer",
+           "native_answers", "result_terminal", "result_usage", "split_questions",
+           "usage_fields"]
 
 
 def usage_fields(usage: Any) -> dict[str, int] | None:
@@ -153,10 +158,6 @@ def _result_text(content: Any) -> Any:
 
 
 # --------------------------------------------------------------------- AskUserQuestion
-class AnswerRefused(ValueError):
-    """An answer that does not fit its question (the field is named in the message)."""
-
-
 def split_questions(tool_input: dict[str, Any]) -> list[Question]:
     """AskUserQuestion's ``questions`` as one amux ``Question`` each (id = its index)."""
     out = []
@@ -172,24 +173,9 @@ def split_questions(tool_input: dict[str, Any]) -> list[Question]:
 
 
 def check_answer(question: Question, answers: Any) -> str | list[str]:
-    """One question's answer from ``answers`` (``{question id: answer}``): a label (or the
-    user's own text) for a single-select question, a non-empty list of labels for a
-    multi-select one. Raises ``AnswerRefused`` otherwise."""
-    if not isinstance(answers, dict) or question.id not in answers:
-        raise AnswerRefused(f"answers must hold {question.id!r}")
-    value = answers[question.id]
-    if question.multi_select:
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list) or not value or \
-                not all(isinstance(v, str) and v.strip() for v in value):
-            raise AnswerRefused(f"{question.id}: a multi-select answer is a list of labels")
-        return list(value)
-    if isinstance(value, list) and len(value) == 1:
-        value = value[0]
-    if not isinstance(value, str) or not value.strip():
-        raise AnswerRefused(f"{question.id}: the answer is one label or text")
-    return value
+    """One question's answer from ``answers`` (``{question id: answer}``)."""
+    return answers_mod.check_answer(question.id or "", question.multi_select,
+                                    question.options, question.allow_custom, answers)
 
 
 def native_answers(tool_input: dict[str, Any], questions: list[Question],
