@@ -196,6 +196,9 @@ class ClaudeAdapter(RuntimeAdapter):
             "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_TELEMETRY": "1",
+            # amux's MCP tools (a handful) are offered to the model directly, not deferred
+            # behind the CLI's tool search
+            "ENABLE_TOOL_SEARCH": "false",
         })
         if self.model_service:
             env[MODEL_SERVICE_ENV] = str(cfg.extra_env[MODEL_SERVICE_ENV])
