@@ -420,8 +420,9 @@ class ClaudeAdapter(RuntimeAdapter):
 
     async def _ask(self, call_id: str, tool_input: dict[str, Any]) -> dict[str, Any]:
         questions = split_questions(tool_input)
-        cancelled = {"behavior": DENY, "message": "The user cancelled the question.",
-                     "interrupt": True}
+        # the user declined to answer: Claude goes on without answers (no answer is made
+        # up for it, and the turn is not stopped)
+        cancelled = {"behavior": DENY, "message": "The user cancelled the question."}
         if not questions:
             return {"behavior": DENY, "message": "AskUserQuestion without questions"}
         loop = asyncio.get_running_loop()

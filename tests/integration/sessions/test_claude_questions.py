@@ -73,3 +73,37 @@ def test_two_questions_answered_through_the_api(api, anthropic_provider, session
     assert "Which color?" in answered and "blue" in answered and "S,L" in answered
     assert TimelineEvent.objects.filter(session_id=session.pk,
                                         type="question.answered").count() == 2
+
+
+def test_cancelling_one_question_through_the_api_cancels_the_call(api, anthropic_provider,
+                                                                  session_dirs, model_server):
+    session = services.create_session(runtime="claude", provider="scripted",
+                                      model="claude-sonnet-4-5")
+    Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
+    model_server.script(ToolCall("", tool="AskUserQuestion", arguments=QUESTIONS),
+                        Text("no answers then"))
+    services.post_message(session.pk, "ask me two things")
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("out", run_host(session.pk)))
+    thread.start()
+    try:
+        wait_for(lambda: len(_asked(session.pk)) == 2, timeout=90)
+        color, sizes = (e.payload for e in _asked(session.pk))
+        url = f"/api/v1/sessions/{session.pk}/questions/"
+        both = api.post(url + color["request_id"], {"answers": {"q0": "red"}, "cancel": True},
+                        format="json")
+        assert both.status_code == 400 and "answers" in both.json()["error"]["fields"]
+        assert api.post(url + color["request_id"], {"cancel": True},
+                        format="json").status_code == 202
+        # the other question of the call is closed with it
+        wait_for(lambda: TimelineEvent.objects.filter(
+            session_id=session.pk, type="question.answered").count() == 2, timeout=60)
+        assert api.post(url + sizes["request_id"], {"answers": {"q1": ["S"]}},
+                        format="json").status_code == 409
+        wait_for(lambda: TimelineEvent.objects.filter(
+            session_id=session.pk, type="turn.completed").exists(), timeout=90)
+    finally:
+        thread.join(90)
+    cancelled = json.dumps(model_server.tool_requests()[-1].body["messages"][-1])
+    # Claude was told the call was cancelled: an error result, no answers
+    assert '"is_error": true' in cancelled and "S,L" not in cancelled
