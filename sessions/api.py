@@ -292,7 +292,16 @@ class PermissionAnswer(JsonTyped, serializers.Serializer):
 
 
 class QuestionAnswer(JsonTyped, serializers.Serializer):
-    answers = serializers.DictField(help_text="question id → answer")
+    answers = serializers.DictField(help_text="question id → answer", required=False)
+    cancel = serializers.BooleanField(
+        required=False, default=False,
+        help_text="cancel the question (a Claude AskUserQuestion call: all its questions)")
+
+    def validate(self, data):
+        if data.get("cancel") == ("answers" in data):
+            raise serializers.ValidationError(
+                {"answers": "give either answers or cancel: true"})
+        return data
 
 
 def _accepted(name: str, field: str):
@@ -347,7 +356,7 @@ class SessionQuestion(APIView):
     @extend_schema(request=QuestionAnswer, responses=_accepted("QuestionAnswered", "answered"))
     def post(self, request, pk: int, request_id: str):
         _session(pk)
-        answers = _valid(QuestionAnswer, request)["answers"]
+        answers = _valid(QuestionAnswer, request).get("answers")  # None: cancel
         try:
             services.answer_question(pk, request_id, answers)
         except services.CommandError as exc:

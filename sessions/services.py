@@ -27,6 +27,7 @@ from sessions.runtimes import (
     get_adapter,
 )
 from sessions.runtimes import watchdog as watchdogs
+from sessions.runtimes.answers import AnswerRefused, check_payload_answers
 from sessions.runtimes.base import McpServer
 
 MIN_IDLE_TIMEOUT = 60
@@ -416,14 +417,19 @@ def answer_permission(session_id: int, request_id: str, option_id: str | None) -
     control.send(session_id, "permission", request_id=request_id, option_id=option_id)
 
 
-def answer_question(session_id: int, request_id: str, answers: dict[str, Any]) -> None:
+def answer_question(session_id: int, request_id: str, answers: dict[str, Any] | None) -> None:
     pending = timeline.pending_requests(session_id).get(request_id)
     if pending is None or pending["type"] != "question.asked":
         raise Conflict(f"no open question {request_id!r} (already answered?)",
                        code="not_pending")
-    if not isinstance(answers, dict):
-        raise CommandError("answers must be an object of question id → answer",
-                           field="answers")
+    if answers is not None:  # None cancels the question (and its native batch)
+        if not isinstance(answers, dict):
+            raise CommandError("answers must be an object of question id → answer",
+                               field="answers")
+        try:
+            check_payload_answers(pending["payload"].get("questions") or [], answers)
+        except AnswerRefused as exc:
+            raise CommandError(str(exc), field="answers") from exc
     if not control.claim_answer(session_id, request_id):
         raise Conflict(f"question {request_id!r} was already answered",
                        code="already_answered")

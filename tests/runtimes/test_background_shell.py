@@ -31,6 +31,10 @@ def _timed(events_at, cls):
     return next(at for at, event in events_at if isinstance(event, cls))
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "the Claude Code CLI 2.1.328 bundled with the pinned Agent SDK kills a Bash command at "
+    "BASH_DEFAULT_TIMEOUT_MS (exit 143) instead of moving it to the background, as 2.1.44 "
+    "did; CLAUDE_AUTO_BACKGROUND_TASKS did not change that"))
 def test_claude_moves_a_slow_bash_command_to_the_background(tmp_path, model_server):
     require_runtime("claude")
     cfg = make_config("claude", tmp_path, model_server.base_url, background_shell_after=5)

@@ -69,11 +69,10 @@ def test_tool_call_then_three_messages_in_one_native_conversation(runtime, tmp_p
     usage = [e for e in first + second + third if isinstance(e, UsageObserved)]
     lasts = [u.last for u in usage if u.last]
     cumulative = [u.cumulative for u in usage if u.cumulative]
-    if runtime in ("acp", "claude"):
+    if runtime == "acp":
         # ACP: only what the agent reports (codex-acp: context use); never a derived total
         assert all(u.cumulative is None for u in usage)
-        if runtime == "acp":
-            assert any(u.context_used is not None for u in usage)
+        assert any(u.context_used is not None for u in usage)
     else:
         assert lasts and all(u["input_tokens"] == 100 for u in lasts)
         # the runtime's own running total, taken as reported (4 model calls, 100 input each)

@@ -55,6 +55,15 @@ class ToolCall:
 
 
 @dataclass
+class Fail:
+    """An HTTP error answer (not retried by the runtimes when 400)."""
+
+    message: str
+    status: int = 400
+    delay: float = 0.0
+
+
+@dataclass
 class LoggedRequest:
     path: str
     body: dict[str, Any]
@@ -304,6 +313,10 @@ class _Handler(BaseHTTPRequestHandler):
         logged = LoggedRequest(path=path, body=body, at=time.time())
         reply = srv._next_reply(logged)
         if not srv._sleep(reply.delay):
+            return
+        if isinstance(reply, Fail):
+            self._json(reply.status, {"type": "error", "error": {
+                "type": "invalid_request_error", "message": reply.message}})
             return
         try:
             if path.endswith("/responses"):

@@ -1,5 +1,5 @@
 """Prompts reach every turn of a running session, on every real runtime (Codex app-server,
-Pi RPC, Claude Code through claude-code-acp, codex-acp as a generic ACP agent) against the
+Pi RPC, Claude Code through the Agent SDK sidecar, codex-acp as a generic ACP agent) against the
 scripted model server: the host assembles the current worker prompt before each turn, a
 save during a turn leaves that turn's later model requests alone, the next turn's request
 carries the new text, and each turn.started records the revisions it used."""
