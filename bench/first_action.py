@@ -6,7 +6,8 @@ worker, a `runtime` worker with `amux run`'s process count, and beat — on a sc
 PostgreSQL database and a data directory of their own. The repository (--files files of
 about 2 KiB) is served by a real smart-HTTP git server and is mirrored by a first ticket
 (not measured). Then --tickets signed `issue_comment` webhooks ("@amux-bot please fix …"),
-each on a new issue, are sent evenly over --within seconds; each is stored and admitted, the
+each on a new issue, are sent evenly over --within seconds; each is stored, answered, and
+admitted off-request by the intake drainer the commit wakes; the
 outbox's dispatch fetches the mirror, clones the ticket's directory, creates the worker
 session and posts its brief, and a session host starts the real runtime and opens the turn.
 The figure is the wall time from sending the webhook to the turn's `started_at`; the model
@@ -136,7 +137,8 @@ def _run(args, data: Path) -> dict:
                 sent = time.time()
                 answer = httpx.post(f"{cluster.url}/hooks/github/bench-gh", content=body,
                                     headers=headers, timeout=30)
-                if answer.status_code != 202 or answer.json().get("outcome") != "admitted":
+                # stored and answered; the `default` worker's drainer admits it
+                if answer.status_code != 202 or answer.json().get("outcome") != "queued":
                     raise RuntimeError(f"webhook answered {answer.status_code} "
                                        f"{answer.text[:300]}")
                 return sent
