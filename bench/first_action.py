@@ -74,8 +74,9 @@ def _run(args, data: Path) -> dict:
     from intake.models import Source
     from intake.sources.github import GitHub
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    from django.conf import settings
+
     from amux_site import embedded_redis
-    from amux_site.management.commands.amux import CONCURRENCY
     from policy import services as policy
     from sessions import services
     from sessions.models import ProviderProfile, Session, Turn
@@ -117,7 +118,7 @@ def _run(args, data: Path) -> dict:
         logs = data / "logs"
         logs.mkdir()
         purge_queues()
-        cluster = Cluster(env, port, logs, hostname(), runtime_slots=CONCURRENCY["runtime"])
+        cluster = Cluster(env, port, logs, hostname(), runtime_slots=settings.AMUX_SESSION_CAPACITY)
         cluster.start()
         try:
             _wait_web(cluster.url)
@@ -201,7 +202,7 @@ def _run(args, data: Path) -> dict:
     late = sum(1 for w in waits if math.isinf(w))
     print(f"runtime={args.runtime} tickets={args.tickets} sent over {spread:.0f} s, "
           f"repository={args.files} files, runtime worker processes "
-          f"{CONCURRENCY['runtime']}")
+          f"{settings.AMUX_SESSION_CAPACITY}")
     result = {"tickets": len(waits), "not_started": late, "spread": spread, "wait": args.wait}
     for p in (50, 95):
         value = percentile(waits, p)
