@@ -6,7 +6,8 @@ worker, a `runtime` worker with `amux run`'s process count, and beat — on a sc
 PostgreSQL database and a data directory of their own. The repository (--files files of
 about 2 KiB) is served by a real smart-HTTP git server and is mirrored by a first ticket
 (not measured). Then --tickets signed `issue_comment` webhooks ("@amux-bot please fix …"),
-each on a new issue, are sent evenly over --within seconds; each is stored and admitted, the
+each on a new issue, are sent evenly over --within seconds; each is stored, answered, and
+admitted off-request by the intake drainer the commit wakes; the
 outbox's dispatch fetches the mirror, clones the ticket's directory, creates the worker
 session and posts its brief, and a session host starts the real runtime and opens the turn.
 The figure is the wall time from sending the webhook to the turn's `started_at`; the model
@@ -73,8 +74,9 @@ def _run(args, data: Path) -> dict:
     from intake.models import Source
     from intake.sources.github import GitHub
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    from django.conf import settings
+
     from amux_site import embedded_redis
-    from amux_site.management.commands.amux import CONCURRENCY
     from policy import services as policy
     from sessions import services
     from sessions.models import ProviderProfile, Session, Turn
@@ -116,7 +118,7 @@ def _run(args, data: Path) -> dict:
         logs = data / "logs"
         logs.mkdir()
         purge_queues()
-        cluster = Cluster(env, port, logs, hostname(), runtime_slots=CONCURRENCY["runtime"])
+        cluster = Cluster(env, port, logs, hostname(), runtime_slots=settings.AMUX_SESSION_CAPACITY)
         cluster.start()
         try:
             _wait_web(cluster.url)
@@ -136,7 +138,8 @@ def _run(args, data: Path) -> dict:
                 sent = time.time()
                 answer = httpx.post(f"{cluster.url}/hooks/github/bench-gh", content=body,
                                     headers=headers, timeout=30)
-                if answer.status_code != 202 or answer.json().get("outcome") != "admitted":
+                # stored and answered; the `default` worker's drainer admits it
+                if answer.status_code != 202 or answer.json().get("outcome") != "queued":
                     raise RuntimeError(f"webhook answered {answer.status_code} "
                                        f"{answer.text[:300]}")
                 return sent
@@ -199,7 +202,7 @@ def _run(args, data: Path) -> dict:
     late = sum(1 for w in waits if math.isinf(w))
     print(f"runtime={args.runtime} tickets={args.tickets} sent over {spread:.0f} s, "
           f"repository={args.files} files, runtime worker processes "
-          f"{CONCURRENCY['runtime']}")
+          f"{settings.AMUX_SESSION_CAPACITY}")
     result = {"tickets": len(waits), "not_started": late, "spread": spread, "wait": args.wait}
     for p in (50, 95):
         value = percentile(waits, p)

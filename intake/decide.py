@@ -21,3 +21,8 @@ def decide_incoming(source, facts: TriggerFacts, version: str | None = None) -> 
 def current_version_query():
     """The current policy version as a subquery (read with the source on each delivery)."""
     return services.current_version_query()
+
+
+def current_version() -> str:
+    """The current policy version's hash ('' for none yet), read once per batch."""
+    return services.current_version()

@@ -2,8 +2,9 @@
 
 An alternative to the events endpoint (no public URL needed). Events arrive already
 authenticated by the connection (plaintext, no signature), are turned into the same
-envelopes as webhook events, and enter intake the same way: stored unique on event id,
-deduplicated by message id, processed in order per thread.
+envelopes as webhook events, and enter intake the same way: stored unique on event id
+(the frame is acknowledged then), processed off the connection by the intake drainer in
+order per thread, deduplicated by message id.
 
 `supervise()` (`manage.py lark_receivers`, which `amux run` starts) keeps one receiver
 process (`manage.py lark_receiver --source SLUG`) per enabled Lark source set to receive by
@@ -33,7 +34,7 @@ from django.db import close_old_connections
 from amux_common.processes import die_with_parent
 from intake import health
 from intake.models import Source
-from intake.receive import accept
+from intake.receive import queue
 from intake.sources import plugin
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ def handle_raw(source: Source, raw: dict) -> tuple[int, dict]:
     if not isinstance(event_id, str) or not event_id or not isinstance(event_type, str):
         return 400, {"error": {"code": "invalid", "message": "no event id", "fields": {}}}
     env = plugin("lark", source.config, source.secrets).envelope(event_id, event_type, raw)
-    return accept(source, env, {"x-lark-receiver": "long_connection"})
+    return queue(source, env, {"x-lark-receiver": "long_connection"})
 
 
 def _receive(slug: str, raw: dict) -> None:

@@ -1,18 +1,23 @@
 """Processing per mailbox: stored deliveries become triggers, in order, one mailbox at a time.
 
 ARCHITECTURE.md "Intake": processing runs from the stored row per mailbox
-(`<source>:<thread>`), in order. A delivery's translation (the plugin) and decision (the
-gate) happen here; the recorded trigger goes to its consumer (intake/consumers.py) in the
-same transaction. A plugin or gate that raises leaves the delivery unprocessed with its
-error (shown in the admin and the source's health), holding back the deliveries behind it
-in its mailbox; the intake sweep tries it again with growing delays. A trigger id seen
-before makes no second trigger.
+(`<source>:<thread>`), in order, off the request: a webhook stores its delivery
+(`delivery_stored`) and wakes the intake drainer (`wake` → the `intake.drain` task →
+`drain`); the beat sweep (`process_pending`) processes whatever a lost wake-up left.
+A delivery's translation (the plugin) and decision (the gate) happen here; the recorded
+trigger goes to its consumer (intake/consumers.py) in the same transaction. A plugin or
+gate that raises leaves the delivery unprocessed with its error (shown in the admin and
+the source's health), holding back the deliveries behind it in its mailbox; the intake
+sweep tries it again with growing delays. A trigger id seen before makes no second
+trigger.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -23,7 +28,7 @@ from amux_common.clock import now as clock
 from amux_common.integrity import violates
 from intake import consumers, health
 from intake import rules as intake_core
-from intake.decide import decide_incoming
+from intake.decide import current_version, decide_incoming
 from intake.models import Delivery, Source, Thread, Trigger
 from intake.sources import plugin
 from intake.sources.base import Envelope
@@ -32,6 +37,12 @@ log = logging.getLogger(__name__)
 
 # Delays between tries of a delivery that failed: 30 s doubling, at most an hour.
 RETRY_FIRST, RETRY_MAX = 30, 3600
+# While one drain task is queued and not yet started, stored deliveries send no other one
+# (see `wake`); the flag expires by itself, so a task lost before it started delays the
+# next wake-up by at most this long (and the beat sweep runs every 30 s anyway).
+WAKE_FLAG, WAKE_FLAG_SECONDS = "amux:intake:wake", 10
+# One drain task processes at most this long, then leaves the rest to a new task.
+DRAIN_SECONDS = 60
 
 
 class DuplicateDelivery(Exception):  # noqa: N818 - a fact about input, not an error
@@ -78,8 +89,80 @@ def delivery_received(
     return delivery.pk, True
 
 
-def _lock_mailbox(mailbox: str) -> bool:
-    """Serialise processing of one mailbox; answers whether it has unprocessed deliveries.
+def delivery_stored(
+    *, source_id: int, delivery_id: str, event: str, mailbox: str, headers: dict, body: bytes,
+) -> bool:
+    """Fact: a verified delivery arrived and waits to be processed (the webhook's hot path:
+    one INSERT, then a wake-up of the drainer once it is committed). False when that
+    delivery id was stored before (nothing written)."""
+    # Autocommit: the INSERT is its own transaction (one round trip). Inside a caller's
+    # transaction a savepoint keeps a duplicate from breaking it.
+    guard = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
+    try:
+        with guard:
+            Delivery.objects.create(source_id=source_id, delivery_id=delivery_id, event=event,
+                                    mailbox=mailbox, headers=headers, body=body)
+    except IntegrityError as exc:
+        if violates(exc, "delivery_unique_id"):
+            return False
+        raise
+    transaction.on_commit(wake)
+    return True
+
+
+def wake() -> None:
+    """Wake the intake drainer now. Losing this only delays: the beat sweep processes too.
+
+    Debounced through a Redis flag: while one drain task is queued and not yet started,
+    further wake-ups send nothing (that task sees every delivery committed before it
+    starts, because it clears the flag before it reads). Per request this costs one
+    Redis `SET NX` most of the time instead of a broker publish each."""
+    from django.core.cache import cache
+
+    from intake.tasks import intake_drain
+
+    try:
+        if not cache.add(WAKE_FLAG, 1, WAKE_FLAG_SECONDS):
+            return
+    except Exception:  # Redis down: send the task anyway
+        log.warning("intake wake flag not set", exc_info=True)
+    try:
+        intake_drain.apply_async(retry=False)
+    except Exception:  # broker down: the sweep finds the deliveries
+        log.warning("intake wake-up not sent; the periodic sweep will process", exc_info=True)
+        with contextlib.suppress(Exception):
+            cache.delete(WAKE_FLAG)
+
+
+def _woke() -> None:
+    from django.core.cache import cache
+
+    try:
+        cache.delete(WAKE_FLAG)
+    except Exception:  # the flag expires by itself
+        log.warning("intake wake flag not cleared", exc_info=True)
+
+
+def drain(seconds: float = DRAIN_SECONDS) -> int:
+    """Process every due delivery, mailbox by mailbox, until none is left (what a stored
+    delivery wakes); answers how many were processed. Deliveries stored while it runs
+    are taken in later rounds; after `seconds` it stops and wakes a successor."""
+    _woke()
+    deadline = time.monotonic() + seconds
+    total = 0
+    while True:
+        done = process_pending()
+        total += done
+        if not done:
+            return total
+        if time.monotonic() > deadline:
+            wake()
+            return total
+
+
+def _lock_mailbox(mailbox: str, wait: bool = True) -> bool | None:
+    """Serialise processing of one mailbox; answers whether it has unprocessed deliveries,
+    or None (without `wait`) when another drainer holds it.
 
     PostgreSQL: an advisory transaction lock, and the check in the same round trip (two
     statements; the second takes its snapshot after the lock is held). SQLite: write
@@ -88,14 +171,21 @@ def _lock_mailbox(mailbox: str) -> bool:
     if connection.vendor != "postgresql":
         return pending.exists()
     sql, params = pending.values("id")[:1].query.sql_with_params()
+    lock = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT pg_advisory_xact_lock(%s, hashtext(%s)); SELECT EXISTS({sql})",
+            f"SELECT {lock}(%s, hashtext(%s)); SELECT EXISTS({sql})",
             [0x696E74, mailbox, *params],
         )
+        if not wait and cursor.fetchone()[0] is False:
+            return None
         if not cursor.nextset():  # pragma: no cover - a driver without multiple results
             return pending.exists()
         return bool(cursor.fetchone()[0])
+
+
+class MailboxBusy(Exception):  # noqa: N818 - a fact about concurrency, not an error
+    """Another drainer holds the mailbox (only without `wait`)."""
 
 
 def mailbox_processed(
@@ -107,6 +197,7 @@ def mailbox_processed(
     arrived: dict | None = None,
     limit: int = 100,
     cursor: tuple[str, str, dict] | None = None,
+    wait: bool = True,
 ) -> dict[int | None, intake_core.Outcome]:
     """Fact: the stored deliveries of one mailbox (`<source>:<thread>`) were processed, in
     order. `translate` turns a stored delivery into TriggerFacts or Ignored (pure plugin
@@ -122,10 +213,12 @@ def mailbox_processed(
     DuplicateDelivery and writes nothing. Its outcome is under the key None.
 
     `cursor` (name, value, extra): a catch-up cursor of the source that moves in the same
-    transaction, so it never stands for a trigger that was not stored."""
+    transaction, so it never stands for a trigger that was not stored.
+
+    Without `wait`, a mailbox another drainer holds raises MailboxBusy at once."""
     try:
         return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, True,
-                                  cursor)
+                                  cursor, wait)
     except IntegrityError as exc:
         if violates(exc, "delivery_unique_id"):
             raise DuplicateDelivery(arrived["delivery_id"] if arrived else "") from None
@@ -134,7 +227,7 @@ def mailbox_processed(
     # The optimistic insert met a trigger seen before: do it again, checking first.
     try:
         return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, False,
-                                  cursor)
+                                  cursor, wait)
     except IntegrityError as exc:
         if violates(exc, "delivery_unique_id"):
             raise DuplicateDelivery(arrived["delivery_id"] if arrived else "") from None
@@ -142,10 +235,12 @@ def mailbox_processed(
 
 
 def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optimistic,
-                       cursor=None):
+                       cursor=None, wait=True):
     results: dict[int | None, intake_core.Outcome] = {}
     with transaction.atomic(durable=True):
-        has_pending = _lock_mailbox(mailbox)
+        has_pending = _lock_mailbox(mailbox, wait)
+        if has_pending is None:
+            raise MailboxBusy(mailbox)
         pending = list(
             Delivery.objects.select_for_update()
             .filter(mailbox=mailbox, processed_at__isnull=True)
@@ -161,7 +256,7 @@ def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optim
             try:
                 with transaction.atomic():  # a failing plugin undoes only its own writes
                     outcome = _record(source, translate(delivery), decide,
-                                      optimistic=False)
+                                      optimistic=optimistic)
             except IntegrityError:
                 raise  # a trigger or delivery id met: mailbox_processed decides, not a failure
             except Exception as exc:
@@ -248,30 +343,48 @@ def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.
                                thread=thread_id, facts=facts)
 
 
-def process_mailbox(source: Source, mailbox: str):
+def process_mailbox(source: Source, mailbox: str, *, wait: bool = True,
+                    version: str | None = None):
+    """The stored deliveries of one mailbox processed (`version`: the current policy
+    version when the caller read it already)."""
     plug = plugin(source.kind, source.config, source.secrets)
     return mailbox_processed(
         source=source, mailbox=mailbox, translate=lambda d: translate_stored(plug, d),
-        decide=decide_incoming,
+        decide=lambda src, facts: decide_incoming(src, facts, version=version), wait=wait,
     )
 
 
 def process_pending(limit: int = 200) -> int:
-    """Process every mailbox with stored, unprocessed deliveries that are due (the
-    periodic sweep); a delivery waiting for its retry keeps its mailbox until then."""
+    """Process every mailbox with stored, unprocessed deliveries that are due (the drainer
+    and the periodic sweep); a delivery waiting for its retry keeps its mailbox until then.
+    Answers how many deliveries were processed.
+
+    Mailboxes another drainer holds are skipped at first and waited for at the end, so two
+    drainers share the work instead of queueing behind each other's locks, and nothing
+    committed before this began is left behind."""
     heads = (Delivery.objects.filter(processed_at__isnull=True).values("mailbox")
              .annotate(first=Min("id")).values("first"))
     due = Q(retry_at__isnull=True) | Q(retry_at__lte=clock())
-    rows = (Delivery.objects.filter(due, pk__in=heads).order_by("pk")
-            .values_list("source_id", "mailbox")[:limit])
+    rows = list(Delivery.objects.filter(due, pk__in=heads).order_by("pk")
+                .values_list("source_id", "mailbox")[:limit])
+    if not rows:
+        return 0
+    # One read of the policy version per batch: a batch decides under the version current
+    # when it began, as a webhook processed inline did under the one read with its source.
+    version = current_version()
     done = 0
     sources = {}
-    for source_id, mailbox in rows:
-        source = sources.get(source_id) or Source.objects.get(pk=source_id)
-        sources[source_id] = source
-        try:
-            done += len(process_mailbox(source, mailbox))
-        except Exception:
-            log.exception("processing mailbox %s failed", mailbox)
-            health.note_rejection(source_id, "processing_failed", error=True)
+    busy = []
+    for wait, batch in ((False, rows), (True, busy)):
+        for source_id, mailbox in batch:
+            source = sources.get(source_id) or Source.objects.get(pk=source_id)
+            sources[source_id] = source
+            try:
+                done += len(process_mailbox(source, mailbox, wait=wait, version=version))
+            except MailboxBusy:
+                busy.append((source_id, mailbox))
+            except Exception:
+                log.exception("processing mailbox %s failed", mailbox)
+                health.note_rejection(source_id, "processing_failed", error=True)
     return done
+

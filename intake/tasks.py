@@ -6,6 +6,20 @@ from intake import poll, process, rejections
 
 
 @shared_task(
+    name="intake.drain",
+    queue="default",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=process.DRAIN_SECONDS + 60,
+    time_limit=process.DRAIN_SECONDS + 90,
+    ignore_result=True,
+)
+def intake_drain() -> int:
+    """Process the deliveries webhooks stored (woken right after each commit)."""
+    return process.drain()
+
+
+@shared_task(
     name="intake.sweep",
     acks_late=True,
     reject_on_worker_lost=True,

@@ -163,6 +163,12 @@ def current_version_query():
     return Subquery(PolicyHead.objects.filter(pk=1).values("version")[:1])
 
 
+def current_version() -> str:
+    """The current version's hash ('' before the first save): one small read, for a
+    caller that decides a batch under one version (intake's drainer)."""
+    return PolicyHead.objects.filter(pk=1).values_list("version", flat=True).first() or ""
+
+
 def current_policy(kinds: dict[str, str] | None = None, version: str | None = None) -> Policy:
     """The current version, compiled once per (version, source kinds) and reused: what
     intake calls before each `gate(facts, policy)`; ``policy.version`` is the hash to store

@@ -9,6 +9,7 @@ from intake import poll
 from intake.models import Source, Trigger
 from intake.sources.github import GitHub
 from tests.support.github_payloads import signed
+from tests.support.intake import processed
 from tests.support.recording_server import RecordingServer
 
 pytestmark = pytest.mark.django_db
@@ -65,7 +66,8 @@ def test_a_webhook_for_a_polled_comment_makes_no_second_trigger(client, gh, serv
     body, headers = signed("issue_comment", payload, "s")
     response = client.post("/hooks/github/gh", data=body, content_type="application/json",
                            **headers)
-    assert response.json()["duplicate"] is True and Trigger.objects.count() == 3
+    # a new delivery id: stored, and processing finds the polled comment's trigger id
+    assert processed(response)["outcome"] == "duplicate" and Trigger.objects.count() == 3
 
 
 def test_the_cursor_stays_when_the_poll_fails(gh, server):
@@ -128,8 +130,9 @@ def test_a_pr_merged_while_amux_was_down_is_found_and_ends_the_ticket(client, gh
                                 "title": "Fix the crash", "body": "Fixes #2",
                                 "head": {"ref": "fix-crash", "sha": HEAD}}}
     body, headers = signed("pull_request", payload, "s")
-    assert client.post("/hooks/github/gh", data=body, content_type="application/json",
-                       **headers).json()["reason"] == "pr_merged"
+    assert processed(client.post("/hooks/github/gh", data=body,
+                                 content_type="application/json", **headers)
+                     )["reason"] == "pr_merged"
     ticket.refresh_from_db()
     assert ticket.end_reason == "merged" and Delivery.objects.count() == stored + 1
     assert poll.poll(gh) >= 0 and Delivery.objects.count() == stored + 1
@@ -184,7 +187,7 @@ def test_a_missed_ci_failure_review_and_review_comment_are_found(client, gh, ser
     body, headers = signed("check_run", payload, "s")
     response = client.post("/hooks/github/gh", data=body, content_type="application/json",
                            **headers)
-    assert response.json()["duplicate"] is True
+    assert processed(response)["outcome"] == "duplicate"
     assert Input.objects.filter(ticket=ticket).count() == before + 4
     # The suite passing later is news once.
     server.state.check_suites[(REPO, HEAD)] = [

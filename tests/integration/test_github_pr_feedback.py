@@ -11,6 +11,7 @@ from intake.models import Source, Thread
 from intake.sources.github import GitHub
 from policy import services as policy_services
 from tests.support.github_payloads import example, signed
+from tests.support.intake import drained, processed
 from tickets.actions import executor
 from tickets.models import Assignment, Input, Subscription, Ticket
 
@@ -37,8 +38,8 @@ def gh(settings, tmp_path):
 
 def post(client, event, payload, delivery=None):
     body, headers = signed(event, payload, SECRET, delivery)
-    return client.post("/hooks/github/gh", data=body, content_type="application/json",
-                       **headers)
+    return drained(client.post("/hooks/github/gh", data=body,
+                               content_type="application/json", **headers))
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def ticket(client, gh):
     (no worker is configured here, so the run fails, and nothing is in flight)."""
     issue = example("issues", "opened")
     issue["issue"]["body"] = "@amux-bot please fix the spelling"
-    assert post(client, "issues", issue).json()["outcome"] == "admitted"
+    assert processed(post(client, "issues", issue))["outcome"] == "admitted"
     outbox.drain(seconds=10)
     ticket = Ticket.objects.get()
     assert ticket.thread.key == f"{REPO}#1"
@@ -103,7 +104,7 @@ def test_a_hand_opened_pr_that_closes_the_issue_joins_and_its_merge_ends_the_tic
     outbox.drain(seconds=10)
     response = post(client, "pull_request", pull_request("closed", body="Closes #1",
                                                          merged=True, sender="bob"))
-    assert response.json()["reason"] == "pr_merged"
+    assert processed(response)["reason"] == "pr_merged"
     assert ended(ticket) and ticket.end_reason == "merged" and ticket.pr_state == "merged"
 
 
@@ -126,7 +127,7 @@ def test_an_unrelated_pr_joins_nothing(client, ticket):
 def test_the_agents_own_pr_is_linked_by_its_branch_though_its_message_is_dropped(
         client, ticket):
     payload = pull_request(head=f"amux/{ticket.short_name}", sender="amux-bot[bot]")
-    body = post(client, "pull_request", payload).json()
+    body = processed(post(client, "pull_request", payload))
     assert body["reason"] == "own_message"
     assert Subscription.objects.get(thread__key=f"{REPO}#2").ticket_id == ticket.pk
     assert not inputs(ticket)
@@ -193,14 +194,14 @@ def test_a_commit_status_finds_the_pr_by_its_branch(client, ticket):
     status = example("status", index=0)  # branches master, changes, gh-pages; success
     status["state"], status["target_url"] = "failure", "https://ci.example/build/7"
     status["context"] = "ci/jenkins"
-    body = post(client, "status", status).json()
+    body = processed(post(client, "status", status))
     assert body["trigger"]
     (ci,) = inputs(ticket)[before:]
     assert "ci/jenkins" in ci.text and "https://ci.example/build/7" in ci.text
     # A status on a branch no followed PR has concerns no ticket and leaves no trigger.
     status["branches"] = [{"name": "gh-pages", "commit": {"sha": "x"}}]
     status["sha"] = "f" * 40
-    body = post(client, "status", status).json()
+    body = processed(post(client, "status", status))
     assert (body["reason"], body["trigger"]) == ("pull_request_not_followed", None)
 
 
@@ -219,7 +220,7 @@ def test_reviews_and_review_comments_reach_the_ticket(client, ticket):
     assert "README.md:265" in got[1].text and comment["comment"]["html_url"] in got[1].text
     # A review that only holds line comments adds nothing of its own.
     empty = example("pull_request_review", "submitted", 1)
-    assert post(client, "pull_request_review", empty).json()["reason"] == "review_without_text"
+    assert processed(post(client, "pull_request_review", empty))["reason"] == "review_without_text"
 
 
 def issue_closed():
@@ -231,7 +232,7 @@ def issue_closed():
 
 
 def test_the_issue_closed_with_no_open_pr_ends_the_ticket(client, ticket):
-    body = post(client, "issues", issue_closed()).json()
+    body = processed(post(client, "issues", issue_closed()))
     assert body["reason"] == "issue_closed"
     assert ended(ticket) and ticket.end_reason == "issue_closed"
 
@@ -289,10 +290,10 @@ def test_ci_set_off_by_the_agents_own_push_still_reaches_the_ticket(client, tick
 def test_ci_in_progress_or_cancelled_says_nothing(client, ticket):
     link_by_hand(client, ticket)
     before = len(inputs(ticket))
-    assert post(client, "check_run", example("check_run", "created")).json()["reason"] == (
+    assert processed(post(client, "check_run", example("check_run", "created")))["reason"] == (
         "action_not_handled")
     post(client, "check_run", check_run(conclusion="cancelled", run_id=77))
     status = example("status", index=0)
     status["state"] = "pending"
-    assert post(client, "status", status).json()["reason"] == "ci_not_final"
+    assert processed(post(client, "status", status))["reason"] == "ci_not_final"
     assert len(inputs(ticket)) == before

@@ -9,6 +9,7 @@ import pytest
 
 from intake.models import Delivery, Source, Trigger
 from intake.sources.lark import Lark, decrypt, encrypt
+from tests.support.intake import processed
 from tests.support.lark_events import message_event, sealed
 
 pytestmark = pytest.mark.django_db
@@ -64,9 +65,7 @@ def test_url_verification_plain_when_no_encrypt_key(client, lark):
 def test_encrypted_signed_message_in_a_configured_group(client, lark):
     event = message_event(token=TOKEN, chat_id="oc_team", text="@_user_1 please fix CI",
                           mentions=[(BOT, "amux")])
-    response = post(client, event)
-    assert response.status_code == 202
-    body = response.json()
+    body = processed(post(client, event))
     assert body["delivery"] == event["header"]["event_id"] and body["trigger"]
     trigger = Trigger.objects.get(pk=body["trigger"])
     assert trigger.scope == "group_configured" and trigger.addressed and trigger.receives_all
@@ -76,18 +75,18 @@ def test_encrypted_signed_message_in_a_configured_group(client, lark):
 
 def test_reply_in_a_thread_lands_on_the_root_thread(client, lark):
     event = message_event(token=TOKEN, chat_id="oc_team", root_id="om_root", text="more")
-    trigger = Trigger.objects.get(pk=post(client, event).json()["trigger"])
+    trigger = Trigger.objects.get(pk=processed(post(client, event))["trigger"])
     assert trigger.thread.key == "oc_team:om_root" and not trigger.addressed
 
 
 def test_other_groups_only_when_the_bot_is_mentioned_by_open_id(client, lark):
     named = message_event(token=TOKEN, chat_id="oc_other", text="@_user_1 hi",
                           mentions=[("ou_someone_else", "amux")])  # same name, other id
-    body = post(client, named).json()
+    body = processed(post(client, named))
     assert (body["outcome"], body["reason"]) == ("ignored", "not_addressed")
     mentioned = message_event(token=TOKEN, chat_id="oc_other", text="@_user_1 hi",
                               mentions=[(BOT, "amux")])
-    trigger = Trigger.objects.get(pk=post(client, mentioned).json()["trigger"])
+    trigger = Trigger.objects.get(pk=processed(post(client, mentioned))["trigger"])
     assert trigger.scope == "group_other" and trigger.addressed and not trigger.receives_all
     lark.refresh_from_db()
     from intake.health_view import health
@@ -97,25 +96,25 @@ def test_other_groups_only_when_the_bot_is_mentioned_by_open_id(client, lark):
 
 def test_direct_messages(client, lark):
     event = message_event(token=TOKEN, chat_id="oc_dm", chat_type="p2p", text="hi")
-    trigger = Trigger.objects.get(pk=post(client, event).json()["trigger"])
+    trigger = Trigger.objects.get(pk=processed(post(client, event))["trigger"])
     assert trigger.scope == "direct" and trigger.addressed
 
 
 def test_own_messages_are_dropped(client, lark):
     event = message_event(token=TOKEN, chat_id="oc_team", sender=BOT, sender_type="app")
-    assert post(client, event).json()["reason"] == "own_message"
+    assert processed(post(client, event))["reason"] == "own_message"
     assert not Trigger.objects.exists()
 
 
 def test_duplicate_event_id_and_duplicate_message_id(client, lark):
     event = message_event(token=TOKEN, chat_id="oc_team", message_id="om_1", event_id="e1")
-    assert post(client, event).status_code == 202
+    assert processed(post(client, event))["trigger"]
     again = post(client, event)
-    assert again.status_code == 200 and again.json()["duplicate"] is True
-    # A reconnect backfill re-delivers the same message under a new event id.
+    assert again.status_code == 200 and again.json() == {"duplicate": True, "delivery": "e1"}
+    # A reconnect backfill re-delivers the same message under a new event id: stored, and
+    # processing finds the message id seen before.
     backfill = message_event(token=TOKEN, chat_id="oc_team", message_id="om_1", event_id="e2")
-    response = post(client, backfill)
-    assert response.status_code == 200 and response.json()["duplicate"] is True
+    assert processed(post(client, backfill))["outcome"] == "duplicate"
     assert Trigger.objects.count() == 1
 
 
@@ -165,7 +164,7 @@ def test_schema_one_and_missing_fields_are_400(client, lark):
 def test_other_event_types_are_answered_and_ignored(client, lark):
     event = message_event(token=TOKEN)
     event["header"]["event_type"] = "im.chat.member.bot.added_v1"
-    body = post(client, event).json()
+    body = processed(post(client, event))
     assert (body["outcome"], body["reason"]) == ("ignored", "event_not_handled")
 
 
@@ -178,7 +177,7 @@ def test_document_comments_are_their_own_scope(client, lark):
                       "notice_meta": {"file_token": "doxA", "file_type": "docx",
                                       "from_user_id": {"open_id": "ou_alice"},
                                       "from_user_type": "user", "notice_type": "add_comment"}}
-    trigger = Trigger.objects.get(pk=post(client, event).json()["trigger"])
+    trigger = Trigger.objects.get(pk=processed(post(client, event))["trigger"])
     assert trigger.scope == "doc_comment" and trigger.thread.key == "doc:doxA:c1"
     assert trigger.addressed
 

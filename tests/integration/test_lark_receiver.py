@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from intake import process
 from intake.lark_receiver import event_handler
 from intake.models import Delivery, Source, Trigger
 from intake.sources.lark import Lark
@@ -40,13 +41,18 @@ def test_sdk_dispatched_message_becomes_a_trigger_once(lark):
     event = message_event(token="", chat_id="oc_team", text="@_user_1 hi",
                           mentions=[("ou_bot", "amux")], message_id="om_ws1")
     handler._do_without_validation(json.dumps(event).encode())
+    # stored (the frame is acknowledged then), processed off the connection by the drainer
+    assert Delivery.objects.get().processed_at is None and not Trigger.objects.exists()
+    assert process.drain() == 1
     trigger = Trigger.objects.get()
     assert trigger.scope == "group_configured" and trigger.addressed
     assert trigger.external_id == "message:om_ws1"
     # A reconnect backfill: same message, new event id.
     event["header"]["event_id"] = "another"
     handler._do_without_validation(json.dumps(event).encode())
+    assert process.drain() == 1
     assert Trigger.objects.count() == 1 and Delivery.objects.count() == 2
+    assert Delivery.objects.get(delivery_id="another").outcome == "duplicate"
 
 
 def _children(root: int) -> dict[int, str]:
@@ -106,6 +112,8 @@ def test_the_supervisor_keeps_a_receiver_per_enabled_long_connection_source(tmp_
             frame = ws.push(event, app="cli_one")
             ws.wait(lambda s: frame in s.acks)
             assert ws.acks[frame] == 200
+            assert Delivery.objects.get().processed_at is None
+            assert process.drain() == 1
             trigger = Trigger.objects.get()
             assert (trigger.source.slug, trigger.external_id) == ("lk", "message:om_ws2")
 

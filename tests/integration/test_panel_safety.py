@@ -12,6 +12,7 @@ from amux_site.templatetags.safe_urls import safe_url
 from intake.models import Source
 from intake.sources.github import GitHub
 from tests.support.github_payloads import example, signed
+from tests.support.intake import processed
 from tickets.models import Ticket
 
 pytestmark = pytest.mark.django_db
@@ -53,7 +54,7 @@ def test_a_javascript_url_in_a_signed_payload_renders_as_text(client, gh, operat
     body, headers = signed("issue_comment", payload, SECRET, None)
     response = client.post("/hooks/github/gh", data=body, content_type="application/json",
                            **headers)
-    assert response.json()["outcome"] == "admitted"
+    assert processed(response)["outcome"] == "admitted"
     ticket = Ticket.objects.get()
     assert ticket.thread.url == "javascript:alert(document.cookie)"  # kept as received
     client.force_login(operator)

@@ -6,6 +6,7 @@ import pytest
 
 from intake.models import Source, Trigger
 from tests.support.github_payloads import example, signed
+from tests.support.intake import processed
 
 pytestmark = pytest.mark.django_db
 
@@ -87,7 +88,8 @@ def test_disable_then_the_webhook_is_404(api, client):
 def test_health_counts_rejected_events_by_reason(api, client):
     api.post("/api/v1/sources", GITHUB, format="json")
     body, headers = signed("star", example("star"), "whs")
-    client.post("/hooks/github/gh", data=body, content_type="application/json", **headers)
+    processed(client.post("/hooks/github/gh", data=body, content_type="application/json",
+                          **headers))
     body, headers = signed("issues", example("issues", "opened"), "wrong")
     client.post("/hooks/github/gh", data=body, content_type="application/json", **headers)
     health = api.get("/api/v1/sources/gh").json()["health"]

@@ -7,6 +7,7 @@ import pytest
 
 from intake.models import Source, Trigger
 from tests.support.github_payloads import example, signed
+from tests.support.intake import processed
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +75,8 @@ def test_disable_and_enable(op_client):
 def test_health_shows_rejected_reasons_and_last_event(op_client, client):
     _add_github(op_client)
     body, headers = signed("star", example("star"), "whs")
-    client.post("/hooks/github/gh", data=body, content_type="application/json", **headers)
+    processed(client.post("/hooks/github/gh", data=body, content_type="application/json",
+                          **headers))
     html = op_client.get("/panel/sources/").content.decode()
     assert 'data-reason="event_not_handled">event_not_handled 1' in html
     assert "star · ignored" in html
