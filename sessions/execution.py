@@ -162,13 +162,17 @@ def _permission(launch: str, caller: CallerSettings, preset: Preset | None,
 
 def resolve(*, launch: str, caller: CallerSettings, isolation: str,
             preset: Preset | None = None, default_preset: Preset | None = None,
+            runtime_preset: Preset | None = None,
             runtime_takes_extra_args: bool = True) -> ExecutionSettings:
     """The frozen settings of one launch.
 
     ``preset``: a shortcut the caller chose (it fills runtime, model, effort, provider,
     permission and extra_args the caller left out). ``default_preset``: the distribution
     default, used only by a task that names no runtime and chose no preset — and then only
-    for its runtime and model selection (with the provider binding that model needs)."""
+    for its runtime and model selection (with the provider binding that model needs).
+    ``runtime_preset``: the built-in shortcut of the runtime the caller named; when the
+    caller names a runtime but no model (``--runtime pi``), its model (and that model's
+    provider binding) is the one used — nothing else of it."""
     if launch not in (DIRECT, TASK):
         raise ValueError(launch)
     source: Preset | None = preset
@@ -181,11 +185,14 @@ def resolve(*, launch: str, caller: CallerSettings, isolation: str,
     if not runtime:
         raise ExecutionError("runtime is required", "runtime")
     model = caller.model or (source.model if source else "") or ""
+    provider = caller.provider or (source.provider if source else None)
+    if not model and runtime_preset is not None and runtime_preset.runtime == runtime:
+        model = runtime_preset.model
+        provider = provider or runtime_preset.provider
     if not model:
         raise ExecutionError("model is required (no preset names one)", "model")
     effort = caller.effort if caller.effort is not None else (
         source.effort if source and full else None)
-    provider = caller.provider or (source.provider if source else None)
     extra = check_extra_args(caller.extra_args) if caller.extra_args is not None else (
         source.extra_args if source and full else ())
     if extra and not runtime_takes_extra_args:

@@ -27,6 +27,18 @@ def _provider_for(runtime: str, platforms: frozenset[str]) -> str:
                        f"{runtime} runtime and no preset binds one", field="provider")
 
 
+def _runtime_shortcut(caller: CallerSettings) -> execution.Preset | None:
+    """The built-in shortcut named like the caller's runtime, when the caller names a
+    runtime without a model."""
+    if not caller.runtime or caller.model:
+        return None
+    try:
+        found = profiles.get_preset(caller.runtime)
+    except CommandError:  # no shortcut of that name
+        return None
+    return found if found is not None and found.runtime == caller.runtime else None
+
+
 def resolve(launch: str, caller: CallerSettings, preset: str | None = None
             ) -> ExecutionSettings:
     shortcut = profiles.get_preset(preset)
@@ -42,6 +54,7 @@ def resolve(launch: str, caller: CallerSettings, preset: str | None = None
         settings = execution.resolve(
             launch=launch, caller=caller, isolation=isolation.selected_backend(),
             preset=shortcut, default_preset=fallback,
+            runtime_preset=_runtime_shortcut(caller) if shortcut is None else None,
             runtime_takes_extra_args=getattr(adapter, "accepts_extra_args", True))
     except execution.ExecutionError as exc:
         raise CommandError(str(exc), field=exc.field) from exc

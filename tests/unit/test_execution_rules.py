@@ -120,3 +120,20 @@ def test_the_expert_text_carries_instructions_and_each_skill():
     text = manifest.prompt_text("Heron", "Be brief.", [
         {"name": "tides", "description": "reads tides", "content": "Twice a day."}])
     assert text.index("Be brief.") < text.index("### tides") < text.index("Twice a day.")
+
+
+def test_a_runtime_named_without_a_model_takes_only_the_model_of_its_own_shortcut():
+    pi = Preset(slug="pi", runtime="pi", model="gpt-5.5", effort="high", provider="bound",
+                permission="ask", extra_args=("--tools", "read"))
+    got = resolve(launch=TASK, caller=CallerSettings(runtime="pi"), isolation="private-home",
+                  default_preset=DEFAULT, runtime_preset=pi)
+    assert (got.runtime, got.model, got.provider) == ("pi", "gpt-5.5", "bound")
+    # nothing else of the shortcut: not its permission, effort or native arguments
+    assert got.effort is None and got.extra_args == () and got.preset is None
+    assert got.permission.mode == "policy-allow"
+    # an explicit model still wins, and another runtime's shortcut is never used
+    assert resolve(launch=TASK, caller=CallerSettings(runtime="pi", model="m"),
+                   isolation="private-home", runtime_preset=pi).model == "m"
+    with pytest.raises(ExecutionError, match="model is required"):
+        resolve(launch=DIRECT, caller=CallerSettings(runtime="codex"),
+                isolation="private-home", runtime_preset=pi)
