@@ -282,6 +282,10 @@ class ClaudeAdapter(RuntimeAdapter):
         if not launcher.exists() or launcher.read_text() != text:
             launcher.write_text(text)
         launcher.chmod(0o700)
+        # written after the isolation backend took over the state directory: the runtime
+        # user (linux-dac) must own it to run it
+        self.hand_over(launcher.parent)
+        self.hand_over(launcher)
         return launcher
 
     async def start(self, resume: str | None = None) -> str:
