@@ -30,8 +30,9 @@ def provider():
                                           base_url="http://127.0.0.1:9/v1")
 
 
-def test_memory_entries_are_their_owners_alone(operator, viewer):
-    mine, theirs = _client(operator), _client(viewer)
+def test_memory_entries_are_their_owners_alone(operator, viewer, django_user_model):
+    other = django_user_model.objects.create_user("second-operator", is_staff=True)
+    mine, theirs = _client(operator), _client(other)
     made = mine.post("/api/v1/memory/", {"title": "Deploys", "text": "Friday: never."},
                      format="json")
     assert made.status_code == 201, made.content
@@ -40,9 +41,11 @@ def test_memory_entries_are_their_owners_alone(operator, viewer):
     assert theirs.get("/api/v1/memory/").json()["count"] == 0
     assert theirs.get(f"/api/v1/memory/{entry}/").status_code == 404
     assert theirs.delete(f"/api/v1/memory/{entry}/").status_code == 404
-    # a viewer keeps notes of their own too
-    assert theirs.post("/api/v1/memory/", {"title": "t", "text": "x"},
-                       format="json").status_code == 201
+    # a viewer reads (their own: none) but writes nothing, like every other resource
+    looker = _client(viewer)
+    assert looker.get("/api/v1/memory/").json()["count"] == 0
+    assert looker.post("/api/v1/memory/", {"title": "t", "text": "x"},
+                       format="json").status_code == 403
     changed = mine.patch(f"/api/v1/memory/{entry}/", {"text": "Friday: only hotfixes."},
                          format="json")
     assert changed.status_code == 200 and changed.json()["text"] == "Friday: only hotfixes."
