@@ -27,7 +27,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(400)]
 
 CALLER_TOOLS = {"session_run", "task_run", "task_submit", "task_get", "instance_spawn"}
-WORKER_TOOLS = {"report", "ask", "hand_back", "reply", "pull_request", "context"}
+WORKER_TOOLS = {"report", "ask", "hand_back", "reply", "pull_request", "context",
+                "memory_search", "memory_read"}
 
 
 @pytest.fixture
