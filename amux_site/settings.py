@@ -114,6 +114,7 @@ INSTALLED_APPS = [
     "sessions.apps.AgentSessionsConfig",
     "intake",
     "tickets",
+    "conversations",
 ]
 
 MIDDLEWARE = [
