@@ -83,3 +83,35 @@ class CardCallback(models.Model):
         ordering = ["-id"]
         constraints = [models.UniqueConstraint(fields=["source", "event_id"],
                                                name="one_card_callback_per_event")]
+
+
+class EventCard(models.Model):
+    """A card sent for one timeline event that asks something of a person (a question, a
+    permission request) or reports a goal's state: kept so it can be patched when the
+    request is answered or released, and so a click on it can be checked against the
+    generation it was sent with."""
+
+    class State(models.TextChoices):
+        OPEN = "open", "open"
+        ANSWERED = "answered", "answered"
+        INERT = "inert", "inert"  # released, replaced or stale: its buttons do nothing
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE,
+                                     related_name="event_cards")
+    session_id = models.BigIntegerField()
+    event_seq = models.PositiveIntegerField(help_text="the timeline event it shows")
+    kind = models.CharField(max_length=40, help_text="question, permission or goal")
+    request_id = models.CharField(max_length=200, blank=True)
+    chat_id = models.CharField(max_length=120)
+    message_id = models.CharField(max_length=120, blank=True,
+                                  help_text="the Lark message id, once sent")
+    generation = models.PositiveIntegerField(default=1)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["conversation", "event_seq"],
+                                               name="one_card_per_event")]
+        indexes = [models.Index(fields=["session_id", "request_id"], name="event_card_request")]
