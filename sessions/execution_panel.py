@@ -115,24 +115,35 @@ def preset_list(request):
 
 
 # ------------------------------------------------------------------------ tasks
+EXECUTION_FIELDS = ("profile", "runtime", "model", "provider", "permission_policy")
+
+
 def _given(request, *keys: str) -> dict:
     return {k: request.POST.get(k).strip() for k in keys if (request.POST.get(k) or "").strip()}
 
 
+def _start_from_form(request, start, done) -> tuple[str | None, int, object]:
+    """A POSTed task or instance form: ``start(**execution fields)`` makes it; a refusal is
+    shown on the page (400), a success redirects with ``done(made)`` as the notice."""
+    if request.method != "POST":
+        return None, 200, None
+    try:
+        made = start(**_given(request, *EXECUTION_FIELDS))
+    except services.CommandError as exc:
+        return _refusal(exc), 400, None
+    messages.success(request, done(made))
+    return None, 200, made
+
+
 @roles.operator_to_change
 def task_list(request):
-    error, status = None, 200
-    if request.method == "POST":
-        fields = _given(request, "profile", "runtime", "model", "provider",
-                        "permission_policy")
-        try:
-            run = task_runs.submit_task(owner=request.user,
-                                        prompt=request.POST.get("prompt", ""), **fields)
-        except services.CommandError as exc:
-            error, status = _refusal(exc), 400
-        else:
-            messages.success(request, f"Submitted task {run.pk}.")
-            return redirect("panel-tasks")
+    error, status, run = _start_from_form(
+        request,
+        lambda **fields: task_runs.submit_task(owner=request.user,
+                                               prompt=request.POST.get("prompt", ""), **fields),
+        lambda run: f"Submitted task {run.pk}.")
+    if run is not None:
+        return redirect("panel-tasks")
     runs = paged(request, TaskRun.objects.select_related("owner", "profile", "instance")
                  .order_by("-id"))
     return _page(request, "panel/exec_tasks.html", "tasks", status, runs=runs, error=error,
@@ -142,18 +153,13 @@ def task_list(request):
 # ------------------------------------------------------------------------ instances
 @roles.operator_to_change
 def instance_list(request):
-    error, status = None, 200
-    if request.method == "POST":
-        fields = _given(request, "profile", "runtime", "model", "provider",
-                        "permission_policy")
-        try:
-            agent = instances.create_instance(owner=request.user,
-                                              name=request.POST.get("name", ""), **fields)
-        except services.CommandError as exc:
-            error, status = _refusal(exc), 400
-        else:
-            messages.success(request, f"Created the instance {agent.name}.")
-            return redirect("panel-instances")
+    error, status, agent = _start_from_form(
+        request,
+        lambda **fields: instances.create_instance(owner=request.user,
+                                                   name=request.POST.get("name", ""), **fields),
+        lambda agent: f"Created the instance {agent.name}.")
+    if agent is not None:
+        return redirect("panel-instances")
     rows = AgentInstance.objects.select_related("owner", "profile", "session").order_by("-id")
     return _page(request, "panel/exec_instances.html", "instances", status, rows=rows,
                  error=error, **_options())
