@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class ConversationsConfig(AppConfig):
     name = "conversations"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from conversations import wiring  # models are loaded only now
+
+        wiring.wire()

@@ -27,6 +27,10 @@ KINDS: dict[str, KindPolicy] = {
     "assess": KindPolicy(2, 10, 900, 8, 900, batch=1),
     "session.turn_ended": KindPolicy(16, 2, 300, 15, 300),
     "task.turn_ended": KindPolicy(16, 2, 300, 15, 300),
+    # conversations/: the one Lark card of a turn (coalesced: the latest state supersedes),
+    # and the card of a question, permission request or goal state (create, then patches)
+    "conversation.reply": KindPolicy(8, 1, 120, 20, 300),
+    "conversation.card": KindPolicy(8, 1, 120, 20, 300),
 }
 ORDERED_KINDS = [kind for kind, policy in KINDS.items() if policy.ordered]
 

@@ -23,6 +23,8 @@ class EffectKind(models.TextChoices):
     ASSESS = "assess", "run an assessment"
     TURN_ENDED = "session.turn_ended", "report the end of a session's turn"
     TASK_TURN_ENDED = "task.turn_ended", "settle the task run of an ended turn"
+    CONVERSATION_REPLY = "conversation.reply", "show a turn in its Lark conversation"
+    CONVERSATION_CARD = "conversation.card", "send or update an event card in Lark"
 
 
 class EffectState(models.TextChoices):

@@ -2,13 +2,15 @@
 
 Intake knows sources, threads and triggers; what a trigger means — a ticket's follow-up, a
 new ticket, a message for a conversation session, a connector's input — is its consumer's
-business. The consumer registers at start-up (tickets: `TicketsConfig.ready()` registers
-tickets/consumer.py), and intake calls it inside the transaction that records the trigger,
+business. Consumers register at start-up (tickets: `TicketsConfig.ready()` registers
+tickets/consumer.py as the default; conversations claims the Lark sources in a conversation
+mode), and intake calls the source's consumer inside the transaction that records the trigger,
 so the trigger and what became of it commit together.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 
@@ -37,18 +39,31 @@ class NoConsumer(RuntimeError):
     pass
 
 
+# The default consumer (tickets) takes every source no other consumer claims; a consumer
+# registered with `claims` (conversations: a Lark source in a conversation mode) takes the
+# sources it claims. One source has one consumer, so one message never feeds two.
 _consumer: Consumer | None = None
+_claimed: list[tuple[Callable[[object], bool], Consumer]] = []
 
 
-def register(consumer: Consumer) -> None:
-    """Declare the consumer of recorded triggers (once, at start-up)."""
-    global _consumer
+def _check(consumer) -> None:
     if not isinstance(consumer, Consumer):
         missing = [name for name in ("locate", "thread_state_reported", "route_new",
                                      "followed_pull_requests")
                    if not callable(getattr(consumer, name, None))]
         raise TypeError(f"{type(consumer).__name__} is not an intake consumer: it lacks "
                         f"{', '.join(missing)}")
+
+
+def register(consumer: Consumer, *, claims: Callable[[object], bool] | None = None) -> None:
+    """Declare a consumer of recorded triggers (once, at start-up): the default one, or,
+    with `claims(source) -> bool`, the consumer of the sources it claims."""
+    global _consumer
+    _check(consumer)
+    if claims is not None:
+        _claimed[:] = [(c, k) for c, k in _claimed if type(k) is not type(consumer)]
+        _claimed.append((claims, consumer))
+        return
     if _consumer is not None and type(_consumer) is not type(consumer):
         raise RuntimeError(f"intake already has a consumer ({type(_consumer).__name__})")
     _consumer = consumer
@@ -56,6 +71,9 @@ def register(consumer: Consumer) -> None:
 
 def of(source) -> Consumer:
     """The consumer of `source`'s triggers."""
+    for claims, consumer in _claimed:
+        if claims(source):
+            return consumer
     if _consumer is None:
         raise NoConsumer("no app registered an intake consumer (tickets does in its ready())")
     return _consumer

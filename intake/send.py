@@ -7,8 +7,8 @@ from django.db import IntegrityError, transaction
 
 from amux_common.integrity import violates
 from intake.models import OutgoingMessage, Source, Thread
-from intake.sources import OpensPullRequests, plugin
-from intake.sources.base import ConfigError, Context, Message, SendResult
+from intake.sources import OpensPullRequests, SendsCards, plugin
+from intake.sources.base import CardSent, ConfigError, Context, Message, SendResult
 
 
 def send(source: Source, *, message_id: str, thread: str, text: str,
@@ -50,3 +50,22 @@ def open_pull_request(source: Source, *, repo: str, title: str, body: str, head:
         raise ConfigError({"source": f"a {source.kind} source cannot open pull requests"})
     return plug.open_pull_request(repo=repo, title=title, body=body, head=head, base=base,
                                   closes=closes)
+
+
+def _card_plugin(source: Source):
+    plug = plugin(source.kind, source.config, source.secrets)
+    if not isinstance(plug, SendsCards):
+        raise ConfigError({"source": f"a {source.kind} source cannot post cards"})
+    return plug
+
+
+def send_card(source: Source, *, key: str, card: dict, reply_to: str = "",
+              chat_id: str = "", in_thread: bool = False) -> CardSent:
+    """Post an interactive card through the source, once per `key`."""
+    return _card_plugin(source).send_card(key=key, card=card, reply_to=reply_to,
+                                          chat_id=chat_id, in_thread=in_thread)
+
+
+def patch_card(source: Source, *, message_id: str, card: dict) -> SendResult:
+    """Update a card sent before, in place."""
+    return _card_plugin(source).patch_card(message_id, card)

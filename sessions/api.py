@@ -321,7 +321,9 @@ class SessionMessages(APIView):
         data = _valid(PostMessage, request)
         try:
             turn = services.post_message(pk, data.get("text"), key=data.get("key"),
-                                         content=data.get("content"))
+                                         content=data.get("content"),
+                                         origin={"via": "api",
+                                                 "actor": request.user.get_username()})
         except services.CommandError as exc:
             return _refused(exc)
         return Response({"turn": turn.seq, "state": turn.state, "key": turn.key},

@@ -89,6 +89,10 @@ class Session(models.Model):
         default=dict, blank=True,
         help_text="what the running agent declared (image input, advertised commands), as "
                   "its host last saw it; checked before a control or an image is accepted")
+    mirrored = models.BooleanField(
+        default=False,
+        help_text="another place shows its turns (a Lark conversation): the timeline tells "
+                  "sessions.hooks.timeline_mirrored of each event")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -130,6 +134,9 @@ class Turn(models.Model):
     seq = models.PositiveIntegerField()
     key = models.CharField(max_length=120, help_text="idempotency key")
     input = models.JSONField(default=dict, blank=True)
+    origin = models.JSONField(
+        default=dict, blank=True,
+        help_text='where the input came from: {"via": "web" | "lark" | "api" | …, "actor", …}')
     state = models.CharField(max_length=10, choices=TurnState.choices, default="queued")
     error_code = models.CharField(max_length=60, blank=True)
     prompt_revisions = models.JSONField(default=list, blank=True)

@@ -51,7 +51,8 @@ def session_message(request, pk: int):
     if refused := _refuse_archived(pk):
         return refused
     try:
-        turn = services.post_message(pk, request.POST.get("text", ""))
+        turn = services.post_message(pk, request.POST.get("text", ""),
+                                     origin={"via": "web", "actor": request.user.get_username()})
     except services.CommandError as exc:
         return _result(str(exc), ok=False, status=200)
     return _result(f"Queued as turn {turn.seq}.")

@@ -370,9 +370,16 @@ def wake(session_id: int, session: Session | None = None) -> None:
 
 def post_message(session_id: int, text: str | None = None, *, key: str | None = None,
                  images: list[dict[str, str]] | None = None,
-                 content: list[dict[str, Any]] | None = None):
+                 content: list[dict[str, Any]] | None = None,
+                 origin: dict[str, Any] | None = None):
     """Queue one input: ``text``, or ``content`` — ordered text and image parts, checked
-    (sessions.content) and kept with the input in the database."""
+    (sessions.content) and kept with the input in the database. ``origin``: where it came
+    from, ``{"via": "web" | "lark" | "api" | …, "actor": …}`` (plus, from Lark, the place:
+    source, conversation, chat_id, message_id, thread_key, generation); every surface
+    enters through here, so one session's inputs have one order whatever their origin."""
+    if origin is not None and (not isinstance(origin, dict)
+                               or not isinstance(origin.get("via"), str)):
+        raise CommandError('origin must be an object with a "via" string', field="origin")
     parts = None
     if content is not None:
         parts = _content_parts(session_id, content)
@@ -382,12 +389,19 @@ def post_message(session_id: int, text: str | None = None, *, key: str | None = 
     try:
         with transaction.atomic():
             turn, created = timeline.enqueue_input(session_id, text, key=key, images=images,
-                                                   parts=parts)
+                                                   parts=parts, origin=origin)
             if created:  # the session row was locked and read with the new turn
                 wake(session_id, turn.session)
     except timeline.SessionArchived as exc:
         raise Conflict(str(exc), code="session_archived") from exc
     return turn
+
+
+def set_mirrored(session_id: int, mirrored: bool = True) -> None:
+    """Mark a session as shown elsewhere (a Lark conversation): from the next event on, its
+    timeline tells ``sessions.hooks.timeline_mirrored``."""
+    Session.objects.filter(pk=session_id).exclude(mirrored=mirrored).update(
+        mirrored=mirrored, updated_at=timezone.now())
 
 
 def interrupt(session_id: int) -> None:

@@ -23,7 +23,7 @@ from django.utils import timezone
 from amux_common.clock import now as clock
 from effects import outbox
 from effects.models import EffectKind
-from sessions import publisher
+from sessions import hooks, publisher
 from sessions import usage as usage_rules
 from sessions.apps import TIMELINE_LAYER
 from sessions.models import (
@@ -96,6 +96,7 @@ class Writer:
         self.next_seq = last_seq + 1
         self.pending: list[tuple[TimelineEvent, int | None]] = []
         self.published: list[dict[str, Any]] = []
+        self.mirrored: list[TimelineEvent] = []
 
     def append(self, type_: str, payload: dict[str, Any] | None = None, *,
                turn: Turn | TurnRef | None = None, provenance: dict[str, Any] | None = None
@@ -112,10 +113,15 @@ class Writer:
             return
         TimelineEvent.objects.bulk_create([ev for ev, _ in self.pending])
         self.published.extend(event_data(ev, seq) for ev, seq in self.pending)
+        if self.session.mirrored:
+            self.mirrored.extend(ev for ev, _ in self.pending)
         self.pending.clear()
 
     def commit_publish(self) -> None:
         self.flush()
+        if self.mirrored:  # another place shows this session (sessions.hooks)
+            hooks.timeline_mirrored(self.session.pk, list(self.mirrored))
+            self.mirrored.clear()
         items, sid = list(self.published), self.session.pk
         transaction.on_commit(lambda: publish(sid, items))
 
@@ -161,8 +167,11 @@ class SessionArchived(TimelineError):
 def enqueue_input(session_id: int, text: str, *, key: str | None = None,
                   images: list[dict[str, str]] | None = None,
                   parts: list[dict[str, Any]] | None = None,
-                  command: str | None = None) -> tuple[Turn, bool]:
+                  command: str | None = None,
+                  origin: dict[str, Any] | None = None) -> tuple[Turn, bool]:
     """Queue one user input as a new turn. Idempotent on ``key``. Returns (turn, created).
+    ``origin``: where it came from (web, lark, api …), kept on the turn and in its
+    ``turn.queued`` payload: web and Lark inputs share this one ordered ingress.
     Raises before writing anything, so the caller's transaction needs no savepoint."""
     with transaction.atomic(savepoint=False):
         session = _locked(session_id)
@@ -188,8 +197,11 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
             queued["images"] = sum(1 for p in parts if p.get("type") == "image")
         if command:
             stored["command"] = queued["command"] = command
+        if origin:
+            queued["origin"] = origin
         turn = Turn.objects.create(session=session, seq=last + 1,
-                                   key=key or f"turn-{last + 1}", input=stored)
+                                   key=key or f"turn-{last + 1}", input=stored,
+                                   origin=origin or {})
         writer = Writer(session, last_event or 0)
         writer.append("turn.queued", queued, turn=turn)
         writer.commit_publish()
@@ -367,7 +379,8 @@ def reconcile_running(session_id: int, code: str = "host_lost",
                 enqueue_input(session_id, text, key=turn.key + RESUME_SUFFIX,
                               images=(turn.input or {}).get("images") or None,
                               parts=parts or None,
-                              command=(turn.input or {}).get("command"))
+                              command=(turn.input or {}).get("command"),
+                              origin=turn.origin or None)
             else:
                 record(session_id, turn.pk, [rt.TurnFailed(code=code, message=message)])
         ended += 1

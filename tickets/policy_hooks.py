@@ -41,6 +41,16 @@ def worker_configured() -> bool:
     return bool(settings and settings.worker_provider_id and settings.worker_model.strip())
 
 
+def worker_defaults() -> dict | None:
+    """The worker's runtime, provider and model (sessions.hooks.worker_defaults: what a
+    conversation session starts with while no Bot Profile exists); None when unset."""
+    settings = AgentSettings.objects.select_related("worker_provider").filter(pk=1).first()
+    if not (settings and settings.worker_provider_id and settings.worker_model.strip()):
+        return None
+    return {"runtime": settings.worker_runtime, "provider": settings.worker_provider.slug,
+            "model": settings.worker_model.strip()}
+
+
 def live_mandates() -> list[dict]:
     rows = (Mandate.objects.filter(ticket__ended_at__isnull=True)
             .select_related("ticket__thread__source").order_by("ticket_id"))

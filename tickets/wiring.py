@@ -13,6 +13,7 @@ from effects import outbox
 from effects.models import EffectKind
 from intake import consumers
 from policy import hooks
+from sessions import hooks as session_hooks
 from tickets import effect_handlers, policy_hooks, reply_handlers
 from tickets.actions import policy_changes
 from tickets.consumer import TicketsConsumer
@@ -38,4 +39,5 @@ def wire() -> None:
     hooks.sources.provide(policy_hooks.source_infos)
     hooks.live_mandates.provide(policy_hooks.live_mandates)
     hooks.worker_configured.provide(policy_hooks.worker_configured)
+    session_hooks.worker_defaults.provide(policy_hooks.worker_defaults)
     hooks.new_version.listen(_policy_version_saved)

@@ -105,6 +105,16 @@ class SendResult(StrEnum):
 
 
 @dataclass(frozen=True)
+class CardSent:
+    """What posting a card came to: `result`, and the platform's id of the message when
+    it was sent (also when an earlier attempt with the same key had sent it)."""
+
+    result: SendResult
+    message_id: str = ""
+    code: int | None = None  # the platform's error code, when it refused
+
+
+@dataclass(frozen=True)
 class Field:
     """One config or secret key: validation, default, and how the settings form shows it."""
 
@@ -116,6 +126,7 @@ class Field:
     secret: bool = False
     help: str = ""
     pattern: str = ""
+    choices: tuple[str, ...] = ()  # the only values it takes (shown as a select)
 
 
 @dataclass(frozen=True)
@@ -171,6 +182,9 @@ def _coerce(f: Field, value: Any) -> Any:
     if not isinstance(value, str):
         raise ValueError("must be a string")
     value = value.strip()
+    if f.choices and value not in f.choices and not (value == "" and not f.required
+                                                      and f.default is None):
+        raise ValueError(f"must be one of {', '.join(f.choices)}")
     if f.type == "url" and value and not re.match(r"^https?://[^\s/]+", value):
         raise ValueError("must be an http(s) URL")
     if f.type == "url":

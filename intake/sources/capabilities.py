@@ -50,7 +50,23 @@ class OpensPullRequests(Protocol):
         ...
 
 
-CAPABILITIES: tuple[type, ...] = (Polling, DocumentPolling, OpensPullRequests)
+@runtime_checkable
+class SendsCards(Protocol):
+    """Posts interactive cards and updates them in place (Lark: one card per turn)."""
+
+    def send_card(self, *, key: str, card: dict, reply_to: str = "", chat_id: str = "",
+                  in_thread: bool = False):
+        """Post `card` once per `key` (the platform's idempotency key): as a reply to
+        `reply_to` (in its topic with `in_thread`), else into `chat_id`. Answers a
+        `CardSent` (result, message id)."""
+        ...
+
+    def patch_card(self, message_id: str, card: dict):
+        """Replace the content of a card sent before; answers a SendResult."""
+        ...
+
+
+CAPABILITIES: tuple[type, ...] = (Polling, DocumentPolling, OpensPullRequests, SendsCards)
 
 
 def declared(cls: type) -> list[type]:

@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from intake.sources.base import (
+    CardSent,
     Context,
     Envelope,
     Field,
@@ -38,12 +39,16 @@ from intake.sources.base import (
     TriggerFacts,
     Unauthorized,
 )
-from intake.sources.capabilities import DocumentPolling
+from intake.sources.capabilities import DocumentPolling, SendsCards
 
 log = logging.getLogger(__name__)
 
 # Lark error codes meaning the message can never be delivered there (docs, reply.md).
 GONE_CODES = {230002, 230011}  # the bot is not in the chat; the message was withdrawn
+# Updating a card (docs message/patch): not a card the bot sent, not updatable (no
+# `update_multi`), the message withdrawn or gone; no retry changes them.
+PATCH_GONE_CODES = {230001, 230011, 230031, 230099, 230110}
+RATE_LIMIT_CODES = {99991400, 230020}
 # Document comment replies (drive v1, docs file-comment-reply/create): codes that no retry
 # will change — param error (also reported for a reply to a whole-document comment, which
 # takes none), no permission, document deleted / not there, content refused, limit reached,
@@ -51,6 +56,8 @@ GONE_CODES = {230002, 230011}  # the bot is not in the chat; the message was wit
 COMMENT_GONE_CODES = {1069302, 1069303, 1069304, 1069305, 1069306, 1069307, 1069308}
 COMMENT_TEXT_LIMIT = 10_000  # characters of one text_run (docs); longer replies are split
 DOC_TYPES = ("doc", "docx", "sheet", "bitable", "slides", "file")
+# `conversation`: off (messages become tickets), topic, singleton (conversations/).
+CONVERSATION_MODES = ("off", "topic", "singleton")
 COMMENT_EVENT = "drive.notice.comment_add_v1"
 
 
@@ -79,7 +86,7 @@ def signature(timestamp: str, nonce: str, key: str, body: bytes) -> str:
     return hashlib.sha256((timestamp + nonce + key).encode() + body).hexdigest()
 
 
-class Lark(SourceKind, DocumentPolling):
+class Lark(SourceKind, DocumentPolling, SendsCards):
     kind = "lark"
     label = "Lark / Feishu"
     scopes = ("group_configured", "group_other", "direct", "doc_comment")
@@ -106,6 +113,16 @@ class Lark(SourceKind, DocumentPolling):
         Field("freshness_seconds", "Signature freshness window (s)", "int", default=300),
         Field("receiver", "Receiver", default="webhook", pattern=r"webhook|long_connection",
               help="webhook, or long_connection (lark-oapi's client in its own process)"),
+        Field("conversation", "Conversation mode", default="off", choices=CONVERSATION_MODES,
+              help="off: messages become tickets; topic: each topic (or direct chat) talks "
+                   "to its own agent session; singleton: one agent session for the whole bot"),
+        # No defaults: a source without them keeps its config as it was.
+        Field("bot_profile", "Bot profile", pattern=r"[-a-zA-Z0-9_]+",
+              help="slug of the Bot Profile whose launch preset starts conversation "
+                   "sessions (empty: the first Bot Profile; none: the worker settings)"),
+        Field("language", "Card language", choices=("en", "zh-CN"),
+              help="language of the cards amux posts (empty: zh-CN on open.feishu.cn, "
+                   "else en)"),
     )
     secret_fields = (
         Field("app_secret", "App secret", secret=True),
@@ -181,12 +198,21 @@ class Lark(SourceKind, DocumentPolling):
     def envelope(self, event_id: str, event_type: str, body: dict) -> Envelope:
         return Envelope("event", event_id, event_type, self.thread_of(event_type, body), body)
 
+    def conversation_mode(self) -> str:
+        mode = self.config.get("conversation") or "off"
+        return mode if mode in CONVERSATION_MODES else "off"
+
     def thread_of(self, event_type: str, body: dict) -> str:
         event = _d(body.get("event"))
         if event_type == "im.message.receive_v1":
             msg = _d(event.get("message"))
             chat = _s(msg.get("chat_id"))
-            root = _s(msg.get("root_id") or msg.get("thread_id"))
+            if self.conversation_mode() != "off":
+                # A topic is its thread id: the message that starts it has one and no root
+                # id, its replies carry both; one mailbox keeps the topic in order.
+                root = _s(msg.get("thread_id") or msg.get("root_id"))
+            else:
+                root = _s(msg.get("root_id") or msg.get("thread_id"))
             return f"{chat}:{root}" if root else chat
         if event_type == COMMENT_EVENT:
             meta = _d(event.get("notice_meta"))
@@ -333,6 +359,62 @@ class Lark(SourceKind, DocumentPolling):
             return SendResult.GONE
         log.warning("lark send %s: code %s", message.id, resp.code)
         return SendResult.RETRY
+
+    def send_card(self, *, key: str, card: dict, reply_to: str = "", chat_id: str = "",
+                  in_thread: bool = False) -> CardSent:
+        """Post an interactive card once per `key` (Lark's `uuid`: a retry after a crash
+        answers the message sent the first time): a reply to `reply_to` (in its topic
+        with `in_thread`), else a new message in `chat_id`."""
+        from lark_oapi.api.im.v1 import (
+            CreateMessageRequest,
+            CreateMessageRequestBody,
+            ReplyMessageRequest,
+            ReplyMessageRequestBody,
+        )
+
+        uuid = hashlib.sha256(key.encode()).hexdigest()[:50]
+        content = json.dumps(card, ensure_ascii=False)
+        try:
+            client = self.client()
+            if reply_to:
+                req = (ReplyMessageRequest.builder().message_id(reply_to)
+                       .request_body(ReplyMessageRequestBody.builder().msg_type("interactive")
+                                     .content(content).reply_in_thread(in_thread).uuid(uuid)
+                                     .build()).build())
+                resp = client.im.v1.message.reply(req)
+            else:
+                req = (CreateMessageRequest.builder().receive_id_type("chat_id")
+                       .request_body(CreateMessageRequestBody.builder().receive_id(chat_id)
+                                     .msg_type("interactive").content(content).uuid(uuid)
+                                     .build()).build())
+                resp = client.im.v1.message.create(req)
+        except Exception:
+            log.warning("lark card %s failed", key, exc_info=True)
+            return CardSent(SendResult.RETRY)
+        if resp.success():
+            return CardSent(SendResult.SENT, (resp.data.message_id if resp.data else "") or "")
+        log.warning("lark card %s: code %s", key, resp.code)
+        gone = resp.code in GONE_CODES
+        return CardSent(SendResult.GONE if gone else SendResult.RETRY, code=resp.code)
+
+    def patch_card(self, message_id: str, card: dict) -> SendResult:
+        """Replace a sent card's content in place (`PATCH /im/v1/messages/:id`); the card
+        must have been sent with `config.update_multi` (JSON 2.0 cards are shared)."""
+        from lark_oapi.api.im.v1 import PatchMessageRequest, PatchMessageRequestBody
+
+        try:
+            req = (PatchMessageRequest.builder().message_id(message_id)
+                   .request_body(PatchMessageRequestBody.builder()
+                                 .content(json.dumps(card, ensure_ascii=False)).build())
+                   .build())
+            resp = self.client().im.v1.message.patch(req)
+        except Exception:
+            log.warning("lark card patch %s failed", message_id, exc_info=True)
+            return SendResult.RETRY
+        if resp.success():
+            return SendResult.SENT
+        log.warning("lark card patch %s: code %s", message_id, resp.code)
+        return SendResult.GONE if resp.code in PATCH_GONE_CODES else SendResult.RETRY
 
     def _send_comment_reply(self, message: Message) -> SendResult:
         """Reply on the document comment, once per message id. The comment reply API has no

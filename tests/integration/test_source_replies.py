@@ -135,6 +135,7 @@ def test_github_thread_context_reads_the_issue_and_its_comments(server):
 
 def test_lark_reply_into_the_thread_once_across_a_crash(server, crashing_notice_handler):
     lark_source(server.url)
+    server.lark_message("om_root", chat_id="oc_team")  # the topic's first message
     from django.db import transaction
 
     with transaction.atomic():

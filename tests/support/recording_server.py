@@ -48,6 +48,8 @@ class State:
     comments: dict = field(default_factory=dict)  # (repo, number) -> [comment]
     issues: dict = field(default_factory=dict)  # (repo, number) -> issue dict
     lark_messages: dict = field(default_factory=dict)  # uuid -> message
+    # message_id -> every Lark message: people's (lark_message) and the app's, in order
+    lark_store: dict = field(default_factory=dict)
     lark_history: list = field(default_factory=list)  # [(message_id, text)] oldest first
     pulls: dict = field(default_factory=dict)  # (repo, number) -> pull request dict
     # What the catch-up reads: reviews and review comments per pull request, and CI per
@@ -333,6 +335,9 @@ class RecordingServer:
             expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
             return 201, {"token": "ghs_installation", "expires_at": expires}
         if r.path == "/open-apis/auth/v3/tenant_access_token/internal":
+            creds = r.body if isinstance(r.body, dict) else {}
+            if not creds.get("app_id") or not creds.get("app_secret"):
+                return 400, {"code": 10003, "msg": "invalid param"}
             return 200, {"code": 0, "msg": "ok", "tenant_access_token": "t-test", "expire": 7200}
         if r.path == "/open-apis/im/v1/messages" and r.method == "GET":
             items = [
@@ -358,17 +363,113 @@ class RecordingServer:
                                  "ReconnectNonce": 0, "PingInterval": 120}}}
         m = re.fullmatch(r"/open-apis/im/v1/messages(?:/([^/]+)/reply)?", r.path)
         if m and r.method == "POST":
-            if r.headers.get("authorization") != "Bearer t-test":
-                return 401, {"code": 99991663, "msg": "invalid token"}
-            uuid = (r.body or {}).get("uuid")
-            if uuid and uuid in self.state.lark_messages:
-                return 200, {"code": 0, "msg": "success", "data": self.state.lark_messages[uuid]}
-            msg = {"message_id": f"om_{self._id()}", "root_id": m.group(1) or "",
-                   "chat_id": (r.body or {}).get("receive_id", ""),
-                   "body": {"content": (r.body or {}).get("content")}}
-            self.state.lark_messages[uuid or msg["message_id"]] = msg
-            return 200, {"code": 0, "msg": "success", "data": msg}
+            return self._lark_send(r, m.group(1))
+        m = re.fullmatch(r"/open-apis/im/v1/messages/([^/]+)", r.path)
+        if m and r.method == "PATCH":
+            return self._lark_patch(r, m.group(1))
         return 404, {"message": "Not Found", "path": r.path}
+
+    # -- Lark messages: every message kept, as a chat and its topics show them -------------
+    def lark_message(self, message_id: str, *, chat_id: str, thread_id: str = "",
+                     root_id: str = "", sender: str = "ou_alice", text: str = "") -> dict:
+        """A person's message the app can reply to (what an event told amux about)."""
+        msg = {"message_id": message_id, "chat_id": chat_id, "thread_id": thread_id,
+               "root_id": root_id, "parent_id": root_id, "sender": sender,
+               "msg_type": "text", "content": json.dumps({"text": text}), "updates": 0}
+        with self.lock:
+            self.state.lark_store[message_id] = msg
+        return msg
+
+    def lark_chat(self, chat_id: str, thread_id: str | None = None) -> list[dict]:
+        """The messages of a chat (or of one topic of it), oldest first."""
+        return [m for m in self.state.lark_store.values() if m["chat_id"] == chat_id
+                and (thread_id is None or m["thread_id"] == thread_id
+                     or m["message_id"] == thread_id)]
+
+    def lark_cards(self, chat_id: str | None = None) -> list[dict]:
+        """The cards the app posted, oldest first, each with its current content parsed."""
+        return [{**m, "card": json.loads(m["content"])} for m in self.state.lark_store.values()
+                if m["sender"] == "app" and m["msg_type"] == "interactive"
+                and (chat_id is None or m["chat_id"] == chat_id)]
+
+    def _lark_send(self, r: Recorded, parent_id: str | None):
+        """POST …/messages (a new message in a chat) and …/messages/:id/reply, as Lark
+        answers them: a bad tenant token 99991663; a reply to a message it does not have
+        (or withdrew) 230011; the `uuid` makes a retry answer the first message."""
+        if r.headers.get("authorization") != "Bearer t-test":
+            return 401, {"code": 99991663, "msg": "Invalid access token for authorization."}
+        body = r.body if isinstance(r.body, dict) else {}
+        msg_type, content = body.get("msg_type"), body.get("content")
+        if not isinstance(msg_type, str) or not isinstance(content, str):
+            return 400, {"code": 230001, "msg": "invalid request parameter"}
+        if msg_type == "interactive":
+            try:
+                card = json.loads(content)
+            except ValueError:
+                return 400, {"code": 230099, "msg": "Failed to create card content"}
+            if not isinstance(card, dict):
+                return 400, {"code": 230099, "msg": "Failed to create card content"}
+        uuid = body.get("uuid")
+        if uuid and uuid in self.state.lark_messages:
+            return 200, {"code": 0, "msg": "success", "data": self.state.lark_messages[uuid]}
+        parent = None
+        if parent_id is not None:
+            parent = self.state.lark_store.get(parent_id)
+            if parent is None:
+                return 400, {"code": 230011, "msg": "The message was withdrawn or does "
+                                                    "not exist."}
+        mid = f"om_{self._id()}"
+        if parent is not None:
+            chat = parent["chat_id"]
+            root = parent["root_id"] or parent["message_id"]
+            thread = parent["thread_id"]
+            if body.get("reply_in_thread") and not thread:
+                thread = f"omt_{self._id()}"  # the reply opens a topic on its root
+                for m in self.state.lark_store.values():
+                    if m["message_id"] == root or m["root_id"] == root:
+                        m["thread_id"] = thread
+        else:
+            if r.query.get("receive_id_type") != ["chat_id"] or not body.get("receive_id"):
+                return 400, {"code": 230001, "msg": "invalid request parameter"}
+            chat, root, thread = body["receive_id"], "", ""
+        stored = {"message_id": mid, "chat_id": chat, "thread_id": thread, "root_id": root,
+                  "parent_id": parent_id or "", "sender": "app", "msg_type": msg_type,
+                  "content": content, "updates": 0,
+                  "reply_in_thread": bool(body.get("reply_in_thread"))}
+        self.state.lark_store[mid] = stored
+        msg = {"message_id": mid, "root_id": root, "parent_id": parent_id or "",
+               "thread_id": thread, "chat_id": chat, "msg_type": msg_type,
+               "body": {"content": content}}
+        self.state.lark_messages[uuid or mid] = msg
+        return 200, {"code": 0, "msg": "success", "data": msg}
+
+    def _lark_patch(self, r: Recorded, message_id: str):
+        """PATCH …/messages/:id — update a card: only an interactive card this app sent
+        and shared (`config.update_multi`), as Lark refuses otherwise."""
+        if r.headers.get("authorization") != "Bearer t-test":
+            return 401, {"code": 99991663, "msg": "Invalid access token for authorization."}
+        msg = self.state.lark_store.get(message_id)
+        if msg is None:
+            return 400, {"code": 230011, "msg": "The message was withdrawn or does not exist."}
+        if msg["sender"] != "app":
+            return 400, {"code": 230026, "msg": "No permission to update this message: "
+                                                "it was not sent by the app."}
+        if msg["msg_type"] != "interactive":
+            return 400, {"code": 230001, "msg": "Only interactive card messages can be "
+                                                "updated."}
+        content = (r.body or {}).get("content") if isinstance(r.body, dict) else None
+        try:
+            card = json.loads(content) if isinstance(content, str) else None
+        except ValueError:
+            card = None
+        if not isinstance(card, dict):
+            return 400, {"code": 230099, "msg": "Failed to create card content"}
+        if not (json.loads(msg["content"]).get("config") or {}).get("update_multi"):
+            return 400, {"code": 230031, "msg": "The card is not shared (update_multi) and "
+                                                "cannot be updated."}
+        msg["content"] = content
+        msg["updates"] += 1
+        return 200, {"code": 0, "msg": "success", "data": {}}
 
     def _pull_view(self, repo: str, number: int, pull: dict) -> dict:
         """A stored pull request as GitHub shows it: what the test left out filled in."""

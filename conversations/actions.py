@@ -1,0 +1,251 @@
+"""The one writer of conversations' state: Conversation, TurnReply and EventCard rows.
+
+Three ways in: a Lark message intake recorded (`message_routed`, in intake's transaction:
+the trigger, its conversation, the session input and the outbox rows commit together); a
+mirrored session's timeline events (`timeline_mirrored`, in the timeline's transaction:
+a turn's card is opened when it starts and re-rendered through one coalescing outbox row
+per turn); and what the senders report (`reply_sent`, `card_sent`, …). Rules are pure
+(conversations/rules.py); Lark calls happen only in the outbox handlers (delivery.py).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from conversations import rules
+from conversations.models import Conversation, EventCard, Mode, TurnReply
+from effects import outbox
+from effects.models import EffectKind
+from intake.models import Trigger
+from sessions import services
+from sessions.models import Lifecycle, Turn
+from sessions.services import CommandError
+
+log = logging.getLogger(__name__)
+
+REPLY_KIND = EffectKind.CONVERSATION_REPLY
+CARD_KIND = EffectKind.CONVERSATION_CARD
+# Timeline events that change what a turn's card shows (deltas do not: the card shows
+# whole messages, which keeps a streaming turn from re-rendering per token).
+SHOWN = frozenset({"turn.started", "message.completed", "tool.started", "tool.completed",
+                   "turn.completed", "turn.failed", "turn.cancelled"})
+# Events that get a card of their own, by renderer kind (conversations/cards/<kind>.py).
+EVENT_CARDS = {"question.asked": "question", "permission.requested": "permission",
+               "goal.updated": "goal", "goal.cleared": "goal"}
+
+
+# ----------------------------------------------------------------- messages in
+def bound(source, meta: dict) -> Conversation | None:
+    """The conversation a message's place is bound to, if any."""
+    mode = rules.mode_of(source.config)
+    if mode is None:
+        return None
+    for place in rules.place_keys(mode, meta):
+        found = Conversation.objects.filter(source=source, chat_id=place.chat_id,
+                                            thread_key=place.thread_key).first()
+        if found is not None:
+            return found
+    return None
+
+
+def message_routed(trigger: Trigger) -> str:
+    """Intake's new trigger of a conversation-mode source (unsaved, with the gate's
+    decision): start the place's conversation, post into it, or nothing. Saves the
+    trigger with its disposition and answers it."""
+    source = trigger.source
+    mode = rules.mode_of(source.config)
+    meta = trigger.meta or {}
+    if mode is None or not meta.get("message_id") or meta.get("own_message"):
+        return _disposed(trigger, "ignored", rules.NOT_A_MESSAGE)
+    conversation = bound(source, meta)
+    action, why = rules.action(mode, trigger.decision or "ignore", conversation is not None)
+    if action == rules.IGNORE:
+        return _disposed(trigger, "not_accepted" if why else "ignored", why)
+    if action == rules.START:
+        try:
+            conversation = _started(source, mode, meta, trigger.actor)
+        except CommandError as exc:
+            log.warning("conversation on %s not started: %s", source.slug, exc)
+            return _disposed(trigger, "not_started", exc.code)
+    trigger.disposition = "started" if action == rules.START else "follow_up"
+    trigger.save(force_insert=True)
+    _post(conversation, trigger, mode)
+    return trigger.disposition
+
+
+def _disposed(trigger: Trigger, disposition: str, why: str | None) -> str:
+    trigger.disposition = disposition
+    if why:
+        trigger.meta = {**(trigger.meta or {}), "conversation": why}
+    trigger.save(force_insert=True)
+    return disposition
+
+
+def _started(source, mode: str, meta: dict, actor: str) -> Conversation:
+    """The place's new conversation and its session (created from the Bot Profile's
+    preset or the worker settings), marked as mirrored so its turns come back here."""
+    from conversations import launch
+
+    place = rules.place_keys(mode, meta)[0]
+    where = "bot" if mode == Mode.SINGLETON else f"{place.chat_id}/{place.thread_key or 'dm'}"
+    session = launch.start_session(source.config, name=f"Lark {source.slug} {where}"[:120])
+    services.set_mirrored(session.pk)
+    try:
+        with transaction.atomic():
+            return Conversation.objects.create(source=source, mode=mode,
+                                               chat_id=place.chat_id,
+                                               thread_key=place.thread_key,
+                                               session=session, started_by=actor[:120])
+    except IntegrityError:  # the place was bound meanwhile (its mailbox is serial)
+        return Conversation.objects.get(source=source, chat_id=place.chat_id,
+                                        thread_key=place.thread_key)
+
+
+def origin_of(conversation: Conversation, trigger: Trigger, mode: str) -> dict:
+    meta = trigger.meta or {}
+    return {"via": "lark", "actor": trigger.actor, "source": trigger.source.slug,
+            "conversation": conversation.pk, "chat_id": meta.get("chat_id") or "",
+            "message_id": meta.get("message_id") or "",
+            "thread_key": conversation.thread_key or meta.get("thread_id") or "",
+            "generation": conversation.generation,
+            "in_thread": rules.in_thread(mode, meta)}
+
+
+def _post(conversation: Conversation, trigger: Trigger, mode: str) -> None:
+    """The message as the session's next input, through the session's one ordered ingress.
+    An archived session is replaced by a new one (a new output generation)."""
+    key = f"lark:{trigger.source_id}:{(trigger.meta or {}).get('message_id')}"
+    text = trigger.text or ""
+    try:
+        services.post_message(conversation.session_id, text,
+                              key=key, origin=origin_of(conversation, trigger, mode))
+        return
+    except services.Conflict as exc:
+        if exc.code != "session_archived":
+            raise
+    conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+    if conversation.session.lifecycle == Lifecycle.ARCHIVED:
+        from conversations import launch
+
+        session = launch.start_session(trigger.source.config,
+                                       name=conversation.session.name)
+        services.set_mirrored(session.pk)
+        conversation.session, conversation.generation = session, conversation.generation + 1
+        conversation.save(update_fields=["session", "generation", "updated_at"])
+    services.post_message(conversation.session_id, text, key=key,
+                          origin=origin_of(conversation, trigger, mode))
+
+
+# ----------------------------------------------------------------- timeline out
+def timeline_mirrored(session_id: int, events: list) -> None:
+    """A mirrored session stored timeline events (sessions.hooks, in the timeline's
+    transaction): a starting turn gets its one card, and every change to what a card shows
+    re-enqueues that turn's one coalescing reply effect (the latest state supersedes).
+    Events that ask something of a person or report a goal get a card of their own."""
+    turns: set[int] = set()
+    for ev in events:
+        if ev.type == "turn.started" and ev.turn_id:
+            _reply_opened(session_id, ev.turn_id)
+        if ev.type in SHOWN and ev.turn_id:
+            turns.add(ev.turn_id)
+        if ev.type in EVENT_CARDS:
+            _event_card(session_id, ev)
+    for turn_id in sorted(turns):
+        outbox.enqueue(REPLY_KIND, f"turn:{turn_id}", {"turn": turn_id})
+
+
+def _conversation_of(session_id: int, origin: dict) -> Conversation | None:
+    if origin.get("via") == "lark" and origin.get("conversation"):
+        found = Conversation.objects.filter(pk=origin["conversation"],
+                                            session_id=session_id).first()
+        if found is not None:
+            return found
+    return Conversation.objects.filter(session_id=session_id).order_by("-id").first()
+
+
+def latest_place(conversation: Conversation) -> tuple[str, str]:
+    """(chat, message) a turn that did not come from Lark replies to: the place's latest
+    message amux knows (so a web turn shows in the topic, in the canonical order)."""
+    last = (TurnReply.objects.filter(conversation=conversation).exclude(reply_to="")
+            .order_by("-id").values_list("chat_id", "reply_to").first())
+    if last:
+        return last
+    return conversation.chat_id, ""
+
+
+def _reply_opened(session_id: int, turn_id: int) -> None:
+    if TurnReply.objects.filter(turn_id=turn_id).exists():
+        return
+    origin = Turn.objects.filter(pk=turn_id).values_list("origin", flat=True).first() or {}
+    conversation = _conversation_of(session_id, origin)
+    if conversation is None:
+        return
+    if origin.get("via") == "lark" and origin.get("conversation") == conversation.pk:
+        chat, reply_to = origin.get("chat_id") or conversation.chat_id, origin.get(
+            "message_id") or ""
+    else:
+        chat, reply_to = latest_place(conversation)
+    if not chat:
+        return  # a singleton that never heard from any chat: nowhere to show it
+    TurnReply.objects.get_or_create(turn_id=turn_id, defaults={
+        "conversation": conversation, "chat_id": chat, "reply_to": reply_to,
+        "generation": conversation.generation})
+
+
+def _event_card(session_id: int, ev) -> None:
+    kind = EVENT_CARDS[ev.type]
+    payload = ev.payload or {}
+    location = payload.get("location") if kind == "goal" else None
+    rows = Conversation.objects.filter(session_id=session_id)
+    if isinstance(location, dict) and location.get("conversation"):
+        rows = rows.filter(pk=location["conversation"])
+    for conversation in rows:
+        reply = TurnReply.objects.filter(turn_id=ev.turn_id).first() if ev.turn_id else None
+        if reply is not None:
+            chat = reply.chat_id
+        elif isinstance(location, dict) and location.get("chat_id"):
+            chat = location["chat_id"]
+        else:
+            chat = latest_place(conversation)[0]
+        if not chat:
+            continue
+        card, created = EventCard.objects.get_or_create(
+            conversation=conversation, event_seq=ev.seq, defaults={
+                "session_id": session_id, "kind": kind,
+                "request_id": str(payload.get("request_id") or "")[:200], "chat_id": chat,
+                "generation": conversation.generation})
+        if created:
+            outbox.enqueue(CARD_KIND, f"card:{card.pk}", {"card": card.pk})
+
+
+# ----------------------------------------------------------------- what the senders report
+def reply_sent(reply_id: int, *, message_id: str, rendered: str, final: bool) -> None:
+    """The turn's card was posted (`updated_at`: when, which spaces the next patch)."""
+    TurnReply.objects.filter(pk=reply_id).update(message_id=message_id, rendered=rendered,
+                                                 final=final, updated_at=timezone.now())
+
+
+def reply_patched(reply_id: int, *, rendered: str, final: bool) -> None:
+    TurnReply.objects.filter(pk=reply_id).update(rendered=rendered, final=final,
+                                                 updated_at=timezone.now())
+
+
+def reply_given_up(reply_id: int) -> None:
+    """The place refuses the card for good (the bot left the chat, the message is gone)."""
+    TurnReply.objects.filter(pk=reply_id).update(final=True)
+
+
+def card_sent(card_id: int, *, message_id: str) -> None:
+    EventCard.objects.filter(pk=card_id, message_id="").update(message_id=message_id)
+
+
+def card_gone(card_id: int) -> None:
+    EventCard.objects.filter(pk=card_id).update(state=EventCard.State.INERT)
+
+
+def card_state(card_id: int, state: str) -> None:
+    """An event card's state (answered, inert) — cards and goals call it with patch_card."""
+    EventCard.objects.filter(pk=card_id).update(state=state)

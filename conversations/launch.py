@@ -1,0 +1,39 @@
+"""How a conversation's session starts (seed 000 产品身份: the assistant in chat is a Bot
+Profile; its launch preset chooses runtime, model and permissions). Through sessions' own
+create path: the Bot Profile's preset (the source's `bot_profile`, else the first one),
+or — while no Bot Profile exists — the agent settings' worker runtime, provider and model."""
+
+from __future__ import annotations
+
+from sessions import hooks, services
+from sessions.models import BotProfile, Session
+from sessions.services import CommandError
+
+
+def bot_profile(config: dict) -> BotProfile | None:
+    """The source's Bot Profile (`bot_profile` slug), else the only/first one; None when
+    there is none. A slug that names no profile is refused, naming the setting."""
+    rows = BotProfile.objects.select_related("launch_preset", "agent_profile")
+    slug = (config or {}).get("bot_profile")
+    if slug:
+        found = rows.filter(slug=slug).first()
+        if found is None:
+            raise CommandError(f"no Bot Profile {slug!r} (source config bot_profile)",
+                               code="unknown_bot_profile", field="config.bot_profile")
+        return found
+    return rows.order_by("pk").first()
+
+
+def start_session(config: dict, *, name: str) -> Session:
+    """A new session for a conversation; CommandError when nothing says how to run one."""
+    bot = bot_profile(config)
+    expert = bot.agent_profile.slug if bot and bot.agent_profile_id else None
+    if bot is not None and bot.launch_preset_id:
+        return services.create_session(preset=bot.launch_preset.slug, profile=expert,
+                                       name=name)
+    worker = hooks.worker_defaults()
+    if not worker:
+        raise CommandError("no Bot Profile with a launch preset and no worker runtime, "
+                           "provider and model in the agent settings", code="no_agent")
+    return services.create_session(runtime=worker["runtime"], provider=worker["provider"],
+                                   model=worker["model"], profile=expert, name=name)
