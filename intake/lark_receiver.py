@@ -32,14 +32,14 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from amux_common.processes import die_with_parent
-from intake import health
+from intake import card_hooks, health
 from intake.models import Source
 from intake.receive import queue
 from intake.sources import plugin
 
 log = logging.getLogger(__name__)
 
-EVENTS = ("im.message.receive_v1", "drive.notice.comment_add_v1")
+EVENTS = ("im.message.receive_v1", "drive.notice.comment_add_v1", card_hooks.CARD_ACTION)
 LONG_CONNECTION = "long_connection"
 
 # lark-oapi calls the handler inside its asyncio loop, where Django refuses database calls:
@@ -75,6 +75,23 @@ def _receive_in_thread(slug: str, raw: dict) -> None:
         close_old_connections()
 
 
+def card_action(slug: str, raw: dict) -> dict:
+    """A card callback over the long connection: answered in the frame's reply (a toast,
+    optionally the updated card), like the webhook answers it; never stored raw."""
+    source = Source.objects.filter(slug=slug, kind="lark", enabled=True).first()
+    if source is None:
+        return card_hooks.toast("error", "This Lark source is disabled.")
+    return card_hooks.answer(source, raw)[1]
+
+
+def _card_action_in_thread(slug: str, raw: dict) -> dict:
+    close_old_connections()
+    try:
+        return card_action(slug, raw)
+    finally:
+        close_old_connections()
+
+
 def event_handler(slug: str):
     """An EventDispatcherHandler whose callbacks hand each event to intake."""
     import lark_oapi as lark
@@ -89,8 +106,22 @@ def event_handler(slug: str):
         # frame with a failure (Lark delivers it again).
         _intake_thread.submit(_receive_in_thread, slug, raw).result()
 
+    def on_card(data):
+        from lark_oapi.event.callback.model.p2_card_action_trigger import (
+            P2CardActionTriggerResponse,
+        )
+
+        raw = json.loads(lark.JSON.marshal(data))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return P2CardActionTriggerResponse(card_action(slug, raw))
+        return P2CardActionTriggerResponse(
+            _intake_thread.submit(_card_action_in_thread, slug, raw).result())
+
     builder = lark.EventDispatcherHandler.builder("", "")
     builder.register_p2_im_message_receive_v1(on_event)
+    builder.register_p2_card_action_trigger(on_card)
     builder.register_p2_customized_event("drive.notice.comment_add_v1", on_event)
     return builder.build()
 

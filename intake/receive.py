@@ -16,7 +16,7 @@ import json
 import logging
 import uuid
 
-from intake import process, rejections
+from intake import card_hooks, process, rejections
 from intake.decide import decide_incoming
 from intake.models import Source
 from intake.sources import plugin
@@ -55,6 +55,8 @@ def receive(kind: str, slug: str, headers: dict[str, str], body: bytes) -> tuple
         return 200, {"ping": "ok"}
     if env.kind == "challenge":
         return 200, {"challenge": env.challenge}
+    if kind == "lark" and env.event == card_hooks.CARD_ACTION:  # answered now, never stored raw
+        return card_hooks.answer(source, env.payload)
     kept = {k: v for k, v in incoming.headers.items() if k in KEPT_HEADERS}
     return queue(source, env, kept)
 

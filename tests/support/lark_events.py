@@ -49,3 +49,29 @@ def sealed(payload: dict, *, encrypt_key: str = "", timestamp: str | None = None
         "HTTP_X_LARK_REQUEST_NONCE": nonce,
         "HTTP_X_LARK_SIGNATURE": signature(ts, nonce, sign_key or encrypt_key, body),
     }
+
+
+def card_action_event(*, token: str, value: dict, operator="ou_alice", form_value=None,
+                      name="", tag="button", chat_id="oc_group", message_id="om_card",
+                      event_id=None, app_id="cli_test") -> dict:
+    """A `card.action.trigger` callback (schema 2.0) as Lark sends it for a click on a
+    card button (`form_value` when the button submits a form)."""
+    action = {"value": value, "tag": tag}
+    if name:
+        action["name"] = name
+    if form_value is not None:
+        action["form_value"] = form_value
+    return {
+        "schema": "2.0",
+        "header": {"event_id": event_id or uuid.uuid4().hex, "event_type": "card.action.trigger",
+                   "create_time": str(int(time.time() * 1000)), "token": token,
+                   "app_id": app_id, "tenant_key": "tk"},
+        "event": {
+            "operator": {"tenant_key": "tk", "user_id": None, "open_id": operator,
+                         "union_id": "on_x"},
+            "token": f"c-{uuid.uuid4().hex[:12]}",
+            "action": action,
+            "host": "im_message",
+            "context": {"open_message_id": message_id, "open_chat_id": chat_id},
+        },
+    }
