@@ -370,15 +370,21 @@ def wake(session_id: int, session: Session | None = None) -> None:
 
 def post_message(session_id: int, text: str | None = None, *, key: str | None = None,
                  images: list[dict[str, str]] | None = None,
-                 content: list[dict[str, Any]] | None = None):
+                 content: list[dict[str, Any]] | None = None,
+                 origin: dict | None = None):
     """Queue one input: ``text``, or ``content`` — ordered text and image parts, checked
-    (sessions.content) and kept with the input in the database."""
+    (sessions.content) and kept with the input in the database. A goal command (where the
+    runtime has native goals) is carried out instead: its outcome (a dict) is returned."""
     parts = None
     if content is not None:
         parts = _content_parts(session_id, content)
         text = text_of_parts(parts)
     if not isinstance(text, str) or not text.strip() and not parts:
         raise CommandError("text must be a non-empty string", field="text")
+    from sessions import goals
+
+    if (outcome := goals.intercept(session_id, text, origin)) is not None:
+        return outcome
     try:
         with transaction.atomic():
             turn, created = timeline.enqueue_input(session_id, text, key=key, images=images,

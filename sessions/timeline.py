@@ -161,7 +161,8 @@ class SessionArchived(TimelineError):
 def enqueue_input(session_id: int, text: str, *, key: str | None = None,
                   images: list[dict[str, str]] | None = None,
                   parts: list[dict[str, Any]] | None = None,
-                  command: str | None = None) -> tuple[Turn, bool]:
+                  command: str | None = None,
+                  origin: dict[str, Any] | None = None) -> tuple[Turn, bool]:
     """Queue one user input as a new turn. Idempotent on ``key``. Returns (turn, created).
     Raises before writing anything, so the caller's transaction needs no savepoint."""
     with transaction.atomic(savepoint=False):
@@ -188,6 +189,8 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
             queued["images"] = sum(1 for p in parts if p.get("type") == "image")
         if command:
             stored["command"] = queued["command"] = command
+        if origin:  # where the input came from (e.g. {"via": "goal"}), shown with it
+            stored["origin"] = queued["origin"] = origin
         turn = Turn.objects.create(session=session, seq=last + 1,
                                    key=key or f"turn-{last + 1}", input=stored)
         writer = Writer(session, last_event or 0)
