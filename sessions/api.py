@@ -347,7 +347,7 @@ class GoalCommandBody(JsonTyped, serializers.Serializer):
         max_length=65_536, trim_whitespace=False,
         help_text="a goal command as in chat: `goal <text>`, `goal`, `goal pause`, "
                   "`goal resume`, `goal clear`, `goal set <text>`, `goal budget <tokens>` "
-                  "(the leading `goal` may be left out)")
+                  "(the leading `goal` may be left out; `status` asks for the status)")
 
 
 class SessionGoalView(APIView):
@@ -361,7 +361,9 @@ class SessionGoalView(APIView):
             return error_response(409, "goal_unsupported",
                                   "this session's runtime has declared no native goals",
                                   {})
-        if not text.startswith(goal_commands.KEYWORD):
+        if text.strip() == "status":
+            text = goal_commands.KEYWORD
+        elif not text.startswith(goal_commands.KEYWORD):
             text = f"{goal_commands.KEYWORD} {text}"
         command = goal_commands.parse(text)
         if command is None:

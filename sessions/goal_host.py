@@ -71,6 +71,8 @@ async def apply(host: SessionHost, msg: dict[str, Any], *, goal_turn: bool = Fal
         await host.db(goals.record, host.session_id, adapter.goal, command=verb,
                       refused=f"the runtime refused: {exc}")
         return
+    # reports read before the answer are older than it: the answer is the state now
+    adapter.goal_updates = []
     if verb in ("pause", "clear") and goal_turn:
         with contextlib.suppress(errors.RuntimeAdapterError):
             await adapter.interrupt()  # the authorization is revoked already: then cancel
@@ -125,6 +127,7 @@ async def preempt(host: SessionHost, *, running_goal_turn: bool = False) -> None
         except errors.RuntimeAdapterError:
             log.warning("pausing the goal for input failed", exc_info=True)
         else:
+            adapter.goal_updates = []
             await host.db(goals.record, host.session_id, native, command=None)
     if running_goal_turn:
         with contextlib.suppress(errors.RuntimeAdapterError):
@@ -143,6 +146,7 @@ async def revoke(host: SessionHost) -> None:
     if adapter is not None and adapter.goal and adapter.goal.get("status") == "active":
         with contextlib.suppress(errors.RuntimeAdapterError):
             native = await adapter.goal_set(status="paused", **ORIGIN)
+            adapter.goal_updates = []
             await host.db(goals.record, host.session_id, native, command="interrupt")
 
 
@@ -183,6 +187,7 @@ async def admit_waiting(host: SessionHost, session: Any) -> bool:
             # a goal nobody authorized (e.g. one the model created itself) stops here
             with contextlib.suppress(errors.RuntimeAdapterError):
                 native = await adapter.goal_set(status="paused", **ORIGIN)
+                adapter.goal_updates = []
                 await host.db(goals.record, host.session_id, native, command=None)
         return True
     from sessions import services
@@ -210,4 +215,5 @@ async def resume_preempted(host: SessionHost) -> None:
     except errors.RuntimeAdapterError:
         log.warning("resuming the preempted goal failed", exc_info=True)
         return
+    adapter.goal_updates = []
     await host.db(goals.record, host.session_id, native, command="resume")
