@@ -177,6 +177,7 @@ class SessionSerializer(serializers.ModelSerializer):
     provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     pending = serializers.SerializerMethodField()
     turns = serializers.SerializerMethodField()
+    goal = serializers.SerializerMethodField()
     waiting_for_capacity = serializers.SerializerMethodField(
         help_text="input waits and every runtime slot is held by another awake session; "
                   "it starts when one frees")
@@ -188,9 +189,15 @@ class SessionSerializer(serializers.ModelSerializer):
         model = Session
         fields = ["id", "name", "runtime", "provider", "model", "lifecycle", "sleep_reason",
                   "workdir", "usage", "native_ref", "idle_timeout_s", "snapshot",
-                  "runtime_facts", "turns",
+                  "runtime_facts", "turns", "goal",
                   "pending", "waiting_for_capacity", "lease_host", "lease_expires_at",
                   "created_at", "updated_at", "model_display_name"]
+
+    def get_goal(self, obj: Session) -> dict[str, Any] | None:
+        """The native goal (None: none, or the runtime has no goals)."""
+        from sessions import goals
+
+        return goals.state(obj.pk) if goals.supported(obj) else None
 
     def get_waiting_for_capacity(self, obj: Session) -> bool:
         return obj.pk in capacity.waiting_for_capacity([obj.pk])
@@ -314,8 +321,12 @@ def _valid(serializer_class, request) -> dict:
     return body.validated_data
 
 
+GOAL_OUTCOME = inline_serializer("GoalOutcome", {"goal": serializers.DictField(
+    help_text="the goal command's outcome: goal, goal_key, command, location, refused?")})
+
+
 class SessionMessages(APIView):
-    @extend_schema(request=PostMessage, responses={202: MessageAccepted})
+    @extend_schema(request=PostMessage, responses={202: MessageAccepted, 200: GOAL_OUTCOME})
     def post(self, request, pk: int):
         _session(pk)
         data = _valid(PostMessage, request)
@@ -326,8 +337,45 @@ class SessionMessages(APIView):
                                                  "actor": request.user.get_username()})
         except services.CommandError as exc:
             return _refused(exc)
+        if isinstance(turn, dict):  # a goal command: its outcome, no turn
+            return Response({"goal": turn}, status=status.HTTP_200_OK)
         return Response({"turn": turn.seq, "state": turn.state, "key": turn.key},
                         status=status.HTTP_202_ACCEPTED)
+
+
+class GoalCommandBody(JsonTyped, serializers.Serializer):
+    command = serializers.CharField(
+        max_length=65_536, trim_whitespace=False,
+        help_text="a goal command as in chat: `goal <text>`, `goal`, `goal pause`, "
+                  "`goal resume`, `goal clear`, `goal set <text>`, `goal budget <tokens>` "
+                  "(the leading `goal` may be left out; `status` asks for the status)")
+
+
+class SessionGoalView(APIView):
+    @extend_schema(request=GoalCommandBody, responses={200: GOAL_OUTCOME})
+    def post(self, request, pk: int):
+        from sessions import goal_commands, goals
+
+        session = _session(pk)
+        text = _valid(GoalCommandBody, request)["command"]
+        if not goals.supported(session):
+            return error_response(409, "goal_unsupported",
+                                  "this session's runtime has declared no native goals",
+                                  {})
+        if text.strip() == "status":
+            text = goal_commands.KEYWORD
+        elif not text.startswith(goal_commands.KEYWORD):
+            text = f"{goal_commands.KEYWORD} {text}"
+        command = goal_commands.parse(text)
+        if command is None:
+            return error_response(400, "invalid", "not a goal command",
+                                  {"command": ["not a goal command"]})
+        try:
+            outcome = goals.run(pk, command, {"via": "api", "actor": request.user.username})
+        except goals.GoalRefused as exc:
+            fields = {"command": [str(exc)]} if exc.status == 400 else {}
+            return error_response(exc.status, exc.code, str(exc), fields)
+        return Response({"goal": outcome}, status=status.HTTP_200_OK)
 
 
 class SessionInterrupt(APIView):

@@ -31,6 +31,12 @@ def claim_answer(session_id: int, request_id: str) -> bool:
                              ex=7 * 24 * 3600))
 
 
+def waiting(session_id: int, op: str) -> bool:
+    """Whether a message of ``op`` waits in the session's control list."""
+    return any(f'"op": "{op}"' in item.decode(errors="replace")
+               for item in client().lrange(key(session_id), 0, -1))
+
+
 def clear(session_id: int) -> None:
     client().delete(key(session_id))
 

@@ -35,7 +35,7 @@ from django.db import (
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions import capacity, control, services, timeline
+from sessions import capacity, control, goal_host, goals, services, timeline
 from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
 from sessions.runtimes import TurnInput, errors, get_adapter
 from sessions.runtimes.base import RuntimeAdapter, tagged_pids
@@ -118,7 +118,8 @@ def _nothing_to_do(session_id: int) -> bool:
     session = Session.objects.get(pk=session_id)
     return (session.lifecycle in (Lifecycle.SLEEPING, Lifecycle.CREATED)
             and not session.turns.filter(state__in=[TurnState.QUEUED,
-                                                    TurnState.RUNNING]).exists())
+                                                    TurnState.RUNNING]).exists()
+            and not control.waiting(session_id, "goal"))  # a goal command wakes it too
 
 
 def _idle_timeout(session_id: int) -> int:
@@ -401,9 +402,12 @@ class SessionHost:
         idle_timeout = max(session.idle_timeout_s, min_idle_seconds())
         while not self.lost:
             await self._keep_facts()
+            await goal_host.observe(self)
             # the prompt: assembled from the current prompt version for every turn
             turn, prompt = await self.db(_next_input, self.session_id, session)
             if turn is not None:
+                # pending user input goes first: a running goal waits (preempted)
+                await goal_host.preempt(self)
                 # a model change or clear asked for before this input applies to it first
                 applied = False
                 while (msg := await control.pop_now(self._redis, self.session_id)) is not None:
@@ -424,11 +428,17 @@ class SessionHost:
                     if not await self._start_adapter(fresh, prompt):
                         return "start_failed"
                 await self._serve_turn(turn, prompt)
+                # a continuation started while ordinary input ran is refused outright
+                await goal_host.refuse_waiting(self, "during_input", during_turn=True)
                 last_active = loop.time()
                 # A timeout changed while the host was awake applies from this turn on.
                 idle_timeout = max(await self.db(_idle_timeout, self.session_id),
                                    min_idle_seconds())
                 continue
+            if await goal_host.admit_waiting(self, session):
+                last_active = loop.time()
+                continue
+            await goal_host.resume_preempted(self)
             if self.retire:
                 # a sleep or archive asked for while a turn ran: now that it has ended
                 asked, self.retire = self.retire, ""
@@ -436,10 +446,14 @@ class SessionHost:
                                  SleepReason.MANUAL):
                     return "archived" if asked == "archive" else "slept"
                 self.retire = asked  # more input came first: served, then retired
-            msg = await control.pop(self._redis, self.session_id, self.poll)
+            # a running goal's next turn is noticed at once
+            poll = min(self.poll, 0.1) if goal_host.goal_active(self) else self.poll
+            msg = await control.pop(self._redis, self.session_id, poll)
             if msg is not None:
                 await self._command_while_idle(msg)
                 continue
+            if goal_host.goal_active(self):
+                last_active = loop.time()  # the runtime works on the goal: not idle
             if loop.time() - last_active < max(idle_timeout, min_idle_seconds()):
                 continue
             facts = await self.db(sleep_facts, self.session_id)
@@ -461,6 +475,8 @@ class SessionHost:
                                      msg.get("request_id"))
         elif op == "clear":
             await self._clear(msg.get("request_id"))
+        elif op == "goal":
+            await goal_host.apply(self, msg)
         elif op == "interrupt":
             await self.db(timeline.note, self.session_id, "control.refused", {
                 "op": op, "turn": msg.get("turn"), "reason": "the turn had already ended"})
@@ -577,12 +593,22 @@ class SessionHost:
             while not await self.db(store_arrived):
                 await queue.arrived()
 
+        is_goal_turn = stored.get("command") == goals.GOAL_TURN
+
         async def controls() -> None:
             while True:
                 msg = await control.pop(self._redis, self.session_id, self.poll)
+                await goal_host.observe(self)
                 if msg is None:
                     continue
                 op = msg.get("op")
+                if op == "goal":
+                    await goal_host.apply(self, msg, goal_turn=is_goal_turn)
+                    continue
+                if op == "input" and is_goal_turn:
+                    # ordinary input preempts a goal turn (the goal keeps its authorization)
+                    await goal_host.preempt(self, running_goal_turn=True)
+                    continue
                 if op in ("sleep", "archive"):
                     self.retire = op  # applied once this turn has ended
                     continue
@@ -594,6 +620,8 @@ class SessionHost:
                     await self.db(timeline.note, self.session_id, "control.refused", {
                         "op": op, "turn": msg["turn"], "reason": "the turn had already ended"})
                     continue
+                if op == "interrupt":
+                    await goal_host.revoke(self)  # an explicit interrupt revokes the goal
                 with contextlib.suppress(errors.RuntimeAdapterError):
                     if op == "interrupt":
                         await adapter.interrupt()

@@ -422,3 +422,31 @@ class ScheduleRun(models.Model):
                                                name="schedule_run_unique_slot")]
         indexes = [models.Index(fields=["fired_at"], name="schedule_run_unstarted",
                                 condition=Q(started_at__isnull=True, error_code=""))]
+
+
+class SessionGoal(models.Model):
+    """The session's native goal as amux authorizes it (seed 000, 原生目标).
+
+    One row per session, written by ``sessions.goals``: a command changes the authorization
+    in the same transaction that sends it to the host; the host writes what the runtime
+    answers (``snapshot``, ``native_thread``). A native continuation is admitted only while
+    ``authorized`` holds, ``native_thread`` is the running thread and ``objective`` is the
+    native objective. ``goal_key`` names this goal (new on create and replace): a card of
+    another key controls nothing. ``location`` is the origin of the message that created
+    (or replaced) it, where its output goes; ``generation`` grows with each replace/clear."""
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="goal")
+    goal_key = models.CharField(max_length=40, blank=True)
+    objective = models.TextField(blank=True)
+    authorized = models.BooleanField(default=False)
+    # ordinary input paused the native goal: the host resumes it once the queue is empty
+    preempted = models.BooleanField(default=False)
+    location = models.JSONField(null=True, blank=True)
+    generation = models.PositiveIntegerField(default=0)
+    native_thread = models.CharField(max_length=300, blank=True)
+    snapshot = models.JSONField(null=True, blank=True,
+                                help_text="the native goal as the runtime last reported it")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"goal of session {self.session_id}: {self.objective[:40]}"

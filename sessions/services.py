@@ -376,7 +376,9 @@ def post_message(session_id: int, text: str | None = None, *, key: str | None = 
     (sessions.content) and kept with the input in the database. ``origin``: where it came
     from, ``{"via": "web" | "lark" | "api" | …, "actor": …}`` (plus, from Lark, the place:
     source, conversation, chat_id, message_id, thread_key, generation); every surface
-    enters through here, so one session's inputs have one order whatever their origin."""
+    enters through here, so one session's inputs have one order whatever their origin.
+    A goal command (where the runtime has native goals) is carried out instead: its
+    outcome (a dict) is returned."""
     if origin is not None and (not isinstance(origin, dict)
                                or not isinstance(origin.get("via"), str)):
         raise CommandError('origin must be an object with a "via" string', field="origin")
@@ -386,6 +388,10 @@ def post_message(session_id: int, text: str | None = None, *, key: str | None = 
         text = text_of_parts(parts)
     if not isinstance(text, str) or not text.strip() and not parts:
         raise CommandError("text must be a non-empty string", field="text")
+    from sessions import goals
+
+    if (outcome := goals.intercept(session_id, text, origin)) is not None:
+        return outcome
     try:
         with transaction.atomic():
             turn, created = timeline.enqueue_input(session_id, text, key=key, images=images,

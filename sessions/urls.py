@@ -35,6 +35,7 @@ api_urlpatterns = [
     path("sessions/<int:pk>/archive/", api.SessionArchive.as_view(), name="session-archive"),
     path("sessions/<int:pk>/timeline/", api.SessionTimeline.as_view(), name="session-timeline"),
     path("sessions/<int:pk>/model/", api.SessionModel.as_view(), name="session-model"),
+    path("sessions/<int:pk>/goal/", api.SessionGoalView.as_view(), name="session-goal"),
     path("sessions/<int:pk>/clear/", api.SessionClear.as_view(), name="session-clear"),
     path("sessions/<int:pk>/compact/", api.SessionCompact.as_view(), name="session-compact"),
     # the execution model (seed 000): experts, presets, bots, tasks, instances

@@ -12,6 +12,31 @@ instructions (experimental API): Codex uses it for every model request of the tu
 it to the conversation when it differs from the previous turn's. MCP servers are
 ``[mcp_servers.<name>]`` tables in ``config.toml`` with the bearer in a variable the adapter
 fills from the token file at start (``restart_reason`` says when the file changed).
+
+Thread goals (``thread/goal/*``), as observed with the pinned 0.171.0 and the scripted
+model: the capability is probed with ``thread/goal/get`` after every thread start, resume
+and clear (an error, or an answer without a ``goal`` that is null or a goal object, means
+no goal feature). ``thread/goal/set {objective}`` answers the goal (status ``active``) and
+the app-server starts a turn by itself right away (``turn/started`` with no ``turn/start``
+from us); its input is a user message ``<codex_internal_context source="goal">Continue
+working toward the active thread goal...`` and the model gets the tools ``get_goal``,
+``create_goal`` and ``update_goal``. After every ``turn/completed`` (status completed)
+while the goal is still active the app-server starts the next continuation within ~10 ms,
+without end (136 turns in 12 s with a model that only answers text). Each goal turn ends
+with ``thread/goal/updated {turnId, goal}`` (cumulative ``tokensUsed``,
+``timeUsedSeconds``) just before its ``turn/completed``. ``status: paused`` stops new
+continuations but lets the running turn finish; ``status: active`` (resume) starts one at
+once; an interrupted turn (``turn/interrupt``) leaves the goal ``active`` but starts no
+next continuation. A new ``objective`` on an existing goal replaces the text and keeps the
+native counters; on a ``complete`` goal it stays ``complete`` unless ``status: active`` is
+sent too, and resuming with ``tokensUsed`` past ``tokenBudget`` answers ``budgetLimited``.
+``update_goal {status: complete}`` from the model ends the goal; ``thread/goal/clear``
+answers ``{cleared: true}`` and notifies ``thread/goal/cleared``.
+
+The adapter never runs those turns on its own: frames of a turn it did not start are kept
+aside (``native_turns``) until the host adopts the turn as a canonical goal turn
+(``TurnInput.command == "goal"``: the frames kept so far are replayed, the rest flow as for
+any turn) or refuses it (``refuse_native_turn``: interrupted, its frames dropped).
 """
 
 from __future__ import annotations
@@ -144,6 +169,19 @@ stream_max_retries = 0
 {render_mcp_servers(mcp_servers or [])}"""
 
 
+GOAL_STATUSES = frozenset({"active", "paused", "blocked", "usageLimited", "budgetLimited",
+                           "complete"})
+
+
+def valid_goal(goal: Any) -> bool:
+    """A ``ThreadGoal`` as the pinned schema has it (the fields amux reads)."""
+    return (isinstance(goal, dict) and isinstance(goal.get("objective"), str)
+            and goal.get("status") in GOAL_STATUSES
+            and isinstance(goal.get("tokensUsed"), int)
+            and isinstance(goal.get("timeUsedSeconds"), int)
+            and (goal.get("tokenBudget") is None or isinstance(goal.get("tokenBudget"), int)))
+
+
 def map_token_usage(params: dict[str, Any]) -> UsageObserved:
     usage = params.get("tokenUsage") or {}
 
@@ -180,6 +218,16 @@ class CodexAdapter(RuntimeAdapter):
         self._open_tools: dict[str, None] = {}  # tool items started and not completed
         self._model_switched = False  # set_model: the next turn/start names the model
         self._compacting = False  # thread/compact/start sent; its turn not yet seen
+        # thread goals: the probe's answer, the native goal as last seen, and the turns the
+        # app-server started by itself (id → the goal when it started, whether one of our
+        # turns ran then, its frames so far)
+        self.goals_supported: bool | None = None
+        self.goal: dict[str, Any] | None = None
+        self.goal_updates: list[dict[str, Any] | None] = []  # None: the goal was cleared
+        self.native_turns: dict[str, dict[str, Any]] = {}
+        self.native_turn_started = asyncio.Event()
+        self._done_turns: set[str] = set()
+        self._refused_turns: set[str] = set()
 
     # -------------------------------------------------------------- class API
     @classmethod
@@ -277,7 +325,101 @@ class CodexAdapter(RuntimeAdapter):
             except BaseException:
                 await self.close()
                 raise
+        await self._probe_goals()
         return self._thread_id
+
+    # -------------------------------------------------------------- thread goals
+    async def _probe_goals(self) -> None:
+        """The goal capability of the running app-server, for this thread."""
+        try:
+            result = await self._call("thread/goal/get", {"threadId": self._thread_id},
+                                      timeout=20)
+        except errors.RuntimeAdapterError:
+            supported, goal = False, None
+        else:
+            goal = result.get("goal", False)
+            supported = goal is None or valid_goal(goal)
+        self.goals_supported = supported
+        self.goal = goal if supported else None
+        self.facts_changed = True
+
+    def facts(self) -> dict[str, Any]:
+        return {"goals": bool(self.goals_supported)}
+
+    async def goal_get(self) -> dict[str, Any] | None:
+        result = await self._call("thread/goal/get", {"threadId": self._thread_id}, timeout=20)
+        return self._take_goal(result.get("goal"))
+
+    async def goal_set(self, **fields: Any) -> dict[str, Any] | None:
+        """``thread/goal/set`` with the given fields (``objective``, ``status``,
+        ``tokenBudget``, ``origin``); answers the native goal."""
+        result = await self._call("thread/goal/set", {"threadId": self._thread_id, **fields},
+                                  timeout=20)
+        return self._take_goal(result.get("goal"))
+
+    async def goal_clear(self) -> None:
+        await self._call("thread/goal/clear", {"threadId": self._thread_id}, timeout=20)
+        self.goal = None
+
+    def _take_goal(self, goal: Any) -> dict[str, Any] | None:
+        if goal is not None and not valid_goal(goal):
+            raise errors.ProtocolError(f"thread/goal: not a goal: {str(goal)[:200]}")
+        self.goal = goal
+        return goal
+
+    def waiting_native_turn(self, *, during_turn: bool = False
+                            ) -> tuple[str, dict[str, Any] | None] | None:
+        """The oldest turn the app-server started by itself and nobody adopted or refused:
+        (its id, the native goal as it was when the turn started). ``during_turn``: only
+        one that started while a turn of ours ran."""
+        for turn_id, entry in self.native_turns.items():
+            if entry["during_turn"] or not during_turn:
+                return turn_id, entry["goal"] or self.goal
+        if not self.native_turns:
+            self.native_turn_started.clear()
+        return None
+
+    async def refuse_native_turn(self, turn_id: str) -> None:
+        """Interrupt a turn the app-server started without amux's authorization; its
+        frames are dropped, never shown as anyone's turn."""
+        entry = self.native_turns.pop(turn_id, None)
+        if entry and any(m.get("method") == "turn/completed" for m in entry["frames"]):
+            self._done_turns.add(turn_id)  # it ended before anyone looked: nothing to stop
+            return
+        self._refused_turns.add(turn_id)
+        if self._rpc is not None and self.alive:
+            with contextlib.suppress(errors.RuntimeAdapterError):
+                await self._call("turn/interrupt", {"threadId": self._thread_id,
+                                                    "turnId": turn_id}, timeout=10)
+
+    def _native_frame(self, msg: dict[str, Any], params: dict[str, Any]) -> bool:
+        """Keep a frame of a turn we did not start; True when it was one."""
+        turn_id = params.get("turnId") or (params.get("turn") or {}).get("id")
+        if not turn_id or params.get("threadId") not in (None, self._thread_id):
+            return False
+        if turn_id in self._refused_turns or turn_id in self._done_turns:
+            return True  # a refused turn's or an ended turn's late frames: dropped
+        if turn_id not in self.native_turns:
+            if msg.get("method") != "turn/started":
+                return False  # a frame of no turn we know (idle chatter)
+            self.native_turns[turn_id] = {"goal": dict(self.goal) if self.goal else None,
+                                          "during_turn": self._turn_active, "frames": []}
+            self.native_turn_started.set()
+        self.native_turns[turn_id]["frames"].append(msg)
+        return True
+
+    def _goal_notification(self, method: str, params: dict[str, Any]) -> bool:
+        if params.get("threadId") not in (None, self._thread_id):
+            return False
+        if method == "thread/goal/updated" and valid_goal(params.get("goal")):
+            self.goal = params["goal"]
+            self.goal_updates.append(dict(params["goal"]))
+            return True
+        if method == "thread/goal/cleared":
+            self.goal = None
+            self.goal_updates.append(None)
+            return True
+        return False
 
     async def _call(self, method: str, params: dict[str, Any], timeout: float = 60
                     ) -> dict[str, Any]:
@@ -295,6 +437,9 @@ class CodexAdapter(RuntimeAdapter):
     async def _begin_turn(self, turn_input: TurnInput) -> None:
         if turn_input.command == "compact":
             await self._begin_compact()
+            return
+        if turn_input.command == "goal":
+            await self._adopt_native_turn()
             return
         items: list[dict[str, Any]] = [
             {"type": "text", "text": part[1]} if part[0] == "text" else
@@ -334,6 +479,21 @@ class CodexAdapter(RuntimeAdapter):
             self._compacting = False
             raise
 
+    async def _adopt_native_turn(self) -> None:
+        """Run the oldest turn the app-server started by itself as this turn: its frames
+        so far are replayed, the rest arrive as for a turn we started."""
+        waiting = self.waiting_native_turn()
+        if waiting is None:
+            raise errors.RuntimeAdapterError("no native goal turn is waiting to be adopted",
+                                             code="no_goal_turn")
+        turn_id = waiting[0]
+        frames = self.native_turns.pop(turn_id)["frames"]
+        self._early = []
+        self._open_tools = {}
+        self._turn_id = turn_id
+        for msg in frames:
+            await self._on_message(msg)
+
     async def clear(self) -> str:
         """A new thread in the same process, work directory and settings (``thread/start``)."""
         approval, sandbox = self._policies()
@@ -343,6 +503,8 @@ class CodexAdapter(RuntimeAdapter):
         self._thread_id = result["thread"]["id"]
         self.native_session_id = self._thread_id
         self._model_switched = False  # the new thread starts with the configured model
+        self.native_turns.clear()
+        await self._probe_goals()
         return self._thread_id
 
     async def _cancel_native(self) -> None:
@@ -352,6 +514,8 @@ class CodexAdapter(RuntimeAdapter):
                                                     "turnId": self._turn_id}, timeout=10)
 
     def _after_turn(self) -> None:
+        if self._turn_id:
+            self._done_turns.add(self._turn_id)
         self._turn_id = None
         self._compacting = False
 
@@ -375,6 +539,8 @@ class CodexAdapter(RuntimeAdapter):
         if "id" in msg:
             await self._on_server_request(msg["id"], method, params)
             return
+        if method.startswith("thread/goal/") and self._goal_notification(method, params):
+            return
         if self._compacting and method == "turn/started":
             # the compaction's turn: from here on its frames are this turn's
             self._compacting = False
@@ -384,7 +550,16 @@ class CodexAdapter(RuntimeAdapter):
                 self._early.append(msg)
             return
         if not self._ours(params):
-            return  # other threads, idle chatter or late frames of an ended turn
+            if method == "turn/completed":
+                turn_id = (params.get("turn") or {}).get("id")
+                if turn_id in self._refused_turns:
+                    self._refused_turns.discard(turn_id)
+                    self._done_turns.add(turn_id)
+                    return
+            # a turn the app-server started by itself (a goal continuation) waits for the
+            # host; other threads, idle chatter and late frames of ended turns are dropped
+            self._native_frame(msg, params)
+            return
         item = params.get("item") or {}
         itype = item.get("type")
         if method == "turn/started":
