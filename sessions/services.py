@@ -27,7 +27,7 @@ from sessions.runtimes import (
     get_adapter,
 )
 from sessions.runtimes import watchdog as watchdogs
-from sessions.runtimes.answers import AnswerRefused, check_payload_answers
+from sessions.runtimes.answers import AnswerRefused, as_input_text, check_payload_answers
 from sessions.runtimes.base import McpServer
 
 MIN_IDLE_TIMEOUT = 60
@@ -438,22 +438,54 @@ def answer_permission(session_id: int, request_id: str, option_id: str | None) -
 
 
 def answer_question(session_id: int, request_id: str, answers: dict[str, Any] | None) -> None:
+    """Answer an open question (``answers``: {question id: label, text or list of labels};
+    ``None`` cancels it and its native batch). A native request gets the answer through the
+    session's host; an async question (``delivery: "async"``, no native request waits) gets
+    it as an ordinary input of the same session. Late, duplicate and invalid answers are
+    refused (409 / 400) and change nothing; a sensitive answer is never repeated."""
     pending = timeline.pending_requests(session_id).get(request_id)
     if pending is None or pending["type"] != "question.asked":
         raise Conflict(f"no open question {request_id!r} (already answered?)",
                        code="not_pending")
+    questions = pending["payload"].get("questions") or []
     if answers is not None:  # None cancels the question (and its native batch)
         if not isinstance(answers, dict):
             raise CommandError("answers must be an object of question id → answer",
                                field="answers")
         try:
-            check_payload_answers(pending["payload"].get("questions") or [], answers)
+            check_payload_answers(questions, answers)
         except AnswerRefused as exc:
             raise CommandError(str(exc), field="answers") from exc
     if not control.claim_answer(session_id, request_id):
         raise Conflict(f"question {request_id!r} was already answered",
                        code="already_answered")
+    if pending["payload"].get("delivery") == timeline.ASYNC:
+        _answer_async(session_id, request_id, questions, answers)
+        return
     control.send(session_id, "answer", request_id=request_id, answers=answers)
+
+
+def _answer_async(session_id: int, request_id: str, questions: list[dict[str, Any]],
+                  answers: dict[str, Any] | None) -> None:
+    """The answer queued as the session's next ordinary input (idempotent on the request)
+    and the question closed, in one transaction; a cancel only closes it."""
+    outcome: dict[str, Any] = {"request_id": request_id}
+    try:
+        with transaction.atomic():
+            if answers is None:
+                outcome["cancelled"] = True
+            else:
+                turn, created = timeline.enqueue_input(
+                    session_id, as_input_text(questions, answers),
+                    key=f"answer:{request_id}")
+                if not created:
+                    raise Conflict(f"question {request_id!r} was already answered",
+                                   code="already_answered")
+                outcome["input_turn"] = turn.seq
+                wake(session_id, turn.session)
+            timeline.note(session_id, "question.answered", outcome)
+    except timeline.SessionArchived as exc:
+        raise Conflict(str(exc), code="session_archived") from exc
 
 
 def sleep(session_id: int) -> None:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from django.db import transaction
-from django.db.models import Exists, F, Max, OuterRef, Subquery
+from django.db.models import Exists, F, Max, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from amux_common.clock import now as clock
@@ -411,8 +411,12 @@ def last_seq(session_id: int) -> int:
         m=Max("seq"))["m"] or 0
 
 
+ASYNC = "async"
+
+
 def pending_requests(session_id: int) -> dict[str, dict[str, Any]]:
-    """Permission requests and questions of running turns that have no answer yet."""
+    """Permission requests and questions of running turns that have no answer yet, and the
+    open async questions (``open_async_questions``)."""
     open_events = TimelineEvent.objects.filter(
         session_id=session_id, turn__state=TurnState.RUNNING,
         type__in=["permission.requested", "question.asked", "permission.answered",
@@ -420,11 +424,37 @@ def pending_requests(session_id: int) -> dict[str, dict[str, Any]]:
     pending: dict[str, dict[str, Any]] = {}
     for ev in open_events:
         rid = ev.payload.get("request_id")
+        if ev.type == "question.asked" and ev.payload.get("delivery") == ASYNC:
+            continue  # open or not whatever its turn does: see below
         if ev.type in ("permission.requested", "question.asked"):
             pending[rid] = {"type": ev.type, "payload": ev.payload, "seq": ev.seq}
         else:
             pending.pop(rid, None)
+    pending.update(open_async_questions(session_id))
     return pending
+
+
+def open_async_questions(session_id: int) -> dict[str, dict[str, Any]]:
+    """Async questions (no native request waits; the answer is an ordinary input) stay
+    open after their turn, until answered or cancelled, or until the native conversation
+    they belong to is gone: a clear, an archive, or a handoff to a new conversation."""
+    asked = list(TimelineEvent.objects.filter(
+        session_id=session_id, type="question.asked", payload__delivery=ASYNC)
+        .order_by("seq").values_list("seq", "payload"))
+    if not asked:
+        return {}
+    first = asked[0][0]
+    closed_before = max([0, *TimelineEvent.objects.filter(
+        Q(type__in=["session.cleared", "session.archived"]) | Q(type="error",
+                                                             payload__handoff=True),
+        session_id=session_id, seq__gt=first).values_list("seq", flat=True)])
+    answered = set(TimelineEvent.objects.filter(
+        session_id=session_id, type="question.answered", seq__gt=first,
+        payload__request_id__in=[p.get("request_id") for _, p in asked])
+        .values_list("payload__request_id", flat=True))
+    return {p["request_id"]: {"type": "question.asked", "payload": p, "seq": seq}
+            for seq, p in asked
+            if seq > closed_before and p.get("request_id") not in answered}
 
 
 def turn_in_flight(session_id: int) -> Turn | None:

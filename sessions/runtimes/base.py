@@ -612,8 +612,9 @@ class RuntimeAdapter(ABC):
                     return
                 event = item
                 clock.touch(loop.time())
-                if isinstance(event, PermissionRequested | QuestionAsked):
-                    clock.pause()
+                if isinstance(event, PermissionRequested) or (
+                        isinstance(event, QuestionAsked) and event.delivery != "async"):
+                    clock.pause()  # a person is asked and the runtime waits (async: not)
                 elif isinstance(event, PermissionAnswered):
                     clock.resume(loop.time())
                 elif self.pause_idle_during_tools and isinstance(event, ToolStarted):

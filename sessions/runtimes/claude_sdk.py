@@ -164,10 +164,12 @@ def split_questions(tool_input: dict[str, Any]) -> list[Question]:
     for i, q in enumerate(tool_input.get("questions") or []):
         if not isinstance(q, dict):
             continue
-        options = tuple(str(o.get("label", "")) for o in q.get("options") or []
-                        if isinstance(o, dict))
+        described = [o for o in q.get("options") or [] if isinstance(o, dict)]
+        options = tuple(str(o.get("label", "")) for o in described)
+        descriptions = {str(o["label"]): str(o["description"]) for o in described
+                        if o.get("label") and o.get("description")}
         out.append(Question(text=str(q.get("question", "")), header=q.get("header"),
-                            id=f"q{i}", options=options,
+                            id=f"q{i}", options=options, descriptions=descriptions or None,
                             multi_select=bool(q.get("multiSelect")), allow_custom=True))
     return out
 
@@ -175,7 +177,8 @@ def split_questions(tool_input: dict[str, Any]) -> list[Question]:
 def check_answer(question: Question, answers: Any) -> str | list[str]:
     """One question's answer from ``answers`` (``{question id: answer}``)."""
     return answers_mod.check_answer(question.id or "", question.multi_select,
-                                    question.options, question.allow_custom, answers)
+                                    question.options, question.allow_custom, answers,
+                                    sensitive=question.sensitive)
 
 
 def native_answers(tool_input: dict[str, Any], questions: list[Question],

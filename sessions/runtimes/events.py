@@ -102,17 +102,31 @@ class Question:
     options: tuple[str, ...] = ()
     multi_select: bool = False
     allow_custom: bool = True
-    sensitive: bool = False
+    sensitive: bool = False  # the answer is a secret: never echoed, logged or stored
     header: str | None = None
     id: str | None = None
+    # {option label: what it means}, only where the runtime describes its options
+    descriptions: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
 class QuestionAsked(Event):
+    """A native question. ``blocking``: the runtime's own flag (a native non-blocking
+    request is still answerable only while its turn runs). ``delivery="async"``: no native
+    request waits at all (Codex ``request_user_input_async``); the answer enters the session
+    as an ordinary input, whenever it comes."""
+
     type: ClassVar[str] = "question.asked"
     request_id: str = ""
     questions: tuple[Question, ...] = ()
     blocking: bool = True
+    delivery: str | None = None
+
+    def payload(self) -> dict[str, Any]:
+        out = super().payload()
+        out["questions"] = [{k: v for k, v in q.items()
+                             if k != "descriptions" or v} for q in out["questions"]]
+        return out
 
 
 @dataclass(frozen=True)

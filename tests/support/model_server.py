@@ -80,9 +80,19 @@ class LoggedRequest:
         return bool(self.tool_names)
 
 
+def _offered_tools(body: dict[str, Any]) -> list[Any]:
+    """The request's tools: ``tools``, and for Codex models whose catalog entry sends them
+    as conversation input, the ``additional_tools`` items of ``input``."""
+    tools = list(body.get("tools") or [])
+    for item in body.get("input") or []:
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            tools += list(item.get("tools") or [])
+    return tools
+
+
 def _tool_names(body: dict[str, Any]) -> list[str]:
     names = []
-    for tool in body.get("tools") or []:
+    for tool in _offered_tools(body):
         if not isinstance(tool, dict):
             continue
         if tool.get("type") == "namespace":  # Codex: one MCP server's tools, nested

@@ -39,9 +39,13 @@ def test_auto_sleep_rule():
 
 
 def test_a_worker_session_has_no_native_ask_the_user_tool():
+    from sessions.runtimes import codex_features
     from sessions.runtimes.codex import render_config
 
-    assert "request_user_input" in render_config("m", "http://x/v1", "never", "danger-full-access",
-                                                 user_questions=True)
+    # amux's config.toml never switches the feature on: only the probe's per-thread
+    # override does, and a worker (no native asking) never gets it
     assert "request_user_input" not in render_config("m", "http://x/v1", "never",
-                                                     "danger-full-access", user_questions=False)
+                                                     "danger-full-access")
+    declared = codex_features.ProbeResult(features={codex_features.FEATURE: "beta"})
+    assert codex_features.decide(ask_user=False, flag=None, probe=declared,
+                                 user_agent="codex/1").enabled is False
