@@ -15,8 +15,12 @@ trigger.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import json
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -89,24 +93,78 @@ def delivery_received(
     return delivery.pk, True
 
 
+class SourceChanged(Exception):  # noqa: N818 - a fact about the source row, not an error
+    """The source row is no longer the one the delivery was verified against (disabled,
+    its secrets or config changed, deleted): nothing was stored."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceSeen:
+    """The columns of a source row a delivery was verified against, as stored: a delivery
+    stored with it is stored only while the row still holds exactly these."""
+
+    id: int
+    kind: str
+    slug: str
+    config: dict
+    secrets_stored: str  # the encrypted column's text, compared as it is
+
+
 def delivery_stored(
     *, source_id: int, delivery_id: str, event: str, mailbox: str, headers: dict, body: bytes,
+    seen: SourceSeen | None = None,
 ) -> bool:
     """Fact: a verified delivery arrived and waits to be processed (the webhook's hot path:
     one INSERT, then a wake-up of the drainer once it is committed). False when that
-    delivery id was stored before (nothing written)."""
+    delivery id was stored before (nothing written).
+
+    With `seen` (the source row as the caller read it, maybe a while ago), the INSERT is
+    also the check that the source is still enabled and unchanged, in the same statement
+    (one round trip, nothing to race); SourceChanged when it is not."""
     # Autocommit: the INSERT is its own transaction (one round trip). Inside a caller's
     # transaction a savepoint keeps a duplicate from breaking it.
     guard = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
     try:
         with guard:
-            Delivery.objects.create(source_id=source_id, delivery_id=delivery_id, event=event,
-                                    mailbox=mailbox, headers=headers, body=body)
+            delivery = Delivery(source_id=source_id, delivery_id=delivery_id, event=event,
+                                mailbox=mailbox, headers=headers, body=body)
+            if seen is None:
+                delivery.save(force_insert=True)
+            elif not _inserted_while_unchanged(delivery, seen):
+                raise SourceChanged(seen.slug)
     except IntegrityError as exc:
         if violates(exc, "delivery_unique_id"):
             return False
         raise
-    transaction.on_commit(wake)
+    transaction.on_commit(wake_soon)
+    return True
+
+
+@functools.cache
+def _checked_insert_sql() -> tuple[str, tuple]:
+    fields = tuple(f for f in Delivery._meta.concrete_fields if not f.primary_key)
+    q = connection.ops.quote_name
+    source = Source._meta
+    sql = (f"INSERT INTO {q(Delivery._meta.db_table)} ({', '.join(q(f.column) for f in fields)})"
+           f" SELECT {', '.join(['%s'] * len(fields))} WHERE EXISTS (SELECT 1 FROM "
+           f"{q(source.db_table)} WHERE {q(source.pk.column)} = %s AND {q('enabled')} AND "
+           f"{q('kind')} = %s AND {q('slug')} = %s AND {q('config')} = %s AND "
+           f"{q('secrets')} = %s) RETURNING {q(Delivery._meta.pk.column)}")
+    return sql, fields
+
+
+def _inserted_while_unchanged(delivery: Delivery, seen: SourceSeen) -> bool:
+    """INSERT … SELECT … WHERE the source row still is `seen`: True when stored."""
+    sql, fields = _checked_insert_sql()
+    params = [f.get_db_prep_save(f.pre_save(delivery, True), connection) for f in fields]
+    config = Source._meta.get_field("config").get_db_prep_save(seen.config, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, seen.id, seen.kind, seen.slug, config,
+                             seen.secrets_stored])
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    delivery.pk = row[0]
     return True
 
 
@@ -132,6 +190,42 @@ def wake() -> None:
         log.warning("intake wake-up not sent; the periodic sweep will process", exc_info=True)
         with contextlib.suppress(Exception):
             cache.delete(WAKE_FLAG)
+
+
+class _Waker:
+    """The web process's wake-ups, sent from a thread of their own so that a request is
+    answered without waiting for Redis or the broker: a stored delivery only raises a flag
+    (`wake_soon`), and the thread sends one wake-up for every flag it finds raised, however
+    many deliveries raised it meanwhile. A wake-up lost with the process only delays (the
+    beat sweep processes too). A forked child starts a thread of its own."""
+
+    def __init__(self):
+        self.wanted = threading.Event()
+        self.lock = threading.Lock()
+        self.pid = None
+
+    def __call__(self) -> None:
+        if self.pid != os.getpid():
+            with self.lock:
+                if self.pid != os.getpid():
+                    self.wanted = threading.Event()
+                    threading.Thread(target=self.run, args=(self.wanted,),
+                                     name="intake-waker", daemon=True).start()
+                    self.pid = os.getpid()
+        self.wanted.set()
+
+    @staticmethod
+    def run(wanted: threading.Event) -> None:
+        while True:
+            wanted.wait()
+            wanted.clear()
+            try:
+                wake()
+            except Exception:  # wake logs its own failures; the thread must go on
+                log.warning("intake wake-up failed", exc_info=True)
+
+
+wake_soon = _Waker()
 
 
 def _woke() -> None:

@@ -4,6 +4,7 @@ woken after the commit, processes it; the sweep processes whatever a lost wake-u
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.core.cache import cache
@@ -133,6 +134,11 @@ def test_a_stored_delivery_wakes_one_drain_task_after_commit(client, gh,
             post(client, comment(1, 11))
             post(client, comment(2, 21))
         assert len(callbacks) == 2
+        # sent by the process's waker thread, after the answers: wait for it
+        deadline = time.monotonic() + 10
+        while redis.llen("default") == queued and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)  # a second task, if one were sent, would be there by now
         # debounced: the second wake-up found the first task still waiting
         assert redis.llen("default") == queued + 1
         sent = json.loads(redis.lindex("default", 0))
@@ -140,3 +146,52 @@ def test_a_stored_delivery_wakes_one_drain_task_after_commit(client, gh,
         assert process.drain() == 2  # a drainer starting clears the flag
         assert cache.get(process.WAKE_FLAG) is None
         redis.lpop("default")
+
+
+def test_a_delivery_to_a_known_source_is_one_statement(client, gh):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    assert post(client, comment(1, 11), delivery="first").status_code == 202
+    with CaptureQueriesContext(connection) as captured:
+        assert post(client, comment(2, 21), delivery="second").status_code == 202
+    sent = [q["sql"] for q in captured.captured_queries
+            if not q["sql"].upper().startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+    # the source row read before is checked by the INSERT itself
+    assert len(sent) == 1 and sent[0].startswith("INSERT"), sent
+    assert Delivery.objects.count() == 2
+
+
+def test_a_source_disabled_since_the_last_delivery_stores_nothing(client, gh):
+    assert post(client, comment(1, 11), delivery="before").status_code == 202
+    Source.objects.filter(pk=gh.pk).update(enabled=False)  # no save(): no updated_at either
+    refused = post(client, comment(2, 21), delivery="after")
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found"
+    assert list(Delivery.objects.values_list("delivery_id", flat=True)) == ["before"]
+
+
+def test_a_rotated_secret_applies_to_the_next_delivery(client, gh):
+    global SECRET
+    assert post(client, comment(1, 11), delivery="old-secret").status_code == 202
+    old, SECRET = SECRET, "rotated"
+    try:
+        gh.secrets = {"webhook_secret": "rotated", "token": "t"}
+        gh.save()
+        assert post(client, comment(2, 21), delivery="new-secret").status_code == 202
+        SECRET = old  # signed with the secret that is no longer the source's
+        refused = post(client, comment(3, 31), delivery="stale-secret")
+        assert refused.status_code == 401
+    finally:
+        SECRET = old
+    assert sorted(Delivery.objects.values_list("delivery_id", flat=True)) == [
+        "new-secret", "old-secret"]
+
+
+def test_a_config_change_since_the_last_delivery_is_seen(client, gh):
+    assert post(client, comment(1, 11), delivery="before").status_code == 202
+    config = dict(gh.config, receive_all=True)
+    Source.objects.filter(pk=gh.pk).update(config=config)
+    assert post(client, comment(2, 21), delivery="after").status_code == 202
+    from intake.receive import _seen
+
+    assert _seen[("github", "gh")][0].config == config  # read afresh, kept again
