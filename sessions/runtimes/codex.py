@@ -365,9 +365,6 @@ class CodexAdapter(RuntimeAdapter):
             return {codex_features.THREAD_CONFIG_KEY: True}
         return {}  # an explicit flag is Codex's own; otherwise native behaviour
 
-    def facts(self) -> dict[str, Any]:
-        return {"request_user_input": self.user_input.as_fact()} if self.user_input else {}
-
     async def start(self, resume: str | None = None) -> str:
         cfg = self.config
         approval, sandbox = self._policies()
@@ -427,7 +424,10 @@ class CodexAdapter(RuntimeAdapter):
         self.facts_changed = True
 
     def facts(self) -> dict[str, Any]:
-        return {"goals": bool(self.goals_supported)}
+        facts: dict[str, Any] = {"goals": bool(self.goals_supported)}
+        if self.user_input:
+            facts["request_user_input"] = self.user_input.as_fact()
+        return facts
 
     async def goal_get(self) -> dict[str, Any] | None:
         result = await self._call("thread/goal/get", {"threadId": self._thread_id}, timeout=20)
