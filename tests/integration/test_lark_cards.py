@@ -327,7 +327,7 @@ def test_a_late_click_after_the_turn_ended_is_refused(client, lark):
     rid = uuid.uuid4().hex
     session, turn = _running_session(_question(rid))
     conversation = _bound(lark, session)
-    _card(conversation, "question", rid)
+    card = _card(conversation, "question", rid)
     from sessions.runtimes.events import TurnCompleted
 
     timeline.record(session.pk, turn.pk, [TurnCompleted()])
@@ -335,6 +335,8 @@ def test_a_late_click_after_the_turn_ended_is_refused(client, lark):
                                        question="color", option=0))
     assert response.json()["toast"]["content"] == "This is no longer waiting for an answer."
     assert not _answers(session.pk)
+    card.refresh_from_db()
+    assert card.state == "open"  # a refusal changes nothing (releasing it is the sender's)
 
 
 def test_the_long_connection_answers_a_callback_in_the_frame(lark):
