@@ -87,6 +87,8 @@ def handle(source, payload: dict) -> dict:
     operator = _s(_d(event.get("operator")).get("open_id"))
     lang = language(source.config)
     kind = _s(value.get("amux"))[:40]
+    if not event_id:  # nothing to make it idempotent by: refused, not acted on
+        return toast("error", word(lang, "refused.not_amux"))
     earlier = CardCallback.objects.filter(source=source, event_id=event_id).first()
     if earlier is not None:
         return _answer(earlier.outcome) or toast("info", word(lang, "refused.in_progress"))

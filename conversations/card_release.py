@@ -11,6 +11,8 @@ lock, so each card is patched once; it patches each returned card with its new J
 
 from __future__ import annotations
 
+from django.db import transaction
+
 from conversations.cards import language
 from conversations.cards import permission as permission_card
 from conversations.cards import question as question_card
@@ -21,6 +23,12 @@ ANSWERS = ("question.answered", "permission.answered")
 TURN_ENDS = ("turn.completed", "turn.failed", "turn.cancelled")
 SESSION_ENDS = ("session.archived",)
 RENDERERS = {"question": question_card, "permission": permission_card}
+
+
+def _locked():
+    """Open cards' rows, locked (only theirs, not the conversation's or the source's)."""
+    return EventCard.objects.select_for_update(of=("self",)).select_related(
+        "conversation__source")
 
 
 def _asked(card: EventCard) -> dict:
@@ -35,10 +43,16 @@ def _lang(card: EventCard) -> str:
 def cards_released_by(session_id: int, event_type: str, payload: dict | None = None,
                       turn_id: int | None = None) -> list[tuple[EventCard, dict]]:
     """The open question / permission cards this timeline event closes, each with the
-    card JSON to patch it to; their rows are marked answered or inert. Call it inside a
-    transaction (the rows are locked until it ends)."""
+    card JSON to patch it to; their rows are marked answered or inert. Called inside the
+    caller's transaction, the rows stay locked until it ends."""
+    with transaction.atomic():
+        return _released_by(session_id, event_type, payload, turn_id)
+
+
+def _released_by(session_id: int, event_type: str, payload: dict | None,
+                 turn_id: int | None) -> list[tuple[EventCard, dict]]:
     payload = payload or {}
-    open_cards = (EventCard.objects.select_for_update().select_related("conversation__source")
+    open_cards = (_locked()
                   .filter(session_id=session_id, kind__in=RENDERERS,
                           state=EventCard.State.OPEN))
     if event_type in ANSWERS:
@@ -56,10 +70,11 @@ def cards_released_by(session_id: int, event_type: str, payload: dict | None = N
         _mark(cards, EventCard.State.ANSWERED)
         return out
     if event_type in TURN_ENDS:
-        seqs = TimelineEvent.objects.filter(session_id=session_id, turn_id=turn_id,
-                                            type__in=["question.asked", "permission.requested"])
-        if turn_id is not None:
-            open_cards = open_cards.filter(event_seq__in=seqs.values("seq"))
+        if turn_id is not None:  # the cards of that turn's requests
+            seqs = TimelineEvent.objects.filter(
+                session_id=session_id, turn_id=turn_id,
+                type__in=["question.asked", "permission.requested"]).values("seq")
+            open_cards = open_cards.filter(event_seq__in=seqs)
         return _inert(list(open_cards), "turn")
     if event_type in SESSION_ENDS:
         return _inert(list(open_cards), "turn")
@@ -69,7 +84,12 @@ def cards_released_by(session_id: int, event_type: str, payload: dict | None = N
 def stale_cards(conversation: Conversation) -> list[tuple[EventCard, dict]]:
     """Open question / permission cards of a conversation sent under an older generation
     (or for a session it no longer binds), made inert."""
-    cards = (EventCard.objects.select_for_update().select_related("conversation__source")
+    with transaction.atomic():
+        return _stale(conversation)
+
+
+def _stale(conversation: Conversation) -> list[tuple[EventCard, dict]]:
+    cards = (_locked()
              .filter(conversation=conversation, kind__in=RENDERERS, state=EventCard.State.OPEN))
     stale = [c for c in cards if c.generation != conversation.generation
              or c.session_id != conversation.session_id]

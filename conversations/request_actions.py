@@ -42,6 +42,9 @@ def _event_card(action: CardAction, request_id: str, event_type: str) -> EventCa
 
 
 def _answered(action: CardAction, event_type: str) -> None:
+    """Mark the card answered before the answer leaves (in the same transaction): the
+    sender that sees the runtime's `*.answered` event waits on this row and then finds
+    nothing left to patch, so the card keeps the answer shown here."""
     EventCard.objects.filter(conversation=action.conversation,
                              session_id=action.conversation.session_id,
                              kind=KIND_OF[event_type], request_id=action.value["request"],
@@ -65,13 +68,13 @@ def answer_question(action: CardAction) -> str:
         answers = question_card.answers_from(payload, action.value, action.form_value)
     except question_card.Incomplete:
         raise Refused("incomplete", word(action.lang, "refused.incomplete")) from None
-    with transaction.atomic():
+    with transaction.atomic():  # the card row first: a refusal rolls it back
+        _answered(action, "question.asked")
         try:
             services.answer_question(action.conversation.session_id, action.value["request"],
                                      answers)
         except services.CommandError as exc:
             raise _refused(exc, action.lang, hidden) from None
-        _answered(action, "question.asked")
     action.show(question_card.answered(payload, lang=action.lang, operator=action.operator,
                                        answers=answers))
     return word(action.lang, "toast.answered")
@@ -81,12 +84,12 @@ def answer_question(action: CardAction) -> str:
 def cancel_question(action: CardAction) -> str:
     payload = _request(action, "question.asked")
     with transaction.atomic():
+        _answered(action, "question.asked")
         try:
             services.answer_question(action.conversation.session_id, action.value["request"],
                                      None)
         except services.CommandError as exc:
             raise _refused(exc, action.lang, True) from None
-        _answered(action, "question.asked")
     action.show(question_card.answered(payload, lang=action.lang, operator=action.operator,
                                        cancelled=True))
     return word(action.lang, "toast.cancelled")
@@ -101,12 +104,12 @@ def answer_permission(action: CardAction) -> str:
     if option is None:
         raise Refused("invalid", word(action.lang, "refused.invalid_hidden"))
     with transaction.atomic():
+        _answered(action, "permission.requested")
         try:
             services.answer_permission(action.conversation.session_id,
                                        action.value["request"], str(option["id"]))
         except services.CommandError as exc:
             raise _refused(exc, action.lang, False) from None
-        _answered(action, "permission.requested")
     action.show(permission_card.answered(payload, lang=action.lang, option_id=str(option["id"]),
                                          operator=action.operator))
     return word(action.lang, "toast.permission",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 
 import pytest
@@ -114,8 +115,10 @@ def test_a_button_answers_the_question_once_and_the_card_shows_it(client, lark):
     session, _ = _running_session(_question(rid))
     conversation = _bound(lark, session)
     card = _card(conversation, "question", rid)
+    started = time.monotonic()
     response, event = click(client, _value(conversation, "question.answer", rid,
                                            question="color", option=1))
+    assert time.monotonic() - started < 3  # Lark's limit for answering a callback
     assert response.status_code == 200
     body = response.json()
     assert body["toast"] == {"type": "success", "content": "Answer sent to the agent."}
@@ -324,7 +327,7 @@ def test_a_late_click_after_the_turn_ended_is_refused(client, lark):
     rid = uuid.uuid4().hex
     session, turn = _running_session(_question(rid))
     conversation = _bound(lark, session)
-    _card(conversation, "question", rid)
+    card = _card(conversation, "question", rid)
     from sessions.runtimes.events import TurnCompleted
 
     timeline.record(session.pk, turn.pk, [TurnCompleted()])
@@ -332,6 +335,8 @@ def test_a_late_click_after_the_turn_ended_is_refused(client, lark):
                                        question="color", option=0))
     assert response.json()["toast"]["content"] == "This is no longer waiting for an answer."
     assert not _answers(session.pk)
+    card.refresh_from_db()
+    assert card.state == "open"  # a refusal changes nothing (releasing it is the sender's)
 
 
 def test_the_long_connection_answers_a_callback_in_the_frame(lark):

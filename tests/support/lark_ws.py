@@ -9,6 +9,7 @@ client answers each data frame with the same frame carrying `{"code": 200}` (or 
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import uuid
@@ -27,6 +28,8 @@ class LarkLongConnection:
         self.open: list = []  # connections currently open
         self.opened = 0  # connections ever accepted
         self.acks: dict[str, int] = {}  # frame message_id -> the client's answer code
+        self.replies: dict[str, dict] = {}  # frame message_id -> the answer's data (a card
+        # callback's toast and card), when it has any
         self.server = serve(self._serve, "127.0.0.1", 0)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -60,8 +63,12 @@ class LarkLongConnection:
                 if frame.method != 1:  # a control frame (ping)
                     continue
                 headers = {h.key: h.value for h in frame.headers}
+                answer = json.loads(frame.payload)
                 with self.cond:
-                    self.acks[headers["message_id"]] = json.loads(frame.payload)["code"]
+                    if answer.get("data"):
+                        self.replies[headers["message_id"]] = json.loads(
+                            base64.b64decode(answer["data"]))
+                    self.acks[headers["message_id"]] = answer["code"]
                     self.cond.notify_all()
         except ConnectionClosed:
             pass
