@@ -135,9 +135,11 @@ class Lark(SourceKind, DocumentPolling, SendsCards):
     def check_secrets(cls, config, secrets):
         missing = super().check_secrets(config, secrets)
         polls = config.get("doc_comments") and config.get("documents")
+        talks = (config.get("conversation") or "off") != "off"
         if not secrets.get("app_secret") and (config.get("receiver") == "long_connection"
-                                              or polls):
-            missing["app_secret"] = "the long connection and document polling need it"
+                                              or polls or talks):
+            missing["app_secret"] = ("the long connection, document polling and conversation "
+                                     "mode need it")
         return missing
 
     # -- intake ------------------------------------------------------------------------

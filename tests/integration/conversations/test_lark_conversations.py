@@ -351,3 +351,22 @@ def test_conversation_config_is_validated(api, lark_server):
     response = api.post("/api/v1/sources/", body, format="json")
     assert response.status_code == 400
     assert "config.language" in response.json()["error"]["fields"]
+
+
+def test_the_panel_edits_the_conversation_mode(client, operator):
+    client.force_login(operator)
+    form = client.get("/panel/sources/new/lark").content.decode()
+    assert '<select id="f-conversation" name="conversation">' in form
+    assert '<option value="topic">topic</option>' in form
+    data = {"name": "Lark", "slug": "lk", "enabled": "on", "app_id": "cli_p",
+            "domain": "https://open.larksuite.com", "receiver": "webhook",
+            "freshness_seconds": "300", "conversation": "singleton", "language": "",
+            "secret_verification_token": "vt", "secret_app_secret": "as"}
+    assert client.post("/panel/sources/new/lark/", data).status_code == 302
+    source = Source.objects.get(slug="lk")
+    assert source.config["conversation"] == "singleton"
+    edit = client.get("/panel/sources/lk/edit/").content.decode()
+    assert '<option value="singleton" selected>singleton</option>' in edit
+    bad = client.post("/panel/sources/lk/edit/", {**data, "conversation": "chatty"})
+    assert bad.status_code == 400 and "must be one of off, topic, singleton" in \
+        bad.content.decode()
