@@ -19,7 +19,7 @@ from conversations import rules
 from conversations.models import Conversation, EventCard, Mode, TurnReply
 from effects import outbox
 from effects.models import EffectKind
-from intake.models import Trigger
+from intake.models import Source, Trigger
 from sessions import services
 from sessions.models import Lifecycle, Turn
 from sessions.services import CommandError
@@ -64,6 +64,13 @@ def message_routed(trigger: Trigger) -> str:
     action, why = rules.action(mode, trigger.decision or "ignore", conversation is not None)
     if action == rules.IGNORE:
         return _disposed(trigger, "not_accepted" if why else "ignored", why)
+    if action == rules.START:
+        # One start per place even across mailboxes (a singleton's chats, a plain message
+        # and its topic): the source row serialises starts; then look again.
+        Source.objects.select_for_update().filter(pk=source.pk).values_list("pk").first()
+        conversation = bound(source, meta)
+        if conversation is not None:
+            action = rules.POST
     if action == rules.START:
         try:
             conversation = _started(source, mode, meta, trigger.actor)
@@ -177,8 +184,9 @@ def latest_place(conversation: Conversation) -> tuple[str, str]:
 
 
 def _reply_opened(session_id: int, turn_id: int) -> None:
-    if TurnReply.objects.filter(turn_id=turn_id).exists():
-        return
+    """A starting turn's one card (its row; the reply effect posts it): a reply to its
+    own Lark message, or — for a turn from the web, the API or a goal — to the place's
+    latest message, so the place shows every turn in the canonical order."""
     origin = Turn.objects.filter(pk=turn_id).values_list("origin", flat=True).first() or {}
     conversation = _conversation_of(session_id, origin)
     if conversation is None:

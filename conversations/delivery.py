@@ -70,8 +70,8 @@ def turn_view(reply: TurnReply) -> turn_card.TurnView:
 def send_reply(effect_id: int, payload: dict) -> None:
     reply = (TurnReply.objects.select_related("turn", "conversation__source")
              .filter(turn_id=payload.get("turn")).first())
-    if reply is None or (reply.final and reply.message_id):
-        return  # no card for this turn, or its final state is shown already
+    if reply is None or reply.final:
+        return  # no card for this turn, its final state is shown, or the place refused it
     source = reply.conversation.source
     v = turn_view(reply)
     card = turn_card.render(v, cards.language(source.config))

@@ -135,9 +135,11 @@ class Lark(SourceKind, DocumentPolling, SendsCards):
     def check_secrets(cls, config, secrets):
         missing = super().check_secrets(config, secrets)
         polls = config.get("doc_comments") and config.get("documents")
+        talks = (config.get("conversation") or "off") != "off"
         if not secrets.get("app_secret") and (config.get("receiver") == "long_connection"
-                                              or polls):
-            missing["app_secret"] = "the long connection and document polling need it"
+                                              or polls or talks):
+            missing["app_secret"] = ("the long connection, document polling and conversation "
+                                     "mode need it")
         return missing
 
     # -- intake ------------------------------------------------------------------------
@@ -250,10 +252,13 @@ class Lark(SourceKind, DocumentPolling, SendsCards):
         else:
             return Ignored("not_addressed", env.thread)
         is_bot = _s(sender.get("sender_type")) not in ("user", "")
+        # In a conversation the bot's own mention is how it was called, not what was said
+        # ("@amux goal ship it" is the command "goal ship it").
+        drop = bot if self.conversation_mode() != "off" else ""
         return TriggerFacts(
             external_id=f"message:{message_id}", thread=env.thread, scope=scope,
             actor=open_id, is_human=not is_bot, is_bot=is_bot, addressed=addressed,
-            receives_all=receives_all, text=_text(msg, mentions),
+            receives_all=receives_all, text=_text(msg, mentions, drop=drop),
             thread_title=_text(msg, mentions)[:120],
             meta={"scope": scope, "chat_id": chat, "chat_type": _s(msg.get("chat_type")),
                   "message_id": message_id, "root_id": _s(msg.get("root_id")),
@@ -708,7 +713,9 @@ def _same(given, expected: str) -> bool:
     return isinstance(given, str) and hmac.compare_digest(given.encode(), expected.encode())
 
 
-def _text(msg: dict, mentions: list[dict]) -> str:
+def _text(msg: dict, mentions: list[dict], drop: str = "") -> str:
+    """The message's text, mentions as @name (the mentions of `drop`, an open_id, left
+    out)."""
     try:
         content = json.loads(_s(msg.get("content")) or "{}")
     except ValueError:
@@ -725,7 +732,8 @@ def _text(msg: dict, mentions: list[dict]) -> str:
         text = "\n".join(p for p in parts if p)
     for m in mentions:
         if m.get("key"):
-            text = text.replace(_s(m["key"]), "@" + _s(m.get("name")))
+            left_out = drop and _s(_d(m.get("id")).get("open_id")) == drop
+            text = text.replace(_s(m["key"]), "" if left_out else "@" + _s(m.get("name")))
     return re.sub(r"\s+\n", "\n", text).strip()
 
 

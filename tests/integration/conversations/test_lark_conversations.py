@@ -200,6 +200,8 @@ def test_a_topic_is_one_session_across_three_messages(client, lark_server, worke
     turns = list(Turn.objects.filter(session=session).order_by("seq"))
     assert [t.state for t in turns] == ["completed"] * 3
     assert [t.origin["message_id"] for t in turns] == ["om_1", "om_2", "om_3"]
+    # the bot's mention is how it was called, not part of the input
+    assert [t.input["text"] for t in turns] == ["write out.txt", "follow-up 2", "follow-up 3"]
     assert all(t.origin["via"] == "lark" and t.origin["conversation"] == conversation.pk
                for t in turns)
     assert Session.objects.count() == 1 and Conversation.objects.count() == 1
@@ -246,7 +248,7 @@ def test_web_and_lark_inputs_share_one_order(client, api, lark_server, worker_se
     queued = list(TimelineEvent.objects.filter(session=session, type="turn.queued")
                   .order_by("seq").values_list("payload", flat=True))
     assert [(q["text"], q["origin"]["via"]) for q in queued] == [
-        ("@amux first from lark", "lark"), ("then from the web", "api"),
+        ("first from lark", "lark"), ("then from the web", "api"),
         ("again from lark", "lark")]
     cards = lark_server.lark_cards("oc_team")
     assert len(cards) == 3 and all(c["thread_id"] == "omt_a" for c in cards)
@@ -351,3 +353,22 @@ def test_conversation_config_is_validated(api, lark_server):
     response = api.post("/api/v1/sources/", body, format="json")
     assert response.status_code == 400
     assert "config.language" in response.json()["error"]["fields"]
+
+
+def test_the_panel_edits_the_conversation_mode(client, operator):
+    client.force_login(operator)
+    form = client.get("/panel/sources/new/lark").content.decode()
+    assert '<select id="f-conversation" name="conversation">' in form
+    assert '<option value="topic">topic</option>' in form
+    data = {"name": "Lark", "slug": "lk", "enabled": "on", "app_id": "cli_p",
+            "domain": "https://open.larksuite.com", "receiver": "webhook",
+            "freshness_seconds": "300", "conversation": "singleton", "language": "",
+            "secret_verification_token": "vt", "secret_app_secret": "as"}
+    assert client.post("/panel/sources/new/lark/", data).status_code == 302
+    source = Source.objects.get(slug="lk")
+    assert source.config["conversation"] == "singleton"
+    edit = client.get("/panel/sources/lk/edit/").content.decode()
+    assert '<option value="singleton" selected>singleton</option>' in edit
+    bad = client.post("/panel/sources/lk/edit/", {**data, "conversation": "chatty"})
+    assert bad.status_code == 400 and "must be one of off, topic, singleton" in \
+        bad.content.decode()

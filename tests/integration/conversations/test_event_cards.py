@@ -1,0 +1,96 @@
+"""Cards for events that ask something of a person or report a goal, in a bound topic:
+sent through the outbox and lark-oapi, updatable through `delivery.patch_card`. The
+events are written by the real timeline writer, as the runtime adapters and goals do."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from conversations import delivery
+from conversations.models import Conversation, EventCard, TurnReply
+from effects import outbox
+from sessions import timeline
+from sessions.models import Turn
+from sessions.runtimes import events as rt
+from tests.integration.conversations.test_lark_conversations import (
+    drain_until,
+    lark_source,
+    say,
+)
+from tests.support.recording_server import RecordingServer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def lark_server():
+    with RecordingServer() as server:
+        yield server
+
+
+@pytest.fixture
+def bound(client, lark_server, openai_provider, session_dirs):
+    from tickets.models import AgentSettings
+
+    AgentSettings.objects.update_or_create(pk=1, defaults={
+        "worker_runtime": "codex", "worker_provider": openai_provider,
+        "worker_model": "gpt-5.5"})
+    lark_source(lark_server)
+    say(client, lark_server, text="help me", message_id="om_1", thread_id="omt_1")
+    return Conversation.objects.get()
+
+
+def _uses_fallback(kind: str) -> bool:
+    return importlib.util.find_spec(f"conversations.cards.{kind}") is None
+
+
+def test_a_question_and_a_goal_get_cards_in_the_topic(bound, lark_server):
+    session_id = bound.session_id
+    turn = Turn.objects.get(session_id=session_id)
+    timeline.start_turn(session_id, turn.pk)
+    timeline.record(session_id, turn.pk, [rt.QuestionAsked(request_id="q1", questions=(
+        rt.Question(text="Which branch?", options=("main", "dev"), id="b"),))])
+    timeline.note(session_id, "goal.updated", {
+        "goal": {"objective": "ship it", "status": "active", "token_budget": None,
+                 "tokens_used": 0, "time_used_seconds": 0},
+        "goal_key": "g1", "command": "create", "location": None})
+    # (the first Lark call of a process imports lark-oapi, which takes seconds here)
+    drain_until(lambda: EventCard.objects.count() == 2
+                and not EventCard.objects.filter(message_id="").exists())
+    cards = {c.kind: c for c in EventCard.objects.all()}
+    assert set(cards) == {"question", "goal"}
+    assert cards["question"].request_id == "q1" and cards["question"].message_id
+    assert all(c.chat_id == "oc_team" and c.generation == bound.generation
+               for c in cards.values())
+    posted = {m["message_id"]: m for m in lark_server.lark_cards("oc_team")}
+    turn_card = TurnReply.objects.get(turn=turn)
+    assert set(posted) == {turn_card.message_id, cards["question"].message_id,
+                           cards["goal"].message_id}
+    assert all(m["thread_id"] == "omt_1" for m in posted.values())  # all in the topic
+    if _uses_fallback("question"):
+        text = json.dumps(json.loads(posted[cards["question"].message_id]["content"]))
+        assert "Which branch?" in text and "main" in text
+    if _uses_fallback("goal"):
+        assert "ship it" in posted[cards["goal"].message_id]["content"]
+    # answered: the card is patched in place and its state follows
+    delivery.patch_card(cards["question"], {"schema": "2.0", "config": {"update_multi": True},
+                                            "body": {"elements": []}}, state="answered")
+    drain_until(lambda: lark_server.state.lark_store[cards["question"].message_id]["updates"])
+    assert lark_server.state.lark_store[cards["question"].message_id]["updates"] == 1
+    assert EventCard.objects.get(pk=cards["question"].pk).state == "answered"
+
+
+def test_an_unbound_session_sends_nothing(lark_server, openai_provider, session_dirs):
+    from sessions import services
+
+    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    turn = services.post_message(session.pk, "hello", origin={"via": "web", "actor": "x"})
+    timeline.start_turn(session.pk, turn.pk)
+    timeline.record(session.pk, turn.pk, [rt.MessageCompleted(text="hi"), rt.TurnCompleted()])
+    outbox.drain(seconds=2)
+    assert not TurnReply.objects.exists() and not EventCard.objects.exists()
+    assert Turn.objects.get(pk=turn.pk).origin == {"via": "web", "actor": "x"}
+    assert not lark_server.requests
