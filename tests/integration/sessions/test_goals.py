@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from sessions import control, services
+from sessions import control, goals, services
 from sessions.models import Session, SessionGoal, TimelineEvent, Turn
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
@@ -330,3 +330,48 @@ def test_pi_session_has_no_goals(api, openai_provider, session_dirs, model_serve
         assert not SessionGoal.objects.filter(session_id=session.pk).exists()
     finally:
         _stop(session.pk, thread)
+
+
+def test_card_actions_recheck_the_goal(openai_provider, session_dirs, model_server):
+    """A goal card's button controls only the goal it was made for: after `goal set`, the
+    old card is refused and the new one pauses and clears the running goal natively.
+    (``conversations.card_actions`` is not in this tree: the handler is called directly.)"""
+    from conversations import goal_control
+
+    session, responder, thread = _started_codex(model_server, session_dirs)
+    sid = session.pk
+    try:
+        old = services.post_message(sid, "goal first objective", origin=WEB)
+        wait_for(lambda: len(_ended_goal_turns(sid)) >= 1, timeout=60)
+        lark = {"via": "lark", "actor": "ou_2", "conversation": 4}
+        new = services.post_message(sid, "goal set second objective", origin=lark)
+        value = {"conversation": 4, "session": sid, "gen": 1}
+        with pytest.raises(goals.GoalRefused) as stale:
+            goal_control.control("goal.pause", {**value, "goal_key": old["goal_key"]},
+                                 operator="ou_2")
+        assert stale.value.code == "stale_goal"
+        assert _row(sid).authorized is True and _row(sid).location == lark
+        wait_for(lambda: (_row(sid).snapshot or {}).get("objective") == "second objective")
+        toast = goal_control.control("goal.pause", {**value, "goal_key": new["goal_key"]},
+                                     operator="ou_2")
+        assert toast.startswith("Goal paused")
+        assert _row(sid).authorized is False
+        wait_for(lambda: _status(sid) == "paused", timeout=30)
+        with pytest.raises(goals.GoalRefused):  # nothing to pause twice
+            goal_control.control("goal.pause", {**value, "goal_key": new["goal_key"]},
+                                 operator="ou_2")
+        goal_control.control("goal.resume", {**value, "goal_key": new["goal_key"]},
+                             operator="ou_2")
+        wait_for(lambda: _status(sid) == "active", timeout=30)
+        goal_control.control("goal.clear", {**value, "goal_key": new["goal_key"]},
+                             operator="ou_2")
+        wait_for(lambda: TimelineEvent.objects.filter(session_id=sid,
+                                                      type="goal.cleared").exists())
+        with pytest.raises(goals.GoalRefused) as gone:
+            goal_control.control("goal.resume", {**value, "goal_key": new["goal_key"]},
+                                 operator="ou_2")
+        assert gone.value.code == "stale_goal"
+        _settled(sid)
+        _one_terminal_each(sid, Turn.objects.filter(session_id=sid))
+    finally:
+        _stop(sid, thread)

@@ -1,0 +1,1 @@
+"""Lark card renderers (card JSON 2.0), one module per kind (conv owns this package)."""
