@@ -270,6 +270,22 @@ def set_flags(session_id: int, **flags: bool) -> SessionGoal | None:
         return row
 
 
+def forget(session_id: int, command: str) -> None:
+    """The native conversation was replaced (session clear): its goal, authorization and
+    output location go; old cards go inert."""
+    with transaction.atomic():
+        row = SessionGoal.objects.select_for_update().filter(session_id=session_id).first()
+        if row is None or not (row.goal_key or row.snapshot):
+            return
+        key, location = row.goal_key, row.location
+        row.goal_key, row.objective, row.location, row.snapshot = "", "", None, None
+        row.authorized = row.preempted = False
+        row.generation += 1
+        row.save()
+        timeline.note(session_id, "goal.cleared", {"goal_key": key, "command": command,
+                                                   "location": location})
+
+
 def input_waiting(session_id: int) -> bool:
     """An ordinary input is queued (not a goal turn)."""
     from sessions.models import TurnState

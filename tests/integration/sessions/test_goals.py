@@ -262,9 +262,15 @@ def test_goal_lifecycle_on_codex(api, openai_provider, session_dirs, model_serve
         services.post_message(sid, "goal pause", origin=WEB)
         wait_for(lambda: _status(sid) == "paused", timeout=30)
         _one_terminal_each(sid, Turn.objects.filter(session_id=sid))
-        assert not TimelineEvent.objects.filter(
-            session_id=sid, type="goal.continuation_refused",
-            payload__reason="unauthorized").exists()
+        # a continuation the runtime started as a pause or clear landed was refused, and
+        # is no turn: every goal turn belongs to an authorized goal
+        refused = set(TimelineEvent.objects.filter(
+            session_id=sid, type="goal.continuation_refused").values_list(
+            "payload__native_turn_id", flat=True))
+        adopted = set(TimelineEvent.objects.filter(
+            session_id=sid, type="turn.started", turn__input__command="goal").values_list(
+            "provenance__native_turn_id", flat=True))
+        assert not refused & adopted
     finally:
         _stop(sid, thread)
 
@@ -373,5 +379,25 @@ def test_card_actions_recheck_the_goal(openai_provider, session_dirs, model_serv
         assert gone.value.code == "stale_goal"
         _settled(sid)
         _one_terminal_each(sid, Turn.objects.filter(session_id=sid))
+    finally:
+        _stop(sid, thread)
+
+
+def test_an_explicit_interrupt_revokes_the_goal(openai_provider, session_dirs, model_server):
+    session, responder, thread = _started_codex(model_server, session_dirs)
+    sid = session.pk
+    try:
+        services.post_message(sid, "goal keep polishing", origin=WEB)
+        running = wait_for(lambda: Turn.objects.filter(
+            session_id=sid, state="running", input__command="goal").first(), timeout=60)
+        services.interrupt(sid)
+        wait_for(lambda: Turn.objects.get(pk=running.pk).state == "cancelled", timeout=30)
+        wait_for(lambda: _status(sid) == "paused", timeout=30)
+        assert _row(sid).authorized is False
+        count = _settled(sid)
+        time.sleep(1)
+        assert len(_goal_turns(sid)) == count
+        assert services.post_message(sid, "goal resume", origin=WEB)["command"] == "resume"
+        wait_for(lambda: len(_ended_goal_turns(sid)) > count, timeout=60)
     finally:
         _stop(sid, thread)
