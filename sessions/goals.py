@@ -33,6 +33,8 @@ UNFINISHED = frozenset({"active", "paused", "blocked", "usageLimited", "budgetLi
 RESUMABLE = frozenset({"paused", "blocked", "usageLimited", "budgetLimited"})
 GOAL_TURN = "goal"  # the command of a canonical goal turn (TurnInput.command)
 GOAL_ORIGIN = {"via": "goal"}
+# the surfaces where a person types: only their messages may be goal commands
+PEOPLE = frozenset({"web", "lark", "api"})
 
 
 class GoalRefused(Exception):
@@ -88,7 +90,10 @@ def state(session_id: int) -> dict[str, Any] | None:
 def intercept(session_id: int, text: str | None, origin: dict[str, Any] | None = None
               ) -> dict[str, Any] | None:
     """A goal command's outcome (the goal, or why not), or None: ordinary text (not a
-    command, or the runtime declares no goal feature) that goes on as an input."""
+    command, not typed by a person — ``origin.via`` web, lark or api —, or the runtime
+    declares no goal feature) that goes on as an input."""
+    if (origin or {}).get("via") not in PEOPLE:
+        return None  # a schedule's, a task's or a ticket's prompt is never a command
     command = goal_commands.parse(text)
     if command is None:
         return None

@@ -51,9 +51,14 @@ def session_message(request, pk: int):
     if refused := _refuse_archived(pk):
         return refused
     try:
-        turn = services.post_message(pk, request.POST.get("text", ""))
+        turn = services.post_message(pk, request.POST.get("text", ""),
+                                     origin={"via": "web", "actor": request.user.username})
     except services.CommandError as exc:
         return _result(str(exc), ok=False, status=200)
+    if isinstance(turn, dict):  # a goal command (sessions.goals): its outcome
+        if turn.get("refused"):
+            return _result(f"Goal: {turn['refused']}", ok=False, status=200)
+        return _result(f"Goal: {turn.get('command')} sent.")
     return _result(f"Queued as turn {turn.seq}.")
 
 

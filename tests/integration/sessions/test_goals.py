@@ -284,8 +284,12 @@ def test_budget_limited_goal_is_not_resumed(openai_provider, session_dirs, model
         services.post_message(sid, "goal budget 1", origin=WEB)
         wait_for(lambda: _status(sid) == "budgetLimited", timeout=60)
         count = _settled(sid)
-        user_turn = services.post_message(sid, "and now?", origin=WEB)
+        # a prompt no person typed is never a command, even one that reads like it
+        user_turn = services.post_message(sid, "goal more stars", origin={"via": "schedule"})
+        assert isinstance(user_turn, Turn)
+        assert isinstance(services.post_message(sid, "goal even more"), Turn)
         wait_for(lambda: Turn.objects.get(pk=user_turn.pk).state == "completed", timeout=60)
+        wait_for(lambda: any("goal even more" in t for t in responder.user_texts), timeout=60)
         time.sleep(1.5)
         assert len(_goal_turns(sid)) == count and _status(sid) == "budgetLimited"
     finally:
