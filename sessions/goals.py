@@ -195,13 +195,19 @@ def _authorize(row: SessionGoal, verb: str, status: str | None, command: GoalCom
 
 
 # ------------------------------------------------------------------------ the host's side
+def _lock_session(session_id: int) -> None:
+    """Every writer of a goal locks the session row first, then the goal row (the order
+    ``run`` and the timeline writer take them in)."""
+    Session.objects.select_for_update().filter(pk=session_id).values_list("pk").first()
+
+
 def record(session_id: int, native: dict[str, Any] | None, *, command: str | None = None,
            native_thread: str | None = None, refused: str | None = None,
            cleared: bool = False, goal_key: str | None = None) -> None:
     """What the runtime answered or reported, on the row and the timeline. A report equal
     to the last one (apart from its clock) is not repeated."""
     with transaction.atomic():
-        Session.objects.select_for_update().filter(pk=session_id).first()
+        _lock_session(session_id)
         row, _ = SessionGoal.objects.select_for_update().get_or_create(session_id=session_id)
         if cleared:
             location = row.location
@@ -266,6 +272,7 @@ def set_flags(session_id: int, **flags: bool) -> SessionGoal | None:
     """Change ``authorized`` / ``preempted`` (the host's side: an interrupt revokes, input
     preempts)."""
     with transaction.atomic():
+        _lock_session(session_id)
         row = SessionGoal.objects.select_for_update().filter(session_id=session_id).first()
         if row is None:
             return None
@@ -279,6 +286,7 @@ def forget(session_id: int, command: str) -> None:
     """The native conversation was replaced (session clear): its goal, authorization and
     output location go; old cards go inert."""
     with transaction.atomic():
+        _lock_session(session_id)
         row = SessionGoal.objects.select_for_update().filter(session_id=session_id).first()
         if row is None or not (row.goal_key or row.snapshot):
             return
