@@ -33,6 +33,8 @@ UNFINISHED = frozenset({"active", "paused", "blocked", "usageLimited", "budgetLi
 RESUMABLE = frozenset({"paused", "blocked", "usageLimited", "budgetLimited"})
 GOAL_TURN = "goal"  # the command of a canonical goal turn (TurnInput.command)
 GOAL_ORIGIN = {"via": "goal"}
+# the surfaces where a person types: only their messages may be goal commands
+PEOPLE = frozenset({"web", "lark", "api"})
 
 
 class GoalRefused(Exception):
@@ -88,7 +90,10 @@ def state(session_id: int) -> dict[str, Any] | None:
 def intercept(session_id: int, text: str | None, origin: dict[str, Any] | None = None
               ) -> dict[str, Any] | None:
     """A goal command's outcome (the goal, or why not), or None: ordinary text (not a
-    command, or the runtime declares no goal feature) that goes on as an input."""
+    command, not typed by a person — ``origin.via`` web, lark or api —, or the runtime
+    declares no goal feature) that goes on as an input."""
+    if (origin or {}).get("via") not in PEOPLE:
+        return None  # a schedule's, a task's or a ticket's prompt is never a command
     command = goal_commands.parse(text)
     if command is None:
         return None
@@ -190,13 +195,19 @@ def _authorize(row: SessionGoal, verb: str, status: str | None, command: GoalCom
 
 
 # ------------------------------------------------------------------------ the host's side
+def _lock_session(session_id: int) -> None:
+    """Every writer of a goal locks the session row first, then the goal row (the order
+    ``run`` and the timeline writer take them in)."""
+    Session.objects.select_for_update().filter(pk=session_id).values_list("pk").first()
+
+
 def record(session_id: int, native: dict[str, Any] | None, *, command: str | None = None,
            native_thread: str | None = None, refused: str | None = None,
            cleared: bool = False, goal_key: str | None = None) -> None:
     """What the runtime answered or reported, on the row and the timeline. A report equal
     to the last one (apart from its clock) is not repeated."""
     with transaction.atomic():
-        Session.objects.select_for_update().filter(pk=session_id).first()
+        _lock_session(session_id)
         row, _ = SessionGoal.objects.select_for_update().get_or_create(session_id=session_id)
         if cleared:
             location = row.location
@@ -261,6 +272,7 @@ def set_flags(session_id: int, **flags: bool) -> SessionGoal | None:
     """Change ``authorized`` / ``preempted`` (the host's side: an interrupt revokes, input
     preempts)."""
     with transaction.atomic():
+        _lock_session(session_id)
         row = SessionGoal.objects.select_for_update().filter(session_id=session_id).first()
         if row is None:
             return None
@@ -268,6 +280,23 @@ def set_flags(session_id: int, **flags: bool) -> SessionGoal | None:
             setattr(row, name, value)
         row.save()
         return row
+
+
+def forget(session_id: int, command: str) -> None:
+    """The native conversation was replaced (session clear): its goal, authorization and
+    output location go; old cards go inert."""
+    with transaction.atomic():
+        _lock_session(session_id)
+        row = SessionGoal.objects.select_for_update().filter(session_id=session_id).first()
+        if row is None or not (row.goal_key or row.snapshot):
+            return
+        key, location = row.goal_key, row.location
+        row.goal_key, row.objective, row.location, row.snapshot = "", "", None, None
+        row.authorized = row.preempted = False
+        row.generation += 1
+        row.save()
+        timeline.note(session_id, "goal.cleared", {"goal_key": key, "command": command,
+                                                   "location": location})
 
 
 def input_waiting(session_id: int) -> bool:

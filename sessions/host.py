@@ -530,6 +530,8 @@ class SessionHost:
                     return
                 await adapter.close()
         await self.db(_record_clear, self.session_id, self.owner, native, how, request_id)
+        # the native goal belonged to the old conversation: so did its authorization
+        await self.db(goals.forget, self.session_id, "session_clear")
 
     async def _serve_turn(self, turn: Turn, prompt: services.TurnPrompt) -> None:
         assert self.adapter is not None
@@ -549,9 +551,10 @@ class SessionHost:
         turn_input = TurnInput(text=stored.get("text", ""), images=images,
                                system_prompt=prompt.text, parts=parts,
                                command=stored.get("command"))
+        is_goal_turn = stored.get("command") == goals.GOAL_TURN
         # decided before the runtime sees the turn (an inline block is sent only once)
         prompt_facts: dict[str, Any] = {"prompt_revisions": prompt.revisions}
-        if prompt.text:
+        if prompt.text and not is_goal_turn:  # a goal turn is the runtime's: no prompt sent
             prompt_facts.update(prompt_role=prompt.role, **adapter.prompt_plan(prompt.text))
 
         async def consume() -> None:
@@ -593,8 +596,6 @@ class SessionHost:
             while not await self.db(store_arrived):
                 await queue.arrived()
 
-        is_goal_turn = stored.get("command") == goals.GOAL_TURN
-
         async def controls() -> None:
             while True:
                 msg = await control.pop(self._redis, self.session_id, self.poll)
@@ -603,11 +604,11 @@ class SessionHost:
                     continue
                 op = msg.get("op")
                 if op == "goal":
-                    await goal_host.apply(self, msg, goal_turn=is_goal_turn)
+                    await finish(goal_host.apply(self, msg, goal_turn=is_goal_turn))
                     continue
                 if op == "input" and is_goal_turn:
                     # ordinary input preempts a goal turn (the goal keeps its authorization)
-                    await goal_host.preempt(self, running_goal_turn=True)
+                    await finish(goal_host.preempt(self, running_goal_turn=True))
                     continue
                 if op in ("sleep", "archive"):
                     self.retire = op  # applied once this turn has ended
@@ -631,6 +632,15 @@ class SessionHost:
                         await adapter.answer_question(msg["request_id"], msg.get("answers"))
                         await queue.put(QuestionAnswered(request_id=msg["request_id"]))
 
+        started: list[asyncio.Task[Any]] = []
+
+        async def finish(work: Any) -> None:
+            """A goal command runs to its end even when the turn ends meanwhile (its native
+            call and its record belong together)."""
+            task = asyncio.create_task(work)
+            started.append(task)
+            await asyncio.shield(task)
+
         deferred: list[dict[str, Any]] = []
         control_task = asyncio.create_task(controls())
         try:
@@ -639,5 +649,8 @@ class SessionHost:
             control_task.cancel()
             with contextlib.suppress(BaseException):
                 await control_task
+            for task in started:
+                with contextlib.suppress(Exception):
+                    await task
         for msg in deferred:
             await self._command_while_idle(msg)

@@ -55,6 +55,10 @@ def session_message(request, pk: int):
                                      origin={"via": "web", "actor": request.user.get_username()})
     except services.CommandError as exc:
         return _result(str(exc), ok=False, status=200)
+    if isinstance(turn, dict):  # a goal command (sessions.goals): its outcome
+        if turn.get("refused"):
+            return _result(f"Goal: {turn['refused']}", ok=False, status=200)
+        return _result(f"Goal: {turn.get('command')} sent.")
     return _result(f"Queued as turn {turn.seq}.")
 
 

@@ -368,7 +368,11 @@ def reconcile_running(session_id: int, code: str = "host_lost",
     archived = Session.objects.filter(pk=session_id, lifecycle=Lifecycle.ARCHIVED).exists()
     for turn in Turn.objects.filter(session_id=session_id, state=TurnState.RUNNING):
         with transaction.atomic():
-            if not archived and turn.key.count(RESUME_SUFFIX) < RESUME_LIMIT:
+            if (turn.input or {}).get("command") == "goal":
+                # a goal turn is the runtime's own: the next host admits the goal's next
+                # continuation afresh (sessions.goal_host), none is replayed
+                record(session_id, turn.pk, [rt.TurnCancelled(reason=code)])
+            elif not archived and turn.key.count(RESUME_SUFFIX) < RESUME_LIMIT:
                 record(session_id, turn.pk, [rt.TurnCancelled(reason=code)])
                 text = (turn.input or {}).get("text", "")
                 if not text.startswith(RESUME_TEXT):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from sessions import control, services
+from sessions import control, goals, services
 from sessions.models import Session, SessionGoal, TimelineEvent, Turn
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
@@ -262,9 +262,15 @@ def test_goal_lifecycle_on_codex(api, openai_provider, session_dirs, model_serve
         services.post_message(sid, "goal pause", origin=WEB)
         wait_for(lambda: _status(sid) == "paused", timeout=30)
         _one_terminal_each(sid, Turn.objects.filter(session_id=sid))
-        assert not TimelineEvent.objects.filter(
-            session_id=sid, type="goal.continuation_refused",
-            payload__reason="unauthorized").exists()
+        # a continuation the runtime started as a pause or clear landed was refused, and
+        # is no turn: every goal turn belongs to an authorized goal
+        refused = set(TimelineEvent.objects.filter(
+            session_id=sid, type="goal.continuation_refused").values_list(
+            "payload__native_turn_id", flat=True))
+        adopted = set(TimelineEvent.objects.filter(
+            session_id=sid, type="turn.started", turn__input__command="goal").values_list(
+            "provenance__native_turn_id", flat=True))
+        assert not refused & adopted
     finally:
         _stop(sid, thread)
 
@@ -278,8 +284,12 @@ def test_budget_limited_goal_is_not_resumed(openai_provider, session_dirs, model
         services.post_message(sid, "goal budget 1", origin=WEB)
         wait_for(lambda: _status(sid) == "budgetLimited", timeout=60)
         count = _settled(sid)
-        user_turn = services.post_message(sid, "and now?", origin=WEB)
+        # a prompt no person typed is never a command, even one that reads like it
+        user_turn = services.post_message(sid, "goal more stars", origin={"via": "schedule"})
+        assert isinstance(user_turn, Turn)
+        assert isinstance(services.post_message(sid, "goal even more"), Turn)
         wait_for(lambda: Turn.objects.get(pk=user_turn.pk).state == "completed", timeout=60)
+        wait_for(lambda: any("goal even more" in t for t in responder.user_texts), timeout=60)
         time.sleep(1.5)
         assert len(_goal_turns(sid)) == count and _status(sid) == "budgetLimited"
     finally:
@@ -330,3 +340,68 @@ def test_pi_session_has_no_goals(api, openai_provider, session_dirs, model_serve
         assert not SessionGoal.objects.filter(session_id=session.pk).exists()
     finally:
         _stop(session.pk, thread)
+
+
+def test_card_actions_recheck_the_goal(openai_provider, session_dirs, model_server):
+    """A goal card's button controls only the goal it was made for: after `goal set`, the
+    old card is refused and the new one pauses and clears the running goal natively.
+    (``conversations.card_actions`` is not in this tree: the handler is called directly.)"""
+    from conversations import goal_control
+
+    session, responder, thread = _started_codex(model_server, session_dirs)
+    sid = session.pk
+    try:
+        old = services.post_message(sid, "goal first objective", origin=WEB)
+        wait_for(lambda: len(_ended_goal_turns(sid)) >= 1, timeout=60)
+        lark = {"via": "lark", "actor": "ou_2", "conversation": 4}
+        new = services.post_message(sid, "goal set second objective", origin=lark)
+        value = {"conversation": 4, "session": sid, "gen": 1}
+        with pytest.raises(goals.GoalRefused) as stale:
+            goal_control.control("goal.pause", {**value, "goal_key": old["goal_key"]},
+                                 operator="ou_2")
+        assert stale.value.code == "stale_goal"
+        assert _row(sid).authorized is True and _row(sid).location == lark
+        wait_for(lambda: (_row(sid).snapshot or {}).get("objective") == "second objective")
+        toast = goal_control.control("goal.pause", {**value, "goal_key": new["goal_key"]},
+                                     operator="ou_2")
+        assert toast.startswith("Goal paused")
+        assert _row(sid).authorized is False
+        wait_for(lambda: _status(sid) == "paused", timeout=30)
+        with pytest.raises(goals.GoalRefused):  # nothing to pause twice
+            goal_control.control("goal.pause", {**value, "goal_key": new["goal_key"]},
+                                 operator="ou_2")
+        goal_control.control("goal.resume", {**value, "goal_key": new["goal_key"]},
+                             operator="ou_2")
+        wait_for(lambda: _status(sid) == "active", timeout=30)
+        goal_control.control("goal.clear", {**value, "goal_key": new["goal_key"]},
+                             operator="ou_2")
+        wait_for(lambda: TimelineEvent.objects.filter(session_id=sid,
+                                                      type="goal.cleared").exists())
+        with pytest.raises(goals.GoalRefused) as gone:
+            goal_control.control("goal.resume", {**value, "goal_key": new["goal_key"]},
+                                 operator="ou_2")
+        assert gone.value.code == "stale_goal"
+        _settled(sid)
+        _one_terminal_each(sid, Turn.objects.filter(session_id=sid))
+    finally:
+        _stop(sid, thread)
+
+
+def test_an_explicit_interrupt_revokes_the_goal(openai_provider, session_dirs, model_server):
+    session, responder, thread = _started_codex(model_server, session_dirs)
+    sid = session.pk
+    try:
+        services.post_message(sid, "goal keep polishing", origin=WEB)
+        running = wait_for(lambda: Turn.objects.filter(
+            session_id=sid, state="running", input__command="goal").first(), timeout=60)
+        services.interrupt(sid)
+        wait_for(lambda: Turn.objects.get(pk=running.pk).state == "cancelled", timeout=30)
+        wait_for(lambda: _status(sid) == "paused", timeout=30)
+        assert _row(sid).authorized is False
+        count = _settled(sid)
+        time.sleep(1)
+        assert len(_goal_turns(sid)) == count
+        assert services.post_message(sid, "goal resume", origin=WEB)["command"] == "resume"
+        wait_for(lambda: len(_ended_goal_turns(sid)) > count, timeout=60)
+    finally:
+        _stop(sid, thread)
