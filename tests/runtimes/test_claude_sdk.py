@@ -191,6 +191,8 @@ def test_ask_user_question_with_two_questions_is_answered_together(tmp_path, mod
     assert [q.questions[0].text for q in asked] == ["Which color?", "Which sizes?"]
     assert asked[1].questions[0].multi_select and asked[1].questions[0].options == (
         "S", "M", "L")
+    assert asked[0].questions[0].descriptions == {"red": "warm", "blue": "cold"}
+    assert all(a.blocking for a in asked)
     assert refused == ["invalid_answer"]
     assert [e.type for e in terminals(events)] == ["turn.completed"]
     result = next(e for e in events if isinstance(e, ToolCompleted))
