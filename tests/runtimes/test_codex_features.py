@@ -50,6 +50,7 @@ if [ "$1" = "features" ] && [ -n "$WRAP_HIDE_FEATURE" ]; then
   exit 0
 fi
 if [ "$1" = "app-server" ] && [ -n "$WRAP_FAIL_APP_SERVER" ]; then
+  sleep 1               # long enough for the probe to be running
   exit 3
 fi
 exec {real} "$@"
@@ -219,11 +220,14 @@ def test_a_failed_initialize_cancels_and_reaps_the_probe(tmp_path, model_server)
         finally:
             await adapter.close()
 
+    began = time.monotonic()
     adapter = run_async(main())
-    deadline = time.monotonic() + 5
-    while calls(log).count("features") == 0 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert adapter.probe_tag is not None
+    took = time.monotonic() - began
+    assert calls(log) == ["app-server", "features"]  # the probe was running
+    assert adapter.probe_pid is not None and adapter.user_input is None
+    # the handshake failed after ~1 s; the hanging probe was stopped with it, not at its
+    # own 10 s timeout
+    assert took < 1 + codex_features.TERM_GRACE + codex_features.KILL_DEADLINE + 3
     assert_no_leak([adapter.tag, adapter.probe_tag])
 
 
