@@ -233,6 +233,43 @@ def test_cancelling_one_question_cancels_the_batch(tmp_path, model_server):
     assert [e.text for e in events if isinstance(e, MessageCompleted)] == ["fine, no answers"]
 
 
+def test_an_interrupt_releases_pending_questions(tmp_path, model_server):
+    model_server.script(ToolCall("", tool="AskUserQuestion", arguments=TWO_QUESTIONS),
+                        Text("not reached"))
+
+    async def main():
+        adapter = adapter_for("claude", make_config("claude", tmp_path,
+                                                    model_server.base_url))
+        asked: list[QuestionAsked] = []
+        try:
+            await adapter.start()
+
+            async def on(ev):
+                if isinstance(ev, QuestionAsked):
+                    asked.append(ev)
+                    if len(asked) == 1:  # answered one, then interrupted with one open
+                        await adapter.answer_question(ev.request_id, {"q0": "red"})
+                    else:
+                        await adapter.interrupt()
+
+            events = await collect(adapter, "ask me", on_event=on)
+            pending = adapter.pending_requests
+            late = []
+            for question in asked:
+                with pytest.raises(errors.UnknownRequest):
+                    await adapter.answer_question(question.request_id,
+                                                  {question.questions[0].id: ["S"]})
+                late.append(question.request_id)
+            return adapter, events, pending, late
+        finally:
+            await adapter.close()
+
+    adapter, events, pending, late = run_async(main())
+    assert pending == [] and len(late) == 2  # released; late answers refused
+    assert [e.type for e in terminals(events)] == ["turn.cancelled"]
+    assert_no_leak([adapter.tag])
+
+
 def test_an_error_result_fails_the_turn_with_the_reported_error(tmp_path, model_server):
     # every model request of the turn fails (the CLI retries once on its own)
     model_server.responder = lambda body: Fail("scripted: this model is not enabled")
