@@ -21,6 +21,12 @@
   (subclasses with a native channel override ``system_prompt_channel``/``session_meta``).
 * MCP: ``config.mcp_servers`` go into ``session/new``/``session/load`` as HTTP servers with
   the bearer read at start, only if the agent declares ``mcpCapabilities.http``.
+* Questions: when the session lets the runtime ask (``ask_user``) amux advertises form
+  elicitation (unstable in ACP v1). An ``elicitation/create`` of the running turn becomes
+  one ``question.asked`` per schema property (``elicitation``), all answered together; the
+  agent gets ``accept`` with the content, ``decline`` when a person cancels one question
+  (the whole form), ``cancel`` when an interrupt, the turn's end or close releases it. URL
+  elicitations (not advertised) are declined; ``elicitation/complete`` concerns only those.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from . import errors
+from . import elicitation, errors
+from .answers import AnswerRefused
 from .base import (
     INLINE,
     PROVIDER_KEY_ENV,
@@ -50,6 +57,8 @@ from .events import (
     MessageDelta,
     PermissionOption,
     PermissionRequested,
+    QuestionAnswered,
+    QuestionAsked,
     Reasoning,
     ToolCompleted,
     ToolStarted,
@@ -154,6 +163,12 @@ class _Client:
     async def create_terminal(self, *args: Any, **kwargs: Any) -> Any:
         raise _method_not_found("terminal/create")
 
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
+        return await self.adapter._on_elicitation(message, mode)
+
+    async def complete_elicitation(self, elicitation_id: str, **kwargs: Any) -> None:
+        return None  # URL elicitations only, which amux does not advertise
+
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise _method_not_found(method)
 
@@ -197,6 +212,10 @@ class AcpAdapter(RuntimeAdapter):
         self._message_id: str | None = None
         self._message_text: list[str] = []
         self._permission_seq = 0
+        # open elicitations: request id → (the form's fields, its request ids); and the
+        # forms a person cancelled (declined) rather than released
+        self._forms: dict[str, tuple[list[elicitation.Field], list[str]]] = {}
+        self._declined: set[str] = set()
         # INLINE: the hash of the prompt block the native conversation last received
         self._inline_seen: str | None = None
         # the agent's latest ``available_commands_update`` (names), None until one arrives
@@ -223,14 +242,14 @@ class AcpAdapter(RuntimeAdapter):
     @classmethod
     def static_capabilities(cls) -> Capabilities:
         return Capabilities(resume=True, interrupt=True, images=False, permissions=True,
-                            questions=False, set_model=True, native_cumulative_usage=False)
+                            questions=True, set_model=True, native_cumulative_usage=False)
 
     @property
     def capabilities(self) -> Capabilities:
         base = self.static_capabilities()
         return Capabilities(resume=self.load_session_supported or base.resume,
                             interrupt=True, images=self.image_input,
-                            permissions=True, questions=False,
+                            permissions=True, questions=self.config.ask_user,
                             set_model=bool(self._option("model")),
                             native_cumulative_usage=False)
 
@@ -271,14 +290,16 @@ class AcpAdapter(RuntimeAdapter):
         cfg.workdir.mkdir(parents=True, exist_ok=True)
         self.proc = await self._spawn(argv, env)
         self._start_stderr_pump()
-        self.conn = connect_to_agent(_Client(self), self.proc.stdin, self.proc.stdout)
+        # elicitation is part of ACP v1's unstable surface: routed only when enabled
+        self.conn = connect_to_agent(_Client(self), self.proc.stdin, self.proc.stdout,
+                                     use_unstable_protocol=cfg.ask_user)
         self._tasks.append(asyncio.create_task(self._watch_exit()))
         try:
             self.init_response = await asyncio.wait_for(self.conn.initialize(
                 protocol_version=PROTOCOL_VERSION,
                 client_capabilities=ClientCapabilities(
                     fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
-                    terminal=False),
+                    terminal=False, elicitation=self._elicitation_capabilities()),
                 client_info=Implementation(name="amux", version="0.1.0")), 60)
             caps = self.init_response.agent_capabilities
             self.image_input = accepts_images(self.init_response)
@@ -320,6 +341,13 @@ class AcpAdapter(RuntimeAdapter):
             raise errors.RuntimeStartFailed(f"{type(exc).__name__}: {exc}") from exc
         self.native_session_id = self._session_id
         return self._session_id
+
+    def _elicitation_capabilities(self) -> Any:
+        from acp.schema import ElicitationCapabilities, ElicitationFormCapabilities
+
+        if not self.config.ask_user:
+            return None
+        return ElicitationCapabilities(form=ElicitationFormCapabilities())
 
     def _mcp_servers(self) -> list[Any]:
         """``mcpServers`` for session/new and session/load: streamable HTTP entries with the
@@ -673,6 +701,14 @@ class AcpAdapter(RuntimeAdapter):
         self.emit(ToolCompleted(call_id=call_id, status=_val(update.status) or "completed",
                                 output=output))
 
+    async def _on_elicitation(self, message: str, mode: Any) -> Any:
+        return await _elicit(self, message, mode)
+
+    async def answer_question(self, request_id: str, answers: dict[str, Any] | None) -> None:
+        """One question of a form; ``None`` declines the whole form. A late, duplicate or
+        invalid answer is refused and changes nothing."""
+        await _answer_elicitation(self, request_id, answers)
+
     async def _on_permission(self, session_id: str, tool_call: Any, options: list[Any]) -> Any:
         from acp import RequestPermissionResponse
         from acp.schema import AllowedOutcome, DeniedOutcome
@@ -709,3 +745,78 @@ class AcpAdapter(RuntimeAdapter):
 
 def _val(v: Any) -> Any:
     return getattr(v, "value", v)
+
+
+# ---------------------------------------------------------------------- elicitation
+async def _elicit(adapter: AcpAdapter, message: str, mode: Any) -> Any:
+    from acp.schema import (
+        AcceptElicitationResponse,
+        CancelElicitationResponse,
+        DeclineElicitationResponse,
+        ElicitationFormRequestMode,
+        ElicitationFormSessionMode,
+    )
+
+    cancel = CancelElicitationResponse(action="cancel")
+    if not isinstance(mode, ElicitationFormSessionMode | ElicitationFormRequestMode):
+        return DeclineElicitationResponse(action="decline")  # a URL form: not advertised
+    if isinstance(mode, ElicitationFormSessionMode) and mode.session_id != adapter._session_id:
+        return cancel
+    if (not adapter.config.ask_user or not adapter._turn_active or adapter._cancel_requested
+            or adapter._watchdog_code or adapter._closed):
+        return cancel  # nobody may be asked now (a late request after an interrupt)
+    schema = mode.requested_schema.model_dump(by_alias=True, exclude_none=True, mode="json")
+    form = elicitation.fields(message, schema)
+    if not form:
+        return AcceptElicitationResponse(action="accept", content={})
+    loop = asyncio.get_running_loop()
+    ids = []
+    for _ in form:
+        adapter._permission_seq += 1
+        ids.append(f"acp-{adapter.tag[:8]}-q{adapter._permission_seq}")
+    futures = {rid: loop.create_future() for rid in ids}
+    for rid in ids:
+        adapter._pending_questions[rid] = futures[rid]
+        adapter._forms[rid] = (form, ids)
+    for rid, f in zip(ids, form, strict=True):
+        adapter.emit(QuestionAsked(request_id=rid, questions=(f.question,), blocking=True))
+    content: dict[str, Any] = {}
+    try:
+        for rid, f in zip(ids, form, strict=True):
+            value = await futures[rid]
+            if value is None:
+                declined = any(r in adapter._declined for r in ids)
+                return DeclineElicitationResponse(action="decline") if declined else cancel
+            content[f.key] = value
+    finally:
+        for rid in ids:
+            adapter._forms.pop(rid, None)
+            adapter._declined.discard(rid)
+            fut = adapter._pending_questions.pop(rid, None)
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+    return AcceptElicitationResponse(action="accept", content=content)
+
+
+async def _answer_elicitation(adapter: AcpAdapter, request_id: str,
+                              answers: dict[str, Any] | None) -> None:
+    fut = adapter._pending_questions.get(request_id)
+    entry = adapter._forms.get(request_id)
+    if fut is None or fut.done() or entry is None:
+        raise errors.UnknownRequest(f"no pending question {request_id!r}")
+    form, ids = entry
+    if answers is None:  # a person cancelled one question: the form is declined
+        adapter._declined.add(request_id)
+        for rid in ids:
+            other = adapter._pending_questions.pop(rid, None)
+            if other is not None and not other.done():
+                other.set_result(None)
+                if rid != request_id:  # the caller records the one it answered
+                    adapter.emit(QuestionAnswered(request_id=rid))
+        return
+    try:
+        value = elicitation.content_value(form[ids.index(request_id)], answers)
+    except AnswerRefused as exc:
+        raise errors.RuntimeAdapterError(str(exc), code="invalid_answer") from exc
+    adapter._pending_questions.pop(request_id, None)
+    fut.set_result(value)

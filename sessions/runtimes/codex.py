@@ -353,9 +353,9 @@ class CodexAdapter(RuntimeAdapter):
         feature when the probe declared it (decided once per adapter)."""
         if self.user_input is None:
             result = None
-            if self._features_probe is not None:
-                with contextlib.suppress(asyncio.CancelledError):
-                    result = await self._features_probe
+            task = self._features_probe
+            if task is not None and not task.cancelled():
+                result = await task  # bounded by the probe's own timeout
             self.user_input = codex_features.decide(
                 ask_user=self.config.ask_user,
                 flag=codex_features.explicit_flag(self.config.extra_args), probe=result,

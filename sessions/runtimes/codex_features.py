@@ -172,8 +172,12 @@ async def run_probe(argv: list[str], env: dict[str, str], cwd: Any, tag: str,
         proc = await spawn(argv, env, cwd, **spawn_kwargs)
     except errors.RuntimeStartFailed as exc:
         return ProbeResult(error=str(exc))
-    if started is not None:
-        started(proc)
+    try:
+        if started is not None:
+            started(proc)  # e.g. the isolation check of who runs it
+    except errors.RuntimeAdapterError as exc:
+        await asyncio.shield(stop_probe(proc, tag))
+        return ProbeResult(error=str(exc), pid=proc.pid)
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.close()  # a read-only listing: nothing to read from us
     try:

@@ -191,6 +191,8 @@ def test_ask_user_question_with_two_questions_is_answered_together(tmp_path, mod
     assert [q.questions[0].text for q in asked] == ["Which color?", "Which sizes?"]
     assert asked[1].questions[0].multi_select and asked[1].questions[0].options == (
         "S", "M", "L")
+    assert asked[0].questions[0].descriptions == {"red": "warm", "blue": "cold"}
+    assert all(a.blocking for a in asked)
     assert refused == ["invalid_answer"]
     assert [e.type for e in terminals(events)] == ["turn.completed"]
     result = next(e for e in events if isinstance(e, ToolCompleted))
@@ -229,6 +231,43 @@ def test_cancelling_one_question_cancels_the_batch(tmp_path, model_server):
     assert done.status == "failed"  # the CLI was told the question was cancelled
     assert [e.type for e in terminals(events)] == ["turn.completed"]  # and went on
     assert [e.text for e in events if isinstance(e, MessageCompleted)] == ["fine, no answers"]
+
+
+def test_an_interrupt_releases_pending_questions(tmp_path, model_server):
+    model_server.script(ToolCall("", tool="AskUserQuestion", arguments=TWO_QUESTIONS),
+                        Text("not reached"))
+
+    async def main():
+        adapter = adapter_for("claude", make_config("claude", tmp_path,
+                                                    model_server.base_url))
+        asked: list[QuestionAsked] = []
+        try:
+            await adapter.start()
+
+            async def on(ev):
+                if isinstance(ev, QuestionAsked):
+                    asked.append(ev)
+                    if len(asked) == 1:  # answered one, then interrupted with one open
+                        await adapter.answer_question(ev.request_id, {"q0": "red"})
+                    else:
+                        await adapter.interrupt()
+
+            events = await collect(adapter, "ask me", on_event=on)
+            pending = adapter.pending_requests
+            late = []
+            for question in asked:
+                with pytest.raises(errors.UnknownRequest):
+                    await adapter.answer_question(question.request_id,
+                                                  {question.questions[0].id: ["S"]})
+                late.append(question.request_id)
+            return adapter, events, pending, late
+        finally:
+            await adapter.close()
+
+    adapter, events, pending, late = run_async(main())
+    assert pending == [] and len(late) == 2  # released; late answers refused
+    assert [e.type for e in terminals(events)] == ["turn.cancelled"]
+    assert_no_leak([adapter.tag])
 
 
 def test_an_error_result_fails_the_turn_with_the_reported_error(tmp_path, model_server):

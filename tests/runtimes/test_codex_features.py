@@ -50,6 +50,7 @@ if [ "$1" = "features" ] && [ -n "$WRAP_HIDE_FEATURE" ]; then
   exit 0
 fi
 if [ "$1" = "app-server" ] && [ -n "$WRAP_FAIL_APP_SERVER" ]; then
+  sleep 1               # long enough for the probe to be running
   exit 3
 fi
 exec {real} "$@"
@@ -105,21 +106,31 @@ def test_the_probe_declares_the_feature_and_a_question_reaches_amux(tmp_path, mo
     async def main():
         adapter = adapter_for("codex", cfg)
         try:
-            await adapter.start()
+            native = await adapter.start()
             events = await _ask_and_answer(adapter, {"color": "blue"})
-            cleared = await adapter.clear()
-            return adapter, events, cleared
+            await adapter.clear()
         finally:
             await adapter.close()
+        resumed = adapter_for("codex", cfg)
+        try:
+            assert await resumed.start(resume=native) == native
+        finally:
+            await resumed.close()
+        return adapter, events, resumed
 
-    adapter, events, _cleared = run_async(main())
+    adapter, events, resumed = run_async(main())
     assert adapter.user_input.enabled and adapter.user_input.by == codex_features.BY_PROBE
     assert adapter.facts()["request_user_input"]["by"] == "probe"
-    # new and cleared threads both carry the feature as a thread config override
+    # new, cleared and resumed threads all carry the feature as a thread config override
+    assert [m["method"] for d, m in wire if d == "out" and m.get("method") in (
+        "thread/start", "thread/resume")] == ["thread/start", "thread/start", "thread/resume"]
     assert [p.get("config") for p in _thread_params(wire)] == [
-        {codex_features.THREAD_CONFIG_KEY: True}] * 2
+        {codex_features.THREAD_CONFIG_KEY: True}] * 3
+    assert resumed.user_input.by == codex_features.BY_PROBE  # probed again for itself
+    assert resumed.probe_tag != adapter.probe_tag
     asked = [e for e in events if isinstance(e, QuestionAsked)]
     assert len(asked) == 1
+    assert asked[0].blocking is False  # the pinned Codex asks with isBlocking: false
     q = asked[0].questions[0]
     assert (q.id, q.text, q.options) == ("color", "Which color?", ("red", "blue"))
     assert q.descriptions == {"red": "warm", "blue": "cool"}
@@ -128,7 +139,7 @@ def test_the_probe_declares_the_feature_and_a_question_reaches_amux(tmp_path, mo
     sent_back = str(model_server.tool_requests()[-1].body["input"][-1])
     assert '"color":{"answers":["blue"]}' in sent_back
     assert adapter.probe_tag and adapter.probe_tag != adapter.tag
-    assert_no_leak([adapter.tag, adapter.probe_tag])
+    assert_no_leak([adapter.tag, adapter.probe_tag, resumed.tag, resumed.probe_tag])
 
 
 def test_an_explicit_flag_skips_the_probe(tmp_path, model_server):
@@ -209,11 +220,14 @@ def test_a_failed_initialize_cancels_and_reaps_the_probe(tmp_path, model_server)
         finally:
             await adapter.close()
 
+    began = time.monotonic()
     adapter = run_async(main())
-    deadline = time.monotonic() + 5
-    while calls(log).count("features") == 0 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert adapter.probe_tag is not None
+    took = time.monotonic() - began
+    assert calls(log) == ["app-server", "features"]  # the probe was running
+    assert adapter.probe_pid is not None and adapter.user_input is None
+    # the handshake failed after ~1 s; the hanging probe was stopped with it, not at its
+    # own 10 s timeout
+    assert took < 1 + codex_features.TERM_GRACE + codex_features.KILL_DEADLINE + 3
     assert_no_leak([adapter.tag, adapter.probe_tag])
 
 

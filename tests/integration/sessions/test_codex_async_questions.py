@@ -96,3 +96,41 @@ def test_cancelling_an_async_question_closes_it_without_input(openai_provider, s
     assert Turn.objects.filter(session=session).count() == 1
     with pytest.raises(services.Conflict):
         services.answer_question(session.pk, first["request_id"], {"q0": "red"})
+
+
+REQUEST = {"questions": [{"id": "color", "header": "Color", "question": "Which color?",
+                          "options": [{"label": "red", "description": "warm"},
+                                      {"label": "blue", "description": "cool"}]}]}
+
+
+def test_a_probed_request_user_input_is_answered_through_the_api(api, openai_provider,
+                                                                  session_dirs, model_server):
+    import threading
+
+    from tests.support.sessions import wait_for
+
+    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
+    model_server.script(ToolCall("", tool="request_user_input", arguments=REQUEST),
+                        Text("blue, then"))
+    services.post_message(session.pk, "ask me")
+    thread = threading.Thread(target=lambda: run_host(session.pk))
+    thread.start()
+    try:
+        asked = wait_for(lambda: TimelineEvent.objects.filter(
+            session=session, type="question.asked").first(), timeout=90).payload
+        assert asked["blocking"] is False and "delivery" not in asked
+        assert asked["questions"][0]["descriptions"] == {"red": "warm", "blue": "cool"}
+        url = f"/api/v1/sessions/{session.pk}/questions/{asked['request_id']}"
+        assert api.post(url, {"answers": {"color": "blue"}}, format="json").status_code == 202
+        wait_for(lambda: Turn.objects.filter(session=session, state="completed").exists(),
+                 timeout=90)
+        late = api.post(url, {"answers": {"color": "red"}}, format="json")
+        assert late.status_code == 409  # answered, and its turn has ended
+    finally:
+        thread.join(90)
+    facts = Session.objects.get(pk=session.pk).runtime_facts
+    assert facts["request_user_input"] == {"enabled": True, "by": "probe",
+                                           "detail": "under development"}
+    sent_back = json.dumps(model_server.tool_requests()[-1].body["input"][-1])
+    assert "blue" in sent_back and "unavailable" not in sent_back
