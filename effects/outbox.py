@@ -62,6 +62,7 @@ from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from amux_common.coalesce import Coalesced
 from effects import kinds as rules
 from effects.kinds import KINDS, ORDERED_KINDS, KindPolicy
 from effects.models import ClaimTurn, Effect, EffectState, new_version
@@ -228,10 +229,23 @@ class _Kick:
     def __call__(self) -> None:
         if not self.sent:
             self.sent = True
-            kick()
+            if getattr(_kicks, "deferred", False):
+                _kick_soon()
+            else:
+                kick()
 
 
 _kicks = threading.local()  # each thread has its own connection, hence its own transaction
+_kick_soon = Coalesced(lambda: kick(), "outbox-kicker")
+
+
+def kick_from_another_thread() -> None:
+    """From now on this thread's commits kick from the process's kicker thread instead of
+    waiting for Redis (and maybe the broker) themselves: for a thread whose every
+    millisecond counts, e.g. a session host's database thread, where a turn's end waits
+    for its commit. A kick still follows every commit; losing it with the process only
+    delays (the beat sweep drains too)."""
+    _kicks.deferred = True
 
 
 def _schedule_kick() -> None:

@@ -19,8 +19,6 @@ import dataclasses
 import functools
 import json
 import logging
-import os
-import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -29,6 +27,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Min, Q
 
 from amux_common.clock import now as clock
+from amux_common.coalesce import Coalesced
 from amux_common.integrity import violates
 from intake import consumers, health
 from intake import rules as intake_core
@@ -192,40 +191,9 @@ def wake() -> None:
             cache.delete(WAKE_FLAG)
 
 
-class _Waker:
-    """The web process's wake-ups, sent from a thread of their own so that a request is
-    answered without waiting for Redis or the broker: a stored delivery only raises a flag
-    (`wake_soon`), and the thread sends one wake-up for every flag it finds raised, however
-    many deliveries raised it meanwhile. A wake-up lost with the process only delays (the
-    beat sweep processes too). A forked child starts a thread of its own."""
-
-    def __init__(self):
-        self.wanted = threading.Event()
-        self.lock = threading.Lock()
-        self.pid = None
-
-    def __call__(self) -> None:
-        if self.pid != os.getpid():
-            with self.lock:
-                if self.pid != os.getpid():
-                    self.wanted = threading.Event()
-                    threading.Thread(target=self.run, args=(self.wanted,),
-                                     name="intake-waker", daemon=True).start()
-                    self.pid = os.getpid()
-        self.wanted.set()
-
-    @staticmethod
-    def run(wanted: threading.Event) -> None:
-        while True:
-            wanted.wait()
-            wanted.clear()
-            try:
-                wake()
-            except Exception:  # wake logs its own failures; the thread must go on
-                log.warning("intake wake-up failed", exc_info=True)
-
-
-wake_soon = _Waker()
+# What a stored delivery calls after commit: the wake-up is sent from a thread of its own, so
+# a request is answered without waiting for Redis or the broker (amux_common.coalesce).
+wake_soon = Coalesced(lambda: wake(), "intake-waker")
 
 
 def _woke() -> None:

@@ -35,6 +35,7 @@ from django.db import (
 from django.db.models import Q
 from django.utils import timezone
 
+from effects import outbox
 from sessions import capacity, control, goal_host, goals, services, timeline
 from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
 from sessions.runtimes import TurnInput, errors, get_adapter
@@ -266,7 +267,9 @@ class SessionHost:
         self.poll = poll
         self.lost = False
         self.adapter: RuntimeAdapter | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-db")
+        # the commits of a turn's end do not wait for the outbox's kick (effects.outbox)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-db",
+                                            initializer=outbox.kick_from_another_thread)
         self._give_back: asyncio.TimerHandle | None = None
         self._redis: Any = None
         self.outcome = ""

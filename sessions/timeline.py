@@ -134,11 +134,19 @@ def _relaxed_commit() -> None:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
-def _locked(session_id: int, turn_id: int | None = None) -> Session:
+def _locked(session_id: int, turn_id: int | None = None, with_last: bool = False) -> Session:
     """The session row, locked: the lock serialises every writer of its timeline. With
     ``turn_id``, the turn's seq comes in the same statement (``turn_seq``): a seq never
     changes, so reading it beside the lock is safe (a turn's state is not: it is only ever
-    changed by a conditional UPDATE under this lock)."""
+    changed by a conditional UPDATE under this lock). ``with_last``: also the session's
+    last event seq read after the lock is held (``last_event_seq``, for ``Writer``), in the
+    same round trip on PostgreSQL (sessions/timeline_sql.py)."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        from sessions import timeline_sql
+
+        return timeline_sql.locked(session_id, turn_id, with_last)
     rows = Session.objects.select_for_update()
     if turn_id is not None:
         turn = Turn.objects.filter(pk=turn_id)
@@ -146,7 +154,11 @@ def _locked(session_id: int, turn_id: int | None = None) -> Session:
             turn_seq=Subquery(turn.values("seq")), turn_key=Subquery(turn.values("key")),
             # a task run's state follows its turn (sessions.task_runs); most sessions have none
             has_task_runs=Exists(TaskRun.objects.filter(session=OuterRef("pk"))))
-    return rows.get(pk=session_id)
+    session = rows.get(pk=session_id)
+    if with_last:
+        session.last_event_seq = TimelineEvent.objects.filter(session=session).aggregate(
+            m=Max("seq"))["m"] or 0
+    return session
 
 
 def _last(model: type[Turn] | type[TimelineEvent]) -> Subquery:
@@ -174,16 +186,25 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
     ``turn.queued`` payload: web and Lark inputs share this one ordered ingress.
     Raises before writing anything, so the caller's transaction needs no savepoint."""
     with transaction.atomic(savepoint=False):
-        session = _locked(session_id)
+        from django.db import connection
+
+        if connection.vendor == "postgresql":  # the lock and the read: one round trip
+            from sessions import timeline_sql
+
+            session, last, last_event, existing = timeline_sql.locked_for_input(
+                session_id, key or None)
+        else:
+            session = _locked(session_id)
         if session.lifecycle == Lifecycle.ARCHIVED:
             raise SessionArchived("the session is archived and takes no more input")
         # read after the lock, in a statement of its own (a fresh snapshot under READ
         # COMMITTED: a writer that held the lock before has committed its rows)
-        last, last_event, existing = Session.objects.filter(pk=session_id).annotate(
-            last_turn=_last(Turn), last_event=_last(TimelineEvent),
-            existing=Subquery(Turn.objects.filter(session=OuterRef("pk"), key=key or None)
-                              .values("pk"))).values_list(
-            "last_turn", "last_event", "existing").get()
+        if connection.vendor != "postgresql":
+            last, last_event, existing = Session.objects.filter(pk=session_id).annotate(
+                last_turn=_last(Turn), last_event=_last(TimelineEvent),
+                existing=Subquery(Turn.objects.filter(session=OuterRef("pk"), key=key or None)
+                                  .values("pk"))).values_list(
+                "last_turn", "last_event", "existing").get()
         if existing is not None:
             return Turn.objects.get(pk=existing), False
         last = last or 0
@@ -220,9 +241,9 @@ def record(session_id: int, turn_id: int | None,
     with transaction.atomic():
         if not any(e.terminal for e in runtime_events):
             _relaxed_commit()  # progress events: no fsync wait; terminals stay durable
-        session = _locked(session_id, turn_id)  # the session lock serialises every writer
+        session = _locked(session_id, turn_id, with_last=True)  # serialises every writer
         turn = TurnRef(turn_id, session.turn_seq) if turn_id else None
-        writer = Writer(session)
+        writer = Writer(session, session.last_event_seq)
         usage_changed = False
         for event in runtime_events:
             payload = event.payload()
@@ -330,7 +351,7 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
     payload: dict[str, Any] = {"native_turn_id": native_turn_id} if native_turn_id else {}
     payload.update(prompt or {})
     with transaction.atomic():
-        session = _locked(session_id, turn_id)
+        session = _locked(session_id, turn_id, with_last=True)
         # only a queued turn opens (under the session lock, so its state is current)
         if not Turn.objects.filter(pk=turn_id, state=TurnState.QUEUED).update(
                 state=TurnState.RUNNING, started_at=timezone.now(),
@@ -344,7 +365,7 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
         session.lifecycle = Lifecycle.RUNNING
         session.sleep_reason = ""
         session.save(update_fields=["lifecycle", "sleep_reason", "updated_at"])
-        writer = Writer(session)
+        writer = Writer(session, session.last_event_seq)
         writer.append("turn.started", payload, turn=turn)
         writer.commit_publish()
         return writer.published
@@ -394,8 +415,8 @@ def reconcile_running(session_id: int, code: str = "host_lost",
 def note(session_id: int, type_: str, payload: dict[str, Any]) -> None:
     """A session-level event (no turn), e.g. an error at start-up or a lifecycle change."""
     with transaction.atomic():
-        session = _locked(session_id)
-        writer = Writer(session)
+        session = _locked(session_id, with_last=True)
+        writer = Writer(session, session.last_event_seq)
         writer.append(type_, payload)
         writer.commit_publish()
 

@@ -46,26 +46,28 @@ def relaxed(sent: list[str]) -> list[str]:
 def test_each_step_of_a_turn_sends_only_what_it_must(session):
     sent, (turn, created) = statements(timeline.enqueue_input, session.pk, "hi", key="k1")
     assert created
-    # lock; the last seqs and the key in one read; the turn; its turn.queued event
-    assert len(sent) == 4, sent
+    # lock, then the last seqs and the key (one round trip on PostgreSQL); the turn; its
+    # turn.queued event
+    assert len(sent) == 3, sent
 
     sent, _ = statements(timeline.start_turn, session.pk, turn.pk)
-    # lock (with the turn's seq); the turn, if still queued; the session; last seq; event
-    assert len(sent) == 5, sent
+    # lock (with the turn's seq and the last seq, one round trip on PostgreSQL); the turn,
+    # if still queued; the session; event
+    assert len(sent) == 4, sent
 
     # the runtime's own turn.started carries nothing new: no transaction at all
     assert statements(timeline.record, session.pk, turn.pk, [rt.TurnStarted()])[0] == []
 
     sent, stored = statements(timeline.record, session.pk, turn.pk,
                               [rt.MessageDelta(text="he"), rt.MessageDelta(text="llo")])
-    assert len(relaxed(sent)) == 3, sent  # lock (with the turn's seq); last seq; one INSERT
+    assert len(relaxed(sent)) == 2, sent  # lock (with the turn's seq, last seq); one INSERT
     assert [e["turn"] for e in stored] == [turn.seq, turn.seq]
 
     sent, stored = statements(timeline.record, session.pk, turn.pk,
                               [usage(100), rt.TurnCompleted()])
-    # lock; last seq; the day's usage (+ its first row); the turn, if not ended; the
-    # turn-ended fact; the session; one INSERT for both events
-    assert len(sent) == 8, sent
+    # lock with the last seq; the day's usage (+ its first row); the turn, if not ended;
+    # the turn-ended fact; the session; one INSERT for both events
+    assert len(sent) == 7, sent
     assert [e["type"] for e in stored] == ["usage.observed", "turn.completed"]
 
     turn.refresh_from_db()
@@ -106,3 +108,48 @@ def test_a_turn_that_is_not_queued_does_not_open_again(session):
     assert timeline.start_turn(session.pk, turn.pk) == []
     assert Turn.objects.get(pk=turn.pk).started_at == before
     assert TimelineEvent.objects.filter(turn=turn, type="turn.started").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_writer_that_waited_for_the_lock_numbers_after_what_the_holder_committed():
+    """The last seq is read once the lock is held (in the same round trip as the lock, as a
+    statement of its own): a batch that waited for another writer numbers after its rows."""
+    import threading
+    import time
+
+    from django.db import transaction
+
+    session = Session.objects.create(runtime="pi", workdir="/tmp/w", name="locks")
+    turn, _ = timeline.enqueue_input(session.pk, "hi")
+    timeline.start_turn(session.pk, turn.pk)
+    holding, release, stored = threading.Event(), threading.Event(), []
+
+    def holder():
+        try:
+            with transaction.atomic():
+                timeline.note(session.pk, "held", {})  # locks the row, writes an event
+                holding.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def writer():
+        try:
+            stored.append(timeline.record(session.pk, turn.pk, [rt.MessageDelta(text="x")]))
+        finally:
+            connection.close()
+
+    held = threading.Thread(target=holder)
+    held.start()
+    assert holding.wait(10)
+    waiting = threading.Thread(target=writer)
+    waiting.start()
+    time.sleep(0.3)
+    assert not stored, "the batch waits for the lock"
+    release.set()
+    held.join(10)
+    waiting.join(10)
+    assert [e["seq"] for e in stored[0]] == [4]  # queued 1, started 2, held 3
+    seqs = list(TimelineEvent.objects.filter(session=session).values_list("seq", flat=True)
+                .order_by("seq"))
+    assert seqs == [1, 2, 3, 4]
