@@ -23,6 +23,7 @@ class EffectKind(models.TextChoices):
     ASSESS = "assess", "run an assessment"
     TURN_ENDED = "session.turn_ended", "report the end of a session's turn"
     TASK_TURN_ENDED = "task.turn_ended", "settle the task run of an ended turn"
+    GOALS_QUEUE_DISPATCH = "goals.queue_dispatch", "deliver a session's queued ingress"
 
 
 class EffectState(models.TextChoices):
