@@ -178,7 +178,8 @@ class QueuedIngress(models.Model):
                                 related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
     text = models.TextField()
-    state = models.CharField(max_length=10, default="queued")  # queued|delivered|cancelled|expired|dead
+    # queued, delivered, cancelled, expired or dead
+    state = models.CharField(max_length=10, default="queued")
     queued_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
 
