@@ -215,6 +215,15 @@ class MaterialList(RefusalsAnswered, generics.ListAPIView):
         return Response(MaterialSerializer(material).data)
 
 
+# ------------------------------------------------------------------------ receipts
+class ReceiptSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = IngressReceipt
+        fields = ["id", "connector", "dedupe_key", "event_kind", "selected_mode",
+                  "fallback_used", "outcome", "reason", "session", "turn_key", "origin",
+                  "created_at", "updated_at"]
+
+
 # ----------------------------------------------------------------------------- agents
 class AgentSerializer(serializers.ModelSerializer):
     provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
@@ -315,7 +324,7 @@ class AgentMessages(RefusalsAnswered, APIView):
     """Web chat: a message to the agent enters its web_chat connector (created the first
     time), hence the same ingress, receipts and working session as every other connector."""
 
-    @extend_schema(request=MessageWrite, responses={202: "ReceiptSerializer"})
+    @extend_schema(request=MessageWrite, responses={202: ReceiptSerializer})
     def post(self, request, slug: str, agent: str):
         row = _agent(slug, agent)
         data = _valid(MessageWrite, request)
@@ -334,8 +343,19 @@ class AgentMessages(RefusalsAnswered, APIView):
         return Response(body, status=code)
 
 
+class UrgencySerializer(serializers.Serializer):
+    pending = serializers.IntegerField()
+    questions = serializers.IntegerField()
+    mentions = serializers.IntegerField()
+    replies = serializers.IntegerField()
+    oldest_age_s = serializers.IntegerField(allow_null=True)
+    reply_due = serializers.BooleanField()
+
+
 class InboxUrgency(RefusalsAnswered, APIView):
-    @extend_schema(responses={200: dict})
+    """Content-free: counts, oldest age and reply_due only."""
+
+    @extend_schema(responses={200: UrgencySerializer})
     def get(self, request, slug: str, agent: str):
         return Response(ingress.urgency(_agent(slug, agent)))
 
@@ -426,20 +446,16 @@ class ConnectorDetail(RefusalsAnswered, APIView):
         return Response(ConnectorSerializer(actions.disconnect(pk)).data)
 
 
+class RebindSerializer(serializers.Serializer):
+    rebound = serializers.IntegerField()
+    session = serializers.IntegerField()
+
+
 class ConnectorRebind(RefusalsAnswered, APIView):
-    @extend_schema(request=None, responses={200: dict})
+    @extend_schema(request=None, responses={200: RebindSerializer})
     def post(self, request, pk: int):
         _connector(pk)
         return Response(actions.rebind(pk))
-
-
-# ------------------------------------------------------------------------ receipts
-class ReceiptSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = IngressReceipt
-        fields = ["id", "connector", "dedupe_key", "event_kind", "selected_mode",
-                  "fallback_used", "outcome", "reason", "session", "turn_key", "origin",
-                  "created_at", "updated_at"]
 
 
 class ReceiptList(generics.ListAPIView):

@@ -3,7 +3,11 @@ server (tests/support/sessions.py)."""
 
 import pytest
 
-from tests.support.sessions import model_server, openai_provider, session_dirs  # noqa: F401
+from tests.support.sessions import (  # noqa: F401
+    model_server,
+    openai_provider,
+    session_dirs,
+)
 
 
 @pytest.fixture
@@ -23,7 +27,7 @@ def add_agent(api, slug, mode="managed_agent_runtime", goal="ship", **extra):
 
 
 @pytest.fixture
-def pi_agent(api, goal, openai_provider, session_dirs):
+def pi_agent(api, goal, openai_provider, session_dirs):  # noqa: F811
     return add_agent(api, "builder", provider="scripted", model="scripted-model")
 
 
