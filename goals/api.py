@@ -393,14 +393,15 @@ class ConnectorSerializer(serializers.ModelSerializer):
 class ConnectorWrite(JsonTyped, serializers.Serializer):
     goal = serializers.SlugField()
     agent = serializers.SlugField(required=False)
-    provider_kind = serializers.CharField(required=False, max_length=20)
+    provider_kind = serializers.ChoiceField(choices=["lark", "web"], required=False)
     source_kind = serializers.ChoiceField(choices=ck.SOURCE_KINDS)
-    source = serializers.SlugField(required=False)
-    source_ref = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    capture_scope = serializers.CharField(required=False, max_length=24)
-    ingress_mode = serializers.CharField(max_length=16)
-    fallback = serializers.CharField(required=False, max_length=16)
-    reply_mode = serializers.CharField(required=False, max_length=20)
+    source = serializers.SlugField(required=False, help_text="an intake source (Lark kinds)")
+    source_ref = serializers.CharField(required=False, allow_blank=True, max_length=200,
+                                       help_text="owner-local: chat id or document token")
+    capture_scope = serializers.ChoiceField(choices=ck.CAPTURE_SCOPES, required=False)
+    ingress_mode = serializers.ChoiceField(choices=ck.INGRESS_MODES)
+    fallback = serializers.ChoiceField(choices=ck.FALLBACKS, required=False)
+    reply_mode = serializers.ChoiceField(choices=ck.REPLY_MODES, required=False)
 
 
 class ConnectorList(RefusalsAnswered, generics.ListAPIView):
