@@ -115,6 +115,7 @@ INSTALLED_APPS = [
     "intake",
     "tickets",
     "conversations",
+    "goals",
 ]
 
 MIDDLEWARE = [

@@ -8,6 +8,7 @@ from django.views.generic import RedirectView, TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from amux_site import favicon, health, root
+from goals import urls as goals_urls
 from intake import urls as intake_urls
 from policy import urls as policy_urls
 from prompts_app import urls as prompts_urls
@@ -28,6 +29,7 @@ api_patterns = [
     *tickets_urls.api_urlpatterns,
     *intake_urls.api_urlpatterns,
     *sessions_urls.api_urlpatterns,
+    *goals_urls.api_urlpatterns,
     *policy_urls.api_urlpatterns,
     *prompts_urls.api_urlpatterns,
 ]
@@ -42,6 +44,7 @@ panel_patterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("glossary/", root.glossary, name="panel-glossary"),
     *tickets_urls.panel_urlpatterns,
+    *goals_urls.panel_urlpatterns,
     *sessions_urls.panel_urlpatterns,
     *policy_urls.panel_urlpatterns,
     *prompts_urls.panel_urlpatterns,

@@ -31,6 +31,7 @@ KINDS: dict[str, KindPolicy] = {
     # and the card of a question, permission request or goal state (create, then patches)
     "conversation.reply": KindPolicy(8, 1, 120, 20, 300),
     "conversation.card": KindPolicy(8, 1, 120, 20, 300),
+    "goals.queue_dispatch": KindPolicy(8, 2, 120, 15, 300),
 }
 ORDERED_KINDS = [kind for kind, policy in KINDS.items() if policy.ordered]
 

@@ -25,6 +25,7 @@ class EffectKind(models.TextChoices):
     TASK_TURN_ENDED = "task.turn_ended", "settle the task run of an ended turn"
     CONVERSATION_REPLY = "conversation.reply", "show a turn in its Lark conversation"
     CONVERSATION_CARD = "conversation.card", "send or update an event card in Lark"
+    GOALS_QUEUE_DISPATCH = "goals.queue_dispatch", "deliver a session's queued ingress"
 
 
 class EffectState(models.TextChoices):

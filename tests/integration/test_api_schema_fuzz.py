@@ -84,6 +84,14 @@ REFUSED_BY_STORED_STATE = {
     "POST /api/v1/instances/": "runtime, expert and provider are named by stored slugs; "
                                "the name must be free",
     "POST /api/v1/instances/{id}/tasks/": "the prompt must hold more than white space",
+    # goals: goals, agents, sources and providers are named by stored slugs; a connector's
+    # settings must fit what its source kind can do (goals/core/connectors.py)
+    "POST /api/v1/goals/": "the slug must be free",
+    "POST /api/v1/goals/{slug}/agents/": "the provider is named by a stored slug",
+    "POST /api/v1/connectors/": "goal, agent and source are named by stored slugs; the "
+                                "settings must fit the source kind's capabilities",
+    "PATCH /api/v1/goals/{slug}/todos/{id}/": "a done todo needs evidence; the agent is "
+                                              "named by a stored slug",
 }
 
 

@@ -1,0 +1,344 @@
+"""The only writer of goals state. Each command is one ``transaction.atomic()`` that locks
+its root (the goal, agent or connector) with ``select_for_update()``, asks a pure rule in
+goals/core/ and saves. Refusals raise ``Refused`` (status, code, field)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from goals.core import connectors as ck
+from goals.core import lifecycle as lc
+from goals.core import quota
+from goals.core.lifecycle import Refused
+from goals.models import Agent, Connector, Goal, Material, QueuedIngress, Todo, WorkingSession
+
+
+def _locked_goal(slug: str) -> Goal:
+    goal = Goal.objects.select_for_update().filter(slug=slug).first()
+    if goal is None:
+        raise Refused(f"unknown goal {slug!r}", code="not_found", status=404)
+    return goal
+
+
+def _locked_agent(goal_slug: str, agent_slug: str) -> Agent:
+    agent = (Agent.objects.select_for_update().select_related("goal")
+             .filter(goal__slug=goal_slug, slug=agent_slug).first())
+    if agent is None:
+        raise Refused(f"unknown agent {agent_slug!r} of goal {goal_slug!r}", code="not_found",
+                      status=404)
+    return agent
+
+
+def active_binding(agent: Agent) -> WorkingSession | None:
+    return agent.bindings.filter(active=True).select_related("session").first()
+
+
+# ------------------------------------------------------------------------------ goals
+def create_goal(*, slug: str, title: str, description: str = "", check_command: str = "",
+                quota_spec: dict[str, Any] | None = None) -> Goal:
+    spec = quota_spec or {}
+    unit, limit = spec.get("unit", "turns"), spec.get("limit", 0)
+    quota.check(unit, limit, 0)
+    with transaction.atomic():
+        if Goal.objects.filter(slug=slug).exists():
+            raise Refused(f"a goal {slug!r} exists", code="exists", field="slug")
+        try:
+            with transaction.atomic():
+                return Goal.objects.create(slug=slug, title=title, description=description,
+                                           check_command=check_command, quota_unit=unit,
+                                           quota_limit=limit)
+        except IntegrityError as exc:
+            raise Refused(f"a goal {slug!r} exists", code="exists", field="slug") from exc
+
+
+def update_goal(slug: str, changes: dict[str, Any]) -> Goal:
+    with transaction.atomic():
+        goal = _locked_goal(slug)
+        if "state" in changes:
+            goal.state = lc.transition(lc.GOAL_TRANSITIONS, "goal", goal.state,
+                                       changes["state"])
+        for field in ("title", "description", "check_command"):
+            if field in changes:
+                setattr(goal, field, changes[field])
+        if "quota" in changes:
+            spec = changes["quota"]
+            unit = spec.get("unit", goal.quota_unit)
+            limit = spec.get("limit", goal.quota_limit)
+            if unit != goal.quota_unit and goal.quota_spent:
+                raise Refused("quota.unit cannot change once quota is spent",
+                              code="invalid", status=400, field="quota")
+            quota.check(unit, limit, goal.quota_spent)
+            goal.quota_unit, goal.quota_limit = unit, limit
+        goal.save()
+        return goal
+
+
+# ------------------------------------------------------------------------------ todos
+def add_todo(goal_slug: str, title: str) -> Todo:
+    with transaction.atomic():
+        goal = _locked_goal(goal_slug)
+        return Todo.objects.create(goal=goal, title=title)
+
+
+def change_todo(goal_slug: str, todo_id: int, *, state: str | None = None,
+                evidence: str | None = None, title: str | None = None,
+                agent: str | None = None) -> Todo:
+    with transaction.atomic():
+        goal = _locked_goal(goal_slug)
+        todo = Todo.objects.select_for_update().filter(goal=goal, pk=todo_id).first()
+        if todo is None:
+            raise Refused(f"unknown todo {todo_id}", code="not_found", status=404)
+        if evidence is not None:
+            todo.evidence = evidence
+        if title is not None:
+            todo.title = title
+        if state is not None:
+            new = lc.todo_transition(todo.state, state, todo.evidence)
+            if new == "claimed" and todo.state != "claimed":
+                todo.claimed_by = (goal.agents.filter(slug=agent).first() if agent else None)
+                if agent and todo.claimed_by is None:
+                    raise Refused(f"unknown agent {agent!r}", code="invalid", status=400,
+                                  field="agent")
+            elif new == "open":
+                todo.claimed_by = None
+            todo.state = new
+        todo.save()
+        return todo
+
+
+# -------------------------------------------------------------------------- materials
+def register_material(goal_slug: str, *, key: str, body: str, title: str = "",
+                      source_ref: str = "", max_age_s: int | None = None) -> Material:
+    """Register or refresh a document body: a changed body is a new revision; the same body
+    only refreshes ``fetched_at``. Reading a body acknowledges no comment."""
+    now = timezone.now()
+    with transaction.atomic():
+        goal = _locked_goal(goal_slug)
+        material = Material.objects.select_for_update().filter(goal=goal, key=key).first()
+        if material is None:
+            return Material.objects.create(goal=goal, key=key, title=title, body=body,
+                                           source_ref=source_ref, fetched_at=now,
+                                           max_age_s=max_age_s or 86400)
+        if body != material.body:
+            material.revision += 1
+            material.body = body
+        material.fetched_at = now
+        material.title = title or material.title
+        material.source_ref = source_ref or material.source_ref
+        if max_age_s:
+            material.max_age_s = max_age_s
+        material.save()
+        return material
+
+
+# ----------------------------------------------------------------------------- agents
+def create_agent(goal_slug: str, *, slug: str, mode: str, name: str = "",
+                 runtime: str = "pi", provider: str | None = None, model: str = "") -> Agent:
+    from sessions.models import ProviderProfile
+
+    lc.mode_change(mode, mode, False)  # a known mode
+    provider_row = None
+    if provider:
+        provider_row = ProviderProfile.objects.filter(slug=provider).first()
+        if provider_row is None:
+            raise Refused(f"unknown provider {provider!r}", code="unknown_provider",
+                          status=400, field="provider")
+    with transaction.atomic():
+        goal = _locked_goal(goal_slug)
+        if goal.agents.filter(slug=slug).exists():
+            raise Refused(f"goal {goal_slug!r} has an agent {slug!r}", code="exists",
+                          field="slug")
+        return Agent.objects.create(goal=goal, slug=slug, name=name, mode=mode,
+                                    runtime=runtime or "pi", provider=provider_row,
+                                    model=model)
+
+
+def change_mode(goal_slug: str, agent_slug: str, mode: str) -> Agent:
+    with transaction.atomic():
+        agent = _locked_agent(goal_slug, agent_slug)
+        agent.mode = lc.mode_change(agent.mode, mode, active_binding(agent) is not None)
+        agent.save(update_fields=["mode"])
+        return agent
+
+
+def start(goal_slug: str, agent_slug: str) -> WorkingSession:
+    """Start a managed agent: create its working session through sessions' create path
+    with the agent's runtime, provider and model. A second start while one is bound: 409."""
+    from sessions import services
+
+    with transaction.atomic():
+        agent = _locked_agent(goal_slug, agent_slug)
+        if agent.mode != lc.MANAGED:
+            raise Refused("an attached agent is attached to a running session, not started",
+                          code="wrong_mode", field="mode")
+        if active_binding(agent) is not None:
+            raise Refused("the agent already has an active working session",
+                          code="session_active")
+        if agent.provider_id is None:
+            raise Refused("the agent has no provider: set one before starting it",
+                          code="provider_required", status=400, field="provider")
+        if not agent.model:
+            raise Refused("the agent has no model: set one before starting it",
+                          code="model_required", status=400, field="model")
+        agent.lifecycle = lc.transition(lc.AGENT_TRANSITIONS, "agent", agent.lifecycle
+                                        if agent.lifecycle != "stale" else "terminal",
+                                        "starting")
+        try:
+            session = services.create_session(
+                runtime=agent.runtime, provider=agent.provider.slug, model=agent.model,
+                name=f"goal {agent.goal.slug} · {agent.slug}")
+        except services.CommandError as exc:
+            field = exc.field if exc.field in ("runtime", "provider", "model") else None
+            raise Refused(str(exc), code=exc.code, status=exc.status, field=field) from exc
+        binding = WorkingSession.objects.create(agent=agent, session=session, mode=agent.mode)
+        agent.lifecycle = lc.transition(lc.AGENT_TRANSITIONS, "agent", "starting", "ready")
+        agent.save(update_fields=["lifecycle"])
+        return binding
+
+
+def detach(goal_slug: str, agent_slug: str) -> WorkingSession:
+    """Remove only the binding: the session, the goal and its todos stay as they are."""
+    with transaction.atomic():
+        agent = _locked_agent(goal_slug, agent_slug)
+        binding = agent.bindings.select_for_update().filter(active=True).first()
+        if binding is None:
+            raise Refused("the agent has no active working session", code="no_session")
+        binding.active = False
+        binding.ended_at = timezone.now()
+        binding.save(update_fields=["active", "ended_at"])
+        agent.lifecycle = "terminal"
+        agent.save(update_fields=["lifecycle"])
+        return binding
+
+
+# ------------------------------------------------------------------------- connectors
+def create_connector(*, goal: str, agent: str | None, source_kind: str,
+                     provider_kind: str | None = None, source: str | None = None,
+                     source_ref: str = "", capture_scope: str = "mentions",
+                     ingress_mode: str = "", fallback: str = "none",
+                     reply_mode: str = "none") -> Connector:
+    from intake.models import Source
+
+    kind = ck.check(source_kind=source_kind, provider_kind=provider_kind,
+                    capture_scope=capture_scope, ingress_mode=ingress_mode,
+                    fallback=fallback, reply_mode=reply_mode)
+    source_row = None
+    if kind.needs_source:
+        if not source:
+            raise Refused(f"a {source_kind} connector needs its intake source",
+                          code="invalid", status=400, field="source")
+        source_row = Source.objects.filter(slug=source, kind="lark").first()
+        if source_row is None:
+            raise Refused(f"unknown lark source {source!r}", code="invalid", status=400,
+                          field="source")
+        if not source_ref:
+            raise Refused(f"a {source_kind} connector needs its source_ref", code="invalid",
+                          status=400, field="source_ref")
+    with transaction.atomic():
+        goal_row = _locked_goal(goal)
+        if agent:
+            agent_row = goal_row.agents.filter(slug=agent).first()
+            if agent_row is None:
+                raise Refused(f"goal {goal!r} has no agent {agent!r}", code="invalid",
+                              status=400, field="agent")
+        else:
+            agents = list(goal_row.agents.all()[:2])
+            if len(agents) != 1:
+                # several agents (or none) and no agent named: routing would be ambiguous
+                raise Refused("name the agent: a connector binds to one explicit agent",
+                              code="agent_required", status=400, field="agent")
+            agent_row = agents[0]
+        if source_kind == ck.LARK_BOT and Connector.objects.filter(
+                agent=agent_row, source_kind=ck.LARK_BOT).exclude(
+                state="disconnected").exists():
+            raise Refused("the agent already has an active Lark Bot connection",
+                          code="lark_bot_exists", field="agent")
+        state = "connected"
+        if source_row is not None:
+            state = "listening" if source_row.enabled else "disconnected"
+        return Connector.objects.create(
+            goal=goal_row, agent=agent_row, provider_kind=kind.provider_kind,
+            source_kind=source_kind, source=source_row, source_ref=source_ref,
+            capture_scope=capture_scope, ingress_mode=ingress_mode, fallback=fallback,
+            reply_mode=reply_mode, state=state)
+
+
+def _locked_connector(pk: int) -> Connector:
+    connector = (Connector.objects.select_for_update().select_related("agent", "goal")
+                 .filter(pk=pk).first())
+    if connector is None:
+        raise Refused(f"unknown connector {pk}", code="not_found", status=404)
+    return connector
+
+
+def disconnect(pk: int) -> Connector:
+    with transaction.atomic():
+        connector = _locked_connector(pk)
+        connector.state = "disconnected"
+        connector.save(update_fields=["state", "updated_at"])
+        return connector
+
+
+def ensure_web_chat(agent: Agent) -> Connector:
+    """The agent's web chat connector, created the first time someone writes to the agent:
+    live steering into its working session, no fallback (create one with other settings
+    through ``connectors/`` beforehand to change that)."""
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().select_related("goal").get(pk=agent.pk)
+        existing = agent.connectors.filter(source_kind="web_chat").exclude(
+            state="disconnected").order_by("id").first()
+        if existing:
+            return existing
+        return Connector.objects.create(
+            goal=agent.goal, agent=agent, provider_kind="web", source_kind="web_chat",
+            capture_scope="configured_chat_all", ingress_mode="live_steering")
+
+
+def rebind(pk: int) -> dict[str, int]:
+    """Explicitly move this connector's queue onto its agent's current working session:
+    items waiting for, or dead-lettered because of, a replaced session are queued again in
+    their order. Expired or cancelled items stay as they are."""
+    from goals import queue
+
+    with transaction.atomic():
+        connector = _locked_connector(pk)
+        binding = active_binding(connector.agent)
+        if binding is None:
+            raise Refused("the agent has no active working session to rebind to",
+                          code="no_session")
+        items = (QueuedIngress.objects.select_for_update()
+                 .filter(receipt__connector=connector, state__in=["queued", "dead"])
+                 .exclude(session=binding.session).select_related("receipt").order_by("id"))
+        moved = 0
+        for item in items:
+            if item.state == "dead" and item.receipt.reason != "session_replaced":
+                continue
+            item.session, item.state, item.ended_at = binding.session, "queued", None
+            item.save(update_fields=["session", "state", "ended_at"])
+            receipt = item.receipt
+            receipt.session, receipt.outcome, receipt.reason = binding.session, "queued", ""
+            receipt.save(update_fields=["session", "outcome", "reason", "updated_at"])
+            moved += 1
+        if moved:
+            queue.schedule(binding.session_id)
+        return {"rebound": moved, "session": binding.session_id}
+
+
+def cancel_queued(receipt_id: int):
+    from goals.models import IngressReceipt
+
+    with transaction.atomic():
+        receipt = IngressReceipt.objects.select_for_update().filter(pk=receipt_id).first()
+        if receipt is None:
+            raise Refused(f"unknown receipt {receipt_id}", code="not_found", status=404)
+        item = QueuedIngress.objects.select_for_update().filter(receipt=receipt).first()
+        if item is None or item.state != "queued":
+            raise Refused("only a queued item can be cancelled", code="not_queued")
+        item.state, item.ended_at = "cancelled", timezone.now()
+        item.save(update_fields=["state", "ended_at"])
+        receipt.outcome, receipt.reason = "cancelled", "cancelled"
+        receipt.save(update_fields=["outcome", "reason", "updated_at"])
+        return receipt

@@ -1,0 +1,104 @@
+"""What each connector source kind can really do (one table), and the checks a connector's
+settings pass against it. Capture, ingress and reply are chosen independently; each is
+refused, naming its field, when the kind cannot support it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from goals.core.lifecycle import Refused
+
+SOURCE_KINDS = ("lark_group_message", "lark_document_comment", "web_chat")
+CAPTURE_SCOPES = ("mentions", "configured_chat_all")
+INGRESS_MODES = ("live_steering", "session_queue", "async_inbox")
+FALLBACKS = ("none", "session_queue", "async_inbox")
+REPLY_MODES = ("none", "source_thread", "topic_reply", "source_comment", "configured_mirror")
+STATES = ("connected", "listening", "stale", "disconnected")
+LARK_BOT = "lark_group_message"  # the kind that is an agent's "Lark Bot connection"
+
+
+@dataclass(frozen=True)
+class Kind:
+    provider_kind: str
+    label: str
+    surface_role: str
+    capabilities: tuple[str, ...]
+    ingress: tuple[str, ...]
+    replies: tuple[str, ...]
+    needs_source: bool
+    # (capability, exact scopes) the provider app must hold for that capability
+    permissions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+KINDS: dict[str, Kind] = {
+    "lark_group_message": Kind(
+        "lark", "Lark Bot", "conversation_transport",
+        ("live_delivery", "history_catch_up", "thread_reply", "topic_reply", "ack",
+         "reply_readback"),
+        INGRESS_MODES, ("none", "source_thread", "topic_reply", "configured_mirror"), True,
+        (("live_delivery", ("im:message.group_at_msg:readonly",)),
+         ("live_delivery_all", ("im:message.group_msg",)),
+         ("history_catch_up", ("im:message:readonly",)),
+         ("thread_reply", ("im:message:send_as_bot",)))),
+    "lark_document_comment": Kind(
+        "lark", "Lark doc comments", "collaboration_event_source",
+        ("incremental_listing", "anchor_readback", "comment_reply", "reply_readback",
+         "resolved_state"),
+        # a comment normally waits in the inbox; steering a live session is an explicit choice
+        ("async_inbox", "live_steering"), ("none", "source_comment"), True,
+        (("incremental_listing", ("docs:document.comment:read",)),
+         ("comment_reply", ("docs:document.comment:create",)))),
+    "web_chat": Kind(
+        "web", "Web chat", "conversation_transport", ("live_delivery",),
+        ("live_steering", "session_queue"), ("none",), False),
+}
+
+
+def label(source_kind: str) -> str:
+    kind = KINDS.get(source_kind)
+    return kind.label if kind else source_kind
+
+
+def _one_of(value: str, allowed: tuple[str, ...], field: str, why: str = "") -> None:
+    if value not in allowed:
+        raise Refused(f"{field} must be one of {', '.join(allowed)}{why}", code="invalid",
+                      status=400, field=field)
+
+
+def check(*, source_kind: str, provider_kind: str | None, capture_scope: str,
+          ingress_mode: str, fallback: str, reply_mode: str) -> Kind:
+    """Refuse settings the kind cannot support; answers the kind."""
+    _one_of(source_kind, SOURCE_KINDS, "source_kind")
+    kind = KINDS[source_kind]
+    if provider_kind not in (None, "", kind.provider_kind):
+        raise Refused(f"a {source_kind} connector's provider_kind is {kind.provider_kind}",
+                      code="invalid", status=400, field="provider_kind")
+    _one_of(capture_scope, CAPTURE_SCOPES, "capture_scope")
+    _one_of(ingress_mode, INGRESS_MODES, "ingress_mode")
+    _one_of(ingress_mode, kind.ingress, "ingress_mode", f" for {source_kind}")
+    _one_of(fallback, FALLBACKS, "fallback")
+    if fallback != "none":
+        if ingress_mode != "live_steering":
+            raise Refused("only a live_steering connector takes a fallback", code="invalid",
+                          status=400, field="fallback")
+        _one_of(fallback, tuple(m for m in kind.ingress if m != ingress_mode), "fallback",
+                f" for {source_kind}")
+    _one_of(reply_mode, REPLY_MODES, "reply_mode")
+    _one_of(reply_mode, kind.replies, "reply_mode", f" for {source_kind}")
+    return kind
+
+
+def permission_requirements(source_kind: str, *, domain: str, app_id: str,
+                            capture_scope: str, reply_mode: str) -> list[dict]:
+    """Typed guidance: which exact scopes each capability in use needs, and where the
+    selected app grants them. Receive, reply and catch-up stay separate entries."""
+    kind = KINDS[source_kind]
+    used = set(kind.capabilities)
+    if capture_scope == "configured_chat_all":
+        used.add("live_delivery_all")
+    if reply_mode == "none":
+        used -= {"thread_reply", "comment_reply"}
+    repair = f"{domain.rstrip('/')}/app/{app_id}/auth" if app_id else ""
+    return [{"capability": cap, "provider": kind.provider_kind, "scopes": list(scopes),
+             "publication_required": True, "repair_url": repair}
+            for cap, scopes in kind.permissions if cap in used]

@@ -1,0 +1,207 @@
+"""Goals worked by agents (seed 003): goal → todos, materials, agents; each agent has at most
+one active working session; connectors bind an external source to one agent; one ingress
+receipt per event; queued items and inbox events are owner-local. goals/actions.py and
+goals/ingress.py are the only writers."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from goals.core import connectors as ck
+from goals.core import lifecycle as lc
+
+
+def _choices(values):
+    return [(v, v) for v in values]
+
+
+class Goal(models.Model):
+    slug = models.SlugField(max_length=60, unique=True)
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    state = models.CharField(max_length=12, choices=_choices(lc.GOAL_STATES), default="active")
+    check_command = models.CharField(
+        max_length=2000, blank=True,
+        help_text="the independent validation amux runs in the workspace after a turn")
+    quota_unit = models.CharField(max_length=8, default="turns")
+    quota_limit = models.PositiveIntegerField(default=0)
+    quota_spent = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self):
+        return self.slug
+
+
+class Agent(models.Model):
+    goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="agents")
+    slug = models.SlugField(max_length=60)
+    name = models.CharField(max_length=120, blank=True)
+    mode = models.CharField(max_length=24, choices=_choices(lc.MODES))
+    lifecycle = models.CharField(max_length=12, choices=_choices(lc.LIFECYCLES),
+                                 default="terminal")
+    # managed mode's launch settings (an attached session brings its own)
+    runtime = models.CharField(max_length=40, default="pi")
+    provider = models.ForeignKey("agent_sessions.ProviderProfile", null=True, blank=True,
+                                 on_delete=models.PROTECT, related_name="+")
+    model = models.CharField(max_length=120, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["goal", "slug"]
+        constraints = [models.UniqueConstraint(fields=["goal", "slug"],
+                                               name="goal_agent_unique_slug")]
+
+    def __str__(self):
+        return f"{self.goal.slug}/{self.slug}"
+
+
+class WorkingSession(models.Model):
+    """An agent's binding to one session. ``active`` ends on detach; the row stays as the
+    record of which session the agent worked in."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="bindings")
+    session = models.ForeignKey("agent_sessions.Session", on_delete=models.PROTECT,
+                                related_name="goal_bindings")
+    mode = models.CharField(max_length=24, choices=_choices(lc.MODES))
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent"], condition=Q(active=True),
+                                    name="one_active_session_per_agent"),
+            models.UniqueConstraint(fields=["session"], condition=Q(active=True),
+                                    name="one_agent_per_active_session"),
+        ]
+
+
+class Todo(models.Model):
+    goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="todos")
+    title = models.CharField(max_length=300)
+    state = models.CharField(max_length=10, choices=_choices(lc.TODO_STATES), default="open")
+    evidence = models.TextField(blank=True)
+    claimed_by = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="claims")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["goal", "id"]
+
+
+class Material(models.Model):
+    """A registered document body: authority material with a revision and freshness. Its
+    comment stream, if any, is a separate connector with its own cursor."""
+
+    goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="materials")
+    key = models.CharField(max_length=120)
+    title = models.CharField(max_length=200, blank=True)
+    body = models.TextField(blank=True)
+    source_ref = models.CharField(max_length=200, blank=True,
+                                  help_text="owner-local: the document it was fetched from")
+    revision = models.PositiveIntegerField(default=1)
+    fetched_at = models.DateTimeField()
+    max_age_s = models.PositiveIntegerField(default=86400)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["goal", "key"]
+        constraints = [models.UniqueConstraint(fields=["goal", "key"],
+                                               name="goal_material_unique_key")]
+
+
+class Connector(models.Model):
+    goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="connectors")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="connectors")
+    provider_kind = models.CharField(max_length=20)
+    source_kind = models.CharField(max_length=30, choices=_choices(ck.SOURCE_KINDS))
+    source = models.ForeignKey("intake.Source", null=True, blank=True,
+                               on_delete=models.PROTECT, related_name="goal_connectors")
+    source_ref = models.CharField(max_length=200, blank=True,
+                                  help_text="owner-local: chat id or document token")
+    capture_scope = models.CharField(max_length=24, choices=_choices(ck.CAPTURE_SCOPES),
+                                     default="mentions")
+    ingress_mode = models.CharField(max_length=16, choices=_choices(ck.INGRESS_MODES))
+    fallback = models.CharField(max_length=16, choices=_choices(ck.FALLBACKS), default="none")
+    reply_mode = models.CharField(max_length=20, choices=_choices(ck.REPLY_MODES),
+                                  default="none")
+    state = models.CharField(max_length=14, choices=_choices(ck.STATES), default="connected")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent"],
+                condition=Q(source_kind=ck.LARK_BOT) & ~Q(state="disconnected"),
+                name="one_lark_bot_per_agent"),
+        ]
+
+
+class IngressReceipt(models.Model):
+    """One per event and connector: content-free (no text, author or place)."""
+
+    connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="receipts")
+    dedupe_key = models.CharField(max_length=200)
+    event_kind = models.CharField(max_length=10)
+    selected_mode = models.CharField(max_length=16, blank=True)
+    fallback_used = models.BooleanField(default=False)
+    outcome = models.CharField(max_length=12)
+    reason = models.CharField(max_length=40, blank=True)
+    session = models.ForeignKey("agent_sessions.Session", null=True, blank=True,
+                                on_delete=models.SET_NULL, related_name="+")
+    turn_key = models.CharField(max_length=120, blank=True)
+    origin = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["connector", "dedupe_key"],
+                                               name="one_receipt_per_event")]
+
+
+class QueuedIngress(models.Model):
+    """An item of an agent session's ordered ingress queue (not a LoopX todo)."""
+
+    receipt = models.OneToOneField(IngressReceipt, on_delete=models.CASCADE,
+                                   related_name="queued")
+    session = models.ForeignKey("agent_sessions.Session", on_delete=models.CASCADE,
+                                related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    text = models.TextField()
+    # queued, delivered, cancelled, expired or dead
+    state = models.CharField(max_length=10, default="queued")
+    queued_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["session", "id"], condition=Q(state="queued"),
+                                name="goal_queue_head")]
+
+
+class InboxEvent(models.Model):
+    """An owner-private async_inbox event: its body, author and place stay here."""
+
+    receipt = models.OneToOneField(IngressReceipt, on_delete=models.CASCADE,
+                                   related_name="inboxed")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="inbox")
+    kind = models.CharField(max_length=10)
+    text = models.TextField(blank=True)
+    actor = models.CharField(max_length=200, blank=True)
+    thread = models.CharField(max_length=200, blank=True)
+    place = models.CharField(max_length=200, blank=True)
+    received_at = models.DateTimeField()
+    state = models.CharField(max_length=10, default="pending")  # pending|drained|acked
+
+    class Meta:
+        ordering = ["id"]

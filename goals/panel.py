@@ -1,0 +1,51 @@
+"""The goal pages, under the Sessions tab: the goals, and one goal with its agents (mode,
+lifecycle, working session), each connection's state in a header line ("Lark Bot ·
+listening"), todos, materials and inbox urgency. Operators start and detach agents here;
+viewers read."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from amux_common import roles
+from goals import actions, read
+from goals.core.lifecycle import Refused
+from goals.models import Goal
+
+TAB = "sessions"
+ACTIONS = {"start": actions.start, "detach": actions.detach}
+
+
+@roles.read_page
+def goal_list(request):
+    goals = [{"slug": g.slug, "title": g.title, "state": g.state, "agents": g.agents.count()}
+             for g in Goal.objects.all()]
+    return render(request, "panel/goals.html", {"tab": TAB, "goals": goals})
+
+
+@roles.read_page
+def goal_page(request, slug: str):
+    goal = get_object_or_404(Goal, slug=slug)
+    return render(request, "panel/goal.html", {
+        "tab": TAB, "goal": read.goal_page(goal),
+        "can_edit": roles.is_operator(request.user)})
+
+
+@roles.operator_required
+@require_POST
+def agent_action(request, slug: str, agent: str, action: str):
+    command = ACTIONS.get(action)
+    if command is None:
+        raise Http404("unknown action")
+    try:
+        command(slug, agent)
+    except Refused as exc:
+        if exc.status == 404:
+            raise Http404(str(exc)) from exc
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{agent}: {action} done.")
+    return redirect("panel-goal", slug=slug)

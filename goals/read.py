@@ -1,0 +1,61 @@
+"""The read side shared by the API and the panel: an agent's projected lifecycle and the
+goal page's plain data (no model objects reach a template)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from goals.core import connectors as ck
+from goals.core import lifecycle as lc
+from goals.models import Agent, Goal
+
+
+def lifecycle(agent: Agent) -> str:
+    from sessions import timeline
+    from sessions.models import Lifecycle, TurnState
+
+    binding = agent.bindings.filter(active=True).select_related("session").first()
+    if binding is None:
+        return lc.project_lifecycle(agent.lifecycle, bound=False, session_archived=False,
+                                    turn_running=False, waiting_for_person=False,
+                                    last_turn_cancelled=False)
+    session = binding.session
+    last = session.turns.order_by("-seq").first()
+    return lc.project_lifecycle(
+        agent.lifecycle, bound=True,
+        session_archived=session.lifecycle == Lifecycle.ARCHIVED,
+        turn_running=timeline.turn_in_flight(session.pk) is not None,
+        waiting_for_person=bool(timeline.pending_requests(session.pk)),
+        last_turn_cancelled=bool(last and last.state == TurnState.CANCELLED))
+
+
+def goal_page(goal: Goal) -> dict[str, Any]:
+    from goals import ingress
+
+    agents = []
+    for agent in goal.agents.select_related("provider").order_by("slug"):
+        binding = agent.bindings.filter(active=True).first()
+        agents.append({
+            "slug": agent.slug, "name": agent.name or agent.slug, "mode": agent.mode,
+            "managed": agent.mode == lc.MANAGED,
+            "lifecycle": lifecycle(agent), "session": binding.session_id if binding else None,
+            "runtime": agent.runtime, "provider": agent.provider.slug if agent.provider else "",
+            "model": agent.model,
+            "connections": [{"label": ck.label(c.source_kind), "state": c.state,
+                             "ingress": c.ingress_mode, "fallback": c.fallback,
+                             "capture": c.capture_scope, "reply": c.reply_mode}
+                            for c in agent.connectors.order_by("id")],
+            "urgency": ingress.urgency(agent),
+        })
+    return {
+        "slug": goal.slug, "title": goal.title, "description": goal.description,
+        "state": goal.state, "check_command": goal.check_command,
+        "quota": {"unit": goal.quota_unit, "limit": goal.quota_limit,
+                  "spent": goal.quota_spent},
+        "agents": agents,
+        "todos": [{"id": t.pk, "title": t.title, "state": t.state,
+                   "claimed_by": t.claimed_by.slug if t.claimed_by else ""}
+                  for t in goal.todos.select_related("claimed_by")],
+        "materials": [{"key": m.key, "title": m.title or m.key, "revision": m.revision,
+                       "fetched_at": m.fetched_at} for m in goal.materials.all()],
+    }

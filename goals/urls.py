@@ -1,0 +1,37 @@
+from django.urls import path
+
+from goals import api, panel
+
+G = "goals/<slug:slug>/"
+A = G + "agents/<slug:agent>/"
+
+api_urlpatterns = [
+    path("goals/", api.GoalList.as_view(), name="goal-list"),
+    path(G, api.GoalDetail.as_view(), name="goal-detail"),
+    path(G + "todos/", api.TodoList.as_view(), name="goal-todo-list"),
+    path(G + "todos/<int:pk>/", api.TodoDetail.as_view(), name="goal-todo-detail"),
+    path(G + "materials/", api.MaterialList.as_view(), name="goal-material-list"),
+    path(G + "agents/", api.AgentList.as_view(), name="goal-agent-list"),
+    path(A, api.AgentDetail.as_view(), name="goal-agent-detail"),
+    path(A + "start/", api.AgentStart.as_view(), name="goal-agent-start"),
+    path(A + "detach/", api.AgentDetach.as_view(), name="goal-agent-detach"),
+    path(A + "mode/", api.AgentMode.as_view(), name="goal-agent-mode"),
+    path(A + "messages/", api.AgentMessages.as_view(), name="goal-agent-messages"),
+    path(A + "inbox/urgency/", api.InboxUrgency.as_view(), name="goal-agent-urgency"),
+    path("connectors/", api.ConnectorList.as_view(), name="connector-list"),
+    path("connectors/<int:pk>/", api.ConnectorDetail.as_view(), name="connector-detail"),
+    path("connectors/<int:pk>/rebind/", api.ConnectorRebind.as_view(),
+         name="connector-rebind"),
+    path("ingress-receipts/", api.ReceiptList.as_view(), name="ingress-receipt-list"),
+    path("ingress-receipts/<int:pk>/", api.ReceiptDetail.as_view(),
+         name="ingress-receipt-detail"),
+    path("ingress-receipts/<int:pk>/cancel/", api.ReceiptCancel.as_view(),
+         name="ingress-receipt-cancel"),
+]
+
+panel_urlpatterns = [
+    path("sessions/goals/", panel.goal_list, name="panel-goals"),
+    path("sessions/goals/<slug:slug>/", panel.goal_page, name="panel-goal"),
+    path("sessions/goals/<slug:slug>/agents/<slug:agent>/<str:action>/", panel.agent_action,
+         name="panel-goal-agent-action"),
+]

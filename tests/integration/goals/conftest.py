@@ -1,0 +1,44 @@
+"""Goal fixtures: a goal with agents through the REST API, a provider on the scripted model
+server (tests/support/sessions.py)."""
+
+import pytest
+
+from tests.support.sessions import (  # noqa: F401
+    model_server,
+    openai_provider,
+    session_dirs,
+)
+
+
+@pytest.fixture
+def goal(api):
+    response = api.post("/api/v1/goals/", {"slug": "ship", "title": "Ship the release",
+                                           "check_command": "make test",
+                                           "quota": {"unit": "turns", "limit": 5}})
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def add_agent(api, slug, mode="managed_agent_runtime", goal="ship", **extra):
+    body = {"slug": slug, "mode": mode, **extra}
+    response = api.post(f"/api/v1/goals/{goal}/agents/", body)
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+@pytest.fixture
+def pi_agent(api, goal, openai_provider, session_dirs):  # noqa: F811
+    return add_agent(api, "builder", provider="scripted", model="scripted-model")
+
+
+def start(api, agent="builder", goal="ship"):
+    return api.post(f"/api/v1/goals/{goal}/agents/{agent}/start/")
+
+
+@pytest.fixture
+def lark_source(db):
+    from intake.models import Source
+
+    return Source.objects.create(kind="lark", slug="team-lark", name="Team Lark",
+                                 config={"domain": "https://open.feishu.cn",
+                                         "app_id": "cli_test_app", "groups": ["oc_group_a"]})
