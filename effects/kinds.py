@@ -27,6 +27,7 @@ KINDS: dict[str, KindPolicy] = {
     "assess": KindPolicy(2, 10, 900, 8, 900, batch=1),
     "session.turn_ended": KindPolicy(16, 2, 300, 15, 300),
     "task.turn_ended": KindPolicy(16, 2, 300, 15, 300),
+    "intake.ack": KindPolicy(8, 5, 600, 15, 300),
 }
 ORDERED_KINDS = [kind for kind, policy in KINDS.items() if policy.ordered]
 

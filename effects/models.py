@@ -23,6 +23,7 @@ class EffectKind(models.TextChoices):
     ASSESS = "assess", "run an assessment"
     TURN_ENDED = "session.turn_ended", "report the end of a session's turn"
     TASK_TURN_ENDED = "task.turn_ended", "settle the task run of an ended turn"
+    INTAKE_ACK = "intake.ack", "reply to a source event, read it back, acknowledge it"
 
 
 class EffectState(models.TextChoices):

@@ -7,6 +7,7 @@ from intake.sources.capabilities import (
     DocumentPolling,
     OpensPullRequests,
     Polling,
+    ReadsRepliesBack,
     declared,
     unimplemented,
 )
@@ -16,7 +17,7 @@ from intake.sources.webchat import WebChat
 from policy import gate
 
 __all__ = ["KINDS", "CapabilityMissing", "DocumentPolling", "OpensPullRequests", "Polling",
-           "check_capabilities", "declare_scopes", "plugin"]
+           "ReadsRepliesBack", "check_capabilities", "declare_scopes", "plugin"]
 
 KINDS: dict[str, type[SourceKind]] = {k.kind: k for k in (GitHub, Lark, WebChat)}
 

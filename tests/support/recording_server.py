@@ -343,6 +343,13 @@ class RecordingServer:
             ]
             return 200, {"code": 0, "msg": "success",
                          "data": {"items": list(reversed(items)), "has_more": False}}
+        if r.path == "/open-apis/bot/v3/info" and r.method == "GET":
+            # The bot's identity (docs "获取机器人信息"); a tenant token only.
+            if r.headers.get("authorization") != "Bearer t-test":
+                return 401, {"code": 99991663, "msg": "invalid token"}
+            return 200, {"code": 0, "msg": "ok", "bot": {
+                "activate_status": 2, "app_name": "amux", "avatar_url": "",
+                "ip_white_list": [], "open_id": self.state.lark_app_open_id}}
         m = re.fullmatch(r"/open-apis/drive/v1/files/([^/]+)/comments(?:/([^/]+)/replies)?",
                          r.path)
         if m and r.method == "GET":
