@@ -48,20 +48,26 @@ def capture(source: Source, cursor: str, env: Envelope) -> bool:
     """Capture one polled event: its row (deduplicated on the provider's id), then its
     delivery stored and processed — the durable effect — unless stored before. The cursor
     does not move. Answers whether the event was new."""
+    new = mark(source, cursor, env)
+    if not Delivery.objects.filter(source=source, delivery_id=env.delivery_id).exists():
+        # A failing plugin or gate leaves it stored raw for the sweep: still captured.
+        accept(source, env, {"x-amux-poll": "doc_comments"})
+    return new
+
+
+def mark(source: Source, cursor: str, env: Envelope) -> bool:
+    """The first step of a capture: the event's row, once per provider id (False when it
+    was there already)."""
     item, at, order = _position(env)
     try:
         with transaction.atomic(durable=True):
             EventAck.objects.create(source=source, cursor=cursor, item=item, at=at,
                                     order=order, delivery_id=env.delivery_id)
-        new = True
     except IntegrityError as exc:
         if not violates(exc, "event_ack_unique_item"):
             raise
-        new = False
-    if not Delivery.objects.filter(source=source, delivery_id=env.delivery_id).exists():
-        # A failing plugin or gate leaves it stored raw for the sweep: still captured.
-        accept(source, env, {"x-amux-poll": "doc_comments"})
-    return new
+        return False
+    return True
 
 
 def advance(source: Source, cursor: str) -> None:
