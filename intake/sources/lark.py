@@ -505,6 +505,26 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack):
             if not (data and data.has_more and page_token):
                 return out
 
+    def document_body(self, token: str) -> dict:
+        """A docx document's body as authority material — `{"revision", "title", "text"}`
+        (docx v1 document and raw_content). Separate from its comment stream on purpose:
+        reading the body never captures, acknowledges or passes a comment."""
+        from lark_oapi.api.docx.v1 import GetDocumentRequest, RawContentDocumentRequest
+
+        client = self.client()
+        doc = client.docx.v1.document.get(
+            GetDocumentRequest.builder().document_id(token).build())
+        if not doc.success():
+            raise LarkApiError("docx document get", doc)
+        raw = client.docx.v1.document.raw_content(
+            RawContentDocumentRequest.builder().document_id(token).lang(0).build())
+        if not raw.success():
+            raise LarkApiError("docx raw content", raw)
+        document = doc.data.document if doc.data else None
+        return {"revision": (document.revision_id if document else None) or 0,
+                "title": (document.title if document else "") or "",
+                "text": (raw.data.content if raw.data else "") or ""}
+
     def catch_up_start(self, file_type: str, token: str, now: int) -> DocCursor:
         """Where a newly watched document's comments are taken from: the cursor just before
         the replies of the last CATCHUP_SECONDS, at most the latest CATCHUP_COMMENTS."""

@@ -17,7 +17,7 @@ from intake import acks, poll, process
 from intake.models import Delivery, EventAck, Source, Trigger
 from intake.receive import queue
 from intake.send import send
-from intake.sources.lark import DocCursor, Lark, comment_marker
+from intake.sources.lark import DocCursor, Lark, LarkApiError, comment_marker
 from tests.support.recording_server import RecordingServer
 
 pytestmark = pytest.mark.django_db
@@ -194,3 +194,28 @@ def test_a_capture_cut_short_holds_the_cursor_until_its_effect_is_recorded(lark,
     assert poll.poll(lark) == 0
     assert state("r3") == "acked" and cursor(lark)["value"] == iso(T0 + 40)
     assert Trigger.objects.filter(external_id="doc_comment:c2:r3").count() == 1
+
+
+def test_body_read_never_acks(lark, server):
+    """The document body is authority material, read on its own path: reading it neither
+    captures, acknowledges nor passes a comment, and the comments stay pending."""
+    server.state.lark_documents["doxA"] = {"title": "Design", "revision_id": 7,
+                                           "content": "The intro.\nThe summary.\n"}
+    plug = Lark(lark.config, lark.secrets)
+    body = plug.document_body("doxA")
+    assert body == {"revision": 7, "title": "Design", "text": "The intro.\nThe summary.\n"}
+    lark.refresh_from_db()
+    assert lark.health["cursors"]["doc:docx:doxA"]["value"] == iso(T0)
+    assert not EventAck.objects.exists() and not Delivery.objects.exists()
+
+    assert poll.poll(lark) == 2  # the comments are still new to their own stream
+    before = (cursor(lark), sorted(EventAck.objects.values_list("item", "state")))
+    assert before[1] == [("r1", "replying"), ("r2", "acked")]
+    assert plug.document_body("doxA")["revision"] == 7
+    assert (cursor(lark), sorted(EventAck.objects.values_list("item", "state"))) == before
+    assert not server.matching("POST", REPLIES)
+    # A body Lark does not have is refused with Lark's code, touching nothing either.
+    with pytest.raises(LarkApiError) as refused:
+        plug.document_body("doxMissing")
+    assert refused.value.code == 1770002
+    assert cursor(lark) == before[0]
