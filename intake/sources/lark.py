@@ -560,11 +560,11 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack):
 
     def read_back(self, message: Message) -> str:
         """The sent `message` as Lark shows it: on a document comment, the id of the bot's
-        reply carrying its (last) marker among the comment's replies; in a chat, the
-        message's id when `GET /im/v1/messages/:id` finds it (`message.reply_to` names
-        it). "" when Lark does not show it (never posted, or lost)."""
+        reply carrying its (last) marker among the comment's replies. "" when Lark does
+        not show it (never posted, or lost) — and for a chat message, whose events have no
+        cursor to hold back (its sends are idempotent by `uuid`)."""
         if not message.thread.startswith("doc:"):
-            return self._message_read_back(message.reply_to)
+            return ""
         _, token, comment = message.thread.split(":", 2)
         file_type = self._doc_file_type(token, message.meta)
         parts = comment_parts(message.text)
@@ -574,20 +574,6 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack):
             if marker in r["text"] and (not bot or r["user_id"] == bot):
                 return r["reply_id"]
         return ""
-
-    def _message_read_back(self, message_id: str) -> str:
-        from lark_oapi.api.im.v1 import GetMessageRequest
-
-        if not message_id:
-            return ""
-        resp = self.client().im.v1.message.get(
-            GetMessageRequest.builder().message_id(message_id).build())
-        if not resp.success():
-            if resp.code in GONE_CODES or resp.code == 230001:  # no such message
-                return ""
-            raise LarkApiError("message get", resp)
-        items = (resp.data.items if resp.data else None) or []
-        return message_id if any(i.message_id == message_id for i in items) else ""
 
     def bot_profile(self) -> dict:
         """The bot's identity as Lark states it (`GET /open-apis/bot/v3/info`, tenant
