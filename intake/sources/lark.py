@@ -249,6 +249,8 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack):
     def _doc_comment(self, env: Envelope, event: dict) -> TriggerFacts | Ignored:
         if not self.config.get("doc_comments"):
             return Ignored("doc_comments_off", env.thread)
+        if _s(_d(env.payload.get("header")).get("app_id")) != _s(self.config.get("app_id")):
+            return Ignored("foreign_app", env.thread)  # is_mentioned names another app's bot
         meta = _d(event.get("notice_meta"))
         actor = _s(_d(meta.get("from_user_id")).get("open_id"))
         bot = self.config.get("bot_open_id") or ""

@@ -14,6 +14,7 @@ import pytest
 from effects import outbox
 from effects.models import Effect
 from intake import acks, poll, process
+from intake.health_view import health
 from intake.models import Delivery, EventAck, Source, Trigger
 from intake.receive import queue
 from intake.send import send
@@ -101,6 +102,7 @@ def test_cursor_moves_only_after_verified_reply(lark, server):
     assert EventAck.objects.get(item="r2").outcome not in ("replied", "")
     assert cursor(lark)["value"] == iso(T0)
     assert Effect.objects.filter(kind="intake.ack").count() == 1
+    assert health(lark)["unacknowledged"] == {"doc:docx:doxA": {"replying": 1}}
 
     # The reply reaches Lark; the readback that follows fails once.
     held = server.hold("POST", REPLIES)
@@ -125,7 +127,7 @@ def test_cursor_moves_only_after_verified_reply(lark, server):
     assert (row.state, row.outcome) == ("acked", "replied") and row.reply_ref
     assert len(bot_replies(server)) == 1  # read back, not posted again
     assert cursor(lark)["value"] == iso(T0 + 20)  # past both, in order
-    assert not Effect.objects.exists()
+    assert not Effect.objects.exists() and health(lark)["unacknowledged"] == {}
 
     # The bot's own receipt is the next reply on the document: seen, acknowledged with no
     # reply, and the cursor passes it too.

@@ -71,7 +71,7 @@ def cursor(source, doc="doc:docx:doxA") -> dict:
 
 
 def hook(client, event_id, comment, reply_id="", notice="add_comment", user="ou_carol"):
-    event = message_event(token=TOKEN, event_id=event_id)
+    event = message_event(token=TOKEN, event_id=event_id, app_id="cli_docs")
     event["header"]["event_type"] = "drive.notice.comment_add_v1"
     event["event"] = {"comment_id": comment, "reply_id": reply_id, "is_mentioned": False,
                       "notice_meta": {"file_token": "doxA", "file_type": "docx",

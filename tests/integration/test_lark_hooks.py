@@ -203,6 +203,16 @@ def test_foreign_app_id_mention_ignored(client, lark, operator):
     someone = message_event(token=TOKEN, chat_id="oc_elsewhere", text="@_user_1 deploy",
                             mentions=[("ou_carol", "amux")], app_id="cli_test")
     assert processed(post(client, someone))["reason"] == "not_addressed"
+    # A document comment event of another app is ignored the same way.
+    lark.config = {**lark.config, "doc_comments": True}
+    lark.save()
+    comment = message_event(token=TOKEN, app_id="cli_someone_else")
+    comment["header"]["event_type"] = "drive.notice.comment_add_v1"
+    comment["event"] = {"comment_id": "c9", "reply_id": "r9", "is_mentioned": True,
+                        "notice_meta": {"file_token": "doxZ", "file_type": "docx",
+                                        "from_user_id": {"open_id": "ou_alice"},
+                                        "from_user_type": "user", "notice_type": "add_comment"}}
+    assert processed(post(client, comment))["reason"] == "foreign_app"
     client.force_login(operator)
     page = client.get("/panel/sources/").content.decode()
     assert 'data-reason="foreign_app"' in page
