@@ -32,6 +32,7 @@ KINDS: dict[str, KindPolicy] = {
     "conversation.reply": KindPolicy(8, 1, 120, 20, 300),
     "conversation.card": KindPolicy(8, 1, 120, 20, 300),
     "goals.queue_dispatch": KindPolicy(8, 2, 120, 15, 300),
+    "intake.ack": KindPolicy(8, 5, 600, 15, 300),
 }
 ORDERED_KINDS = [kind for kind, policy in KINDS.items() if policy.ordered]
 

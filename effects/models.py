@@ -26,6 +26,7 @@ class EffectKind(models.TextChoices):
     CONVERSATION_REPLY = "conversation.reply", "show a turn in its Lark conversation"
     CONVERSATION_CARD = "conversation.card", "send or update an event card in Lark"
     GOALS_QUEUE_DISPATCH = "goals.queue_dispatch", "deliver a session's queued ingress"
+    INTAKE_ACK = "intake.ack", "reply to a source event, read it back, acknowledge it"
 
 
 class EffectState(models.TextChoices):

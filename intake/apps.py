@@ -8,7 +8,11 @@ class IntakeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from effects import outbox
+        from intake import acks
         from intake.sources import check_capabilities, declare_scopes
+
+        outbox.register(acks.ACK_EFFECT)(acks.reply_and_ack)
 
         check_capabilities()  # a plugin that claims a capability it lacks stops start-up
         declare_scopes()  # the gate's scope rows are the plugins' declared scopes

@@ -57,3 +57,15 @@ def move_cursor(source_id: int, name: str, cursor: str | None, extra: dict | Non
         return
     source.health = intake_core.note_cursor(source.health, name, cursor, clock(), extra)
     source.save(update_fields=["health"])
+
+
+def source_profile_checked(*, source_id: int, profile: dict) -> None:
+    """Fact: the source's provider profile was checked against the provider (the bot's
+    identity as Lark states it); kept content-free in the source's health."""
+    with transaction.atomic(durable=True):
+        source = Source.objects.select_for_update().filter(pk=source_id).first()
+        if source is None:
+            return
+        source.health = {**(source.health or {}), "profile": {**profile,
+                                                              "at": clock().isoformat()}}
+        source.save(update_fields=["health"])

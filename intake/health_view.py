@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.db.models import Count
 
-from intake import rejections
+from intake import acks, rejections
 from intake.models import Delivery, Source
 from intake.sources import plugin
 
@@ -36,4 +36,8 @@ def health(source: Source) -> dict:
         # last_error, and the delivery itself in the admin)
         "unprocessed": Delivery.objects.filter(source=source, processed_at__isnull=True).count(),
         "missing_secrets": sorted(missing),
+        # the provider profile as checked against the provider (intake/profile.py)
+        "profile": stored.get("profile"),
+        # events of a cursor captured and not yet acknowledged, per cursor and step
+        "unacknowledged": acks.pending(source),
     }

@@ -185,3 +185,38 @@ class OutgoingMessage(models.Model):
         ]
 
 
+
+
+class EventAck(models.Model):
+    """One event of a source with a cursor (a Lark document's comments), from capture until
+    it is acknowledged: the cursor passes it only once its durable effect is recorded (its
+    delivery processed into a trigger, or ignored with a reason) and, when a reply is due,
+    the reply was sent and read back from the provider (intake/acks.py)."""
+
+    class State(models.TextChoices):
+        CAPTURED = "captured", "captured"  # stored; its effect not recorded yet
+        REPLYING = "replying", "reply due"  # effect recorded; reply not verified yet
+        ACKED = "acked", "acknowledged"
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="acks",
+                               db_index=False)
+    cursor = models.CharField(max_length=200,
+                              help_text="the cursor's name, e.g. doc:<type>:<token>")
+    item = models.CharField(max_length=200, help_text="the provider's id of the event")
+    at = models.BigIntegerField(help_text="the provider's create time (s), the cursor's order")
+    order = models.CharField(max_length=400, help_text="ties within one second")
+    delivery_id = models.CharField(max_length=200)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.CAPTURED)
+    # content-free: replied (read back), no_response (nothing due), ignored reason…
+    outcome = models.CharField(max_length=40, blank=True)
+    reply_ref = models.CharField(max_length=200, blank=True,
+                                 help_text="the reply as read back from the provider")
+    created_at = models.DateTimeField(auto_now_add=True)
+    acked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["at", "order"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "cursor", "item"],
+                                    name="event_ack_unique_item")
+        ]

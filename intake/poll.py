@@ -5,17 +5,14 @@ make one trigger — and a cursor moves only after what it stands for is stored.
 
 from __future__ import annotations
 
-import functools
 import logging
 
 from django.utils import timezone
 
-from intake import consumers, health, process
-from intake.decide import decide_incoming
+from intake import acks, consumers, health
 from intake.models import Delivery, Source
-from intake.receive import accept, arrived
+from intake.receive import accept
 from intake.sources import DocumentPolling, Polling, plugin
-from intake.sources.base import Envelope
 from intake.sources.lark import DocCursor
 
 log = logging.getLogger(__name__)
@@ -48,51 +45,40 @@ def poll(source: Source) -> int:
 
 def poll_documents(source: Source, plug: DocumentPolling | None = None) -> int:
     """Catch up on the comments of each watched document (Lark), each document with a
-    cursor of its own (`doc:<type>:<token>` in the source's health). Each new comment or
-    reply is stored and its trigger recorded in one transaction with its document's
-    cursor, so the cursor never passes anything unstored; a webhook delivery of the same
-    comment made the same trigger id, so the two paths make one trigger. Reading a
-    document for anything else (thread context) never touches a cursor. A document that
-    fails keeps its cursor and is noted in health; the others go on."""
+    cursor of its own (`doc:<type>:<token>` in the source's health). A newly watched
+    document starts a bounded catch-up back (the comments of the week before, at most the
+    latest 50: `Lark.catch_up_start`), never "from now". Each new comment or reply is
+    captured and its durable effect recorded (intake/acks.py); the cursor moves only past
+    comments acknowledged in order — after their effect and, when a receipt reply is due,
+    that reply read back from Lark — never at capture. A webhook delivery of the same
+    comment makes the same trigger id, so the two paths make one trigger. Reading a
+    document for anything else (thread context, its body) never touches a cursor. A
+    document that fails keeps its cursor and is noted in health; the others go on."""
     plug = plug or plugin(source.kind, source.config, source.secrets)
     if not plug.config.get("doc_comments"):
         return 0
-    cursors = (source.health or {}).get("cursors") or {}
     stored = 0
     for file_type, token in plug.documents():
         name = f"doc:{file_type}:{token}"
-        if not (cursors.get(name) or {}).get("value"):
-            # A newly watched document starts from now; its history is not replayed.
-            start = DocCursor(int(timezone.now().timestamp()))
-            health.source_cursor_moved(source_id=source.pk, name=name, cursor=start.value(),
-                                       extra={"seen": []})
-            continue
         try:
-            for env, after in plug.poll_document(file_type, token,
-                                                 DocCursor.load(cursors[name])):
-                _store_polled(source, plug, env, (name, after.value(),
-                                                  {"seen": list(after.seen)}))
-                stored += 1
+            cursors = (Source.objects.values_list("health", flat=True).get(pk=source.pk)
+                       or {}).get("cursors") or {}
+            if not (cursors.get(name) or {}).get("value"):
+                start = plug.catch_up_start(file_type, token, int(timezone.now().timestamp()))
+                health.source_cursor_moved(source_id=source.pk, name=name,
+                                           cursor=start.value(),
+                                           extra={"seen": list(start.seen)})
+                cursors = {name: {"value": start.value(), "seen": list(start.seen)}}
+            for env, _after in plug.poll_document(file_type, token,
+                                                  DocCursor.load(cursors[name])):
+                stored += acks.capture(source, name, env)
+            acks.advance(source, name)
         except Exception as exc:
             log.warning("polling comments of %s on %s failed: %s", name, source.slug,
                         type(exc).__name__)
             health.source_event_rejected(source_id=source.pk, reason="doc_poll_failed",
                                          error=True)
     return stored
-
-
-def _store_polled(source: Source, plug, env: Envelope, cursor: tuple) -> None:
-    mailbox = f"{source.slug}:{env.thread}"[:400]
-    try:
-        process.mailbox_processed(
-            source=source, mailbox=mailbox,
-            translate=functools.partial(process.translate_stored, plug),
-            decide=decide_incoming, arrived=arrived(plug, env, {"x-amux-poll": "doc_comments"}),
-            cursor=cursor,
-        )
-    except process.DuplicateDelivery:  # stored by an earlier poll: only the cursor moves
-        health.source_cursor_moved(source_id=source.pk, name=cursor[0], cursor=cursor[1],
-                                   extra=cursor[2])
 
 
 def poll_all() -> int:

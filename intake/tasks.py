@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from intake import poll, process, rejections
+from intake import poll, process, profile, rejections
 
 
 @shared_task(
@@ -45,5 +45,7 @@ def intake_sweep() -> int:
 )
 def poll_sources() -> int:
     """Catch up on events missed while down (GitHub sources with polling on, comments on
-    the documents a Lark source watches)."""
+    the documents a Lark source watches), and check each Lark source's bot against the
+    bot's identity as Lark states it."""
+    profile.verify_all()
     return poll.poll_all()

@@ -7,6 +7,7 @@ from intake.sources.capabilities import (
     DocumentPolling,
     OpensPullRequests,
     Polling,
+    ReadsRepliesBack,
     SendsCards,
     declared,
     unimplemented,
@@ -17,7 +18,7 @@ from intake.sources.webchat import WebChat
 from policy import gate
 
 __all__ = ["KINDS", "CapabilityMissing", "DocumentPolling", "OpensPullRequests", "Polling",
-           "SendsCards", "check_capabilities", "declare_scopes", "plugin"]
+           "ReadsRepliesBack", "SendsCards", "check_capabilities", "declare_scopes", "plugin"]
 
 KINDS: dict[str, type[SourceKind]] = {k.kind: k for k in (GitHub, Lark, WebChat)}
 

@@ -42,6 +42,17 @@ class DocumentPolling(Protocol):
 
 
 @runtime_checkable
+class ReadsRepliesBack(Protocol):
+    """Reads a sent reply back from the platform: proof it is there, not just that the
+    send call answered."""
+
+    def read_back(self, message) -> str:
+        """The platform's id of the sent `message` (intake.sources.base.Message), or ""
+        when the platform does not show it."""
+        ...
+
+
+@runtime_checkable
 class OpensPullRequests(Protocol):
     """Opens pull requests for a worker's pushed branch."""
 
@@ -66,7 +77,8 @@ class SendsCards(Protocol):
         ...
 
 
-CAPABILITIES: tuple[type, ...] = (Polling, DocumentPolling, OpensPullRequests, SendsCards)
+CAPABILITIES: tuple[type, ...] = (Polling, DocumentPolling, ReadsRepliesBack,
+                                  OpensPullRequests, SendsCards)
 
 
 def declared(cls: type) -> list[type]:

@@ -39,7 +39,7 @@ from intake.sources.base import (
     TriggerFacts,
     Unauthorized,
 )
-from intake.sources.capabilities import DocumentPolling, SendsCards
+from intake.sources.capabilities import DocumentPolling, ReadsRepliesBack, SendsCards
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,10 @@ DOC_TYPES = ("doc", "docx", "sheet", "bitable", "slides", "file")
 # `conversation`: off (messages become tickets), topic, singleton (conversations/).
 CONVERSATION_MODES = ("off", "topic", "singleton")
 COMMENT_EVENT = "drive.notice.comment_add_v1"
+# A newly watched document's first poll takes the comments of the week before, at most the
+# latest 50 (later ones come through its committed cursor): bounded, never "from now".
+CATCHUP_SECONDS, CATCHUP_COMMENTS = 7 * 24 * 3600, 50
+BOT_INFO = "/open-apis/bot/v3/info"
 
 
 def encrypt(key: str, plaintext: str) -> str:
@@ -86,7 +90,7 @@ def signature(timestamp: str, nonce: str, key: str, body: bytes) -> str:
     return hashlib.sha256((timestamp + nonce + key).encode() + body).hexdigest()
 
 
-class Lark(SourceKind, DocumentPolling, SendsCards):
+class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards):
     kind = "lark"
     label = "Lark / Feishu"
     scopes = ("group_configured", "group_other", "direct", "doc_comment")
@@ -102,6 +106,9 @@ class Lark(SourceKind, DocumentPolling, SendsCards):
               pattern=r"[A-Za-z0-9_-]+",
               help="chat ids whose unaddressed messages become candidates"),
         Field("doc_comments", "Document comments", "bool", default=False),
+        Field("comment_receipt", "Receipt reply on a taken comment", default="",
+              help="posted on each document comment amux takes as work, and read back "
+                   "before the comment is acknowledged (empty: no reply)"),
         # No default: a source without it keeps its config as it was.
         Field("repo", "Default repository", pattern=r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+",
               help="owner/name of a repository a GitHub source serves: tickets from here "
@@ -230,6 +237,11 @@ class Lark(SourceKind, DocumentPolling, SendsCards):
         return Ignored("event_not_handled", env.thread)
 
     def _message(self, env: Envelope, event: dict) -> TriggerFacts | Ignored:
+        # Addressed to this bot = this app's event (header.app_id) mentioning this bot's
+        # open id; an event of another app is nobody's business here.
+        app = _s(_d(env.payload.get("header")).get("app_id"))
+        if app != _s(self.config.get("app_id")):
+            return Ignored("foreign_app", env.thread)
         sender = _d(event.get("sender"))
         msg = _d(event.get("message"))
         open_id = _s(_d(sender.get("sender_id")).get("open_id"))
@@ -268,6 +280,8 @@ class Lark(SourceKind, DocumentPolling, SendsCards):
     def _doc_comment(self, env: Envelope, event: dict) -> TriggerFacts | Ignored:
         if not self.config.get("doc_comments"):
             return Ignored("doc_comments_off", env.thread)
+        if _s(_d(env.payload.get("header")).get("app_id")) != _s(self.config.get("app_id")):
+            return Ignored("foreign_app", env.thread)  # is_mentioned names another app's bot
         meta = _d(event.get("notice_meta"))
         actor = _s(_d(meta.get("from_user_id")).get("open_id"))
         bot = self.config.get("bot_open_id") or ""
@@ -277,6 +291,12 @@ class Lark(SourceKind, DocumentPolling, SendsCards):
         if not comment:
             return Ignored("no_comment_id", env.thread)
         text = _s(event.get("text"))  # only a polled comment carries its text
+        token = _s(meta.get("file_token"))
+        if not text and self.config.get("documents") and token in {
+                t for _, t in self.documents()}:
+            # The webhook copy names the comment but not its text: the polled copy of this
+            # watched document, which has the text, makes the one trigger.
+            return Ignored("awaiting_text", env.thread)
         return TriggerFacts(
             external_id=comment_trigger_id(comment, reply, _s(meta.get("notice_type"))),
             thread=env.thread, scope="doc_comment",
@@ -574,11 +594,37 @@ class Lark(SourceKind, DocumentPolling, SendsCards):
             if not (data and data.has_more and page_token):
                 return out
 
+    def document_body(self, token: str) -> dict:
+        """A docx document's body as authority material — `{"revision", "title", "text"}`
+        (docx v1 document and raw_content). Separate from its comment stream on purpose:
+        reading the body never captures, acknowledges or passes a comment."""
+        from lark_oapi.api.docx.v1 import GetDocumentRequest, RawContentDocumentRequest
+
+        client = self.client()
+        doc = client.docx.v1.document.get(
+            GetDocumentRequest.builder().document_id(token).build())
+        if not doc.success():
+            raise LarkApiError("docx document get", doc)
+        raw = client.docx.v1.document.raw_content(
+            RawContentDocumentRequest.builder().document_id(token).lang(0).build())
+        if not raw.success():
+            raise LarkApiError("docx raw content", raw)
+        document = doc.data.document if doc.data else None
+        return {"revision": (document.revision_id if document else None) or 0,
+                "title": (document.title if document else "") or "",
+                "text": (raw.data.content if raw.data else "") or ""}
+
+    def catch_up_start(self, file_type: str, token: str, now: int) -> DocCursor:
+        """Where a newly watched document's comments are taken from: the cursor just before
+        the replies of the last CATCHUP_SECONDS, at most the latest CATCHUP_COMMENTS."""
+        return DocCursor.catching_up(self.document_replies(file_type, token), now)
+
     def poll_document(self, file_type: str, token: str,
                       cursor: DocCursor) -> list[tuple[Envelope, DocCursor]]:
         """Replies on one document newer than its cursor, oldest first, each as a
-        webhook-shaped envelope with the cursor that stands for having stored it. The
-        trigger id is the one the webhook path gives the same comment or reply."""
+        webhook-shaped envelope with the cursor that stands for having acknowledged it
+        (the caller moves the cursor only then). The trigger id is the one the webhook
+        path gives the same comment or reply. Reading never moves a cursor."""
         bot = self.config.get("bot_open_id") or ""
         steps = []
         for reply, after in cursor.newer(self.document_replies(file_type, token)):
@@ -594,10 +640,49 @@ class Lark(SourceKind, DocumentPolling, SendsCards):
             }
             body = {"schema": "2.0",
                     "header": {"event_id": delivery, "event_type": COMMENT_EVENT,
-                               "create_time": str(reply["create_time"] * 1000)},
+                               "create_time": str(reply["create_time"] * 1000),
+                               "app_id": _s(self.config.get("app_id"))},
                     "event": event}
             steps.append((self.envelope(delivery, COMMENT_EVENT, body), after))
         return steps
+
+
+    def read_back(self, message: Message) -> str:
+        """The sent `message` as Lark shows it: on a document comment, the id of the bot's
+        reply carrying its (last) marker among the comment's replies. "" when Lark does
+        not show it (never posted, or lost) — and for a chat message, whose events have no
+        cursor to hold back (its sends are idempotent by `uuid`)."""
+        if not message.thread.startswith("doc:"):
+            return ""
+        _, token, comment = message.thread.split(":", 2)
+        file_type = self._doc_file_type(token, message.meta)
+        parts = comment_parts(message.text)
+        marker = comment_marker(message.id, len(parts) - 1, len(parts))
+        bot = self.config.get("bot_open_id") or ""
+        for r in self._comment_replies(self.client(), file_type, token, comment):
+            if marker in r["text"] and (not bot or r["user_id"] == bot):
+                return r["reply_id"]
+        return ""
+
+    def bot_profile(self) -> dict:
+        """The bot's identity as Lark states it (`GET /open-apis/bot/v3/info`, tenant
+        token): `{"open_id", "app_name"}`; raises LarkApiError when Lark refuses."""
+        import lark_oapi as lark
+
+        req = lark.BaseRequest()
+        req.http_method = lark.HttpMethod.GET
+        req.uri = BOT_INFO
+        req.token_types = {lark.AccessTokenType.TENANT}
+        resp = self.client().request(req)
+        try:
+            body = json.loads(resp.raw.content or b"{}")
+        except (ValueError, AttributeError):
+            body = {}
+        if not isinstance(body, dict) or body.get("code") != 0:
+            resp.code = body.get("code") if isinstance(body, dict) else None
+            raise LarkApiError("bot info", resp)
+        bot = _d(body.get("bot"))
+        return {"open_id": _s(bot.get("open_id")), "app_name": _s(bot.get("app_name"))}
 
 
 class LarkApiError(RuntimeError):
@@ -664,11 +749,34 @@ class DocCursor:
     def value(self) -> str:
         return datetime.fromtimestamp(self.time, UTC).isoformat()
 
+    @classmethod
+    def catching_up(cls, replies: list[dict], now: int, seconds: int = CATCHUP_SECONDS,
+                    limit: int = CATCHUP_COMMENTS) -> DocCursor:
+        """The cursor from which `newer` yields the replies of the `seconds` before `now`,
+        at most the latest `limit` of them: the bounded catch-up of a new document."""
+        recent = sorted((r for r in replies if now - seconds <= r["create_time"] <= now),
+                        key=_order)[-limit:]
+        if not recent:
+            return cls(now)
+        first = recent[0]
+        # Everything ordered before the first taken reply, within its second, counts as seen.
+        same = tuple(r["reply_id"] for r in sorted(replies, key=_order)
+                     if r["create_time"] == first["create_time"]
+                     and _order(r) < _order(first))
+        return cls(first["create_time"], same)
+
+    def passing(self, steps: list[tuple[str, int]]) -> DocCursor:
+        """The cursor after the (reply id, create time) `steps`, taken in order."""
+        cur = self
+        for reply_id, at in steps:
+            cur = DocCursor(at, cur.seen + (reply_id,) if at == cur.time else (reply_id,))
+        return cur
+
     def newer(self, replies: list[dict]) -> list[tuple[dict, DocCursor]]:
         new = sorted(
             (r for r in replies if r["create_time"] > self.time
              or (r["create_time"] == self.time and r["reply_id"] not in self.seen)),
-            key=lambda r: (r["create_time"], r["comment_id"], r["reply_id"]),
+            key=_order,
         )
         out, cur = [], self
         for r in new:
@@ -677,6 +785,10 @@ class DocCursor:
             cur = DocCursor(r["create_time"], seen)
             out.append((r, cur))
         return out
+
+
+def _order(r: dict) -> tuple:
+    return (r["create_time"], r["comment_id"], r["reply_id"])
 
 
 def _reply(comment: str, reply, first: bool) -> dict:

@@ -71,7 +71,7 @@ def cursor(source, doc="doc:docx:doxA") -> dict:
 
 
 def hook(client, event_id, comment, reply_id="", notice="add_comment", user="ou_carol"):
-    event = message_event(token=TOKEN, event_id=event_id)
+    event = message_event(token=TOKEN, event_id=event_id, app_id="cli_docs")
     event["header"]["event_type"] = "drive.notice.comment_add_v1"
     event["event"] = {"comment_id": comment, "reply_id": reply_id, "is_mentioned": False,
                       "notice_meta": {"file_token": "doxA", "file_type": "docx",
@@ -117,24 +117,30 @@ def test_poll_makes_a_trigger_per_new_comment_and_reply_once(lark, server, clien
     assert f"Cursor doc:docx:doxA: <span class=\"muted\">{iso(T0 + 40)[:19]}" in page
 
 
-def test_a_comment_received_by_webhook_then_polled_makes_one_trigger(lark, server, client):
+def test_webhook_copy_completed_by_polled_text(lark, server, client):
+    """A webhook copy names the comment but not its text; on a watched document the polled
+    copy, which has the text, makes the one trigger instead of being dropped as a
+    duplicate of a textless one."""
     lark.health = {"cursors": {"doc:docx:doxA": {"value": iso(T0 + 15), "seen": []}}}
     lark.save()
     # A new comment's event may or may not name its first reply; either way one trigger.
-    assert processed(hook(client, "ev-1", "c2", "r2"))["trigger"]
+    assert processed(hook(client, "ev-1", "c2", "r2")) == {
+        "delivery": "ev-1", "trigger": None, "outcome": "ignored", "reason": "awaiting_text"}
     assert processed(hook(client, "ev-2", "c1", "r1b", notice="add_reply",
-                          user="ou_bob"))["trigger"]
+                          user="ou_bob"))["reason"] == "awaiting_text"
+    assert not Trigger.objects.exists()
     assert poll.poll(lark) == 4  # r1b, r2, r1c, r3
-    assert Trigger.objects.filter(external_id="doc_comment:c2").count() == 1
-    assert Trigger.objects.filter(external_id="doc_comment:c1:r1b").count() == 1
+    assert Trigger.objects.get(external_id="doc_comment:c2").text == "typo in line 3"
+    assert Trigger.objects.get(external_id="doc_comment:c1:r1b").text == "and the summary"
     polled = Delivery.objects.get(delivery_id="poll:doc_comment:doxA:c2:r2")
-    assert (polled.outcome, polled.reason) == ("duplicate", "already_seen")
+    assert polled.trigger.external_id == "doc_comment:c2"
     assert set(Trigger.objects.values_list("external_id", flat=True)) == {
         "doc_comment:c2", "doc_comment:c1:r1b", "doc_comment:c1:r1c"}
-    # And the other way round: polled first, the webhook's redelivery is a duplicate.
+    # And the other way round: polled first, the webhook's redelivery changes nothing.
     answer = hook(client, "ev-3", "c1", "r1c", notice="add_reply", user="ou_alice")
-    assert processed(answer)["outcome"] == "duplicate"
+    assert processed(answer)["trigger"] is None
     assert Trigger.objects.count() == 3
+    assert poll.poll(lark) == 0 and Trigger.objects.count() == 3  # no double processing
 
 
 def test_a_failure_mid_poll_leaves_that_documents_cursor_where_it_was(lark, server):
@@ -170,11 +176,35 @@ def test_reading_a_document_never_moves_its_cursor(lark, server):
     assert Trigger.objects.filter(external_id="doc_comment:c1:r1d").exists()
 
 
-def test_a_newly_watched_document_starts_from_now(lark, server):
+def test_new_document_catches_up_bounded(lark, server):
+    """A newly watched document's first poll takes the comments made before it was
+    attached, back a bounded window (a week, at most the latest 50), not "from now"."""
+    now = int(datetime.now(UTC).timestamp())
+    doc = server.state.lark_comments["doxA"]
+    doc[:] = [
+        {"comment_id": "old", "replies": [reply("ro", "ou_alice", now - 8 * 86400, "stale")]},
+        {"comment_id": "c1", "replies": [reply("r1", "ou_alice", now - 3600, "before",
+                                               mention=BOT)]},
+        {"comment_id": "c2", "replies": [reply("r2", "ou_bob", now - 60, "just before")]},
+    ]
     lark.health = {}
     lark.save()
+    assert poll.poll(lark) == 2  # r1, r2; doxB's only comment is older than the window
+    assert set(Trigger.objects.values_list("external_id", flat=True)) == {
+        "doc_comment:c1", "doc_comment:c2"}
+    assert cursor(lark)["value"] == iso(now - 60)  # then the committed cursor
     assert poll.poll(lark) == 0
-    assert not Trigger.objects.exists()
-    start = datetime.fromisoformat(cursor(lark)["value"])
-    assert abs((datetime.now(UTC) - start).total_seconds()) < 60
-    assert poll.poll_all() == 0  # comments from before it was watched are not replayed
+    doc.append({"comment_id": "c3", "replies": [reply("r3", "ou_bob", now + 1, "after")]})
+    assert poll.poll(lark) == 1
+    assert Trigger.objects.filter(external_id="doc_comment:c3").exists()
+
+    # The bound on the number: of 60 recent comments only the latest 50 are taken.
+    lark.health = {}
+    lark.save()
+    doc[:] = [{"comment_id": f"n{i:02}", "replies": [reply(f"rn{i:02}", "ou_alice",
+                                                           now - 600 + i, f"n {i}")]}
+              for i in range(60)]
+    server.state.lark_page_size = 100
+    assert poll.poll(lark) == 50
+    assert not Trigger.objects.filter(external_id="doc_comment:n09").exists()
+    assert Trigger.objects.filter(external_id="doc_comment:n10").exists()

@@ -72,7 +72,7 @@ def bot_replies(server, token, comment) -> list[dict]:
 
 
 def test_a_reply_lands_in_the_comment_thread_once_across_a_crash(lark, server, client):
-    event = message_event(token=TOKEN)
+    event = message_event(token=TOKEN, app_id="cli_docreply")
     event["header"]["event_type"] = "drive.notice.comment_add_v1"
     event["event"] = {"comment_id": "s1", "reply_id": "sr1", "is_mentioned": True,
                       "notice_meta": {"file_token": "shtS", "file_type": "sheet",

@@ -184,3 +184,75 @@ def test_document_comments_are_their_own_scope(client, lark):
 
 def test_unknown_source_is_404(client, lark):
     assert post(client, message_event(token=TOKEN), slug="nope").status_code == 404
+
+
+def test_foreign_app_id_mention_ignored(client, lark, operator):
+    """Addressed = this app's event (header.app_id) mentioning this bot's open id: an event
+    of another app mentioning an id equal to ours is ignored, with a content-free reason."""
+    other = message_event(token=TOKEN, chat_id="oc_elsewhere", text="@_user_1 deploy",
+                          mentions=[(BOT, "amux")], app_id="cli_someone_else")
+    assert processed(post(client, other)) == {
+        "delivery": other["header"]["event_id"], "trigger": None, "outcome": "ignored",
+        "reason": "foreign_app"}
+    assert not Trigger.objects.exists()
+    ours = message_event(token=TOKEN, chat_id="oc_elsewhere", text="@_user_1 deploy",
+                         mentions=[(BOT, "amux")], app_id="cli_test")
+    trigger = Trigger.objects.get(pk=processed(post(client, ours))["trigger"])
+    assert trigger.addressed and trigger.scope == "group_other"
+    # Our app, but the mention is of someone else: not addressed, not taken.
+    someone = message_event(token=TOKEN, chat_id="oc_elsewhere", text="@_user_1 deploy",
+                            mentions=[("ou_carol", "amux")], app_id="cli_test")
+    assert processed(post(client, someone))["reason"] == "not_addressed"
+    # A document comment event of another app is ignored the same way.
+    lark.config = {**lark.config, "doc_comments": True}
+    lark.save()
+    comment = message_event(token=TOKEN, app_id="cli_someone_else")
+    comment["header"]["event_type"] = "drive.notice.comment_add_v1"
+    comment["event"] = {"comment_id": "c9", "reply_id": "r9", "is_mentioned": True,
+                        "notice_meta": {"file_token": "doxZ", "file_type": "docx",
+                                        "from_user_id": {"open_id": "ou_alice"},
+                                        "from_user_type": "user", "notice_type": "add_comment"}}
+    assert processed(post(client, comment))["reason"] == "foreign_app"
+    client.force_login(operator)
+    page = client.get("/panel/sources/").content.decode()
+    assert 'data-reason="foreign_app"' in page
+
+
+def test_bot_open_id_verified_against_bot_info(client, lark, operator):
+    """The configured bot_open_id is checked against the bot's identity as Lark states it
+    (GET /open-apis/bot/v3/info, tenant token); a mismatch shows plainly in health."""
+    import urllib.error
+    import urllib.request
+
+    from intake import profile
+    from intake.health_view import health
+    from tests.support.recording_server import RecordingServer
+
+    with RecordingServer() as server:
+        server.state.lark_app_open_id = BOT
+        lark.config = {**lark.config, "domain": server.url, "app_id": "cli_botinfo"}
+        lark.save()
+        assert profile.verify_all() == 1
+        lark.refresh_from_db()
+        assert health(lark)["profile"]["state"] == "verified"
+        assert server.matching("GET", r"/open-apis/bot/v3/info")[0].headers[
+            "authorization"] == "Bearer t-test"
+
+        server.state.lark_app_open_id = "ou_another_bot"  # the app's bot is not ours
+        assert profile.verify(lark)["state"] == "mismatch"
+        lark.refresh_from_db()
+        client.force_login(operator)
+        page = client.get("/panel/sources/").content.decode()
+        assert "bot_open_id does not match the bot Lark reports" in page
+
+        # The route is as strict as Lark: a bad tenant token is refused with its code.
+        request = urllib.request.Request(f"{server.url}/open-apis/bot/v3/info",
+                                         headers={"Authorization": "Bearer t-forged"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=5)
+        assert json.loads(refused.value.read())["code"] == 99991663
+
+        # Without an app secret there is nothing to ask with: not checked.
+        lark.secrets = {"verification_token": TOKEN, "encrypt_key": KEY}
+        lark.save()
+        assert profile.verify(lark) is None

@@ -108,7 +108,8 @@ def test_the_supervisor_keeps_a_receiver_per_enabled_long_connection_source(tmp_
 
             # An event over the connection is stored, then acknowledged.
             event = message_event(token="", chat_id="oc_team", text="@_user_1 hi",
-                                  mentions=[("ou_bot", "amux")], message_id="om_ws2")
+                                  mentions=[("ou_bot", "amux")], message_id="om_ws2",
+                                  app_id="cli_one")
             frame = ws.push(event, app="cli_one")
             ws.wait(lambda s: frame in s.acks)
             assert ws.acks[frame] == 200

@@ -64,6 +64,8 @@ class State:
     #   "user_id", "create_time" (s), "text", "mention"?}]}], oldest first
     lark_comments: dict = field(default_factory=dict)
     lark_page_size: int = 2  # comments per page, and replies shown inline per comment
+    # document_id -> {"title", "revision_id", "content"}: docx bodies (docx v1)
+    lark_documents: dict = field(default_factory=dict)
     lark_app_open_id: str = "ou_bot"  # the author of replies the app posts
     # What /callback/ws/endpoint answers (a fake long connection); "{app_id}" is filled in.
     lark_ws_url: str = ""
@@ -348,6 +350,25 @@ class RecordingServer:
             ]
             return 200, {"code": 0, "msg": "success",
                          "data": {"items": list(reversed(items)), "has_more": False}}
+        m = re.fullmatch(r"/open-apis/docx/v1/documents/([^/]+)(/raw_content)?", r.path)
+        if m and r.method == "GET":
+            if r.headers.get("authorization") != "Bearer t-test":
+                return 401, {"code": 99991663, "msg": "invalid token"}
+            doc = self.state.lark_documents.get(m.group(1))
+            if doc is None:
+                return 404, {"code": 1770002, "msg": "not found"}
+            if m.group(2):
+                return 200, {"code": 0, "msg": "success", "data": {"content": doc["content"]}}
+            return 200, {"code": 0, "msg": "success", "data": {"document": {
+                "document_id": m.group(1), "revision_id": doc["revision_id"],
+                "title": doc["title"]}}}
+        if r.path == "/open-apis/bot/v3/info" and r.method == "GET":
+            # The bot's identity (docs "获取机器人信息"); a tenant token only.
+            if r.headers.get("authorization") != "Bearer t-test":
+                return 401, {"code": 99991663, "msg": "invalid token"}
+            return 200, {"code": 0, "msg": "ok", "bot": {
+                "activate_status": 2, "app_name": "amux", "avatar_url": "",
+                "ip_white_list": [], "open_id": self.state.lark_app_open_id}}
         m = re.fullmatch(r"/open-apis/drive/v1/files/([^/]+)/comments(?:/([^/]+)/replies)?",
                          r.path)
         if m and r.method == "GET":

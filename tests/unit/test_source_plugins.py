@@ -159,3 +159,35 @@ def test_a_source_keeps_its_slug_once_it_has_received_events():
     assert slug_change_refused("gh", "github", has_events=False) is None
     reason = slug_change_refused("gh", "github", has_events=True)
     assert reason and "webhook URL" in reason and "policy" in reason
+
+
+def test_doc_cursor_catch_up_is_bounded_and_passing_follows_newer():
+    def r(rid, at, comment="c"):
+        return {"reply_id": rid, "create_time": at, "comment_id": comment}
+
+    now = 1_000_000
+    replies = [r("old", now - 8 * 86400), r("a", now - 100, "c1"), r("b", now - 100, "c2"),
+               r("c", now - 50), r("future", now + 10)]
+    start = DocCursor.catching_up(replies, now)
+    assert [x["reply_id"] for x, _ in start.newer(replies)] == ["a", "b", "c", "future"]
+    # At most `limit`: the latest ones; a reply earlier in the same second counts as seen.
+    start = DocCursor.catching_up(replies, now, limit=2)
+    assert start == DocCursor(now - 100, ("a",))
+    assert [x["reply_id"] for x, _ in start.newer(replies)] == ["b", "c", "future"]
+    assert DocCursor.catching_up([r("old", now - 8 * 86400)], now) == DocCursor(now)
+    # `passing` ends where `newer` says the same steps end.
+    steps = DocCursor(0).newer(replies)
+    assert DocCursor(0).passing([(x["reply_id"], x["create_time"]) for x, _ in steps]) \
+        == steps[-1][1]
+
+
+def test_lark_events_of_another_app_are_foreign():
+    lark = Lark({"app_id": "cli_ours", "bot_open_id": "ou_bot", "groups": ["oc_team"]}, {})
+    body = {"header": {"app_id": "cli_theirs"}, "event": {"message": {
+        "message_id": "om_1", "chat_id": "oc_team", "chat_type": "group",
+        "mentions": [{"key": "@_user_1", "id": {"open_id": "ou_bot"}}]},
+        "sender": {"sender_id": {"open_id": "ou_a"}, "sender_type": "user"}}}
+    env = lark.envelope("e1", "im.message.receive_v1", body)
+    assert lark.translate(env).reason == "foreign_app"
+    body["header"]["app_id"] = "cli_ours"
+    assert lark.translate(lark.envelope("e2", "im.message.receive_v1", body)).addressed
