@@ -512,7 +512,9 @@ class Lark(SourceKind, DocumentPolling, SendsCards):
 
     # -- document comments: catch-up polling ------------------------------------------------
     def catches_up(self) -> bool:
-        return bool(self.config.get("doc_comments")) and bool(self.documents())
+        # a source in a conversation mode takes chat messages only (conversations/)
+        return (bool(self.config.get("doc_comments")) and bool(self.documents())
+                and self.conversation_mode() == "off")
 
     def documents(self) -> list[tuple[str, str]]:
         """The watched documents as (file_type, file_token)."""
