@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 GONE_CODES = {230002, 230011}  # the bot is not in the chat; the message was withdrawn
 # Updating a card (docs message/patch): not a card the bot sent, not updatable (no
 # `update_multi`), the message withdrawn or gone; no retry changes them.
-PATCH_GONE_CODES = {230001, 230011, 230031, 230099, 230110}
+PATCH_GONE_CODES = {230001, 230011, 230026, 230031, 230099, 230110}
 RATE_LIMIT_CODES = {99991400, 230020}
 # Document comment replies (drive v1, docs file-comment-reply/create): codes that no retry
 # will change — param error (also reported for a reply to a whole-document comment, which
