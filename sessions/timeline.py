@@ -120,8 +120,12 @@ class Writer:
     def commit_publish(self) -> None:
         self.flush()
         if self.mirrored:  # another place shows this session (sessions.hooks)
-            hooks.timeline_mirrored(self.session.pk, list(self.mirrored))
-            self.mirrored.clear()
+            events, self.mirrored = list(self.mirrored), []
+            try:
+                with transaction.atomic():  # its failure must not cost the timeline
+                    hooks.timeline_mirrored(self.session.pk, events)
+            except Exception:
+                log.exception("showing session %s elsewhere failed", self.session.pk)
         items, sid = list(self.published), self.session.pk
         transaction.on_commit(lambda: publish(sid, items))
 

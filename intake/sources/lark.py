@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 GONE_CODES = {230002, 230011}  # the bot is not in the chat; the message was withdrawn
 # Updating a card (docs message/patch): not a card the bot sent, not updatable (no
 # `update_multi`), the message withdrawn or gone; no retry changes them.
-PATCH_GONE_CODES = {230001, 230011, 230031, 230099, 230110}
+PATCH_GONE_CODES = {230001, 230011, 230026, 230031, 230099, 230110}
 RATE_LIMIT_CODES = {99991400, 230020}
 # Document comment replies (drive v1, docs file-comment-reply/create): codes that no retry
 # will change — param error (also reported for a reply to a whole-document comment, which
@@ -532,7 +532,9 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards):
 
     # -- document comments: catch-up polling ------------------------------------------------
     def catches_up(self) -> bool:
-        return bool(self.config.get("doc_comments")) and bool(self.documents())
+        # a source in a conversation mode takes chat messages only (conversations/)
+        return (bool(self.config.get("doc_comments")) and bool(self.documents())
+                and self.conversation_mode() == "off")
 
     def documents(self) -> list[tuple[str, str]]:
         """The watched documents as (file_type, file_token)."""

@@ -94,3 +94,31 @@ def test_an_unbound_session_sends_nothing(lark_server, openai_provider, session_
     assert not TurnReply.objects.exists() and not EventCard.objects.exists()
     assert Turn.objects.get(pk=turn.pk).origin == {"via": "web", "actor": "x"}
     assert not lark_server.requests
+
+
+def test_a_card_is_updated_at_most_every_spacing_and_its_final_state_always(bound,
+                                                                           lark_server):
+    import time
+
+    from effects.models import Effect
+
+    session_id = bound.session_id
+    turn = Turn.objects.get(session_id=session_id)
+    timeline.start_turn(session_id, turn.pk)
+    drain_until(lambda: TurnReply.objects.filter(turn=turn).exclude(message_id="").exists())
+    reply = TurnReply.objects.get(turn=turn)
+    posted_at = time.monotonic()
+    timeline.record(session_id, turn.pk, [rt.MessageCompleted(text="step one")])
+    outbox.drain(seconds=1)
+    held = lark_server.state.lark_store[reply.message_id]["updates"] == 0
+    if time.monotonic() - posted_at < delivery.PATCH_SPACING:
+        # too soon after the last update: it waits, in line, for the spacing to pass
+        assert held and Effect.objects.filter(kind="conversation.reply").exists()
+    timeline.record(session_id, turn.pk, [rt.MessageCompleted(text="all done"),
+                                          rt.TurnCompleted()])
+    drain_until(lambda: TurnReply.objects.get(pk=reply.pk).final)
+    card = lark_server.state.lark_store[reply.message_id]
+    # the waiting update was superseded by the final one (on a machine too slow to drain
+    # within the spacing, the first update went out on its own)
+    assert card["updates"] == (1 if held else 2)
+    assert "all done" in card["content"] and "step one" not in card["content"]
