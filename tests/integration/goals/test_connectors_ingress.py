@@ -288,3 +288,30 @@ def test_urgency_projects_no_content(api, pi_agent, lark_source):
                     "i1", "i2", "team-lark", *[f'"{i}"' for i in receipt_ids]):
         assert private not in raw, private
     assert not Turn.objects.exists()  # collection alone makes no turn
+
+
+def test_attaching_or_detaching_lark_changes_no_mode_session_or_goal_state(api, pi_agent,
+                                                                           lark_source):
+    session_id = start(api).json()["session"]
+    api.post("/api/v1/goals/ship/todos/", {"title": "a todo"})
+    before = (api.get("/api/v1/goals/ship/").json(), api.get("/api/v1/goals/ship/todos/").json())
+    connector = _connector(api).json()
+    agent = api.get("/api/v1/goals/ship/agents/builder/").json()
+    assert (agent["mode"], agent["session"]) == ("managed_agent_runtime", session_id)
+    assert agent["connectors"] == [{"id": connector["id"], "label": "Lark Bot",
+                                    "state": "listening"}]
+    api.delete(f"/api/v1/connectors/{connector['id']}/")
+    agent = api.get("/api/v1/goals/ship/agents/builder/").json()
+    assert (agent["mode"], agent["session"]) == ("managed_agent_runtime", session_id)
+    after = (api.get("/api/v1/goals/ship/").json(), api.get("/api/v1/goals/ship/todos/").json())
+    assert after == before
+    assert not Turn.objects.exists()
+
+
+def test_a_disconnected_connector_refuses_with_a_receipt(api, pi_agent, lark_source):
+    start(api)
+    connector = _connector(api).json()
+    api.delete(f"/api/v1/connectors/{connector['id']}/")
+    receipt = ingress.accept(Connector.objects.get(pk=connector["id"]), _event("late"))
+    assert (receipt.outcome, receipt.reason) == ("refused", "connector_disconnected")
+    assert not Turn.objects.exists()
