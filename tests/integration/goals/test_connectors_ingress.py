@@ -315,3 +315,19 @@ def test_a_disconnected_connector_refuses_with_a_receipt(api, pi_agent, lark_sou
     receipt = ingress.accept(Connector.objects.get(pk=connector["id"]), _event("late"))
     assert (receipt.outcome, receipt.reason) == ("refused", "connector_disconnected")
     assert not Turn.objects.exists()
+
+
+def test_queue_dispatch_replayed_after_a_crash_delivers_once(api, pi_agent, lark_source):
+    """A drainer that dies after the handler committed runs it again: the item is already
+    delivered (same transaction as its turn), so the session gets one input."""
+    from goals import queue
+
+    session_id = start(api).json()["session"]
+    connector = Connector.objects.get(pk=_connector(api, ingress_mode="session_queue"
+                                                    ).json()["id"])
+    ingress.accept(connector, _event("q-once", "only once"))
+    queue.dispatch(1, {"session": session_id})
+    _complete(session_id)
+    queue.dispatch(1, {"session": session_id})  # the replay
+    assert _inputs(session_id) == ["only once"]
+    assert IngressReceipt.objects.get(dedupe_key="q-once").outcome == "delivered"

@@ -47,3 +47,5 @@ def test_live_steering_message_reaches_a_real_pi_turn(api, pi_agent, lark_source
     keys = set(IngressReceipt.objects.values_list("turn_key", flat=True))
     assert keys == {f"ingress-{lark.pk}", f"ingress-{web.json()['id']}"}
     assert Session.objects.get(pk=session_id).native_ref  # one native Pi conversation
+    agent = api.get("/api/v1/goals/ship/agents/builder/").json()
+    assert (agent["lifecycle"], agent["session"]) == ("ready", session_id)
