@@ -12,7 +12,7 @@ from amux_site.glossary import TERMS
 
 RESOURCES = [
     "sources", "providers", "runtimes", "policy", "triggers", "evals", "tickets",
-    "sessions", "prompts",
+    "sessions", "prompts", "goals", "connectors", "ingress-receipts",
 ]
 
 

@@ -288,3 +288,46 @@ def test_urgency_projects_no_content(api, pi_agent, lark_source):
                     "i1", "i2", "team-lark", *[f'"{i}"' for i in receipt_ids]):
         assert private not in raw, private
     assert not Turn.objects.exists()  # collection alone makes no turn
+
+
+def test_attaching_or_detaching_lark_changes_no_mode_session_or_goal_state(api, pi_agent,
+                                                                           lark_source):
+    session_id = start(api).json()["session"]
+    api.post("/api/v1/goals/ship/todos/", {"title": "a todo"})
+    before = (api.get("/api/v1/goals/ship/").json(), api.get("/api/v1/goals/ship/todos/").json())
+    connector = _connector(api).json()
+    agent = api.get("/api/v1/goals/ship/agents/builder/").json()
+    assert (agent["mode"], agent["session"]) == ("managed_agent_runtime", session_id)
+    assert agent["connectors"] == [{"id": connector["id"], "label": "Lark Bot",
+                                    "state": "listening"}]
+    api.delete(f"/api/v1/connectors/{connector['id']}/")
+    agent = api.get("/api/v1/goals/ship/agents/builder/").json()
+    assert (agent["mode"], agent["session"]) == ("managed_agent_runtime", session_id)
+    after = (api.get("/api/v1/goals/ship/").json(), api.get("/api/v1/goals/ship/todos/").json())
+    assert after == before
+    assert not Turn.objects.exists()
+
+
+def test_a_disconnected_connector_refuses_with_a_receipt(api, pi_agent, lark_source):
+    start(api)
+    connector = _connector(api).json()
+    api.delete(f"/api/v1/connectors/{connector['id']}/")
+    receipt = ingress.accept(Connector.objects.get(pk=connector["id"]), _event("late"))
+    assert (receipt.outcome, receipt.reason) == ("refused", "connector_disconnected")
+    assert not Turn.objects.exists()
+
+
+def test_queue_dispatch_replayed_after_a_crash_delivers_once(api, pi_agent, lark_source):
+    """A drainer that dies after the handler committed runs it again: the item is already
+    delivered (same transaction as its turn), so the session gets one input."""
+    from goals import queue
+
+    session_id = start(api).json()["session"]
+    connector = Connector.objects.get(pk=_connector(api, ingress_mode="session_queue"
+                                                    ).json()["id"])
+    ingress.accept(connector, _event("q-once", "only once"))
+    queue.dispatch(1, {"session": session_id})
+    _complete(session_id)
+    queue.dispatch(1, {"session": session_id})  # the replay
+    assert _inputs(session_id) == ["only once"]
+    assert IngressReceipt.objects.get(dedupe_key="q-once").outcome == "delivered"

@@ -31,6 +31,8 @@ def test_live_steering_message_reaches_a_real_pi_turn(api, pi_agent, lark_source
         "goal": "ship", "agent": "builder", "source_kind": "lark_group_message",
         "source": "team-lark", "source_ref": "oc_group_a",
         "ingress_mode": "live_steering"}).json()["id"])
+    api.post("/api/v1/goals/ship/todos/", {"title": "cut the release"})
+    todos_before = api.get("/api/v1/goals/ship/todos/").json()
     model_server.script(Text("from lark, understood"), Text("from web, understood"))
     lark = ingress.accept(connector, ingress.Event(
         dedupe_key="om_1", kind="mention", text="status of the release?", addressed=True,
@@ -47,3 +49,8 @@ def test_live_steering_message_reaches_a_real_pi_turn(api, pi_agent, lark_source
     keys = set(IngressReceipt.objects.values_list("turn_key", flat=True))
     assert keys == {f"ingress-{lark.pk}", f"ingress-{web.json()['id']}"}
     assert Session.objects.get(pk=session_id).native_ref  # one native Pi conversation
+    agent = api.get("/api/v1/goals/ship/agents/builder/").json()
+    assert (agent["lifecycle"], agent["session"]) == ("ready", session_id)
+    # a read-only exchange: no todo transition, no quota spend
+    assert api.get("/api/v1/goals/ship/todos/").json() == todos_before
+    assert api.get("/api/v1/goals/ship/").json()["quota"]["spent"] == 0
