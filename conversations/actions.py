@@ -15,7 +15,7 @@ import logging
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from conversations import rules
+from conversations import card_release, rules
 from conversations.models import Conversation, EventCard, Mode, TurnReply
 from effects import outbox
 from effects.models import EffectKind
@@ -35,6 +35,8 @@ SHOWN = frozenset({"turn.started", "message.completed", "tool.started", "tool.co
 # Events that get a card of their own, by renderer kind (conversations/cards/<kind>.py).
 EVENT_CARDS = {"question.asked": "question", "permission.requested": "permission",
                "goal.updated": "goal", "goal.cleared": "goal"}
+# Events after which open question / permission cards stop working (conversations/card_release).
+RELEASING = frozenset(card_release.ANSWERS + card_release.TURN_ENDS + card_release.SESSION_ENDS)
 
 
 # ----------------------------------------------------------------- messages in
@@ -142,6 +144,7 @@ def _post(conversation: Conversation, trigger: Trigger, mode: str) -> None:
         services.set_mirrored(session.pk)
         conversation.session, conversation.generation = session, conversation.generation + 1
         conversation.save(update_fields=["session", "generation", "updated_at"])
+        _patch_all(card_release.stale_cards(conversation))
     services.post_message(conversation.session_id, text, key=key,
                           origin=origin_of(conversation, trigger, mode))
 
@@ -160,8 +163,27 @@ def timeline_mirrored(session_id: int, events: list) -> None:
             turns.add(ev.turn_id)
         if ev.type in EVENT_CARDS:
             _event_card(session_id, ev)
+        if ev.type in RELEASING:
+            _patch_all(card_release.cards_released_by(session_id, ev.type, ev.payload,
+                                                      ev.turn_id))
     for turn_id in sorted(turns):
         outbox.enqueue(REPLY_KIND, f"turn:{turn_id}", {"turn": turn_id})
+
+
+def enqueue_patch(target: EventCard | TurnReply, card: dict, *, state: str | None = None
+                  ) -> None:
+    """An update of a card sent before, through the outbox (the latest card for one target
+    supersedes a waiting one); `state`: an EventCard's new state, set once it is through."""
+    kind = "event_card" if isinstance(target, EventCard) else "turn_reply"
+    outbox.enqueue(CARD_KIND, f"patch:{kind}:{target.pk}",
+                   {"patch": kind, "id": target.pk, "card": card, "state": state})
+
+
+def _patch_all(released: list[tuple[EventCard, dict]]) -> None:
+    """Question and permission cards that stopped working (their rows are marked already)
+    get their answered or inert look."""
+    for card, body in released:
+        enqueue_patch(card, body)
 
 
 def _conversation_of(session_id: int, origin: dict) -> Conversation | None:

@@ -9,8 +9,3 @@ class ConversationsConfig(AppConfig):
         from conversations import wiring  # models are loaded only now
 
         wiring.wire()
-        # card actions: intake verifies card callbacks and hands them to this app's checks
-        from conversations import card_actions, request_actions  # noqa: F401
-        from intake import card_hooks
-
-        card_hooks.register(card_actions.handle)

@@ -174,7 +174,5 @@ def patch_card(target: EventCard | TurnReply, card: dict, *, state: str | None =
     inert buttons). In the caller's transaction, or one of its own; the latest card for
     one target supersedes a waiting one. `state`: an EventCard's new state, set once the
     patch is through."""
-    kind = "event_card" if isinstance(target, EventCard) else "turn_reply"
     with transaction.atomic():
-        outbox.enqueue(actions.CARD_KIND, f"patch:{kind}:{target.pk}",
-                       {"patch": kind, "id": target.pk, "card": card, "state": state})
+        actions.enqueue_patch(target, card, state=state)
