@@ -38,3 +38,9 @@ class TriggerAdmin(ReadOnlyAdmin):
 
 
 admin.site.register(models.Channel, ReadOnlyAdmin)
+
+
+@admin.register(models.EventAck)
+class EventAckAdmin(ReadOnlyAdmin):
+    list_display = ["id", "source", "cursor", "state", "outcome", "created_at", "acked_at"]
+    list_filter = ["source", "state"]

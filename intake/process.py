@@ -385,6 +385,8 @@ def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.
             thread.save(update_fields=["meta"])
             consumer.thread_state_reported(source, thread, facts)
     if not intake_core.is_trigger(result):
+        if getattr(result, "poll", False):  # completed by the source's poll: ask for it now
+            transaction.on_commit(functools.partial(_poll_soon, source.pk))
         return intake_core.Outcome("ignored", result.reason, thread=thread_id, facts=facts)
     if not optimistic and Trigger.objects.filter(
         source=source, external_id=result.external_id[:300]
@@ -403,6 +405,12 @@ def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.
     return intake_core.Outcome("ignored" if ignored else "admitted",
                                decision.get("reason") or "", trigger.pk,
                                thread=thread_id, facts=facts)
+
+
+def _poll_soon(source_id: int) -> None:
+    from intake.poll import poll_soon
+
+    poll_soon(source_id)
 
 
 def process_mailbox(source: Source, mailbox: str, *, wait: bool = True,

@@ -49,3 +49,20 @@ def poll_sources() -> int:
     bot's identity as Lark states it."""
     profile.verify_all()
     return poll.poll_all()
+
+
+@shared_task(
+    name="intake.poll_source",
+    queue="default",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=240,
+    time_limit=300,
+    ignore_result=True,
+)
+def poll_source(source_id: int) -> int:
+    """Poll one source now (asked for when an event needs its polled copy)."""
+    from intake.models import Source
+
+    source = Source.objects.filter(pk=source_id, enabled=True).first()
+    return poll.poll(source) if source is not None else 0

@@ -85,6 +85,9 @@ class Ignored:
     reason: str
     thread: str = ""
     facts: dict = field(default_factory=dict)
+    # The event is completed by the source's own poll (a comment event without its text):
+    # intake asks for a poll of the source right after it is recorded.
+    poll: bool = False
 
 
 @dataclass(frozen=True)

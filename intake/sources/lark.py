@@ -292,11 +292,11 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards):
             return Ignored("no_comment_id", env.thread)
         text = _s(event.get("text"))  # only a polled comment carries its text
         token = _s(meta.get("file_token"))
-        if not text and self.config.get("documents") and token in {
-                t for _, t in self.documents()}:
+        if "text" not in event and token in {t for _, t in self.documents()}:
             # The webhook copy names the comment but not its text: the polled copy of this
-            # watched document, which has the text, makes the one trigger.
-            return Ignored("awaiting_text", env.thread)
+            # watched document, which has the text (even when empty: an image only), makes
+            # the one trigger.
+            return Ignored("awaiting_text", env.thread, poll=True)
         return TriggerFacts(
             external_id=comment_trigger_id(comment, reply, _s(meta.get("notice_type"))),
             thread=env.thread, scope="doc_comment",

@@ -142,6 +142,12 @@ def test_webhook_copy_completed_by_polled_text(lark, server, client):
     assert Trigger.objects.count() == 3
     assert poll.poll(lark) == 0 and Trigger.objects.count() == 3  # no double processing
 
+    # A polled comment whose text is empty (an image only) is not held for a text.
+    server.state.lark_comments["doxA"][2]["replies"].append(
+        reply("r2e", "ou_alice", T0 + 50, ""))
+    assert poll.poll(lark) == 1
+    assert Trigger.objects.get(external_id="doc_comment:c2:r2e").text == ""
+
 
 def test_a_failure_mid_poll_leaves_that_documents_cursor_where_it_was(lark, server):
     before = cursor(lark)
@@ -208,3 +214,37 @@ def test_new_document_catches_up_bounded(lark, server):
     assert poll.poll(lark) == 50
     assert not Trigger.objects.filter(external_id="doc_comment:n09").exists()
     assert Trigger.objects.filter(external_id="doc_comment:n10").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(180)
+def test_a_textless_webhook_copy_wakes_the_poll_that_brings_its_text(server, tmp_path):
+    """A webhook copy of a watched document's comment asks for a poll at once (a real
+    Celery worker drains the webhook and runs that poll): the trigger with the text comes
+    in seconds, not at the next periodic poll."""
+    from django.test import Client
+
+    from tests.support.workers import Worker, purge_queues, wait_for, worker_env
+
+    purge_queues()
+    config = Lark.validate_config({
+        "app_id": "cli_docs", "bot_open_id": BOT, "domain": server.url, "doc_comments": True,
+        "documents": ["docx:doxA"]})
+    source = Source(kind="lark", slug="lk", name="Lark", config=config, health={"cursors": {
+        "doc:docx:doxA": {"value": iso(T0 + 15), "seen": [], "at": iso(T0)}}})
+    source.secrets = {"verification_token": TOKEN, "app_secret": "sec"}
+    source.save()
+    worker = Worker("docpoll", worker_env(tmp_path), queues="default",
+                    log=tmp_path / "worker.log")
+    try:
+        answer = hook(Client(), "ev-live", "c2", "r2")
+        assert answer.status_code == 202
+        trigger = wait_for(lambda: Trigger.objects.filter(external_id="doc_comment:c2").first(),
+                           90, 0.2)
+        assert trigger.text == "typo in line 3"
+        webhook = Delivery.objects.get(delivery_id="ev-live")
+        assert (webhook.outcome, webhook.reason) == ("ignored", "awaiting_text")
+        assert Trigger.objects.filter(external_id="doc_comment:c2").count() == 1
+        assert "Traceback" not in worker.log(), worker.log()  # before it is stopped
+    finally:
+        worker.stop()
