@@ -21,7 +21,7 @@ from effects import outbox
 from effects.models import EffectKind
 from intake.models import Source, Trigger
 from sessions import services
-from sessions.models import Lifecycle, Turn
+from sessions.models import Lifecycle, TimelineEvent, Turn
 from sessions.services import CommandError
 
 log = logging.getLogger(__name__)
@@ -242,13 +242,53 @@ def _event_card(session_id: int, ev) -> None:
             chat = latest_place(conversation)[0]
         if not chat:
             continue
+        if kind == "goal" and _goal_card_updated(conversation, session_id, ev):
+            continue
         card, created = EventCard.objects.get_or_create(
             conversation=conversation, event_seq=ev.seq, defaults={
                 "session_id": session_id, "kind": kind,
-                "request_id": str(payload.get("request_id") or "")[:200], "chat_id": chat,
+                "request_id": str(payload.get("goal_key") if kind == "goal"
+                                  else payload.get("request_id") or "")[:200],
+                "chat_id": chat,
                 "generation": conversation.generation})
         if created:
             outbox.enqueue(CARD_KIND, f"card:{card.pk}", {"card": card.pk})
+
+
+def _goal_card_updated(conversation: Conversation, session_id: int, ev) -> bool:
+    """One card per goal in a place, patched in place as the goal runs (a goal that runs
+    a hundred turns is one message, not a hundred). A goal that is replaced or cleared
+    leaves its card without buttons; False when this event needs a card of its own (a
+    new goal, or a place that shows none yet)."""
+    from conversations.cards import goal as goal_card
+    from conversations.cards import language
+
+    payload = ev.payload or {}
+    key = str(payload.get("goal_key") or "")
+    lang = language(conversation.source.config)
+    updated = False
+    for card in (EventCard.objects.select_for_update()
+                 .filter(conversation=conversation, kind="goal", state=EventCard.State.OPEN)):
+        same = bool(key) and card.request_id == key
+        if same and ev.type == "goal.updated":
+            card.event_seq = ev.seq
+            card.save(update_fields=["event_seq", "updated_at"])
+            body = goal_card.render(payload, conversation_id=conversation.pk,
+                                    session_id=session_id, generation=card.generation,
+                                    lang=lang)
+            updated = True
+        else:  # replaced, or cleared (the cleared look when it is this goal's own card)
+            shown = (TimelineEvent.objects.filter(session_id=session_id, seq=card.event_seq)
+                     .values_list("payload", flat=True).first()) or {}
+            body = goal_card.render(payload if same else shown,
+                                    conversation_id=conversation.pk, session_id=session_id,
+                                    generation=card.generation, lang=lang)
+            body = goal_card.inert(body)
+            card.state = EventCard.State.INERT
+            card.save(update_fields=["state", "updated_at"])
+            updated = updated or same
+        enqueue_patch(card, body)
+    return updated
 
 
 # ----------------------------------------------------------------- what the senders report

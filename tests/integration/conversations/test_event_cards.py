@@ -122,3 +122,42 @@ def test_a_card_is_updated_at_most_every_spacing_and_its_final_state_always(boun
     # within the spacing, the first update went out on its own)
     assert card["updates"] == (1 if held else 2)
     assert "all done" in card["content"] and "step one" not in card["content"]
+
+
+def _goal(key: str, objective: str, status: str, tokens: int, command: str | None) -> dict:
+    return {"goal": {"objective": objective, "status": status, "token_budget": None,
+                     "tokens_used": tokens, "time_used_seconds": tokens // 100},
+            "goal_key": key, "command": command, "location": None}
+
+
+def _buttons(content: str) -> list[str]:
+    return [b["behaviors"][0]["value"]["amux"]
+            for e in json.loads(content)["body"]["elements"] if e.get("tag") == "column_set"
+            for col in e["columns"] for b in col["elements"]]
+
+
+def test_a_goal_is_one_card_patched_as_it_runs_and_a_replaced_goal_goes_inert(
+        bound, lark_server):
+    sid = bound.session_id
+    timeline.note(sid, "goal.updated", _goal("g1", "ship it", "active", 0, "create"))
+    drain_until(lambda: EventCard.objects.filter(kind="goal").exclude(message_id="").exists())
+    first = EventCard.objects.get(kind="goal")
+    for tokens in (1200, 2400, 3600):  # three goal turns report their usage
+        timeline.note(sid, "goal.updated", _goal("g1", "ship it", "active", tokens, None))
+    drain_until(lambda: "3,600" in lark_server.state.lark_store[first.message_id]["content"])
+    assert EventCard.objects.filter(kind="goal").count() == 1  # patched, never reposted
+    assert _buttons(lark_server.state.lark_store[first.message_id]["content"]) == [
+        "goal.pause", "goal.clear"]
+    # `goal set`: a new goal, a new card; the old one keeps its text and loses its buttons
+    timeline.note(sid, "goal.updated", _goal("g2", "ship it twice", "active", 0, "set"))
+    drain_until(lambda: EventCard.objects.filter(kind="goal").exclude(message_id="")
+                .count() == 2 and not _buttons(
+                    lark_server.state.lark_store[first.message_id]["content"]))
+    old, new = EventCard.objects.filter(kind="goal").order_by("id")
+    assert old.state == "inert" and new.state == "open" and new.request_id == "g2"
+    assert "ship it" in lark_server.state.lark_store[old.message_id]["content"]
+    # cleared: the current card shows it and goes inert; no further card
+    timeline.note(sid, "goal.cleared", {"goal_key": "g2", "command": "clear", "location": None})
+    drain_until(lambda: EventCard.objects.get(pk=new.pk).state == "inert"
+                and not _buttons(lark_server.state.lark_store[new.message_id]["content"]))
+    assert EventCard.objects.filter(kind="goal").count() == 2
