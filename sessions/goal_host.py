@@ -58,6 +58,9 @@ async def apply(host: SessionHost, msg: dict[str, Any], *, goal_turn: bool = Fal
     now (pause and clear stop it, after the authorization is gone)."""
     verb = msg.get("verb")
     adapter = _goal_adapter(host)
+    if verb == "deferred":  # a new session's first `goal <text>`: the runtime has started
+        await host.db(goals.deferred, host.session_id, msg, adapter is not None)
+        return
     if adapter is None:
         await host.db(goals.record, host.session_id, None, command=verb,
                       refused="the runtime is not running with native goals")

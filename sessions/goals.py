@@ -97,13 +97,59 @@ def intercept(session_id: int, text: str | None, origin: dict[str, Any] | None =
     command = goal_commands.parse(text)
     if command is None:
         return None
+    if (origin or {}).get("goal_deferred"):
+        return None  # a deferred `goal <text>` the started runtime had no goals for
     session = Session.objects.filter(pk=session_id).first()
-    if session is None or not supported(session):
+    if session is None:
+        return None
+    if not supported(session):
+        if command.verb == "create" and not command.error and _undeclared(session):
+            return defer(session, text or "", origin)
         return None
     try:
         return run(session_id, command, origin)
     except GoalRefused as exc:
         return refuse(session_id, command.verb, str(exc))
+
+
+def _undeclared(session: Session) -> bool:
+    """The runtime has not run yet, so it has not said whether it has goals."""
+    return "goals" not in (session.runtime_facts or {}) and (
+        session.lifecycle != Lifecycle.ARCHIVED)
+
+
+def defer(session: Session, text: str, origin: dict[str, Any] | None) -> dict[str, Any]:
+    """`goal <text>` as a new session's first words (a Lark topic opened with a goal): the
+    runtime must start before it can say whether it has goals, so the host decides once it
+    has (``deferred``) and the goal is created then — or the text goes on as an ordinary
+    input, as it would on a runtime without goals. No turn is made for it now."""
+    from sessions import services
+
+    request_id = uuid.uuid4().hex[:12]
+    message = {"verb": "deferred", "text": text, "origin": origin, "request_id": request_id}
+    with transaction.atomic():
+        transaction.on_commit(lambda: control.send(session.pk, "goal", **message))
+        services.wake(session.pk, session)
+    return {"goal": None, "goal_key": "", "command": "create", "deferred": True,
+            "location": origin, "request_id": request_id}
+
+
+def deferred(session_id: int, msg: dict[str, Any], has_goals: bool) -> None:
+    """The host's answer to a deferred `goal <text>`, once its runtime has started: the
+    goal is created (or refused) as if typed now; without goals, the text is the session's
+    next ordinary input (once: keyed by the request)."""
+    text, origin = str(msg.get("text") or ""), msg.get("origin") or {}
+    command = goal_commands.parse(text)
+    if has_goals and command is not None:
+        try:
+            run(session_id, command, origin)
+        except GoalRefused as exc:
+            refuse(session_id, command.verb, str(exc))
+        return
+    from sessions import services
+
+    services.post_message(session_id, text, key=f"goal-deferred:{msg.get('request_id')}",
+                          origin={**origin, "goal_deferred": True})
 
 
 def refuse(session_id: int, verb: str, reason: str) -> dict[str, Any]:

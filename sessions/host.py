@@ -211,7 +211,8 @@ def _record_clear(session_id: int, owner: str, native: str, how: str,
 
 
 def _store_facts(session_id: int, facts: dict[str, Any]) -> None:
-    Session.objects.filter(pk=session_id).update(runtime_facts=facts)
+    # a runtime that says nothing of goals has none (sessions.goals: declared, not guessed)
+    Session.objects.filter(pk=session_id).update(runtime_facts={"goals": False, **facts})
 
 
 _OPEN = object()  # writer marker: open the turn (turn.started) before its first event

@@ -413,7 +413,9 @@ class RuntimeAdapter(ABC):
     # the runtime with the new settings, resuming the native conversation).
     hot_model_switch: ClassVar[bool] = False
     # set when ``facts()`` changed since the host last stored them
-    facts_changed: bool = False
+    # True until the host has kept the facts once (so every started runtime has said, e.g.,
+    # whether it has native goals); an adapter sets it again when what it declared changes
+    facts_changed: bool = True
 
     async def set_model(self, model: str, effort: str | None = None) -> None:
         raise errors.ConfigRejected(f"{self.name} switches models by a restart")

@@ -327,15 +327,22 @@ def test_pi_session_has_no_goals(api, openai_provider, session_dirs, model_serve
                         format="json")
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "goal_unsupported"
-    model_server.script(Text("ordinary answer"))
-    turn = services.post_message(session.pk, "goal write docs", origin=WEB)
-    assert isinstance(turn, Turn)
+    model_server.script(Text("ordinary answer"), Text("second answer"))
+    # a new session's runtime has not said yet whether it has goals: the host decides
+    outcome = services.post_message(session.pk, "goal write docs", origin=WEB)
+    assert outcome["deferred"] is True and not Turn.objects.filter(session=session).exists()
     thread = _host(session.pk)
     try:
+        turn = wait_for(lambda: Turn.objects.filter(session_id=session.pk).first(), timeout=90)
         wait_for(lambda: Turn.objects.get(pk=turn.pk).state == "completed", timeout=90)
+        assert turn.input["text"] == "goal write docs" and turn.origin["goal_deferred"]
         assert "goal write docs" in str(model_server.tool_requests()[-1].body)
         facts = Session.objects.get(pk=session.pk).runtime_facts
-        assert facts.get("goals") is not True
+        assert facts.get("goals") is False
+        # declared now: `goal …` is ordinary text at once
+        again = services.post_message(session.pk, "goal more docs", origin=WEB)
+        assert isinstance(again, Turn)
+        wait_for(lambda: Turn.objects.get(pk=again.pk).state == "completed", timeout=90)
         assert api.get(f"/api/v1/sessions/{session.pk}/").json()["goal"] is None
         assert not SessionGoal.objects.filter(session_id=session.pk).exists()
     finally:
@@ -403,5 +410,30 @@ def test_an_explicit_interrupt_revokes_the_goal(openai_provider, session_dirs, m
         assert len(_goal_turns(sid)) == count
         assert services.post_message(sid, "goal resume", origin=WEB)["command"] == "resume"
         wait_for(lambda: len(_ended_goal_turns(sid)) > count, timeout=60)
+    finally:
+        _stop(sid, thread)
+
+
+def test_a_new_sessions_first_goal_waits_for_the_runtime_to_declare_goals(
+        openai_provider, session_dirs, model_server):
+    """`goal <text>` as a new session's first words (a Lark topic opened with a goal): no
+    turn is made for the text; once Codex has started and answered thread/goal/get, the
+    goal is created as if typed then, and runs."""
+    responder = Responder()
+    model_server.responder = responder
+    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    sid = session.pk
+    Session.objects.filter(pk=sid).update(idle_timeout_s=600)
+    outcome = services.post_message(sid, "goal write the changelog", origin=WEB)
+    assert outcome["deferred"] is True and outcome["command"] == "create"
+    thread = _host(sid)
+    try:
+        wait_for(lambda: SessionGoal.objects.filter(session_id=sid, authorized=True).exists(),
+                 timeout=90)
+        assert _row(sid).objective == "write the changelog" and _row(sid).location == WEB
+        wait_for(lambda: len(_ended_goal_turns(sid)) >= 1, timeout=60)
+        assert not Turn.objects.filter(session_id=sid, input__text__startswith="goal ").exists()
+        services.post_message(sid, "goal pause", origin=WEB)
+        wait_for(lambda: _status(sid) == "paused", timeout=30)
     finally:
         _stop(sid, thread)
