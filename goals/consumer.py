@@ -62,16 +62,13 @@ def message_routed(trigger) -> str:
     connectors = list(_live(trigger.source).filter(source_ref=meta.get("chat_id") or ""))
     if not connectors:
         return _disposed(trigger, "ignored", {"reason": NO_CONNECTOR})
-    trigger.save(force_insert=True)
     event = event_of(trigger)
     receipts = [ingress.accept(connector, event) for connector in connectors]
     outcomes = [r.outcome for r in receipts]
-    trigger.disposition = "delivered" if "delivered" in outcomes else outcomes[0]
-    trigger.meta = {**meta, "ingress": {"receipts": [
-        {"connector": r.connector_id, "receipt": r.pk, "outcome": r.outcome,
-         "reason": r.reason} for r in receipts]}}
-    trigger.save(update_fields=["disposition", "meta"])
-    return trigger.disposition
+    return _disposed(trigger, "delivered" if "delivered" in outcomes else outcomes[0],
+                     {"receipts": [{"connector": r.connector_id, "receipt": r.pk,
+                                    "outcome": r.outcome, "reason": r.reason}
+                                   for r in receipts]})
 
 
 class GoalsConsumer:

@@ -138,3 +138,15 @@ def test_a_conversation_mode_source_refuses_a_lark_bot_connector(api, pi_agent):
         "source": source.slug, "source_ref": "oc_team", "ingress_mode": "live_steering"})
     assert response.status_code == 400, response.content
     assert "source" in response.json()["error"]["fields"]
+
+
+def test_one_source_has_one_consumer_even_if_its_mode_changes_later(wired):
+    from conversations.consumer import ConversationsConsumer
+    from goals.consumer import GoalsConsumer
+    from intake import consumers
+
+    source = wired["source"]
+    assert isinstance(consumers.of(source), GoalsConsumer)
+    source.config = {**source.config, "conversation": "topic"}
+    source.save()
+    assert isinstance(consumers.of(source), ConversationsConsumer)
