@@ -237,6 +237,12 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
         if not source_ref:
             raise Refused(f"a {source_kind} connector needs its source_ref", code="invalid",
                           status=400, field="source_ref")
+        if source_kind == ck.LARK_BOT and ck.in_conversation_mode(source_row.config):
+            # one source has one intake consumer: a conversation-mode source feeds
+            # conversations, so a connector on it would never hear a message
+            raise Refused(f"lark source {source!r} is in a conversation mode; a Lark Bot "
+                          "connector needs a source whose conversation is off",
+                          code="invalid", status=400, field="source")
     with transaction.atomic():
         goal_row = _locked_goal(goal)
         if agent:

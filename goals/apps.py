@@ -7,8 +7,6 @@ class GoalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from effects import outbox
-        from goals import queue
+        from goals import wiring
 
-        # the session queue's crash-safe dispatch: one row per session, one item a run
-        outbox.register(queue.EFFECT_KIND)(queue.dispatch)
+        wiring.wire()

@@ -54,6 +54,12 @@ KINDS: dict[str, Kind] = {
 }
 
 
+def in_conversation_mode(source_config: dict | None) -> bool:
+    """A Lark source conversations owns (its `conversation` set and not off): it feeds
+    sessions of its own, so no connector may listen on it."""
+    return (source_config or {}).get("conversation") not in (None, "", "off")
+
+
 def label(source_kind: str) -> str:
     kind = KINDS.get(source_kind)
     return kind.label if kind else source_kind
