@@ -44,30 +44,32 @@ def relaxed(sent: list[str]) -> list[str]:
 
 
 def test_each_step_of_a_turn_sends_only_what_it_must(session):
+    # elsewhere than on PostgreSQL the lock and the reads beside it are two round trips
+    apart = int(connection.vendor != "postgresql")
     sent, (turn, created) = statements(timeline.enqueue_input, session.pk, "hi", key="k1")
     assert created
     # lock, then the last seqs and the key (one round trip on PostgreSQL); the turn; its
     # turn.queued event
-    assert len(sent) == 3, sent
+    assert len(sent) == 3 + apart, sent
 
     sent, _ = statements(timeline.start_turn, session.pk, turn.pk)
     # lock (with the turn's seq and the last seq, one round trip on PostgreSQL); the turn,
     # if still queued; the session; event
-    assert len(sent) == 4, sent
+    assert len(sent) == 4 + apart, sent
 
     # the runtime's own turn.started carries nothing new: no transaction at all
     assert statements(timeline.record, session.pk, turn.pk, [rt.TurnStarted()])[0] == []
 
     sent, stored = statements(timeline.record, session.pk, turn.pk,
                               [rt.MessageDelta(text="he"), rt.MessageDelta(text="llo")])
-    assert len(relaxed(sent)) == 2, sent  # lock (with the turn's seq, last seq); one INSERT
+    assert len(relaxed(sent)) == 2 + apart, sent  # lock (with the turn's seq, last seq); one INSERT
     assert [e["turn"] for e in stored] == [turn.seq, turn.seq]
 
     sent, stored = statements(timeline.record, session.pk, turn.pk,
                               [usage(100), rt.TurnCompleted()])
     # lock with the last seq; the day's usage (+ its first row); the turn, if not ended;
     # the turn-ended fact; the session; one INSERT for both events
-    assert len(sent) == 7, sent
+    assert len(sent) == 7 + apart, sent
     assert [e["type"] for e in stored] == ["usage.observed", "turn.completed"]
 
     turn.refresh_from_db()
