@@ -29,10 +29,11 @@ def _probe(tmp_path, model_server, **overrides):
 
 
 def test_goal_feature_probed_on(tmp_path, model_server):
-    assert _probe(tmp_path, model_server) == (True, {"goals": True})
+    supported, facts = _probe(tmp_path, model_server)
+    assert (supported, facts["goals"]) == (True, True)
 
 
 def test_goal_feature_switched_off_means_no_goals(tmp_path, model_server):
     supported, facts = _probe(tmp_path, model_server,
                               extra_args=("-c", "features.goals=false"))
-    assert (supported, facts) == (False, {"goals": False})
+    assert (supported, facts["goals"]) == (False, False)
