@@ -239,13 +239,13 @@ _kicks = threading.local()  # each thread has its own connection, hence its own 
 _kick_soon = Coalesced(lambda: kick(), "outbox-kicker")
 
 
-def kick_from_another_thread() -> None:
+def kick_from_another_thread(on: bool = True) -> None:
     """From now on this thread's commits kick from the process's kicker thread instead of
     waiting for Redis (and maybe the broker) themselves: for a thread whose every
     millisecond counts, e.g. a session host's database thread, where a turn's end waits
     for its commit. A kick still follows every commit; losing it with the process only
     delays (the beat sweep drains too)."""
-    _kicks.deferred = True
+    _kicks.deferred = on  # False: this thread kicks by itself again
 
 
 def _schedule_kick() -> None:
