@@ -60,6 +60,17 @@ def _refused(exc: services.CommandError, lang: str, hidden: bool) -> Refused:
     return Refused(exc.code, word(lang, "refused.invalid", detail=str(exc)))
 
 
+def _settle(action: CardAction, asked: str, hidden: bool, answer, value) -> None:
+    """The card's row marked answered, then the answer sent through the session service,
+    in one transaction: a refusal rolls the row back (and never quotes a hidden answer)."""
+    with transaction.atomic():
+        _answered(action, asked)
+        try:
+            answer(action.conversation.session_id, action.value["request"], value)
+        except services.CommandError as exc:
+            raise _refused(exc, action.lang, hidden) from None
+
+
 @register("question.answer")
 def answer_question(action: CardAction) -> str:
     payload = _request(action, "question.asked")
@@ -68,13 +79,7 @@ def answer_question(action: CardAction) -> str:
         answers = question_card.answers_from(payload, action.value, action.form_value)
     except question_card.Incomplete:
         raise Refused("incomplete", word(action.lang, "refused.incomplete")) from None
-    with transaction.atomic():  # the card row first: a refusal rolls it back
-        _answered(action, "question.asked")
-        try:
-            services.answer_question(action.conversation.session_id, action.value["request"],
-                                     answers)
-        except services.CommandError as exc:
-            raise _refused(exc, action.lang, hidden) from None
+    _settle(action, "question.asked", hidden, services.answer_question, answers)
     action.show(question_card.answered(payload, lang=action.lang, operator=action.operator,
                                        answers=answers))
     return word(action.lang, "toast.answered")
@@ -83,13 +88,7 @@ def answer_question(action: CardAction) -> str:
 @register("question.cancel")
 def cancel_question(action: CardAction) -> str:
     payload = _request(action, "question.asked")
-    with transaction.atomic():
-        _answered(action, "question.asked")
-        try:
-            services.answer_question(action.conversation.session_id, action.value["request"],
-                                     None)
-        except services.CommandError as exc:
-            raise _refused(exc, action.lang, True) from None
+    _settle(action, "question.asked", True, services.answer_question, None)
     action.show(question_card.answered(payload, lang=action.lang, operator=action.operator,
                                        cancelled=True))
     return word(action.lang, "toast.cancelled")
@@ -103,13 +102,8 @@ def answer_permission(action: CardAction) -> str:
                    if str(o["id"]) == option_id), None)
     if option is None:
         raise Refused("invalid", word(action.lang, "refused.invalid_hidden"))
-    with transaction.atomic():
-        _answered(action, "permission.requested")
-        try:
-            services.answer_permission(action.conversation.session_id,
-                                       action.value["request"], str(option["id"]))
-        except services.CommandError as exc:
-            raise _refused(exc, action.lang, False) from None
+    _settle(action, "permission.requested", False, services.answer_permission,
+            str(option["id"]))
     action.show(permission_card.answered(payload, lang=action.lang, option_id=str(option["id"]),
                                          operator=action.operator))
     return word(action.lang, "toast.permission",
