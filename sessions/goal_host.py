@@ -196,6 +196,9 @@ async def admit_waiting(host: SessionHost, session: Any) -> bool:
     from sessions import services
 
     turn = await host.db(goals.goal_turn, host.session_id, turn_id)
+    if turn is None:
+        await _refuse(host, adapter, turn_id, "session_archived")
+        return True
     prompt = await host.db(services.turn_prompt, session)
     await host._serve_turn(turn, prompt)
     return True

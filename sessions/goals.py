@@ -286,6 +286,8 @@ def admissible(session_id: int, native_thread: str | None,
                native: dict[str, Any] | None) -> str | None:
     """Why a continuation the runtime started (with the native goal ``native`` as it was
     then) may not run; None: it is the authorized goal's turn."""
+    if Session.objects.filter(pk=session_id, lifecycle=Lifecycle.ARCHIVED).exists():
+        return "session_archived"
     row = SessionGoal.objects.filter(session_id=session_id).first()
     if row is None or not row.goal_key or not row.authorized:
         return "unauthorized"
@@ -298,12 +300,16 @@ def admissible(session_id: int, native_thread: str | None,
     return None
 
 
-def goal_turn(session_id: int, native_turn_id: str) -> Turn:
-    """The canonical turn of an admitted continuation (queued, served at once)."""
+def goal_turn(session_id: int, native_turn_id: str) -> Turn | None:
+    """The canonical turn of an admitted continuation (queued, served at once); None when
+    the session was archived after the continuation was admitted."""
     row = SessionGoal.objects.get(session_id=session_id)
-    turn, _ = timeline.enqueue_input(
-        session_id, row.objective, key=f"goal:{row.goal_key}:{native_turn_id}",
-        command=GOAL_TURN, origin={**GOAL_ORIGIN, "goal_key": row.goal_key})
+    try:
+        turn, _ = timeline.enqueue_input(
+            session_id, row.objective, key=f"goal:{row.goal_key}:{native_turn_id}",
+            command=GOAL_TURN, origin={**GOAL_ORIGIN, "goal_key": row.goal_key})
+    except timeline.SessionArchived:
+        return None
     return turn
 
 
