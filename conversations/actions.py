@@ -21,7 +21,7 @@ from effects import outbox
 from effects.models import EffectKind
 from intake.models import Source, Trigger
 from sessions import services
-from sessions.models import Lifecycle, TimelineEvent, Turn
+from sessions.models import Lifecycle, SessionGoal, TimelineEvent, Turn
 from sessions.services import CommandError
 
 log = logging.getLogger(__name__)
@@ -205,11 +205,25 @@ def latest_place(conversation: Conversation) -> tuple[str, str]:
     return conversation.chat_id, ""
 
 
+def _placed_origin(session_id: int, origin: dict) -> dict:
+    """Where a turn is shown: a goal's turn where its goal was created (its output
+    location, which `goal set` moves), not where someone spoke last — in a singleton
+    that may be another chat."""
+    if origin.get("via") != "goal":
+        return origin
+    location = SessionGoal.objects.filter(
+        session_id=session_id, goal_key=origin.get("goal_key") or "").values_list(
+        "location", flat=True).first()
+    return location if isinstance(location, dict) and location.get("via") == "lark" \
+        else origin
+
+
 def _reply_opened(session_id: int, turn_id: int) -> None:
     """A starting turn's one card (its row; the reply effect posts it): a reply to its
     own Lark message, or — for a turn from the web, the API or a goal — to the place's
     latest message, so the place shows every turn in the canonical order."""
-    origin = Turn.objects.filter(pk=turn_id).values_list("origin", flat=True).first() or {}
+    origin = _placed_origin(session_id, Turn.objects.filter(pk=turn_id).values_list(
+        "origin", flat=True).first() or {})
     conversation = _conversation_of(session_id, origin)
     if conversation is None:
         return

@@ -161,3 +161,39 @@ def test_a_goal_is_one_card_patched_as_it_runs_and_a_replaced_goal_goes_inert(
     drain_until(lambda: EventCard.objects.get(pk=new.pk).state == "inert"
                 and not _buttons(lark_server.state.lark_store[new.message_id]["content"]))
     assert EventCard.objects.filter(kind="goal").count() == 2
+
+
+def test_a_singleton_goal_turn_shows_where_the_goal_was_created(
+        client, lark_server, openai_provider, session_dirs):
+    """The bot-wide session heard a chat after the goal was created in the group: the
+    goal's own turns still go to the group, replying to the message that created it."""
+    from sessions.goals import GOAL_ORIGIN, GOAL_TURN
+    from sessions.models import SessionGoal
+    from tests.integration.conversations.test_lark_conversations import BOB
+    from tickets.models import AgentSettings
+
+    AgentSettings.objects.update_or_create(pk=1, defaults={
+        "worker_runtime": "codex", "worker_provider": openai_provider,
+        "worker_model": "gpt-5.5"})
+    lark_source(lark_server, mode="singleton")
+    say(client, lark_server, text="please ship it", message_id="om_g")
+    conversation = Conversation.objects.get()
+    session_id = conversation.session_id
+    created_in = Turn.objects.get(session_id=session_id).origin
+    SessionGoal.objects.create(session_id=session_id, goal_key="g1", objective="ship it",
+                               authorized=True, location=created_in)
+    for turn in Turn.objects.filter(session_id=session_id):
+        timeline.start_turn(session_id, turn.pk)
+        timeline.record(session_id, turn.pk, [rt.TurnCompleted()])
+    say(client, lark_server, text="unrelated", message_id="om_d", chat_id="oc_dm",
+        chat_type="p2p", sender=BOB, mention=False)
+    dm_turn = Turn.objects.filter(session_id=session_id).order_by("-id").first()
+    timeline.start_turn(session_id, dm_turn.pk)
+    timeline.record(session_id, dm_turn.pk, [rt.TurnCompleted()])
+    assert TurnReply.objects.get(turn=dm_turn).chat_id == "oc_dm"
+    goal_turn, _ = timeline.enqueue_input(session_id, "ship it", key="goal:g1:t1",
+                                          command=GOAL_TURN,
+                                          origin={**GOAL_ORIGIN, "goal_key": "g1"})
+    timeline.start_turn(session_id, goal_turn.pk)
+    reply = TurnReply.objects.get(turn=goal_turn)
+    assert (reply.chat_id, reply.reply_to) == ("oc_team", "om_g")
