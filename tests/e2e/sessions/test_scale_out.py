@@ -22,6 +22,18 @@ def _completed(session_id) -> int:
     return TimelineEvent.objects.filter(session_id=session_id, type="turn.completed").count()
 
 
+def _tell(ids, *boxes) -> None:
+    """What a failure needs to be understood: each session's row and the workers' logs."""
+    for pk in ids:
+        s = Session.objects.get(pk=pk)
+        turns = list(s.turns.values_list("seq", "state"))
+        print(f"session {pk}: {s.lifecycle} host={s.lease_host} owner={s.lease_owner} "
+              f"expires={s.lease_expires_at} turns={turns}")
+    for box in boxes:
+        print(f"--- {box.log_path.name} (last 150 lines)")
+        print("\n".join(box.log().splitlines()[-150:]))
+
+
 def _box(name, session_dirs, tmp_path, beat=False):
     env = worker_env(session_dirs, AMUX_HOSTNAME=name, AMUX_SESSION_LEASE_SECONDS="6")
     # the one with beat also runs its sweep (on `default`)
@@ -75,6 +87,9 @@ def test_sessions_spread_stay_pinned_and_move_when_their_host_dies(
             assert Session.objects.get(pk=pk).native_ref == native[pk]  # same conversation
             services.post_message(pk, "third")
         wait_for(lambda: all(_completed(pk) == 3 for pk in on_box1), timeout=120)
+    except BaseException:
+        _tell(ids if "ids" in locals() else [], box1, box2)
+        raise
     finally:
         box1.stop()
         box2.stop()
