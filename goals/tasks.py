@@ -30,7 +30,7 @@ def run_turn(turn_pk: int) -> str:
     while True:
         turn = turns.advance(turn_pk)
         if turn.state not in rules.IN_FLIGHT:
-            supervise.apply_async(kwargs={"agent_pk": turn.agent_id}, queue="default")
+            supervise.apply_async(kwargs={"agent_pk": turn.agent_id})
             return turn.state
         if time.monotonic() >= deadline:
             turns.enqueue(turn_pk, countdown=AGAIN_S)
