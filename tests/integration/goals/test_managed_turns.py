@@ -9,6 +9,7 @@ import threading
 
 import pytest
 from django.db import connection
+from django.test import Client
 
 from goals import turns
 from goals.models import GoalTurn
@@ -59,7 +60,17 @@ def session_turns(session_id):
     return Turn.objects.filter(session_id=session_id).count()
 
 
-def test_a_passing_turn_marks_the_todo_done_and_spends_one(api, session_id, model_server):
+def panel_row(user, key):
+    """The turn's row on the goal page (Sessions → Goals → the goal)."""
+    client = Client()
+    client.force_login(user)
+    html = client.get("/panel/sessions/goals/ship/").content.decode()
+    start = html.index(f'data-turn="{key}"')
+    return html[start:html.index("</tr>", start)]
+
+
+def test_a_passing_turn_marks_the_todo_done_and_spends_one(api, session_id, model_server,
+                                                           operator):
     check(api, "test -f done.txt && cat done.txt")
     first = todo(api, "write done.txt")
     todo(api, "then the notes")
@@ -86,9 +97,12 @@ def test_a_passing_turn_marks_the_todo_done_and_spends_one(api, session_id, mode
     assert "write done.txt" in prompt and "test -f done.txt" in prompt
     listed = api.get(TURNS).json()
     assert [t["key"] for t in listed["results"]] == ["t1"]
+    row = panel_row(operator, "t1")
+    assert ">passed<" in row and ">continue<" in row and 'class="spent">1<' in row
 
 
-def test_a_failing_check_keeps_the_todo_and_spends_nothing(api, session_id, model_server):
+def test_a_failing_check_keeps_the_todo_and_spends_nothing(api, session_id, model_server,
+                                                           operator):
     check(api, "test -f done.txt")
     first = todo(api, "write done.txt")
     model_server.script(Text("I think it is done"))  # the agent's word, and no file
@@ -102,6 +116,8 @@ def test_a_failing_check_keeps_the_todo_and_spends_nothing(api, session_id, mode
     kept = api.get(f"/api/v1/goals/ship/todos/{first}/").json()
     assert (kept["state"], kept["claimed_by"], kept["evidence"]) == ("claimed", "builder", "")
     assert api.get("/api/v1/goals/ship/").json()["quota"]["spent"] == 0
+    row = panel_row(operator, "t1")
+    assert ">failed<" in row and ">replan<" in row and 'class="spent">0<' in row
 
 
 def test_the_same_key_twice_is_one_attempt_one_writeback_one_spend(api, session_id,
