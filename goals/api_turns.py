@@ -1,5 +1,6 @@
 """REST for managed turns (loopx_turn_v0): ``goals/<g>/agents/<a>/turns`` (POST a turn,
-list the recent ones newest first), ``turns/<key>`` and ``autorun``.
+list the recent ones newest first), ``turns/<key>``, ``autorun``, and ``provider`` (the
+explicit provider/model rebinding).
 
 A turn takes minutes, so POST never does the attempt itself: it records the envelope
 (todo claimed) and hands it to the supervisor task, answering ``202`` with the envelope
@@ -66,6 +67,11 @@ class AutorunWrite(JsonTyped, serializers.Serializer):
     autorun = serializers.BooleanField()
 
 
+class ProviderWrite(JsonTyped, serializers.Serializer):
+    provider = serializers.SlugField(max_length=60)
+    model = serializers.CharField(max_length=120)
+
+
 def _answer(turn: GoalTurn) -> Response:
     code = (status.HTTP_202_ACCEPTED if turn.state in rules.IN_FLIGHT else status.HTTP_200_OK)
     return Response(TurnSerializer(turn).data, status=code)
@@ -112,4 +118,17 @@ class AgentAutorun(RefusalsAnswered, APIView):
 
             current_app.send_task("goals.supervise", kwargs={"agent_pk": row.pk},
                                   queue="default")
+        return Response(AgentSerializer(_agent(slug, agent)).data)
+
+
+class AgentProvider(RefusalsAnswered, APIView):
+    """The explicit rebinding of a managed agent's provider and model (goals.actions)."""
+
+    @extend_schema(request=ProviderWrite, responses=AgentSerializer)
+    def post(self, request, slug: str, agent: str):
+        from goals import actions
+
+        _agent(slug, agent)
+        data = _valid(ProviderWrite, request)
+        actions.change_provider(slug, agent, provider=data["provider"], model=data["model"])
         return Response(AgentSerializer(_agent(slug, agent)).data)

@@ -21,6 +21,7 @@ api_urlpatterns = [
     path(A + "turns/", api_turns.TurnList.as_view(), name="goal-agent-turn-list"),
     path(A + "turns/<str:key>/", api_turns.TurnDetail.as_view(), name="goal-agent-turn-detail"),
     path(A + "autorun/", api_turns.AgentAutorun.as_view(), name="goal-agent-autorun"),
+    path(A + "provider/", api_turns.AgentProvider.as_view(), name="goal-agent-provider"),
     path("connectors/", api.ConnectorList.as_view(), name="connector-list"),
     path("connectors/<int:pk>/", api.ConnectorDetail.as_view(), name="connector-detail"),
     path("connectors/<int:pk>/rebind/", api.ConnectorRebind.as_view(),
