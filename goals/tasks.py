@@ -33,6 +33,7 @@ def run_turn(turn_pk: int) -> str:
             supervise.apply_async(kwargs={"agent_pk": turn.agent_id})
             return turn.state
         if time.monotonic() >= deadline:
+            turns.touch(turn_pk)  # this chain is alive: the stalled sweep leaves it alone
             turns.enqueue(turn_pk, countdown=AGAIN_S)
             return turn.state
         time.sleep(LOOK_EVERY_S)

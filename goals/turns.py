@@ -346,6 +346,12 @@ def set_autorun(goal_slug: str, agent_slug: str, autorun: bool) -> Agent:
         return agent
 
 
+def touch(turn_pk: int) -> None:
+    """A supervisor chain still looks after this envelope (so ``stalled`` leaves it)."""
+    GoalTurn.objects.filter(pk=turn_pk, state__in=rules.IN_FLIGHT).update(
+        updated_at=timezone.now())
+
+
 def stalled(older_than_s: float = 30.0):
     """Envelopes in flight that nobody advanced lately (a worker died, a task was lost)."""
     cutoff = timezone.now() - timedelta(seconds=older_than_s)

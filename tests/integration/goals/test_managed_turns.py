@@ -261,3 +261,19 @@ def test_turn_refusals_name_the_field(api, session_id):
     api.post("/api/v1/goals/ship/agents/builder/detach/")
     detached = api.post(TURNS, {"key": "d1"})
     assert detached.status_code == 409 and detached.json()["error"]["code"] == "no_session"
+
+
+def test_an_envelope_nobody_advanced_is_found_for_resuming(api, session_id):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    check(api, "true")
+    todo(api, "one")
+    api.post(TURNS, {"key": "lost"})
+    turn = GoalTurn.objects.get(key="lost")
+    assert list(turns.stalled()) == []
+    GoalTurn.objects.filter(pk=turn.pk).update(updated_at=timezone.now() - timedelta(minutes=1))
+    assert [t.pk for t in turns.stalled()] == [turn.pk]
+    turns.touch(turn.pk)  # a live supervisor chain keeps it out of the sweep
+    assert list(turns.stalled()) == []
