@@ -35,6 +35,8 @@ app.conf.beat_schedule = {
     "history-prune": {
         "task": "tickets.prune_history", "schedule": 900.0, "options": {"expires": 900}
     },
+    # managed goal agents: stalled turns resumed, autorun agents' next turn (goals/tasks.py)
+    "goals-supervise": {"task": "goals.supervise", "schedule": 15.0, "options": {"expires": 15}},
     "policy-effects-sweep": {
         "task": "policy.apply_pending", "schedule": 30.0, "options": {"expires": 30}
     },

@@ -146,6 +146,8 @@ def create_agent(goal_slug: str, *, slug: str, mode: str, name: str = "",
         if provider_row is None:
             raise Refused(f"unknown provider {provider!r}", code="unknown_provider",
                           status=400, field="provider")
+    if provider_row is not None and model:
+        _check_provider_model(provider_row, model)
     with transaction.atomic():
         goal = _locked_goal(goal_slug)
         if goal.agents.filter(slug=slug).exists():
@@ -154,6 +156,41 @@ def create_agent(goal_slug: str, *, slug: str, mode: str, name: str = "",
         return Agent.objects.create(goal=goal, slug=slug, name=name, mode=mode,
                                     runtime=runtime or "pi", provider=provider_row,
                                     model=model)
+
+
+def _check_provider_model(provider_row, model: str) -> None:
+    """The profile's own boundary (an Ark Agent Plan profile: its models, its key)."""
+    from sessions import services
+
+    try:
+        services.check_template(provider_row, model)
+    except services.CommandError as exc:
+        raise Refused(str(exc), code=exc.code, status=400, field=exc.field) from exc
+
+
+def change_provider(goal_slug: str, agent_slug: str, *, provider: str, model: str) -> Agent:
+    """The explicit rebinding of a managed agent's provider and model (never a fallback):
+    refused while a working session is bound — detach, change, start again."""
+    from sessions.models import ProviderProfile
+
+    provider_row = ProviderProfile.objects.filter(slug=provider).first()
+    if provider_row is None:
+        raise Refused(f"unknown provider {provider!r}", code="unknown_provider", status=400,
+                      field="provider")
+    if not model.strip():
+        raise Refused("model is required", code="model_required", status=400, field="model")
+    _check_provider_model(provider_row, model)
+    with transaction.atomic():
+        agent = _locked_agent(goal_slug, agent_slug)
+        if agent.mode != lc.MANAGED:
+            raise Refused("an attached agent brings its session's provider",
+                          code="wrong_mode", field="mode")
+        if active_binding(agent) is not None:
+            raise Refused("detach the agent's working session before changing its provider "
+                          "or model", code="session_active", field="provider")
+        agent.provider, agent.model = provider_row, model
+        agent.save(update_fields=["provider", "model"])
+        return agent
 
 
 def change_mode(goal_slug: str, agent_slug: str, mode: str) -> Agent:
@@ -191,7 +228,8 @@ def start(goal_slug: str, agent_slug: str) -> WorkingSession:
                 runtime=agent.runtime, provider=agent.provider.slug, model=agent.model,
                 name=f"goal {agent.goal.slug} · {agent.slug}")
         except services.CommandError as exc:
-            field = exc.field if exc.field in ("runtime", "provider", "model") else None
+            field = exc.field if exc.field in ("runtime", "provider", "model",
+                                               "api_key") else None
             raise Refused(str(exc), code=exc.code, status=exc.status, field=field) from exc
         binding = WorkingSession.objects.create(agent=agent, session=session, mode=agent.mode)
         agent.lifecycle = lc.transition(lc.AGENT_TRANSITIONS, "agent", "starting", "ready")

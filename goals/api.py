@@ -234,7 +234,8 @@ class AgentSerializer(serializers.ModelSerializer):
     class Meta:
         model = Agent
         fields = ["slug", "name", "mode", "lifecycle", "runtime", "provider", "model",
-                  "session", "connectors", "created_at"]
+                  "session", "connectors", "autorun", "created_at"]
+        read_only_fields = ["autorun"]
 
     def get_lifecycle(self, obj: Agent) -> str:
         from goals import read

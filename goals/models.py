@@ -10,6 +10,7 @@ from django.db.models import Q
 
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
+from goals.core import turns as turn_rules
 
 
 def _choices(values):
@@ -49,6 +50,8 @@ class Agent(models.Model):
     provider = models.ForeignKey("agent_sessions.ProviderProfile", null=True, blank=True,
                                  on_delete=models.PROTECT, related_name="+")
     model = models.CharField(max_length=120, blank=True)
+    # the supervisor starts the next bounded turn by itself after a "continue" (goals/tasks)
+    autorun = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -205,3 +208,40 @@ class InboxEvent(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+
+class GoalTurn(models.Model):
+    """One loopx_turn_v0 envelope (goals/turns.py): idempotent on (agent, key); ``state``
+    names the last step whose effect is committed, so a replay resumes after it."""
+
+    goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="turns")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="turns")
+    key = models.CharField(max_length=100)
+    todo = models.ForeignKey(Todo, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="turns")
+    session = models.ForeignKey("agent_sessions.Session", null=True, blank=True,
+                                on_delete=models.SET_NULL, related_name="+")
+    session_turn = models.ForeignKey("agent_sessions.Turn", null=True, blank=True,
+                                     on_delete=models.SET_NULL, related_name="+")
+    state = models.CharField(max_length=10, choices=_choices(turn_rules.STATES))
+    reason = models.CharField(max_length=40, blank=True)
+    # {"turn_state", "error_code", "tokens", "interrupted"}: the session turn's outcome
+    attempt = models.JSONField(default=dict, blank=True)
+    # {"passed", "output", "exit_code", "timed_out"}: amux's own check, never the agent's
+    validation = models.JSONField(default=dict, blank=True)
+    # {"accepted", "todo", "todo_state", "reason"}
+    writeback = models.JSONField(default=dict, blank=True)
+    quota_spent = models.PositiveIntegerField(default=0)
+    hint = models.CharField(max_length=10, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "key"], name="goal_turn_unique_key"),
+            models.UniqueConstraint(fields=["agent"],
+                                    condition=Q(state__in=list(turn_rules.IN_FLIGHT)),
+                                    name="one_goal_turn_in_flight_per_agent"),
+        ]

@@ -46,6 +46,8 @@ def goal_page(goal: Goal) -> dict[str, Any]:
                              "capture": c.capture_scope, "reply": c.reply_mode}
                             for c in agent.connectors.order_by("id")],
             "urgency": ingress.urgency(agent),
+            "autorun": agent.autorun,
+            "turns": recent_turns(agent),
         })
     return {
         "slug": goal.slug, "title": goal.title, "description": goal.description,
@@ -59,3 +61,11 @@ def goal_page(goal: Goal) -> dict[str, Any]:
         "materials": [{"key": m.key, "title": m.title or m.key, "revision": m.revision,
                        "fetched_at": m.fetched_at} for m in goal.materials.all()],
     }
+
+
+def recent_turns(agent: Agent, limit: int = 5) -> list[dict[str, Any]]:
+    """The agent's last managed turns, newest first: validation, hint and spend."""
+    return [{"key": t.key, "state": t.state, "reason": t.reason, "todo": t.todo_id,
+             "passed": (t.validation or {}).get("passed"), "hint": t.hint,
+             "quota_spent": t.quota_spent, "at": t.updated_at}
+            for t in agent.turns.order_by("-id")[:limit]]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from goals import api, panel
+from goals import api, api_turns, panel
 
 G = "goals/<slug:slug>/"
 A = G + "agents/<slug:agent>/"
@@ -18,6 +18,10 @@ api_urlpatterns = [
     path(A + "mode/", api.AgentMode.as_view(), name="goal-agent-mode"),
     path(A + "messages/", api.AgentMessages.as_view(), name="goal-agent-messages"),
     path(A + "inbox/urgency/", api.InboxUrgency.as_view(), name="goal-agent-urgency"),
+    path(A + "turns/", api_turns.TurnList.as_view(), name="goal-agent-turn-list"),
+    path(A + "turns/<str:key>/", api_turns.TurnDetail.as_view(), name="goal-agent-turn-detail"),
+    path(A + "autorun/", api_turns.AgentAutorun.as_view(), name="goal-agent-autorun"),
+    path(A + "provider/", api_turns.AgentProvider.as_view(), name="goal-agent-provider"),
     path("connectors/", api.ConnectorList.as_view(), name="connector-list"),
     path("connectors/<int:pk>/", api.ConnectorDetail.as_view(), name="connector-detail"),
     path("connectors/<int:pk>/rebind/", api.ConnectorRebind.as_view(),

@@ -79,11 +79,20 @@ class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
     class Meta:
         model = ProviderProfile
         fields = ["slug", "platform", "base_url", "api_key", "models", "watchdog", "secrets",
-                  "created_at"]
+                  "template", "created_at"]
         read_only_fields = ["created_at"]
+
+    template = serializers.SerializerMethodField(
+        help_text="the template whose route this is (provider-templates/), or null")
 
     def get_secrets(self, obj: ProviderProfile) -> dict[str, bool]:
         return set_keys(obj.secrets)
+
+    def get_template(self, obj: ProviderProfile) -> str | None:
+        from sessions import provider_templates
+
+        found = provider_templates.of(obj.platform, obj.base_url)
+        return found.id if found else None
 
     def validate_api_key(self, value: str) -> str:
         value = value.strip()
@@ -96,6 +105,20 @@ class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
         if not value.startswith(("http://", "https://")):
             raise ValidationError("an explicit http(s) base_url is required")
         return value.rstrip("/")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A profile on a template's route needs the template's key from the start."""
+        from sessions import provider_templates
+
+        current = self.instance
+        platform = attrs.get("platform", current.platform if current else "")
+        base_url = attrs.get("base_url", current.base_url if current else "")
+        template = provider_templates.of(platform, base_url)
+        stored = bool(current and (current.secrets or {}).get("api_key"))
+        if template and not (attrs.get("api_key") or stored):
+            raise ValidationError({template.key_field: [
+                f"a {template.name} profile needs its {template.key_field}"]})
+        return attrs
 
     def _apply_key(self, instance: ProviderProfile, key: str | None) -> None:
         if key is not None:
@@ -117,6 +140,29 @@ class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
             instance = super().update(instance, validated)
             self._apply_key(instance, key)
         return instance
+
+
+class ProviderTemplateSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    platform = serializers.CharField()
+    base_url = serializers.CharField()
+    key_field = serializers.CharField()
+    own_models = serializers.BooleanField()
+    models = serializers.ListField(child=serializers.CharField())
+    note = serializers.CharField()
+
+
+class ProviderTemplateList(generics.ListAPIView):
+    """Presets a provider profile starts from: POST its ``platform`` and ``base_url`` (with
+    your ``slug``, ``api_key`` and the plan's ``models``) to ``providers/``."""
+
+    serializer_class = ProviderTemplateSerializer
+
+    def get_queryset(self):
+        from sessions import provider_templates
+
+        return [t.preset() for t in provider_templates.TEMPLATES.values()]
 
 
 class ProviderList(generics.ListCreateAPIView):

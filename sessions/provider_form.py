@@ -87,6 +87,18 @@ class ProviderForm(forms.ModelForm):
             raise forms.ValidationError(problem)
         return stored
 
+    def clean(self):
+        """A profile on a template's route needs the template's key from the start."""
+        from sessions import provider_templates
+
+        data = super().clean()
+        template = provider_templates.of(data.get("platform") or "", data.get("base_url") or "")
+        stored = bool(self.instance.pk and (self.instance.secrets or {}).get("api_key"))
+        keeps = stored and not data.get("clear_key")
+        if template and not (data.get("api_key") or keeps):
+            self.add_error("api_key", f"a {template.name} profile needs its API key")
+        return data
+
     def save(self, commit: bool = True) -> ProviderProfile:
         provider = super().save(commit=False)
         provider.model_names = self.cleaned_data["models_text"]

@@ -31,8 +31,14 @@ def providers(request):
 
 @roles.operator_to_change
 def provider_form(request, slug: str | None = None):
+    from sessions import provider_templates
+
     provider = get_object_or_404(ProviderProfile, slug=slug) if slug else None
-    form = ProviderForm(instance=provider)
+    # a new provider may start from a template's preset (?template=ark-agent-plan)
+    preset = None if provider else provider_templates.TEMPLATES.get(
+        request.GET.get("template", ""))
+    form = ProviderForm(instance=provider, initial=preset and {
+        "platform": preset.platform, "base_url": preset.base_url})
     if request.method == "POST":
         form = ProviderForm(request.POST, instance=provider or ProviderProfile())
         if form.is_valid():
@@ -43,6 +49,8 @@ def provider_form(request, slug: str | None = None):
         "tab": TAB, "form": form, "provider": provider,
         "key_set": bool(provider and (provider.secrets or {}).get("api_key")),
         "can_edit": roles.is_operator(request.user),
+        "templates": [] if provider else list(provider_templates.TEMPLATES.values()),
+        "preset": preset,
     }, status=400 if form.errors else 200)
 
 

@@ -112,7 +112,9 @@ def _mcp_entries(entries: Any) -> list[dict[str, str]]:
 def _check_model_choice(profile: ProviderProfile, model: str, effort: str | None) -> None:
     """A ``@native-variant:`` reference must be one amux issued; an effort must be one the
     provider's catalog declares for the model, when it declares any (otherwise the runtime
-    checks it when it runs)."""
+    checks it when it runs). A profile on a template's route keeps that template's
+    boundary (sessions.provider_templates)."""
+    check_template(profile, model)
     if catalog.is_native_variant(model):
         try:
             catalog.parse_native_variant(model)
@@ -124,6 +126,18 @@ def _check_model_choice(profile: ProviderProfile, model: str, effort: str | None
             raise CommandError(f"model {model!r} of provider {profile.slug!r} supports the "
                                f"efforts {', '.join(entry.efforts)}", code="invalid_effort",
                                field="effort")
+
+
+def check_template(profile: ProviderProfile, model: str) -> None:
+    """Refused (naming ``model`` or the key field) when the profile's template forbids it."""
+    from sessions import provider_templates
+
+    refusal = provider_templates.check_use(
+        provider_templates.of(profile.platform, profile.base_url), slug=profile.slug,
+        models=profile.model_list, has_key=bool((profile.secrets or {}).get("api_key")),
+        model=model)
+    if refusal is not None:
+        raise CommandError(refusal.message, code=refusal.code, field=refusal.field)
 
 
 def effective_watchdog(session_limits: Any, profile: ProviderProfile | None
@@ -596,6 +610,8 @@ def set_model(session_id: int, model: str, effort: Any = KEEP_EFFORT) -> str:
     request_id = uuid.uuid4().hex[:12]
     with transaction.atomic():
         session = _idle_session(session_id)
+        if session.provider is not None:
+            check_template(session.provider, model)  # a plan's own models only
         if effort is KEEP_EFFORT:
             effort = (session.snapshot or {}).get("effort")
         if _lease_alive(session):

@@ -16,6 +16,8 @@ from sessions import (
 
 api_urlpatterns = [
     path("providers/", api.ProviderList.as_view(), name="provider-list"),
+    path("provider-templates/", api.ProviderTemplateList.as_view(),
+         name="provider-template-list"),
     path("providers/<slug:slug>/", api.ProviderDetail.as_view(), name="provider-detail"),
     path("runtimes/", api.RuntimeList.as_view(), name="runtime-list"),
     path("runtimes/<str:name>/", api.RuntimeDetail.as_view(), name="runtime-detail"),

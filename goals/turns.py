@@ -1,0 +1,381 @@
+"""loopx_turn_v0: one bounded, idempotent turn of a managed agent (seed 003, "Managed loop
+controller"). The envelope (``GoalTurn``) is the only record; ``state`` names the last step
+whose effect committed with it:
+
+    request  → queued     fresh goal state, gate, todo selected and claimed (or skipped)
+    dispatch → running    the todo posted into the working session (key "loopx-<key>")
+    validate → validated  the session turn ended; amux ran the goal's check_command itself
+    write    → written    binding rechecked; todo done with evidence, or the failure kept
+    settle   → done       quota spent only for an accepted, passed writeback; hint chosen
+
+``advance`` runs the next steps; every step locks the envelope and checks its state
+first, so two workers, or a replay after a crash, never post, write or spend twice. The
+session turn's key comes from the envelope's key, so even a post whose commit was lost
+is found again rather than repeated."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from goals import actions, ingress
+from goals.core import ingress as ingress_rules
+from goals.core import lifecycle as lc
+from goals.core import quota
+from goals.core import turns as rules
+from goals.core.lifecycle import Refused
+from goals.models import Agent, Goal, GoalTurn, Todo
+
+TURN_TASK = "goals.turn"
+
+
+def check_timeout_s() -> int:
+    return int(getattr(settings, "AMUX_GOAL_CHECK_TIMEOUT_S", 120))
+
+
+def attempt_timeout_s() -> int:
+    """How long one attempt may run before the supervisor interrupts it (bounded turns)."""
+    return int(getattr(settings, "AMUX_GOAL_TURN_TIMEOUT_S", 1800))
+
+
+def session_turn_key(turn: GoalTurn) -> str:
+    return f"loopx-{turn.key}"
+
+
+def _facts(goal: Goal) -> list[rules.TodoFact]:
+    return [rules.TodoFact(t.pk, t.state, t.claimed_by_id) for t in goal.todos.all()]
+
+
+def enqueue(turn_pk: int, countdown: float = 0) -> None:
+    """Send the envelope to the supervisor task, by name (tasks sit above this module)."""
+    from celery import current_app
+
+    def send():
+        current_app.send_task(TURN_TASK, args=[turn_pk], queue="default", countdown=countdown)
+
+    transaction.on_commit(send)
+
+
+# ---------------------------------------------------------------------------- request
+def request(goal_slug: str, agent_slug: str, *, key: str,
+            todo: int | None = None) -> tuple[GoalTurn, bool]:
+    """The envelope for ``key``: the stored one (``created`` False) or a new one — queued
+    with its todo claimed, or skipped by the gate. Refused: an agent that is not managed
+    (409 ``wrong_mode``), without a live working session, or with a turn in flight."""
+    rules.check_key(key)
+    with transaction.atomic():
+        agent = actions._locked_agent(goal_slug, agent_slug)
+        seen = agent.turns.filter(key=key).first()
+        if seen is not None:
+            return seen, False
+        if agent.mode != lc.MANAGED:
+            raise Refused("only a managed agent runs turns", code="wrong_mode", field="mode")
+        status, binding = ingress.session_status(agent)
+        if status != ingress_rules.LIVE:
+            raise Refused(f"the agent has no live working session ({status})", code=status)
+        busy = agent.turns.filter(state__in=rules.IN_FLIGHT).first()
+        if busy is not None:
+            raise Refused(f"turn {busy.key!r} is still in flight: one at a time",
+                          code="turn_in_flight", field="key")
+        goal = Goal.objects.select_for_update().get(pk=agent.goal_id)  # fresh state
+        skip = rules.gate(goal_state=goal.state,
+                          quota_remaining=quota.remaining(goal.quota_limit, goal.quota_spent),
+                          has_check=bool(goal.check_command.strip()))
+        chosen = None
+        if skip is None:
+            picked = rules.select_todo(_facts(goal), agent.pk, todo)
+            if isinstance(picked, rules.Skip):
+                skip = picked
+            else:
+                chosen = picked
+        envelope = GoalTurn(goal=goal, agent=agent, key=key, session=binding.session)
+        if skip is not None:
+            envelope.state, envelope.reason, envelope.hint = rules.SKIPPED, skip.reason, skip.hint
+        else:
+            if chosen.state == "open":
+                actions.change_todo(goal.slug, chosen.id, state="claimed", agent=agent.slug)
+            envelope.state, envelope.todo_id = rules.QUEUED, chosen.id
+        try:
+            with transaction.atomic():
+                envelope.save()
+        except IntegrityError as exc:  # the constraints behind the locks above
+            raise Refused("another turn of this agent is in flight", code="turn_in_flight",
+                          field="key") from exc
+        if envelope.state == rules.QUEUED:
+            enqueue(envelope.pk)
+        return envelope, True
+
+
+# ---------------------------------------------------------------------------- advance
+def advance(turn_pk: int) -> GoalTurn:
+    """Run the envelope's next steps until it is done, or waits on its session turn."""
+    steps = {rules.QUEUED: _dispatch, rules.RUNNING: _validate, rules.VALIDATED: _write,
+             rules.WRITTEN: _settle}
+    for _ in range(len(steps) + 1):
+        turn = GoalTurn.objects.get(pk=turn_pk)
+        step = steps.get(turn.state)
+        if step is None or not step(turn):
+            return GoalTurn.objects.get(pk=turn_pk)
+    return GoalTurn.objects.get(pk=turn_pk)
+
+
+def _locked(turn: GoalTurn, state: str) -> GoalTurn | None:
+    """The envelope locked, if it is still at ``state`` (else another run took the step)."""
+    row = GoalTurn.objects.select_for_update().filter(pk=turn.pk).first()
+    return row if row is not None and row.state == state else None
+
+
+def _still_bound(turn: GoalTurn) -> str:
+    agent = Agent.objects.get(pk=turn.agent_id)
+    status, binding = ingress.session_status(agent)
+    if status == ingress_rules.LIVE and binding.session_id != turn.session_id:
+        return "session_replaced"
+    return status
+
+
+def _prompt(turn: GoalTurn) -> str:
+    goal, todo = turn.goal, turn.todo
+    lines = [f"LoopX turn {turn.key} for goal “{goal.title}”.",
+             f"Todo #{todo.pk}: {todo.title}"]
+    if goal.description:
+        lines += ["", goal.description]
+    lines += ["", "Work on this todo now, in this working directory. When you stop, amux "
+              f"checks the result itself by running: {goal.check_command}"]
+    return "\n".join(lines)
+
+
+def _dispatch(turn: GoalTurn) -> bool:
+    from sessions import services
+
+    with transaction.atomic():
+        row = _locked(turn, rules.QUEUED)
+        if row is None:
+            return True
+        bound = _still_bound(row)
+        if bound != ingress_rules.LIVE:
+            _end_unattempted(row, bound)
+            return False
+        try:
+            session_turn = services.post_message(
+                row.session_id, _prompt(row), key=session_turn_key(row),
+                origin={"via": "loopx", "goal": row.goal.slug, "agent": row.agent.slug,
+                        "turn": row.key})
+        except services.CommandError as exc:
+            _end_unattempted(row, exc.code or "session_refused")
+            return False
+        row.session_turn, row.state, row.dispatched_at = session_turn, rules.RUNNING, timezone.now()
+        row.save(update_fields=["session_turn", "state", "dispatched_at", "updated_at"])
+    return True
+
+
+def _end_unattempted(row: GoalTurn, reason: str) -> None:
+    """Nothing was posted: the envelope ends with no writeback and no spend; the todo keeps
+    this agent's claim for its next turn."""
+    row.state, row.reason, row.hint = rules.DONE, reason[:40], "wait"
+    row.writeback = {"accepted": False, "reason": reason}
+    row.save(update_fields=["state", "reason", "hint", "writeback", "updated_at"])
+
+
+def _attempt(turn: GoalTurn) -> dict[str, Any] | None:
+    """The session turn's outcome once it ended, else None (interrupting it once when it
+    has run past the attempt timeout: a turn stays bounded)."""
+    from sessions import services
+    from sessions.models import Turn
+    from sessions.timeline import ENDED
+
+    session_turn = Turn.objects.filter(pk=turn.session_turn_id).first()
+    if session_turn is None:  # the session was deleted under the turn
+        return {"turn_state": "lost", "error_code": "session_turn_lost", "tokens": 0}
+    if session_turn.state not in ENDED:
+        overdue = turn.dispatched_at and timezone.now() - turn.dispatched_at > timedelta(
+            seconds=attempt_timeout_s())
+        if overdue and not turn.attempt.get("interrupted"):
+            try:
+                services.interrupt(turn.session_id)
+            except services.CommandError:
+                pass  # not running yet, or ended meanwhile: looked at again next time
+            else:
+                GoalTurn.objects.filter(pk=turn.pk).update(
+                    attempt={**turn.attempt, "interrupted": True})
+        return None
+    return {"turn_state": session_turn.state, "error_code": session_turn.error_code,
+            "tokens": turn_tokens(session_turn), "interrupted": bool(
+                turn.attempt.get("interrupted"))}
+
+
+def turn_tokens(session_turn) -> int:
+    """Tokens the session turn used, from its ``usage.observed`` events (sessions.usage
+    decides what each report adds: a cumulative figure's increase, or a call's own)."""
+    from sessions import timeline, usage
+    from sessions.models import TimelineEvent
+
+    cumulative = timeline._native_cumulative(session_turn.session.runtime)
+    events = TimelineEvent.objects.filter(session_id=session_turn.session_id,
+                                          type="usage.observed")
+    before = events.filter(seq__lt=_first_seq(session_turn)).order_by("-seq").first()
+    previous = before.payload if before else None
+    spent = 0
+    for event in events.filter(turn_id=session_turn.pk).order_by("seq"):
+        spent += usage.increase(previous, event.payload, cumulative)
+        previous = event.payload
+    return spent
+
+
+def _first_seq(session_turn) -> int:
+    first = session_turn.events.order_by("seq").first()
+    return first.seq if first else 0
+
+
+def run_check(command: str, workdir: str) -> dict[str, Any]:
+    """amux's own validation: the goal's check_command in the session's work directory,
+    bounded in time, output capped; a clean environment (no amux secrets)."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}
+    env["HOME"] = workdir
+    try:
+        done = subprocess.run(["/bin/sh", "-c", command], cwd=workdir, env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=check_timeout_s(),
+                              check=False)
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode("utf-8", "replace")
+        return {"passed": False, "exit_code": None, "timed_out": True,
+                "output": rules.cap(out + f"\n[timed out after {check_timeout_s()} s]")}
+    except OSError as exc:  # no such work directory, no shell
+        return {"passed": False, "exit_code": None, "timed_out": False,
+                "output": rules.cap(f"the check could not run: {exc}")}
+    return {"passed": done.returncode == 0, "exit_code": done.returncode, "timed_out": False,
+            "output": rules.cap(done.stdout.decode("utf-8", "replace"))}
+
+
+def _validate(turn: GoalTurn) -> bool:
+    attempt = _attempt(turn)
+    if attempt is None:
+        return False  # still running: the supervisor task looks again
+    # the check runs outside any lock (it may take minutes); only its record is locked
+    result = run_check(turn.goal.check_command, turn.session.workdir)
+    with transaction.atomic():
+        row = _locked(turn, rules.RUNNING)
+        if row is None:
+            return True
+        row.attempt, row.validation, row.state = attempt, result, rules.VALIDATED
+        row.save(update_fields=["attempt", "validation", "state", "updated_at"])
+    return True
+
+
+def _evidence(row: GoalTurn) -> str:
+    output = row.validation.get("output", "").strip()
+    tail = output[-1500:] if output else "(no output)"
+    return (f"loopx turn {row.key}: `{row.goal.check_command}` passed "
+            f"(exit {row.validation.get('exit_code')})\n{tail}")
+
+
+def _write(turn: GoalTurn) -> bool:
+    with transaction.atomic():
+        row = _locked(turn, rules.VALIDATED)
+        if row is None:
+            return True
+        passed = bool(row.validation.get("passed"))
+        bound = _still_bound(row)  # freshness before every writeback
+        todo = Todo.objects.filter(pk=row.todo_id).first()
+        if bound != ingress_rules.LIVE:
+            writeback = {"accepted": False, "reason": bound}
+        elif todo is None or todo.state != "claimed" or todo.claimed_by_id != row.agent_id:
+            writeback = {"accepted": False, "reason": "todo_moved",
+                         "todo": row.todo_id, "todo_state": todo.state if todo else None}
+        elif passed:
+            try:
+                actions.change_todo(row.goal.slug, todo.pk, state="done",
+                                    evidence=_evidence(row))
+            except Refused as exc:
+                writeback = {"accepted": False, "reason": exc.code, "todo": todo.pk}
+            else:
+                writeback = {"accepted": True, "todo": todo.pk, "todo_state": "done"}
+        else:
+            # the failure is the record: the todo keeps this agent's claim, unchanged
+            writeback = {"accepted": True, "todo": todo.pk, "todo_state": "claimed",
+                         "recorded": "validation_failed"}
+        row.writeback, row.state = writeback, rules.WRITTEN
+        if not writeback["accepted"]:
+            row.reason = writeback["reason"][:40]
+        row.save(update_fields=["writeback", "state", "reason", "updated_at"])
+    return True
+
+
+def _settle(turn: GoalTurn) -> bool:
+    with transaction.atomic():
+        row = _locked(turn, rules.WRITTEN)
+        if row is None:
+            return True
+        goal = Goal.objects.select_for_update().get(pk=row.goal_id)
+        passed = bool(row.validation.get("passed"))
+        accepted = bool(row.writeback.get("accepted"))
+        spent = 0
+        if rules.charges(passed=passed, writeback_accepted=accepted):
+            remaining = quota.remaining(goal.quota_limit, goal.quota_spent)
+            # a tokens turn may overrun what is left: it spends the rest, and stops
+            spent = min(rules.spend_amount(goal.quota_unit, row.attempt.get("tokens", 0)),
+                        remaining)
+            goal.quota_spent = quota.spend(goal.quota_limit, goal.quota_spent, spent)
+            goal.save(update_fields=["quota_spent", "updated_at"])
+        if not passed and not row.reason:
+            row.reason = "validation_failed"
+        row.quota_spent, row.state = spent, rules.DONE
+        row.hint = rules.hint_after(
+            goal_state=goal.state, passed=passed, writeback_accepted=accepted,
+            quota_remaining=quota.remaining(goal.quota_limit, goal.quota_spent),
+            todos=_facts(goal), agent=row.agent_id)
+        row.save(update_fields=["quota_spent", "state", "hint", "reason", "updated_at"])
+    return False
+
+
+# -------------------------------------------------------------------------- supervise
+def set_autorun(goal_slug: str, agent_slug: str, autorun: bool) -> Agent:
+    with transaction.atomic():
+        agent = actions._locked_agent(goal_slug, agent_slug)
+        if autorun and agent.mode != lc.MANAGED:
+            raise Refused("only a managed agent runs by itself", code="wrong_mode",
+                          field="autorun")
+        agent.autorun = autorun
+        agent.save(update_fields=["autorun"])
+        return agent
+
+
+def touch(turn_pk: int) -> None:
+    """A supervisor chain still looks after this envelope (so ``stalled`` leaves it)."""
+    GoalTurn.objects.filter(pk=turn_pk, state__in=rules.IN_FLIGHT).update(
+        updated_at=timezone.now())
+
+
+def stalled(older_than_s: float = 30.0):
+    """Envelopes in flight that nobody advanced lately (a worker died, a task was lost)."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    return GoalTurn.objects.filter(state__in=rules.IN_FLIGHT, updated_at__lt=cutoff)
+
+
+def supervise(agent_pk: int) -> GoalTurn | None:
+    """Start the agent's next bounded turn when it may run by itself. The key follows from
+    the last envelope, so two supervisors that race make one turn, not two."""
+    agent = Agent.objects.select_related("goal").filter(pk=agent_pk).first()
+    if agent is None:
+        return None
+    goal = agent.goal
+    last = agent.turns.order_by("-id").first()
+    status, _ = ingress.session_status(agent)
+    if not rules.supervise_next(
+            autorun=agent.autorun, managed=agent.mode == lc.MANAGED,
+            live=status == ingress_rules.LIVE, goal_state=goal.state,
+            quota_remaining=quota.remaining(goal.quota_limit, goal.quota_spent),
+            in_flight=bool(last and last.state in rules.IN_FLIGHT),
+            last_hint=last.hint if last else None):
+        return None
+    try:
+        turn, _ = request(goal.slug, agent.slug, key=f"auto-after-{last.pk if last else 0}")
+    except Refused:
+        return None  # the state moved since the look above: the next sweep asks again
+    return turn
