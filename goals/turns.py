@@ -185,7 +185,7 @@ def _end_unattempted(row: GoalTurn, reason: str) -> None:
 def _attempt(turn: GoalTurn) -> dict[str, Any] | None:
     """The session turn's outcome once it ended, else None (interrupting it once when it
     has run past the attempt timeout: a turn stays bounded)."""
-    from sessions import services
+    from sessions import services, timeline
     from sessions.models import Turn
     from sessions.timeline import ENDED
 
@@ -205,31 +205,8 @@ def _attempt(turn: GoalTurn) -> dict[str, Any] | None:
                     attempt={**turn.attempt, "interrupted": True})
         return None
     return {"turn_state": session_turn.state, "error_code": session_turn.error_code,
-            "tokens": turn_tokens(session_turn), "interrupted": bool(
+            "tokens": timeline.turn_tokens(session_turn), "interrupted": bool(
                 turn.attempt.get("interrupted"))}
-
-
-def turn_tokens(session_turn) -> int:
-    """Tokens the session turn used, from its ``usage.observed`` events (sessions.usage
-    decides what each report adds: a cumulative figure's increase, or a call's own)."""
-    from sessions import timeline, usage
-    from sessions.models import TimelineEvent
-
-    cumulative = timeline._native_cumulative(session_turn.session.runtime)
-    events = TimelineEvent.objects.filter(session_id=session_turn.session_id,
-                                          type="usage.observed")
-    before = events.filter(seq__lt=_first_seq(session_turn)).order_by("-seq").first()
-    previous = before.payload if before else None
-    spent = 0
-    for event in events.filter(turn_id=session_turn.pk).order_by("seq"):
-        spent += usage.increase(previous, event.payload, cumulative)
-        previous = event.payload
-    return spent
-
-
-def _first_seq(session_turn) -> int:
-    first = session_turn.events.order_by("seq").first()
-    return first.seq if first else 0
 
 
 def run_check(command: str, workdir: str) -> dict[str, Any]:

@@ -311,6 +311,22 @@ def _count_usage(session: Session, payload: dict[str, Any]) -> None:
         UsageDay.objects.create(session=session, day=day, tokens=added)
 
 
+def turn_tokens(turn: Turn) -> int:
+    """Tokens one turn used: what its ``usage.observed`` reports added, each counted the
+    way the session's daily usage counts it (``_count_usage``)."""
+    cumulative = _native_cumulative(turn.session.runtime)
+    events = TimelineEvent.objects.filter(session_id=turn.session_id, type="usage.observed")
+    first = turn.events.order_by("seq").values_list("seq", flat=True).first() or 0
+    before = events.filter(seq__lt=first).order_by("-seq").values_list(
+        "payload", flat=True).first()
+    spent, previous = 0, before
+    for payload in events.filter(turn_id=turn.pk).order_by("seq").values_list(
+            "payload", flat=True):
+        spent += usage_rules.increase(previous, payload, cumulative)
+        previous = payload
+    return spent
+
+
 def _native_cumulative(runtime: str) -> bool:
     from sessions.runtimes.base import get_adapter
     from sessions.runtimes.errors import UnknownRuntime
