@@ -1,16 +1,15 @@
 """The managed-mode supervisor, as Celery tasks on the default queue (never a thread, never
 an endless loop in one task):
 
-- ``goals.turn`` advances one envelope (goals.turns.advance). While its session turn runs,
-  it looks for a few seconds, then hands over to a later run of itself; the attempt
-  timeout interrupts a session turn that runs too long, so the chain always ends.
+- ``goals.turn`` advances one envelope (goals.turns.advance). While its session turn runs
+  it hands over to a later run of itself (``AGAIN_S``) instead of sleeping in a default
+  worker, which also serves webhooks and the outbox; the attempt timeout interrupts a
+  session turn that runs too long, so the chain always ends.
 - ``goals.supervise`` (beat, and after every turn) resumes envelopes nobody advanced
   lately (a lost task, a worker that died between steps) and, for agents set to
   ``autorun``, starts the next bounded turn when the last one said ``continue``."""
 
 from __future__ import annotations
-
-import time
 
 from celery import shared_task
 
@@ -18,25 +17,19 @@ from goals import turns
 from goals.core import turns as rules
 from goals.models import Agent
 
-LOOK_S = 10.0
-LOOK_EVERY_S = 0.5
-AGAIN_S = 2.0
+AGAIN_S = 2.0  # between looks at a running attempt
 
 
 @shared_task(name="goals.turn", acks_late=True, ignore_result=True,
              time_limit=turns.check_timeout_s() + 120)
 def run_turn(turn_pk: int) -> str:
-    deadline = time.monotonic() + LOOK_S
-    while True:
-        turn = turns.advance(turn_pk)
-        if turn.state not in rules.IN_FLIGHT:
-            supervise.apply_async(kwargs={"agent_pk": turn.agent_id})
-            return turn.state
-        if time.monotonic() >= deadline:
-            turns.touch(turn_pk)  # this chain is alive: the stalled sweep leaves it alone
-            turns.enqueue(turn_pk, countdown=AGAIN_S)
-            return turn.state
-        time.sleep(LOOK_EVERY_S)
+    turn = turns.advance(turn_pk)
+    if turn.state not in rules.IN_FLIGHT:
+        supervise.apply_async(kwargs={"agent_pk": turn.agent_id})
+        return turn.state
+    turns.touch(turn_pk)  # this chain is alive: the stalled sweep leaves it alone
+    turns.enqueue(turn_pk, countdown=AGAIN_S)
+    return turn.state
 
 
 @shared_task(name="goals.supervise", acks_late=True, ignore_result=True, time_limit=60)
