@@ -111,13 +111,13 @@ class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
         from sessions import provider_templates
 
         current = self.instance
-        platform = attrs.get("platform", current.platform if current else "")
-        base_url = attrs.get("base_url", current.base_url if current else "")
-        template = provider_templates.of(platform, base_url)
         stored = bool(current and (current.secrets or {}).get("api_key"))
-        if template and not (attrs.get("api_key") or stored):
-            raise ValidationError({template.key_field: [
-                f"a {template.name} profile needs its {template.key_field}"]})
+        problem = provider_templates.key_missing(
+            attrs.get("platform", current.platform if current else ""),
+            attrs.get("base_url", current.base_url if current else ""),
+            has_key=bool(attrs.get("api_key") or stored))
+        if problem:
+            raise ValidationError({"api_key": [problem]})
         return attrs
 
     def _apply_key(self, instance: ProviderProfile, key: str | None) -> None:

@@ -92,11 +92,12 @@ class ProviderForm(forms.ModelForm):
         from sessions import provider_templates
 
         data = super().clean()
-        template = provider_templates.of(data.get("platform") or "", data.get("base_url") or "")
         stored = bool(self.instance.pk and (self.instance.secrets or {}).get("api_key"))
-        keeps = stored and not data.get("clear_key")
-        if template and not (data.get("api_key") or keeps):
-            self.add_error("api_key", f"a {template.name} profile needs its API key")
+        problem = provider_templates.key_missing(
+            data.get("platform") or "", data.get("base_url") or "",
+            has_key=bool(data.get("api_key") or (stored and not data.get("clear_key"))))
+        if problem:
+            self.add_error("api_key", problem)
         return data
 
     def save(self, commit: bool = True) -> ProviderProfile:

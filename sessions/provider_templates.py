@@ -48,6 +48,15 @@ def of(platform: str, base_url: str) -> Template | None:
     return None
 
 
+def key_missing(platform: str, base_url: str, *, has_key: bool) -> str | None:
+    """Why a profile on this route may not be saved as it is: a template's route needs the
+    template's key from the start (the API and the panel form both ask here)."""
+    template = of(platform, base_url)
+    if template is None or has_key:
+        return None
+    return f"a {template.name} profile needs its {template.key_field}"
+
+
 @dataclass(frozen=True)
 class Refusal:
     field: str
