@@ -1,9 +1,11 @@
 """The goal pages, under the Sessions tab: the goals, and one goal with its agents (mode,
 lifecycle, working session), each connection's state in a header line ("Lark Bot ·
-listening"), todos, materials and inbox urgency. Operators start and detach agents here;
-viewers read."""
+listening"), todos, materials and inbox urgency. Operators start and detach agents here,
+run a managed agent's next turn and switch its autorun; viewers read."""
 
 from __future__ import annotations
+
+import uuid
 
 from django.contrib import messages
 from django.http import Http404
@@ -11,12 +13,21 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from amux_common import roles
-from goals import actions, read
+from goals import actions, read, turns
 from goals.core.lifecycle import Refused
 from goals.models import Goal
 
 TAB = "sessions"
-ACTIONS = {"start": actions.start, "detach": actions.detach}
+
+
+def _next_turn(slug: str, agent: str) -> None:
+    """One click, one new turn (its own key): the same flow as POST .../turns."""
+    turns.request(slug, agent, key=f"panel-{uuid.uuid4().hex[:12]}")
+
+
+ACTIONS = {"start": actions.start, "detach": actions.detach, "turn": _next_turn,
+           "autorun-on": lambda slug, agent: turns.set_autorun(slug, agent, True),
+           "autorun-off": lambda slug, agent: turns.set_autorun(slug, agent, False)}
 
 
 @roles.read_page

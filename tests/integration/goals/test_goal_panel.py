@@ -66,3 +66,37 @@ def test_viewer_reads_the_goal_page_but_cannot_start(viewer, page_goal):
                           {"csrfmiddlewaretoken": csrf})
     assert refused.status_code == 403
     assert not Session.objects.exists()
+
+
+def test_an_operator_runs_the_next_turn_and_switches_autorun(operator, page_goal, api):
+    from goals.models import GoalTurn, Todo
+
+    api.patch("/api/v1/goals/ship/", {"check_command": "true"})
+    client, csrf = _client(operator)
+    client.post("/panel/sessions/goals/ship/agents/builder/start/",
+                {"csrfmiddlewaretoken": csrf})
+    html = client.get("/panel/sessions/goals/ship/").content.decode()
+    assert 'data-action="turn"' in html and 'data-action="autorun-on"' in html
+    client.post("/panel/sessions/goals/ship/agents/builder/turn/",
+                {"csrfmiddlewaretoken": csrf})
+    turn = GoalTurn.objects.get()
+    assert turn.key.startswith("panel-") and turn.state == "queued"
+    assert Todo.objects.get(pk=turn.todo_id).state == "claimed"
+    # one in flight: a second click is refused, and says why
+    again = client.post("/panel/sessions/goals/ship/agents/builder/turn/",
+                        {"csrfmiddlewaretoken": csrf}, follow=True)
+    assert "still in flight" in again.content.decode() and GoalTurn.objects.count() == 1
+    assert f'data-turn="{turn.key}"' in again.content.decode()
+    client.post("/panel/sessions/goals/ship/agents/builder/autorun-on/",
+                {"csrfmiddlewaretoken": csrf})
+    assert Agent.objects.get(slug="builder").autorun is True
+    html = client.get("/panel/sessions/goals/ship/").content.decode()
+    assert 'data-action="autorun-off"' in html
+    client.post("/panel/sessions/goals/ship/agents/builder/autorun-off/",
+                {"csrfmiddlewaretoken": csrf})
+    assert Agent.objects.get(slug="builder").autorun is False
+    # an attached agent has neither
+    refused = client.post("/panel/sessions/goals/ship/agents/app/autorun-on/",
+                          {"csrfmiddlewaretoken": csrf}, follow=True)
+    assert "only a managed agent" in refused.content.decode()
+    assert Agent.objects.get(slug="app").autorun is False
