@@ -115,9 +115,10 @@ def sleep_facts(session_id: int) -> dict[str, bool]:
 
 def _nothing_to_do(session_id: int) -> bool:
     """A host task for a session that is asleep (or new) with no input waiting: a duplicate
-    wake; it must not start a runtime that would only idle."""
-    session = Session.objects.get(pk=session_id)
-    return (session.lifecycle in (Lifecycle.SLEEPING, Lifecycle.CREATED)
+    wake; it must not start a runtime that would only idle. A session deleted meanwhile
+    has nothing to do either."""
+    session = Session.objects.filter(pk=session_id).first()
+    return session is None or (session.lifecycle in (Lifecycle.SLEEPING, Lifecycle.CREATED)
             and not session.turns.filter(state__in=[TurnState.QUEUED,
                                                     TurnState.RUNNING]).exists()
             and not control.waiting(session_id, "goal"))  # a goal command wakes it too
@@ -317,12 +318,19 @@ class SessionHost:
         import redis.asyncio as aioredis
 
         try:
+            # looked at before the lease is taken: a task with nothing to do (a duplicate
+            # wake, or one left in a host's queue from long ago) leaves the row untouched
+            # — taking the lease would pin a session that never ran to this host
+            if await self.db(_nothing_to_do, self.session_id):
+                await asyncio.to_thread(capacity.wake_taken, self.session_id)
+                self.outcome = "nothing_to_do"
+                return self.outcome
             if not await self.db(acquire_lease, self.session_id, self.owner, self.host):
                 self.outcome = "busy"
                 return self.outcome
             await asyncio.to_thread(capacity.wake_taken, self.session_id)
             if await self.db(_nothing_to_do, self.session_id):
-                self.outcome = "nothing_to_do"
+                self.outcome = "nothing_to_do"  # another host served it between the looks
                 return self.outcome
             self._redis = aioredis.from_url(settings.REDIS_URL)
             renewer = asyncio.create_task(self._renew_loop())

@@ -19,8 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def purge_queues() -> None:
     client = redis.Redis.from_url(settings.REDIS_URL)
-    client.delete("runtime", "default", "unacked", "unacked_index", "unacked_mutex",
-                  f"runtime.{settings.AMUX_HOSTNAME}")
+    client.delete("runtime", "default", "unacked", "unacked_index", "unacked_mutex")
+    # every host's own queue too: a task pinned to `runtime.box1` by an earlier run (or an
+    # earlier test) names a session id that a fresh test database hands out again
+    for key in client.scan_iter(match="runtime.*"):
+        client.delete(key)
     for key in client.scan_iter(match="amux:session:*:wake"):
         client.delete(key)  # host tasks that were on their way went with the queues
 

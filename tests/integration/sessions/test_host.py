@@ -159,9 +159,22 @@ def test_a_second_host_does_not_take_a_live_lease(openai_provider, session_dirs)
 
     session = _session()
     assert acquire_lease(session.pk, "host-a", "here")
+    services.post_message(session.pk, "work for host-a")
     assert run_host(session.pk) == "busy"
     session.refresh_from_db()
     assert session.lease_owner == "host-a"
+
+
+def test_a_host_task_with_nothing_to_do_leaves_the_session_unpinned(openai_provider,
+                                                                    session_dirs):
+    """A stale host task (a duplicate wake, or one left for long in a host's own queue) for
+    a session with no input takes no lease: a session that never ran stays free to start on
+    whichever machine has room, instead of waiting for this one."""
+    session = _session()
+    assert run_host(session.pk) == "nothing_to_do"
+    session.refresh_from_db()
+    assert (session.lease_host, session.lease_owner, session.lease_expires_at) == ("", "", None)
+    assert session.lifecycle == "created"
 
 
 def test_a_turn_cut_by_a_dead_host_is_continued_at_most_twice(openai_provider, session_dirs):
