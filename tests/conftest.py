@@ -66,3 +66,17 @@ def _runtime_user_reaches_data_and_runtimes():
 
     reachable(settings.DATA_DIR)
     reachable(settings.AMUX_RUNTIMES_DIR.resolve())
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_keys_from_an_earlier_run():
+    """A new test database hands out the same ids again (session 1, 2, …), so what an
+    earlier run left in Redis under those ids — a session's control stream, a host task in
+    a host's own queue — would reach this run's sessions of the same number. Only amux's
+    session keys and its Celery queues go; nothing else in the database is touched."""
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    stale = [*client.scan_iter(match="amux:session:*"), *client.scan_iter(match="runtime.*")]
+    client.delete("runtime", "default", "unacked", "unacked_index", "unacked_mutex", *stale)
