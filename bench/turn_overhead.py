@@ -6,6 +6,7 @@ under a session host (lease, Redis control channel, every event stored in the ca
 timeline and published), each turn measured from posting the message (what
 `POST sessions/<id>/messages` does) to the transaction storing its terminal event
 committed (the bench notes when the host's `timeline.record` of that batch returns).
+Both sides run in a fresh temporary work directory, outside any git checkout.
 Each turn is a
 shell tool call then a reply, against the scripted model server answering after
 --model-delay seconds per call. Direct and amux turns are paired and alternate, the
@@ -123,7 +124,13 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
         on_direct(collect(adapter, "warm up"))
 
         # --- through amux: a session host on its own thread, like a Celery worker's
-        settings.WORK_DIR = Path(settings.DATA_DIR) / "work"
+        # The session's work directory is a fresh temporary one, like the direct side's:
+        # under the data directory (var/bench, inside this git checkout) Codex and
+        # codex-acp read the enclosing repository's git state at every turn start: time
+        # only the amux side paid (~15 ms to Codex's first model request), not amux's own.
+        from tests.support.isolation import reachable
+
+        settings.WORK_DIR = reachable(Path(tempfile.mkdtemp(prefix="bench-amux-"))) / "work"
         slug = f"bench-{runtime}"
         Session.objects.filter(provider__slug=slug).delete()
         ProviderProfile.objects.filter(slug=slug).delete()

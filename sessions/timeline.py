@@ -138,19 +138,24 @@ def _relaxed_commit() -> None:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
-def _locked(session_id: int, turn_id: int | None = None, with_last: bool = False) -> Session:
+def _locked(session_id: int, turn_id: int | None = None, with_last: bool = False,
+            relaxed: bool = False) -> Session:
     """The session row, locked: the lock serialises every writer of its timeline. With
     ``turn_id``, the turn's seq comes in the same statement (``turn_seq``): a seq never
     changes, so reading it beside the lock is safe (a turn's state is not: it is only ever
     changed by a conditional UPDATE under this lock). ``with_last``: also the session's
     last event seq read after the lock is held (``last_event_seq``, for ``Writer``), in the
-    same round trip on PostgreSQL (sessions/timeline_sql.py)."""
+    same round trip on PostgreSQL (sessions/timeline_sql.py). ``relaxed``: this
+    transaction commits without waiting for the WAL flush (``_relaxed_commit``; on
+    PostgreSQL set in the lock's own round trip)."""
     from django.db import connection
 
     if connection.vendor == "postgresql":
         from sessions import timeline_sql
 
-        return timeline_sql.locked(session_id, turn_id, with_last)
+        return timeline_sql.locked(session_id, turn_id, with_last, relaxed)
+    if relaxed:
+        _relaxed_commit()
     rows = Session.objects.select_for_update()
     if turn_id is not None:
         turn = Turn.objects.filter(pk=turn_id)
@@ -243,9 +248,10 @@ def record(session_id: int, turn_id: int | None,
     if not runtime_events:
         return []  # e.g. a bare turn.started: start_turn already stored it
     with transaction.atomic():
-        if not any(e.terminal for e in runtime_events):
-            _relaxed_commit()  # progress events: no fsync wait; terminals stay durable
-        session = _locked(session_id, turn_id, with_last=True)  # serialises every writer
+        # progress events: no fsync wait; terminals stay durable
+        relaxed = not any(e.terminal for e in runtime_events)
+        session = _locked(session_id, turn_id, with_last=True,  # serialises every writer
+                          relaxed=relaxed)
         turn = TurnRef(turn_id, session.turn_seq) if turn_id else None
         writer = Writer(session, session.last_event_seq)
         usage_changed = False

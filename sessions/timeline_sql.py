@@ -20,6 +20,8 @@ from django.db import connection
 
 from sessions.models import Session, TaskRun, TimelineEvent, Turn
 
+RELAXED = "SET LOCAL synchronous_commit TO OFF; "
+
 
 @functools.cache
 def _sql(with_turn: bool, with_last: bool) -> tuple[str, tuple[str, ...]]:
@@ -41,14 +43,20 @@ def _sql(with_turn: bool, with_last: bool) -> tuple[str, tuple[str, ...]]:
     return sql, fields
 
 
-def locked(session_id: int, turn_id: int | None, with_last: bool) -> Session:
+def locked(session_id: int, turn_id: int | None, with_last: bool,
+           relaxed: bool = False) -> Session:
     """The session row locked (Session.DoesNotExist if none), as ``timeline._locked``
-    returns it; with ``with_last`` also ``last_event_seq`` (0 before the first event)."""
+    returns it; with ``with_last`` also ``last_event_seq`` (0 before the first event).
+    ``relaxed``: the transaction commits without waiting for its WAL flush (``SET LOCAL
+    synchronous_commit``), sent in the same round trip as the lock: one trip fewer for
+    each progress batch, which is what a turn's terminal batch queues behind."""
     sql, fields = _sql(turn_id is not None, with_last)
     values = {"turn": turn_id, "session": session_id}
     with connection.cursor() as cursor:
-        cursor.execute(sql, [values[name] for name in _sql_params(turn_id is not None,
-                                                                   with_last)])
+        cursor.execute(RELAXED + sql if relaxed else sql,
+                       [values[name] for name in _sql_params(turn_id is not None, with_last)])
+        if relaxed:
+            cursor.nextset()  # past the SET's (empty) result to the lock's row
         row = cursor.fetchone()
         if row is None:
             raise Session.DoesNotExist(f"no session {session_id}")
