@@ -145,6 +145,10 @@ class ModelServer:
         # set: `GET …/models` answers 401 unless the request carries this key (as a real
         # provider does), so a connection test can tell reachable from authenticated
         self.api_key = api_key
+        # what `GET …/models` lists: ids, or whole entries ({"id", ...advertised fields});
+        # `models_body`, when set, is answered instead (a route that lists no models)
+        self.models: list[str | dict[str, Any]] = []
+        self.models_body: Any = None
         self.side_text = side_text
         self.requests: list[LoggedRequest] = []
         self._queue: list[Text | ToolCall] = []
@@ -299,7 +303,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(401, {"error": {"message": "Incorrect API key provided",
                                            "type": "invalid_request_error"}})
                 return
-            self._json(200, {"object": "list", "data": [], "models": []})
+            if self.model_server.models_body is not None:
+                self._json(200, self.model_server.models_body)
+                return
+            data = [m if isinstance(m, dict) else {"id": m, "object": "model",
+                                                   "owned_by": "scripted"}
+                    for m in self.model_server.models]
+            # "models" stays empty: Codex reads it as its own remote model catalog
+            self._json(200, {"object": "list", "data": data, "models": []})
         else:
             self._json(404, {"error": {"message": "not found"}})
 
