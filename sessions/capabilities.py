@@ -173,6 +173,16 @@ def _redact(text: str, key: str) -> str:
     return text[:300]
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as it is: following it would send the key to another URL."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def _ask(provider: ProviderProfile) -> _Answer:
     key = (provider.secrets or {}).get("api_key", "")
     problem = api_key_problem(key)
@@ -181,7 +191,7 @@ def _ask(provider: ProviderProfile) -> _Answer:
     url = provider.base_url.rstrip("/") + "/models"
     request = urllib.request.Request(url, headers=models_headers(provider.platform, key))
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:
+        with _OPENER.open(request, timeout=TIMEOUT_S) as resp:
             status, raw = resp.status, resp.read(MAX_BODY + 1)
     except urllib.error.HTTPError as exc:
         exc.close()

@@ -149,6 +149,7 @@ class ModelServer:
         # `models_body`, when set, is answered instead (a route that lists no models)
         self.models: list[str | dict[str, Any]] = []
         self.models_body: Any = None
+        self.model_list_requests = 0  # `GET …/models` asked, answered or not
         self.side_text = side_text
         self.requests: list[LoggedRequest] = []
         self._queue: list[Text | ToolCall] = []
@@ -297,6 +298,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0]
         if path.rstrip("/").endswith("/models"):
+            self.model_server.model_list_requests += 1
             key = self.model_server.api_key
             sent = {self.headers.get("Authorization", ""), self.headers.get("x-api-key", "")}
             if key is not None and not sent & {f"Bearer {key}", key}:

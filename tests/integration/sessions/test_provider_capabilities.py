@@ -73,6 +73,7 @@ def test_a_probe_discovers_the_listed_models_and_only_advertised_fields(api, ser
     assert by_id["odd-model"] == {"id": "odd-model", "tool_calls": False,
                                   "conflicts": ["context_window"]}
     assert len(snap["digest"]) == 64 and snap["detail"] == "200: 3 models listed"
+    assert server.model_list_requests == 1
     assert api.get("/api/v1/providers/main/capabilities").json() == snap
     assert api.get("/api/v1/providers/main/capabilities/").json() == snap
     provider = api.get("/api/v1/providers/main/").json()
@@ -192,3 +193,35 @@ def test_the_providers_page_probes_and_uses_discovered_models_on_request(api, se
     assert reader.post("/panel/providers/main/use-discovered/").status_code == 403
     assert 'data-probe="main"' not in reader.get("/panel/providers/").content.decode()
     assert ProviderProbe.objects.count() == 2
+
+
+def test_a_redirect_is_not_followed_with_the_key(api, server):
+    """A route redirecting its /models elsewhere would carry the key along: not followed."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen = []
+
+    class Redirect(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(302)
+            self.send_header("Location", f"{server.base_url}/models")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    redirecting = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=redirecting.serve_forever, daemon=True).start()
+    try:
+        _provider(api, f"http://127.0.0.1:{redirecting.server_address[1]}/v1")
+        snap = _probe(api)
+    finally:
+        redirecting.shutdown()
+        redirecting.server_close()
+    assert (snap["ok"], snap["outcome"], snap["status_code"]) == (False, "not_a_model_list",
+                                                                  302)
+    assert seen == [f"Bearer {KEY}"]  # asked once, the redirect target never
+    assert server.model_list_requests == 0
