@@ -102,8 +102,8 @@ def check_use(template: Template | None, *, slug: str, models: list[str], has_ke
         return None
     if model not in models:
         listed = ", ".join(models) or "none yet"
-        evidence = (" The route's models are unprobed (unknown): probe the provider to "
-                    "discover them." if discovered is None else
+        evidence = (" The route's models are unknown (unprobed: no ok probe of it yet): "
+                    "probe the provider to discover them." if discovered is None else
                     f" Probe revision {discovered.revision} discovered: "
                     f"{', '.join(discovered.models) or 'none'}.")
         return Refusal("model", "model_not_in_plan",
