@@ -286,6 +286,10 @@ def _positive_int(name: str, default: int) -> int:
 
 # Where the worker's tools reach amux (`amux run` sets it for its processes).
 AMUX_URL = (os.environ.get("AMUX_URL") or "http://127.0.0.1:8000").rstrip("/")
+
+# A provider template's route moved to a local stand-in ({template id: base URL}); empty in
+# production (sessions.provider_templates).
+PROVIDER_TEMPLATE_ROUTES: dict[str, str] = {}
 # The agent runtimes' directory (node_modules of this checkout unless set).
 AMUX_RUNTIMES_DIR = Path(os.environ.get("AMUX_RUNTIMES_DIR") or BASE_DIR / "node_modules")
 # This machine's name in session leases and its own runtime queue (`runtime.<name>`).

@@ -21,6 +21,11 @@ class ProviderProfileAdmin(admin.ModelAdmin):
         return bool((obj.secrets or {}).get("api_key"))
 
 
+@admin.register(models.ProviderProbe)
+class ProviderProbeAdmin(ReadOnlyAdmin):
+    list_display = ["provider", "revision", "probed_at", "ok", "outcome", "status_code"]
+
+
 @admin.register(models.Session)
 class SessionAdmin(ReadOnlyAdmin):
     list_display = ["id", "name", "runtime", "model", "lifecycle", "lease_owner"]

@@ -20,7 +20,7 @@ from amux_common.schema import page_of
 from amux_common.secrets import set_keys
 from sessions import capacity, model_catalog, services, timeline
 from sessions.keys import api_key_problem
-from sessions.models import ProviderProfile, Session
+from sessions.models import ProviderProbe, ProviderProfile, Session
 from sessions.runtimes import catalog, registered
 from sessions.runtimes import watchdog as watchdogs
 
@@ -79,11 +79,23 @@ class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
     class Meta:
         model = ProviderProfile
         fields = ["slug", "platform", "base_url", "api_key", "models", "watchdog", "secrets",
-                  "template", "created_at"]
+                  "template", "capabilities", "created_at"]
         read_only_fields = ["created_at"]
 
     template = serializers.SerializerMethodField(
         help_text="the template whose route this is (provider-templates/), or null")
+
+    capabilities = serializers.SerializerMethodField(
+        help_text="the latest probe (providers/<slug>/probe): {revision, probed_at, ok, "
+                  "models}, or null if never probed")
+
+    @extend_schema_field({"type": ["object", "null"], "properties": {
+        "revision": {"type": "integer"}, "probed_at": {"type": "string", "format": "date-time"},
+        "ok": {"type": "boolean"}, "models": {"type": "array", "items": {"type": "string"}}}})
+    def get_capabilities(self, obj: ProviderProfile) -> dict[str, Any] | None:
+        from sessions import capabilities
+
+        return capabilities.summary(capabilities.latest(obj))
 
     def get_secrets(self, obj: ProviderProfile) -> dict[str, bool]:
         return set_keys(obj.secrets)
@@ -180,6 +192,52 @@ class ProviderDetail(generics.RetrieveUpdateDestroyAPIView):
         if provider.sessions.exists():
             return error_response(409, "in_use", "sessions still use this provider")
         return super().destroy(request, *args, **kwargs)
+
+
+class ProbeSnapshot(serializers.Serializer):
+    provider = serializers.CharField()
+    revision = serializers.IntegerField()
+    probed_at = serializers.DateTimeField()
+    platform = serializers.CharField()
+    base_url = serializers.CharField()
+    ok = serializers.BooleanField()
+    outcome = serializers.ChoiceField(choices=[c for c, _ in ProviderProbe.OUTCOMES])
+    status_code = serializers.IntegerField(allow_null=True)
+    models = serializers.ListField(child=serializers.DictField(), help_text=(
+        "[{id, context_window?, max_output_tokens?, input_modalities?, output_modalities?, "
+        "tool_calls?, conflicts?}]: a field is present only when the route advertises it"))
+    digest = serializers.CharField()
+    detail = serializers.CharField(help_text="redacted health detail")
+
+
+class ProviderProbeView(APIView):
+    """Probe the provider's route now (``GET <base_url>/models`` with its key) and store the
+    answer as its next capability revision. A failed probe is a snapshot too (``ok`` false,
+    ``outcome`` says why). Discovery never changes the provider's ``models``."""
+
+    @extend_schema(request=None, responses={201: ProbeSnapshot})
+    def post(self, request, slug: str):
+        from sessions import capabilities
+
+        provider = get_object_or_404(ProviderProfile, slug=slug)
+        row = capabilities.probe(provider)
+        return Response(capabilities.snapshot(row), status=status.HTTP_201_CREATED)
+
+
+class ProviderCapabilitiesView(APIView):
+    """The provider's latest capability snapshot (404 ``not_probed`` if never probed)."""
+
+    @extend_schema(responses={200: ProbeSnapshot})
+    def get(self, request, slug: str):
+        from sessions import capabilities
+
+        provider = get_object_or_404(ProviderProfile, slug=slug)
+        row = capabilities.latest(provider)
+        if row is None:
+            return error_response(404, "not_probed",
+                                  f"provider {slug!r} has not been probed yet: POST "
+                                  f"providers/{slug}/probe")
+        return Response(capabilities.snapshot(row))
 
 
 # ------------------------------------------------------------------------- runtimes

@@ -102,6 +102,16 @@ def runtime_checks(start: bool = True) -> Iterator[Check]:
         yield runtime_check(name, start)
 
 
+def models_headers(platform: str, key: str) -> dict[str, str]:
+    """The headers of a ``GET <base_url>/models`` (this check, and the capability probe)."""
+    headers = {"User-Agent": "amux-doctor"}
+    if key and platform == "anthropic-compat":
+        headers.update({"x-api-key": key, "anthropic-version": "2023-06-01"})
+    elif key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
 def provider_check(provider) -> Check:
     """GET <base_url>/models with the key: any answer is reachable; 401/403 is not
     authenticated."""
@@ -111,11 +121,7 @@ def provider_check(provider) -> Check:
         # stored before keys were checked on save: say so instead of failing inside http
         return Check(f"provider:{provider.slug}", False, f"unusable api_key: {problem}")
     url = provider.base_url.rstrip("/") + "/models"
-    headers = {"User-Agent": "amux-doctor"}
-    if key and provider.platform == "anthropic-compat":
-        headers.update({"x-api-key": key, "anthropic-version": "2023-06-01"})
-    elif key:
-        headers["Authorization"] = f"Bearer {key}"
+    headers = models_headers(provider.platform, key)
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
                                     timeout=10) as resp:

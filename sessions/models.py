@@ -42,6 +42,43 @@ class ProviderProfile(models.Model):
         return names(self.model_names)
 
 
+class ProviderProbe(models.Model):
+    """One explicit probe of a provider's route (``GET <base_url>/models``): versioned
+    evidence of the models it lists and what it advertises about them (sessions.capabilities).
+    A field a route does not advertise is absent: unknown, never guessed. Holds no key and
+    no raw response body."""
+
+    OUTCOMES = [("ok", "ok"), ("not_authenticated", "not authenticated"),
+                ("unreachable", "unreachable"), ("not_a_model_list", "not a model list"),
+                ("http_error", "HTTP error"), ("key_unusable", "key unusable")]
+
+    provider = models.ForeignKey(ProviderProfile, on_delete=models.CASCADE,
+                                 related_name="probes")
+    revision = models.PositiveIntegerField(help_text="1, 2, … per provider")
+    probed_at = models.DateTimeField()
+    platform = models.CharField(max_length=30, help_text="the route probed")
+    base_url = models.CharField(max_length=300)
+    ok = models.BooleanField(default=False)
+    outcome = models.CharField(max_length=20, choices=OUTCOMES)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    listed_models = models.JSONField(default=list, blank=True,
+                                     help_text="[{id, advertised fields when present}]")
+    digest = models.CharField(max_length=64, help_text="sha256 of the normalised snapshot")
+    detail = models.CharField(max_length=300, blank=True, help_text="redacted health detail")
+
+    class Meta:
+        ordering = ["provider", "-revision"]
+        constraints = [models.UniqueConstraint(fields=["provider", "revision"],
+                                               name="provider_probe_revision_unique")]
+
+    def __str__(self):
+        return f"{self.provider_id}@{self.revision}"
+
+    @property
+    def model_ids(self) -> list[str]:
+        return [m["id"] for m in self.listed_models if isinstance(m, dict) and "id" in m]
+
+
 class Lifecycle(models.TextChoices):
     CREATED = "created", "created"
     RUNNING = "running", "running"

@@ -23,8 +23,18 @@ TAB = "sessions"
 
 @roles.read_page
 def providers(request):
-    rows = [{"p": p, "key_set": bool((p.secrets or {}).get("api_key"))}
-            for p in ProviderProfile.objects.all()]
+    from sessions import capabilities, provider_templates
+
+    rows = []
+    for p in ProviderProfile.objects.all():
+        last, evidence = capabilities.latest(p), capabilities.latest_ok(p)
+        template = provider_templates.of(p.platform, p.base_url)
+        rows.append({"p": p, "key_set": bool((p.secrets or {}).get("api_key")),
+                     "probe": last, "evidence": evidence,
+                     "own_models": bool(template and template.own_models),
+                     # what the operator lists that the route did not discover
+                     "undiscovered": [m for m in p.model_list
+                                      if evidence and m not in evidence.model_ids]})
     return render(request, "panel/providers.html", {
         "tab": TAB, "rows": rows, "can_edit": roles.is_operator(request.user)})
 
@@ -76,4 +86,37 @@ def provider_test(request, slug: str):
                                   "the base URL.")
     else:
         messages.error(request, f"{provider.slug}: {check.detail}")
+    return redirect("panel-providers")
+
+
+@roles.operator_required
+@require_POST
+def provider_probe(request, slug: str):
+    """Probe the route now; the page shows the new revision."""
+    from sessions import capabilities
+
+    provider = get_object_or_404(ProviderProfile, slug=slug)
+    row = capabilities.probe(provider)
+    if row.ok:
+        messages.success(request, f"{provider.slug}: probe revision {row.revision}: "
+                                  f"{row.detail}.")
+    else:
+        messages.error(request, f"{provider.slug}: probe revision {row.revision} failed "
+                                f"({row.outcome}): {row.detail}")
+    return redirect("panel-providers")
+
+
+@roles.operator_required
+@require_POST
+def provider_use_discovered(request, slug: str):
+    """The operator's explicit action: the model list becomes the discovered models."""
+    from sessions import capabilities
+
+    provider = get_object_or_404(ProviderProfile, slug=slug)
+    models, problem = capabilities.use_discovered(provider)
+    if problem:
+        messages.error(request, f"{provider.slug}: {problem}")
+    else:
+        messages.success(request, f"{provider.slug}: now lists the {len(models)} discovered "
+                                  "models.")
     return redirect("panel-providers")

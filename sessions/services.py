@@ -130,12 +130,19 @@ def _check_model_choice(profile: ProviderProfile, model: str, effort: str | None
 
 def check_template(profile: ProviderProfile, model: str) -> None:
     """Refused (naming ``model`` or the key field) when the profile's template forbids it."""
-    from sessions import provider_templates
+    from sessions import capabilities, provider_templates
 
+    template = provider_templates.of(profile.platform, profile.base_url)
+    discovered = None
+    if template is not None:
+        evidence = capabilities.latest_ok(profile)
+        if evidence is not None:
+            discovered = provider_templates.Discovery(evidence.revision,
+                                                      tuple(evidence.model_ids))
     refusal = provider_templates.check_use(
-        provider_templates.of(profile.platform, profile.base_url), slug=profile.slug,
+        template, slug=profile.slug,
         models=profile.model_list, has_key=bool((profile.secrets or {}).get("api_key")),
-        model=model)
+        model=model, discovered=discovered)
     if refusal is not None:
         raise CommandError(refusal.message, code=refusal.code, field=refusal.field)
 

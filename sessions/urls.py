@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import path, re_path
 
 from sessions import (
     api,
@@ -19,6 +19,10 @@ api_urlpatterns = [
     path("provider-templates/", api.ProviderTemplateList.as_view(),
          name="provider-template-list"),
     path("providers/<slug:slug>/", api.ProviderDetail.as_view(), name="provider-detail"),
+    re_path(r"^providers/(?P<slug>[-a-zA-Z0-9_]+)/probe/?$", api.ProviderProbeView.as_view(),
+            name="provider-probe"),
+    re_path(r"^providers/(?P<slug>[-a-zA-Z0-9_]+)/capabilities/?$",
+            api.ProviderCapabilitiesView.as_view(), name="provider-capabilities"),
     path("runtimes/", api.RuntimeList.as_view(), name="runtime-list"),
     path("runtimes/<str:name>/", api.RuntimeDetail.as_view(), name="runtime-detail"),
     path("runtimes/<str:name>/models/", api.RuntimeModels.as_view(), name="runtime-models"),
@@ -73,6 +77,10 @@ panel_urlpatterns = [
     path("providers/<slug:slug>/", providers_panel.provider_form, name="panel-provider-edit"),
     path("providers/<slug:slug>/test/", providers_panel.provider_test,
          name="panel-provider-test"),
+    path("providers/<slug:slug>/probe/", providers_panel.provider_probe,
+         name="panel-provider-probe"),
+    path("providers/<slug:slug>/use-discovered/", providers_panel.provider_use_discovered,
+         name="panel-provider-use-discovered"),
     path("sessions/schedules/", schedules_panel.schedules_page, name="panel-schedules"),
     path("sessions/schedules/new/", schedules_panel.schedule_create,
          name="panel-schedule-create"),

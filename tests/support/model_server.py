@@ -145,6 +145,11 @@ class ModelServer:
         # set: `GET …/models` answers 401 unless the request carries this key (as a real
         # provider does), so a connection test can tell reachable from authenticated
         self.api_key = api_key
+        # what `GET …/models` lists: ids, or whole entries ({"id", ...advertised fields});
+        # `models_body`, when set, is answered instead (a route that lists no models)
+        self.models: list[str | dict[str, Any]] = []
+        self.models_body: Any = None
+        self.model_list_requests = 0  # `GET …/models` asked, answered or not
         self.side_text = side_text
         self.requests: list[LoggedRequest] = []
         self._queue: list[Text | ToolCall] = []
@@ -293,13 +298,21 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0]
         if path.rstrip("/").endswith("/models"):
+            self.model_server.model_list_requests += 1
             key = self.model_server.api_key
             sent = {self.headers.get("Authorization", ""), self.headers.get("x-api-key", "")}
             if key is not None and not sent & {f"Bearer {key}", key}:
                 self._json(401, {"error": {"message": "Incorrect API key provided",
                                            "type": "invalid_request_error"}})
                 return
-            self._json(200, {"object": "list", "data": [], "models": []})
+            if self.model_server.models_body is not None:
+                self._json(200, self.model_server.models_body)
+                return
+            data = [m if isinstance(m, dict) else {"id": m, "object": "model",
+                                                   "owned_by": "scripted"}
+                    for m in self.model_server.models]
+            # "models" stays empty: Codex reads it as its own remote model catalog
+            self._json(200, {"object": "list", "data": data, "models": []})
         else:
             self._json(404, {"error": {"message": "not found"}})
 
