@@ -221,7 +221,7 @@ class ProviderProbeView(APIView):
 
         provider = get_object_or_404(ProviderProfile, slug=slug)
         row = capabilities.probe(provider)
-        return Response(capabilities.snapshot(row), status=status.HTTP_201_CREATED)
+        return Response(capabilities.snapshot(row, provider), status=status.HTTP_201_CREATED)
 
 
 class ProviderCapabilitiesView(APIView):
@@ -237,7 +237,7 @@ class ProviderCapabilitiesView(APIView):
             return error_response(404, "not_probed",
                                   f"provider {slug!r} has not been probed yet: POST "
                                   f"providers/{slug}/probe")
-        return Response(capabilities.snapshot(row))
+        return Response(capabilities.snapshot(row, provider))
 
 
 # ------------------------------------------------------------------------- runtimes

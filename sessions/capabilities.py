@@ -246,10 +246,13 @@ def latest_ok(provider: ProviderProfile) -> ProviderProbe | None:
             .order_by("-revision").first())
 
 
-def snapshot(row: ProviderProbe) -> dict[str, Any]:
-    """The snapshot as the API answers it."""
-    return {"provider": row.provider.slug, "revision": row.revision,
-            "probed_at": row.probed_at.isoformat().replace("+00:00", "Z"),
+def _at_z(row: ProviderProbe) -> str:
+    return row.probed_at.isoformat().replace("+00:00", "Z")
+
+
+def snapshot(row: ProviderProbe, provider: ProviderProfile) -> dict[str, Any]:
+    """The snapshot as the API answers it (``provider``: the row's, already read)."""
+    return {"provider": provider.slug, "revision": row.revision, "probed_at": _at_z(row),
             "platform": row.platform, "base_url": row.base_url, "ok": row.ok,
             "outcome": row.outcome, "status_code": row.status_code,
             "models": row.listed_models, "digest": row.digest, "detail": row.detail}
@@ -259,9 +262,8 @@ def summary(row: ProviderProbe | None) -> dict[str, Any] | None:
     """What a provider's own JSON says of its capabilities (``capabilities``)."""
     if row is None:
         return None
-    return {"revision": row.revision,
-            "probed_at": row.probed_at.isoformat().replace("+00:00", "Z"),
-            "ok": row.ok, "models": row.model_ids}
+    return {"revision": row.revision, "probed_at": _at_z(row), "ok": row.ok,
+            "models": row.model_ids}
 
 
 def use_discovered(provider: ProviderProfile) -> tuple[list[Any] | None, str | None]:

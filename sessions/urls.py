@@ -1,4 +1,4 @@
-from django.urls import path, re_path
+from django.urls import path
 
 from sessions import (
     api,
@@ -19,10 +19,11 @@ api_urlpatterns = [
     path("provider-templates/", api.ProviderTemplateList.as_view(),
          name="provider-template-list"),
     path("providers/<slug:slug>/", api.ProviderDetail.as_view(), name="provider-detail"),
-    re_path(r"^providers/(?P<slug>[-a-zA-Z0-9_]+)/probe/?$", api.ProviderProbeView.as_view(),
-            name="provider-probe"),
-    re_path(r"^providers/(?P<slug>[-a-zA-Z0-9_]+)/capabilities/?$",
-            api.ProviderCapabilitiesView.as_view(), name="provider-capabilities"),
+    # without the slash too: amux_site/middleware.py, as for every path
+    path("providers/<slug:slug>/probe/", api.ProviderProbeView.as_view(),
+         name="provider-probe"),
+    path("providers/<slug:slug>/capabilities/", api.ProviderCapabilitiesView.as_view(),
+         name="provider-capabilities"),
     path("runtimes/", api.RuntimeList.as_view(), name="runtime-list"),
     path("runtimes/<str:name>/", api.RuntimeDetail.as_view(), name="runtime-detail"),
     path("runtimes/<str:name>/models/", api.RuntimeModels.as_view(), name="runtime-models"),
