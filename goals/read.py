@@ -21,8 +21,14 @@ def lifecycle(agent: Agent) -> str:
                                     last_turn_cancelled=False)
     session = binding.session
     last = session.turns.order_by("-seq").first()
+    stored = agent.lifecycle
+    if binding.mode == lc.ATTACHED:
+        from sessions import app_servers
+
+        if not app_servers.thread_live(session):
+            stored = "stale"  # the app-server or its thread is gone: nothing replaces it
     return lc.project_lifecycle(
-        agent.lifecycle, bound=True,
+        stored, bound=True,
         session_archived=session.lifecycle == Lifecycle.ARCHIVED,
         turn_running=timeline.turn_in_flight(session.pk) is not None,
         waiting_for_person=bool(timeline.pending_requests(session.pk)),
