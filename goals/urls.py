@@ -37,6 +37,8 @@ api_urlpatterns = [
 panel_urlpatterns = [
     path("sessions/goals/", panel.goal_list, name="panel-goals"),
     path("sessions/goals/<slug:slug>/", panel.goal_page, name="panel-goal"),
+    path("sessions/goals/<slug:slug>/agents/<slug:agent>/attach/", panel.agent_attach,
+         name="panel-goal-agent-attach"),
     path("sessions/goals/<slug:slug>/agents/<slug:agent>/<str:action>/", panel.agent_action,
          name="panel-goal-agent-action"),
 ]

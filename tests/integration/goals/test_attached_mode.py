@@ -339,3 +339,48 @@ def test_attachable_sessions_show_no_token_url_or_local_path(api, goal, broker,
     stopped = api.delete(f"/api/v1/attachable-sessions/{row.ref}/")
     assert stopped.status_code == 200 and stopped.json()["state"] == "stopped"
     wait_for(lambda: row.pid not in codex_processes())
+
+
+# ----------------------------------------------------------------------- the goal page
+def test_goal_page_attaches_and_detaches_an_attached_agent_and_shows_stale(
+        api, operator, attached_agent, model_server):
+    from django.test import Client
+
+    row, thread = running_app_server(api, model_server)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(operator)
+    page = client.get("/panel/sessions/goals/ship/").content.decode()
+    assert 'data-action="attach"' in page and f'value="{row.ref}:{thread}"' in page
+    for secret in (row.secrets["token"], row.url, row.workspace):
+        assert secret not in page
+    csrf = client.cookies["csrftoken"].value
+    empty = client.post("/panel/sessions/goals/ship/agents/builder/attach/",
+                        {"csrfmiddlewaretoken": csrf}, follow=True)
+    assert "choose an attachable session" in empty.content.decode()
+    wrong = client.post("/panel/sessions/goals/ship/agents/builder/attach/",
+                        {"csrfmiddlewaretoken": csrf, "choice": f"{row.ref}:nope"},
+                        follow=True)
+    assert "has no thread" in wrong.content.decode()
+    assert not WorkingSession.objects.exists()
+    attached = client.post("/panel/sessions/goals/ship/agents/builder/attach/",
+                           {"csrfmiddlewaretoken": csrf, "choice": f"{row.ref}:{thread}"})
+    assert attached.status_code == 302
+    binding = WorkingSession.objects.get(active=True)
+    assert binding.session.native_ref == thread
+    page = client.get("/panel/sessions/goals/ship/").content.decode()
+    assert f"thread <code>{thread}</code> · live" in page
+    assert 'data-action="detach"' in page and 'data-action="attach"' not in page
+    client.post("/panel/sessions/goals/ship/agents/builder/detach/",
+                {"csrfmiddlewaretoken": csrf})
+    assert not WorkingSession.objects.filter(active=True).exists()
+    assert row.pid in codex_processes()  # detaching left the app-server running
+    page = client.get("/panel/sessions/goals/ship/").content.decode()
+    assert f'value="{row.ref}:{thread}"' in page  # attachable again
+    client.post("/panel/sessions/goals/ship/agents/builder/attach/",
+                {"csrfmiddlewaretoken": csrf, "choice": f"{row.ref}:{thread}"})
+    os.killpg(row.pid, signal.SIGKILL)
+    wait_for(lambda: row.pid not in codex_processes())
+    app_servers.reap()
+    page = client.get("/panel/sessions/goals/ship/").content.decode()
+    assert "<strong>stale</strong>" in page and '<span class="badge">stale</span>' in page
+    assert codex_processes() == []  # nothing started in its place
