@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from goals.models import Goal, Todo, WorkingSession
 from sessions import app_servers, services
 from sessions.models import AppServer, Session, TimelineEvent, Turn
 from sessions.runtimes import wsrpc
+from sessions.runtimes.base import CANCEL_GRACE_SECONDS
 from sessions.runtimes.codex import CLIENT_INFO
 from tests.integration.goals.conftest import add_agent
 from tests.support.model_server import Text
@@ -221,7 +223,12 @@ def test_interrupt_and_resume_preserve_the_session_identity(api, attached_agent,
     host.start()
     model_server.wait_for_requests(2)
     wait_for(lambda: Turn.objects.filter(session_id=session_id, state="running").exists())
+    asked = time.monotonic()
     services.interrupt(session_id)
+    wait_for(lambda: TimelineEvent.objects.filter(session_id=session_id,
+                                                  type="turn.cancelled").exists(), timeout=30)
+    # the app-server's own turn/interrupt ended it, not amux's cancel grace running out
+    assert time.monotonic() - asked < CANCEL_GRACE_SECONDS
     host.join(60)
     assert outcome == ["slept"]
     assert TimelineEvent.objects.filter(session_id=session_id,
