@@ -486,3 +486,22 @@ class ReceiptCancel(RefusalsAnswered, APIView):
     @extend_schema(request=None, responses=ReceiptSerializer)
     def post(self, request, pk: int):
         return Response(ReceiptSerializer(actions.cancel_queued(pk)).data)
+
+
+class AttachWrite(JsonTyped, serializers.Serializer):
+    session = serializers.CharField(max_length=32,
+                                    help_text="an attachable session's id (attachable-sessions/)")
+    thread = serializers.CharField(max_length=120, required=False,
+                                   help_text="its thread (needed when it has several)")
+
+
+class AgentAttach(RefusalsAnswered, APIView):
+    """Attached mode: bind the agent to a running app-server's thread; no process starts."""
+
+    @extend_schema(request=AttachWrite, responses={201: AgentSerializer})
+    def post(self, request, slug: str, agent: str):
+        _agent(slug, agent)
+        data = _valid(AttachWrite, request)
+        actions.attach(slug, agent, data["session"], data.get("thread"))
+        return Response(AgentSerializer(_agent(slug, agent)).data,
+                        status=status.HTTP_201_CREATED)

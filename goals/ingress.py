@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from goals.core import ingress as rules
-from goals.core.lifecycle import Refused
+from goals.core.lifecycle import ATTACHED, Refused
 from goals.models import (
     Agent,
     Connector,
@@ -66,6 +66,11 @@ def session_status(agent: Agent) -> tuple[str, WorkingSession | None]:
         return "session_foreign", None
     if session.lifecycle == Lifecycle.ARCHIVED:
         return "session_terminal", binding
+    if binding.mode == ATTACHED:
+        from sessions import app_servers
+
+        # the app-server is checked now: a lost one fails closed, never a managed start
+        return (rules.LIVE if app_servers.thread_live(session) else "session_stale"), binding
     if agent.lifecycle == "stale" or session.sleep_reason == SleepReason.RESTART_FAILED:
         return "session_stale", binding
     return rules.LIVE, binding

@@ -60,3 +60,24 @@ def agent_action(request, slug: str, agent: str, action: str):
     else:
         messages.success(request, f"{agent}: {action} done.")
     return redirect("panel-goal", slug=slug)
+
+
+# ---------------------------------------------------------------- attached mode
+@roles.operator_required
+@require_POST
+def agent_attach(request, slug: str, agent: str):
+    """Attach an attached-mode agent to the chosen ``<app-server>:<thread>`` (the same
+    checks as POST goals/<g>/agents/<a>/attach)."""
+    ref, _, thread = (request.POST.get("choice") or "").partition(":")
+    try:
+        if not ref:
+            raise Refused("choose an attachable session", code="invalid", status=400,
+                          field="session")
+        actions.attach(slug, agent, ref, thread or None)
+    except Refused as exc:
+        if exc.status == 404:
+            raise Http404(str(exc)) from exc
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{agent}: attached.")
+    return redirect("panel-goal", slug=slug)

@@ -14,6 +14,7 @@ api_urlpatterns = [
     path(G + "agents/", api.AgentList.as_view(), name="goal-agent-list"),
     path(A, api.AgentDetail.as_view(), name="goal-agent-detail"),
     path(A + "start/", api.AgentStart.as_view(), name="goal-agent-start"),
+    path(A + "attach/", api.AgentAttach.as_view(), name="goal-agent-attach"),
     path(A + "detach/", api.AgentDetach.as_view(), name="goal-agent-detach"),
     path(A + "mode/", api.AgentMode.as_view(), name="goal-agent-mode"),
     path(A + "messages/", api.AgentMessages.as_view(), name="goal-agent-messages"),
@@ -36,6 +37,8 @@ api_urlpatterns = [
 panel_urlpatterns = [
     path("sessions/goals/", panel.goal_list, name="panel-goals"),
     path("sessions/goals/<slug:slug>/", panel.goal_page, name="panel-goal"),
+    path("sessions/goals/<slug:slug>/agents/<slug:agent>/attach/", panel.agent_attach,
+         name="panel-goal-agent-attach"),
     path("sessions/goals/<slug:slug>/agents/<slug:agent>/<str:action>/", panel.agent_action,
          name="panel-goal-agent-action"),
 ]
