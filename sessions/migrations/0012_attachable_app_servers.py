@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent_sessions', '0010_merge_goals_origin'),
+        ('agent_sessions', '0011_provider_capabilities'),
     ]
 
     operations = [
