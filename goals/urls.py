@@ -1,6 +1,6 @@
 from django.urls import path
 
-from goals import api, api_turns, panel
+from goals import api, api_inbox, api_turns, panel
 
 G = "goals/<slug:slug>/"
 A = G + "agents/<slug:agent>/"
@@ -18,6 +18,9 @@ api_urlpatterns = [
     path(A + "mode/", api.AgentMode.as_view(), name="goal-agent-mode"),
     path(A + "messages/", api.AgentMessages.as_view(), name="goal-agent-messages"),
     path(A + "inbox/urgency/", api.InboxUrgency.as_view(), name="goal-agent-urgency"),
+    path(A + "inbox/drain/", api_inbox.InboxDrain.as_view(), name="goal-agent-inbox-drain"),
+    path(A + "inbox/<int:pk>/settle/", api_inbox.InboxSettle.as_view(),
+         name="goal-agent-inbox-settle"),
     path(A + "turns/", api_turns.TurnList.as_view(), name="goal-agent-turn-list"),
     path(A + "turns/<str:key>/", api_turns.TurnDetail.as_view(), name="goal-agent-turn-detail"),
     path(A + "autorun/", api_turns.AgentAutorun.as_view(), name="goal-agent-autorun"),
