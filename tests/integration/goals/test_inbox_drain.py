@@ -28,6 +28,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.timeout(60)]
 
 TOKEN, KEY, BOT, ALICE = "v-token", "enc-key-123", "ou_bot", "ou_alice"
 CHAT = "oc_team"
+# lark-oapi caches a tenant token per app id for the process: an app id of this module's
+# own keeps other modules' token requests theirs
+APP = "cli_goals_inbox"
 AGENT = "/api/v1/goals/ship/agents/builder/"
 
 
@@ -38,7 +41,7 @@ def lark():
 
 
 def _source(domain: str) -> Source:
-    config = Lark.validate_config({"app_id": "cli_test", "bot_open_id": BOT, "domain": domain,
+    config = Lark.validate_config({"app_id": APP, "bot_open_id": BOT, "domain": domain,
                                    "groups": [CHAT]})
     source = Source(kind="lark", slug="lk", name="Lark", config=config)
     source.secrets = {"verification_token": TOKEN, "encrypt_key": KEY, "app_secret": "sec"}
@@ -69,7 +72,7 @@ def mention(client, lark, text: str, message_id: str) -> InboxEvent:
     arrives at the webhook and goes through the real intake drainer."""
     lark.lark_message(message_id, chat_id=CHAT, text=f"@_user_1 {text}")
     event = message_event(token=TOKEN, chat_id=CHAT, text=f"@_user_1 {text}", sender=ALICE,
-                          mentions=[(BOT, "amux")], message_id=message_id)
+                          mentions=[(BOT, "amux")], message_id=message_id, app_id=APP)
     body, headers = sealed(event, encrypt_key=KEY)
     processed(client.post("/hooks/lark/lk", data=body, content_type="application/json",
                           **headers))
