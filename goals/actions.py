@@ -326,6 +326,28 @@ def disconnect(pk: int) -> Connector:
         return connector
 
 
+def reconnect(pk: int) -> Connector:
+    """A disconnected connector listens again with the settings it had (its source's
+    state decides listening or disconnected); refused while the agent has another
+    active Lark Bot connection."""
+    with transaction.atomic():
+        connector = _locked_connector(pk)
+        if connector.state != "disconnected":
+            return connector
+        Agent.objects.select_for_update().get(pk=connector.agent_id)
+        if connector.source_kind == ck.LARK_BOT and Connector.objects.filter(
+                agent_id=connector.agent_id, source_kind=ck.LARK_BOT).exclude(
+                state="disconnected").exclude(pk=pk).exists():
+            raise Refused("the agent already has an active Lark Bot connection",
+                          code="lark_bot_exists", field="agent")
+        if connector.source_id is None:
+            connector.state = "connected"
+        else:
+            connector.state = "listening" if connector.source.enabled else "disconnected"
+        connector.save(update_fields=["state", "updated_at"])
+        return connector
+
+
 def ensure_web_chat(agent: Agent) -> Connector:
     """The agent's web chat connector, created the first time someone writes to the agent:
     live steering into its working session, no fallback (create one with other settings

@@ -1,7 +1,8 @@
 """The goal pages, under the Sessions tab: the goals, and one goal with its agents (mode,
 lifecycle, working session), each connection's state in a header line ("Lark Bot ·
 listening"), todos, materials and inbox urgency. Operators start and detach agents here,
-run a managed agent's next turn and switch its autorun; viewers read."""
+run a managed agent's next turn and switch its autorun, and disconnect, reconnect or rebind
+connections; viewers read."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from django.views.decorators.http import require_POST
 from amux_common import roles
 from goals import actions, read, turns
 from goals.core.lifecycle import Refused
-from goals.models import Goal
+from goals.models import Connector, Goal
 
 TAB = "sessions"
 
@@ -28,6 +29,8 @@ def _next_turn(slug: str, agent: str) -> None:
 ACTIONS = {"start": actions.start, "detach": actions.detach, "turn": _next_turn,
            "autorun-on": lambda slug, agent: turns.set_autorun(slug, agent, True),
            "autorun-off": lambda slug, agent: turns.set_autorun(slug, agent, False)}
+CONNECTOR_ACTIONS = {"disconnect": actions.disconnect, "reconnect": actions.reconnect,
+                     "rebind": actions.rebind}
 
 
 @roles.read_page
@@ -59,4 +62,20 @@ def agent_action(request, slug: str, agent: str, action: str):
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{agent}: {action} done.")
+    return redirect("panel-goal", slug=slug)
+
+
+@roles.operator_required
+@require_POST
+def connector_action(request, slug: str, pk: int, action: str):
+    """Disconnect, reconnect or rebind one of the goal's connectors (its header line)."""
+    command = CONNECTOR_ACTIONS.get(action)
+    if command is None or not Connector.objects.filter(pk=pk, goal__slug=slug).exists():
+        raise Http404("unknown connector or action")
+    try:
+        command(pk)
+    except Refused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"connection {pk}: {action} done.")
     return redirect("panel-goal", slug=slug)

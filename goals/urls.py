@@ -41,4 +41,6 @@ panel_urlpatterns = [
     path("sessions/goals/<slug:slug>/", panel.goal_page, name="panel-goal"),
     path("sessions/goals/<slug:slug>/agents/<slug:agent>/<str:action>/", panel.agent_action,
          name="panel-goal-agent-action"),
+    path("sessions/goals/<slug:slug>/connectors/<int:pk>/<str:action>/",
+         panel.connector_action, name="panel-goal-connector-action"),
 ]
