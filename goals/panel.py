@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from goals import actions, read, turns
+from goals.core import connectors as ck
 from goals.core.lifecycle import Refused
 from goals.models import Connector, Goal
 
@@ -65,17 +66,32 @@ def agent_action(request, slug: str, agent: str, action: str):
     return redirect("panel-goal", slug=slug)
 
 
+# --- connection actions (the header line's disconnect / reconnect / rebind) -------------
+
+def _connection_done(action: str, label: str, result) -> str:
+    if action == "rebind":
+        moved = result["rebound"]
+        return (f"{label}: {moved} queued item{'' if moved == 1 else 's'} moved to "
+                f"session {result['session']}.")
+    return f"{label} · {result.state}."
+
+
 @roles.operator_required
 @require_POST
 def connector_action(request, slug: str, pk: int, action: str):
-    """Disconnect, reconnect or rebind one of the goal's connectors (its header line)."""
+    """Disconnect, reconnect or rebind one of the goal's connectors (its header line): the
+    same commands as ``DELETE connectors/<id>``, ``POST connectors/<id>/reconnect`` and
+    ``POST connectors/<id>/rebind``. None of them touches the agent's mode, session or the
+    goal's todos."""
     command = CONNECTOR_ACTIONS.get(action)
-    if command is None or not Connector.objects.filter(pk=pk, goal__slug=slug).exists():
+    connector = Connector.objects.filter(pk=pk, goal__slug=slug).first()
+    if command is None or connector is None:
         raise Http404("unknown connector or action")
+    label = ck.label(connector.source_kind)
     try:
-        command(pk)
+        result = command(pk)
     except Refused as exc:
-        messages.error(request, str(exc))
+        messages.error(request, f"{label}: {exc}")
     else:
-        messages.success(request, f"connection {pk}: {action} done.")
+        messages.success(request, _connection_done(action, label, result))
     return redirect("panel-goal", slug=slug)

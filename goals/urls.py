@@ -29,6 +29,8 @@ api_urlpatterns = [
     path("connectors/<int:pk>/", api.ConnectorDetail.as_view(), name="connector-detail"),
     path("connectors/<int:pk>/rebind/", api.ConnectorRebind.as_view(),
          name="connector-rebind"),
+    path("connectors/<int:pk>/reconnect/", api.ConnectorReconnect.as_view(),
+         name="connector-reconnect"),
     path("ingress-receipts/", api.ReceiptList.as_view(), name="ingress-receipt-list"),
     path("ingress-receipts/<int:pk>/", api.ReceiptDetail.as_view(),
          name="ingress-receipt-detail"),
