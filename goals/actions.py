@@ -391,6 +391,32 @@ def disconnect(pk: int) -> Connector:
         return connector
 
 
+def reconnect(pk: int) -> Connector:
+    """A disconnected connector listens again with the settings it had; refused while the
+    agent has another active connection of the same kind (one Lark Bot, one web chat) and
+    while its source is disabled (it would only stay disconnected). A connector that is
+    not disconnected is answered as it is."""
+    with transaction.atomic():
+        connector = _locked_connector(pk)
+        if connector.state != "disconnected":
+            return connector
+        Agent.objects.select_for_update().get(pk=connector.agent_id)
+        kind = connector.source_kind
+        if kind in (ck.LARK_BOT, "web_chat") and Connector.objects.filter(
+                agent_id=connector.agent_id, source_kind=kind).exclude(
+                state="disconnected").exclude(pk=pk).exists():
+            raise Refused(f"the agent already has an active {ck.label(kind)} connection; "
+                          "disconnect it first",
+                          code="lark_bot_exists" if kind == ck.LARK_BOT else "connection_exists",
+                          field="agent")
+        if connector.source_id is not None and not connector.source.enabled:
+            raise Refused(f"source {connector.source.slug!r} is disabled: enable it before "
+                          "reconnecting", code="source_disabled", field="source")
+        connector.state = "connected" if connector.source_id is None else "listening"
+        connector.save(update_fields=["state", "updated_at"])
+        return connector
+
+
 def ensure_web_chat(agent: Agent) -> Connector:
     """The agent's web chat connector, created the first time someone writes to the agent:
     live steering into its working session, no fallback (create one with other settings

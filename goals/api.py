@@ -1,5 +1,5 @@
 """REST: ``goals/`` with ``todos/``, ``materials/``, ``agents/`` (``start``, ``detach``,
-``mode``, ``messages``, ``inbox/urgency``), ``connectors/`` (``rebind``) and
+``mode``, ``messages``, ``inbox/urgency``), ``connectors/`` (``rebind``, ``reconnect``) and
 ``ingress-receipts/`` (read-only, ``?connector=``; ``cancel`` for a queued item). Every
 write is one call of goals.actions or goals.ingress; refusals answer the shared error
 shape naming the field."""
@@ -458,6 +458,15 @@ class ConnectorRebind(RefusalsAnswered, APIView):
     def post(self, request, pk: int):
         _connector(pk)
         return Response(actions.rebind(pk))
+
+
+class ConnectorReconnect(RefusalsAnswered, APIView):
+    @extend_schema(request=None, responses=ConnectorSerializer)
+    def post(self, request, pk: int):
+        """A disconnected connector listens again with the settings it had (409 while the
+        agent has another active connection of its kind, or its source is disabled)."""
+        _connector(pk)
+        return Response(ConnectorSerializer(actions.reconnect(pk)).data)
 
 
 class ReceiptList(generics.ListAPIView):

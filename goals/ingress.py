@@ -77,7 +77,7 @@ def session_status(agent: Agent) -> tuple[str, WorkingSession | None]:
 
 
 def accept(connector: Connector, event: Event) -> IngressReceipt:
-    from goals import queue
+    from goals import queue, replies
     from sessions import services
 
     check_event(event)
@@ -122,6 +122,7 @@ def accept(connector: Connector, event: Event) -> IngressReceipt:
                 receipt.outcome, receipt.reason = "refused", "session_refused"
             else:
                 receipt.turn_key = turn.key
+                replies.expect_turn(receipt)
             receipt.save(update_fields=["outcome", "reason", "turn_key", "updated_at"])
         elif decision.outcome == "queued":
             QueuedIngress.objects.create(receipt=receipt, session=binding.session, agent=agent,
@@ -138,5 +139,6 @@ def accept(connector: Connector, event: Event) -> IngressReceipt:
 def urgency(agent: Agent) -> dict:
     from goals.core import urgency as projection
 
-    pending = agent.inbox.filter(state="pending").values_list("kind", "received_at")
+    # reply_due lasts until the ACK: drained and settled events still count
+    pending = agent.inbox.exclude(state="acked").values_list("kind", "received_at")
     return projection.project(list(pending), timezone.now())

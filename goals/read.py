@@ -47,7 +47,8 @@ def goal_page(goal: Goal) -> dict[str, Any]:
             "lifecycle": lifecycle(agent), "session": binding.session_id if binding else None,
             "runtime": agent.runtime, "provider": agent.provider.slug if agent.provider else "",
             "model": agent.model,
-            "connections": [{"label": ck.label(c.source_kind), "state": c.state,
+            "connections": [{"id": c.pk, "label": ck.label(c.source_kind), "state": c.state,
+                             "queues": "session_queue" in (c.ingress_mode, c.fallback),
                              "ingress": c.ingress_mode, "fallback": c.fallback,
                              "capture": c.capture_scope, "reply": c.reply_mode}
                             for c in agent.connectors.order_by("id")],

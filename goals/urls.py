@@ -1,6 +1,6 @@
 from django.urls import path
 
-from goals import api, api_turns, panel
+from goals import api, api_inbox, api_turns, panel
 
 G = "goals/<slug:slug>/"
 A = G + "agents/<slug:agent>/"
@@ -19,6 +19,9 @@ api_urlpatterns = [
     path(A + "mode/", api.AgentMode.as_view(), name="goal-agent-mode"),
     path(A + "messages/", api.AgentMessages.as_view(), name="goal-agent-messages"),
     path(A + "inbox/urgency/", api.InboxUrgency.as_view(), name="goal-agent-urgency"),
+    path(A + "inbox/drain/", api_inbox.InboxDrain.as_view(), name="goal-agent-inbox-drain"),
+    path(A + "inbox/<int:pk>/settle/", api_inbox.InboxSettle.as_view(),
+         name="goal-agent-inbox-settle"),
     path(A + "turns/", api_turns.TurnList.as_view(), name="goal-agent-turn-list"),
     path(A + "turns/<str:key>/", api_turns.TurnDetail.as_view(), name="goal-agent-turn-detail"),
     path(A + "autorun/", api_turns.AgentAutorun.as_view(), name="goal-agent-autorun"),
@@ -27,6 +30,8 @@ api_urlpatterns = [
     path("connectors/<int:pk>/", api.ConnectorDetail.as_view(), name="connector-detail"),
     path("connectors/<int:pk>/rebind/", api.ConnectorRebind.as_view(),
          name="connector-rebind"),
+    path("connectors/<int:pk>/reconnect/", api.ConnectorReconnect.as_view(),
+         name="connector-reconnect"),
     path("ingress-receipts/", api.ReceiptList.as_view(), name="ingress-receipt-list"),
     path("ingress-receipts/<int:pk>/", api.ReceiptDetail.as_view(),
          name="ingress-receipt-detail"),
@@ -41,4 +46,6 @@ panel_urlpatterns = [
          name="panel-goal-agent-attach"),
     path("sessions/goals/<slug:slug>/agents/<slug:agent>/<str:action>/", panel.agent_action,
          name="panel-goal-agent-action"),
+    path("sessions/goals/<slug:slug>/connectors/<int:pk>/<str:action>/",
+         panel.connector_action, name="panel-goal-connector-action"),
 ]
