@@ -12,7 +12,7 @@ from intake.models import Source
 from sessions import services, timeline
 from sessions.models import Session
 from sessions.runtimes import events as rt
-from tests.integration.sessions.test_turn_statements import relaxed, statements
+from tests.integration.sessions.test_turn_statements import statements
 
 pytestmark = pytest.mark.django_db
 
@@ -34,10 +34,10 @@ def _costs(session: Session) -> dict[str, int]:
             session=session).values_list("pk", flat=True).first(), "chat_id": "oc_1",
         "message_id": "om_1"})
     costs = {"start": len(statements(timeline.start_turn, session.pk, turn.pk)[0])}
-    costs["deltas"] = len(relaxed(statements(timeline.record, session.pk, turn.pk, [
-        rt.MessageDelta(text="he"), rt.MessageDelta(text="llo")])[0]))
-    costs["message"] = len(relaxed(statements(timeline.record, session.pk, turn.pk, [
-        rt.MessageCompleted(text="hello")])[0]))
+    costs["deltas"] = len(statements(timeline.record, session.pk, turn.pk, [
+        rt.MessageDelta(text="he"), rt.MessageDelta(text="llo")])[0])
+    costs["message"] = len(statements(timeline.record, session.pk, turn.pk, [
+        rt.MessageCompleted(text="hello")])[0])
     costs["end"] = len(statements(timeline.record, session.pk, turn.pk,
                                   [rt.TurnCompleted()])[0])
     return costs
