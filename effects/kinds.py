@@ -33,6 +33,8 @@ KINDS: dict[str, KindPolicy] = {
     "conversation.card": KindPolicy(8, 1, 120, 20, 300),
     "goals.queue_dispatch": KindPolicy(8, 2, 120, 15, 300),
     "intake.ack": KindPolicy(8, 5, 600, 15, 300),
+    # goals/: a connector's reply (inbox settle or a steered turn's answer), read back
+    "goals.connector_reply": KindPolicy(8, 2, 300, 15, 300),
 }
 ORDERED_KINDS = [kind for kind, policy in KINDS.items() if policy.ordered]
 

@@ -27,6 +27,7 @@ class EffectKind(models.TextChoices):
     CONVERSATION_CARD = "conversation.card", "send or update an event card in Lark"
     GOALS_QUEUE_DISPATCH = "goals.queue_dispatch", "deliver a session's queued ingress"
     INTAKE_ACK = "intake.ack", "reply to a source event, read it back, acknowledge it"
+    GOALS_CONNECTOR_REPLY = "goals.connector_reply", "reply through a connector, read it back"
 
 
 class EffectState(models.TextChoices):

@@ -237,6 +237,71 @@ def start(goal_slug: str, agent_slug: str) -> WorkingSession:
         return binding
 
 
+def attach(goal_slug: str, agent_slug: str, ref: str, thread: str | None = None
+           ) -> WorkingSession:
+    """Attach an attached-mode agent to a running app-server's thread (the broker's
+    ``ref``; ``thread`` may be left out when it has one): checked live and matching the
+    goal, agent and workspace first. No process starts: the amux session it creates
+    drives that thread over the app-server's websocket. A second attach while bound: 409."""
+    from sessions import app_servers
+
+    def refuse_mode(agent: Agent) -> None:
+        if agent.mode != lc.ATTACHED:
+            raise Refused("a managed agent is started, not attached", code="wrong_mode",
+                          field="mode")
+        if active_binding(agent) is not None:
+            raise Refused("the agent already has an active working session",
+                          code="session_active")
+
+    agent = (Agent.objects.select_related("goal")
+             .filter(goal__slug=goal_slug, slug=agent_slug).first())
+    if agent is None:
+        raise Refused(f"unknown agent {agent_slug!r} of goal {goal_slug!r}", code="not_found",
+                      status=404)
+    refuse_mode(agent)  # before any connection is made
+    server = app_servers.get(ref) if isinstance(ref, str) else None
+    if server is None:
+        raise Refused(f"unknown attachable session {ref!r}", code="invalid", status=400,
+                      field="session")
+    info = app_servers.check(server)  # live now: connected and handshaken
+    if info is None:
+        raise Refused(f"the app-server {ref!r} is not live ({server.state})",
+                      code="not_live", field="session")
+    threads = info["threads"]
+    if thread is None and len(threads) != 1:
+        raise Refused(f"the app-server has {len(threads)} threads: name one",
+                      code="invalid", status=400, field="thread")
+    chosen = next((t for t in threads if thread is None or t["id"] == thread), None)
+    if chosen is None:
+        raise Refused(f"the app-server has no thread {thread!r}", code="invalid",
+                      status=400, field="thread")
+    for field, want, have in (("goal", goal_slug, server.goal),
+                              ("agent", agent_slug, server.agent)):
+        if have and have != want:
+            raise Refused(f"the app-server belongs to {field} {have!r}, not {want!r}",
+                          code="mismatch", field="session")
+    if server.workspace and chosen["cwd"] != server.workspace:
+        raise Refused("the thread works outside the app-server's workspace",
+                      code="workspace_mismatch", field="thread")
+    with transaction.atomic():
+        agent = _locked_agent(goal_slug, agent_slug)
+        refuse_mode(agent)
+        if WorkingSession.objects.filter(
+                active=True, session__runtime=app_servers.ATTACHED_RUNTIME,
+                session__native_ref=chosen["id"]).exists():
+            raise Refused("another agent is attached to that thread",
+                          code="session_bound", field="thread")
+        agent.lifecycle = lc.transition(lc.AGENT_TRANSITIONS, "agent", agent.lifecycle
+                                        if agent.lifecycle != "stale" else "terminal",
+                                        "starting")
+        session = app_servers.attached_session(
+            server, chosen, name=f"goal {agent.goal.slug} · {agent.slug} (attached)")
+        binding = WorkingSession.objects.create(agent=agent, session=session, mode=agent.mode)
+        agent.lifecycle = lc.transition(lc.AGENT_TRANSITIONS, "agent", "starting", "ready")
+        agent.save(update_fields=["lifecycle"])
+        return binding
+
+
 def detach(goal_slug: str, agent_slug: str) -> WorkingSession:
     """Remove only the binding: the session, the goal and its todos stay as they are."""
     with transaction.atomic():
@@ -322,6 +387,32 @@ def disconnect(pk: int) -> Connector:
     with transaction.atomic():
         connector = _locked_connector(pk)
         connector.state = "disconnected"
+        connector.save(update_fields=["state", "updated_at"])
+        return connector
+
+
+def reconnect(pk: int) -> Connector:
+    """A disconnected connector listens again with the settings it had; refused while the
+    agent has another active connection of the same kind (one Lark Bot, one web chat) and
+    while its source is disabled (it would only stay disconnected). A connector that is
+    not disconnected is answered as it is."""
+    with transaction.atomic():
+        connector = _locked_connector(pk)
+        if connector.state != "disconnected":
+            return connector
+        Agent.objects.select_for_update().get(pk=connector.agent_id)
+        kind = connector.source_kind
+        if kind in (ck.LARK_BOT, "web_chat") and Connector.objects.filter(
+                agent_id=connector.agent_id, source_kind=kind).exclude(
+                state="disconnected").exclude(pk=pk).exists():
+            raise Refused(f"the agent already has an active {ck.label(kind)} connection; "
+                          "disconnect it first",
+                          code="lark_bot_exists" if kind == ck.LARK_BOT else "connection_exists",
+                          field="agent")
+        if connector.source_id is not None and not connector.source.enabled:
+            raise Refused(f"source {connector.source.slug!r} is disabled: enable it before "
+                          "reconnecting", code="source_disabled", field="source")
+        connector.state = "connected" if connector.source_id is None else "listening"
         connector.save(update_fields=["state", "updated_at"])
         return connector
 

@@ -1,5 +1,5 @@
 """REST: ``goals/`` with ``todos/``, ``materials/``, ``agents/`` (``start``, ``detach``,
-``mode``, ``messages``, ``inbox/urgency``), ``connectors/`` (``rebind``) and
+``mode``, ``messages``, ``inbox/urgency``), ``connectors/`` (``rebind``, ``reconnect``) and
 ``ingress-receipts/`` (read-only, ``?connector=``; ``cancel`` for a queued item). Every
 write is one call of goals.actions or goals.ingress; refusals answer the shared error
 shape naming the field."""
@@ -460,6 +460,15 @@ class ConnectorRebind(RefusalsAnswered, APIView):
         return Response(actions.rebind(pk))
 
 
+class ConnectorReconnect(RefusalsAnswered, APIView):
+    @extend_schema(request=None, responses=ConnectorSerializer)
+    def post(self, request, pk: int):
+        """A disconnected connector listens again with the settings it had (409 while the
+        agent has another active connection of its kind, or its source is disabled)."""
+        _connector(pk)
+        return Response(ConnectorSerializer(actions.reconnect(pk)).data)
+
+
 class ReceiptList(generics.ListAPIView):
     serializer_class = ReceiptSerializer
 
@@ -486,3 +495,22 @@ class ReceiptCancel(RefusalsAnswered, APIView):
     @extend_schema(request=None, responses=ReceiptSerializer)
     def post(self, request, pk: int):
         return Response(ReceiptSerializer(actions.cancel_queued(pk)).data)
+
+
+class AttachWrite(JsonTyped, serializers.Serializer):
+    session = serializers.CharField(max_length=32,
+                                    help_text="an attachable session's id (attachable-sessions/)")
+    thread = serializers.CharField(max_length=120, required=False,
+                                   help_text="its thread (needed when it has several)")
+
+
+class AgentAttach(RefusalsAnswered, APIView):
+    """Attached mode: bind the agent to a running app-server's thread; no process starts."""
+
+    @extend_schema(request=AttachWrite, responses={201: AgentSerializer})
+    def post(self, request, slug: str, agent: str):
+        _agent(slug, agent)
+        data = _valid(AttachWrite, request)
+        actions.attach(slug, agent, data["session"], data.get("thread"))
+        return Response(AgentSerializer(_agent(slug, agent)).data,
+                        status=status.HTTP_201_CREATED)

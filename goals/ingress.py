@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from goals.core import ingress as rules
-from goals.core.lifecycle import Refused
+from goals.core.lifecycle import ATTACHED, Refused
 from goals.models import (
     Agent,
     Connector,
@@ -66,13 +66,18 @@ def session_status(agent: Agent) -> tuple[str, WorkingSession | None]:
         return "session_foreign", None
     if session.lifecycle == Lifecycle.ARCHIVED:
         return "session_terminal", binding
+    if binding.mode == ATTACHED:
+        from sessions import app_servers
+
+        # the app-server is checked now: a lost one fails closed, never a managed start
+        return (rules.LIVE if app_servers.thread_live(session) else "session_stale"), binding
     if agent.lifecycle == "stale" or session.sleep_reason == SleepReason.RESTART_FAILED:
         return "session_stale", binding
     return rules.LIVE, binding
 
 
 def accept(connector: Connector, event: Event) -> IngressReceipt:
-    from goals import queue
+    from goals import queue, replies
     from sessions import services
 
     check_event(event)
@@ -117,6 +122,7 @@ def accept(connector: Connector, event: Event) -> IngressReceipt:
                 receipt.outcome, receipt.reason = "refused", "session_refused"
             else:
                 receipt.turn_key = turn.key
+                replies.expect_turn(receipt)
             receipt.save(update_fields=["outcome", "reason", "turn_key", "updated_at"])
         elif decision.outcome == "queued":
             QueuedIngress.objects.create(receipt=receipt, session=binding.session, agent=agent,
@@ -133,5 +139,6 @@ def accept(connector: Connector, event: Event) -> IngressReceipt:
 def urgency(agent: Agent) -> dict:
     from goals.core import urgency as projection
 
-    pending = agent.inbox.filter(state="pending").values_list("kind", "received_at")
+    # reply_due lasts until the ACK: drained and settled events still count
+    pending = agent.inbox.exclude(state="acked").values_list("kind", "received_at")
     return projection.project(list(pending), timezone.now())

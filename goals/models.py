@@ -204,10 +204,20 @@ class InboxEvent(models.Model):
     thread = models.CharField(max_length=200, blank=True)
     place = models.CharField(max_length=200, blank=True)
     received_at = models.DateTimeField()
-    state = models.CharField(max_length=10, default="pending")  # pending|drained|acked
+    # pending → processing (drained: a claim until `claimed_until`) → replying (settled:
+    # its effect recorded, the reply not read back yet) → acked (goals/inbox.py)
+    state = models.CharField(max_length=10, default="pending")
+    claim_key = models.CharField(max_length=120, blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    drains = models.PositiveIntegerField(default=0)
+    # content-free, once acked: replied | no_response | reply_gone
+    outcome = models.CharField(max_length=20, blank=True)
+    acked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
+        indexes = [models.Index(fields=["agent", "state"], name="goal_inbox_open",
+                                condition=~Q(state="acked"))]
 
 
 class GoalTurn(models.Model):
@@ -245,3 +255,32 @@ class GoalTurn(models.Model):
                                     condition=Q(state__in=list(turn_rules.IN_FLIGHT)),
                                     name="one_goal_turn_in_flight_per_agent"),
         ]
+
+
+class InboxSettlement(models.Model):
+    """The durable effect a drained inbox event came to (a todo, a design revision, an
+    explicit no-follow-up rationale or an owner gate), written with the settle itself."""
+
+    event = models.OneToOneField(InboxEvent, on_delete=models.CASCADE,
+                                 related_name="settlement")
+    effect_kind = models.CharField(max_length=20)
+    effect = models.JSONField(default=dict, blank=True)  # owner-local: ids, rationale
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class ConnectorReply(models.Model):
+    """The one reply an ingress receipt gets through its connector's reply_mode (an inbox
+    event's settle reply, or a steered turn's final answer), until the provider shows it
+    (goals/replies.py). Owner-local: its text and where it goes."""
+
+    receipt = models.OneToOneField(IngressReceipt, on_delete=models.CASCADE,
+                                   related_name="reply")
+    text = models.TextField()
+    reply_to = models.CharField(max_length=300, help_text="message id or doc:<token>:<id>")
+    in_thread = models.BooleanField(default=False)
+    # pending (not read back yet) | replied (read back) | gone (the place refuses it)
+    state = models.CharField(max_length=10, default="pending")
+    reply_ref = models.CharField(max_length=200, blank=True,
+                                 help_text="the reply as read back from the provider")
+    created_at = models.DateTimeField(auto_now_add=True)
+    verified_at = models.DateTimeField(null=True, blank=True)

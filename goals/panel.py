@@ -1,7 +1,8 @@
 """The goal pages, under the Sessions tab: the goals, and one goal with its agents (mode,
 lifecycle, working session), each connection's state in a header line ("Lark Bot ·
 listening"), todos, materials and inbox urgency. Operators start and detach agents here,
-run a managed agent's next turn and switch its autorun; viewers read."""
+run a managed agent's next turn and switch its autorun, and disconnect, reconnect or rebind
+connections; viewers read."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from goals import actions, read, turns
+from goals.core import connectors as ck
 from goals.core.lifecycle import Refused
-from goals.models import Goal
+from goals.models import Connector, Goal
 
 TAB = "sessions"
 
@@ -28,6 +30,8 @@ def _next_turn(slug: str, agent: str) -> None:
 ACTIONS = {"start": actions.start, "detach": actions.detach, "turn": _next_turn,
            "autorun-on": lambda slug, agent: turns.set_autorun(slug, agent, True),
            "autorun-off": lambda slug, agent: turns.set_autorun(slug, agent, False)}
+CONNECTOR_ACTIONS = {"disconnect": actions.disconnect, "reconnect": actions.reconnect,
+                     "rebind": actions.rebind}
 
 
 @roles.read_page
@@ -59,4 +63,56 @@ def agent_action(request, slug: str, agent: str, action: str):
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{agent}: {action} done.")
+    return redirect("panel-goal", slug=slug)
+
+
+# ---------------------------------------------------------------- attached mode
+@roles.operator_required
+@require_POST
+def agent_attach(request, slug: str, agent: str):
+    """Attach an attached-mode agent to the chosen ``<app-server>:<thread>`` (the same
+    checks as POST goals/<g>/agents/<a>/attach)."""
+    ref, _, thread = (request.POST.get("choice") or "").partition(":")
+    try:
+        if not ref:
+            raise Refused("choose an attachable session", code="invalid", status=400,
+                          field="session")
+        actions.attach(slug, agent, ref, thread or None)
+    except Refused as exc:
+        if exc.status == 404:
+            raise Http404(str(exc)) from exc
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{agent}: attached.")
+    return redirect("panel-goal", slug=slug)
+
+
+# --- connection actions (the header line's disconnect / reconnect / rebind) -------------
+
+def _connection_done(action: str, label: str, result) -> str:
+    if action == "rebind":
+        moved = result["rebound"]
+        return (f"{label}: {moved} queued item{'' if moved == 1 else 's'} moved to "
+                f"session {result['session']}.")
+    return f"{label} · {result.state}."
+
+
+@roles.operator_required
+@require_POST
+def connector_action(request, slug: str, pk: int, action: str):
+    """Disconnect, reconnect or rebind one of the goal's connectors (its header line): the
+    same commands as ``DELETE connectors/<id>``, ``POST connectors/<id>/reconnect`` and
+    ``POST connectors/<id>/rebind``. None of them touches the agent's mode, session or the
+    goal's todos."""
+    command = CONNECTOR_ACTIONS.get(action)
+    connector = Connector.objects.filter(pk=pk, goal__slug=slug).first()
+    if command is None or connector is None:
+        raise Http404("unknown connector or action")
+    label = ck.label(connector.source_kind)
+    try:
+        result = command(pk)
+    except Refused as exc:
+        messages.error(request, f"{label}: {exc}")
+    else:
+        messages.success(request, _connection_done(action, label, result))
     return redirect("panel-goal", slug=slug)

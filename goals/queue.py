@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from effects import outbox
+from goals import replies
 from goals.core import ingress as rules
 from goals.models import QueuedIngress, WorkingSession
 
@@ -69,6 +70,7 @@ def dispatch(effect_id: int, payload: dict) -> None:
             receipt = head.receipt
             receipt.outcome, receipt.turn_key = "delivered", turn.key
             receipt.save(update_fields=["outcome", "turn_key", "updated_at"])
+            replies.expect_turn(receipt)
             more = len(items) > 1
             if more:
                 schedule(session_id)  # replaces this running row: it runs again after

@@ -21,8 +21,14 @@ def lifecycle(agent: Agent) -> str:
                                     last_turn_cancelled=False)
     session = binding.session
     last = session.turns.order_by("-seq").first()
+    stored = agent.lifecycle
+    if binding.mode == lc.ATTACHED:
+        from sessions import app_servers
+
+        if not app_servers.thread_live(session):
+            stored = "stale"  # the app-server or its thread is gone: nothing replaces it
     return lc.project_lifecycle(
-        agent.lifecycle, bound=True,
+        stored, bound=True,
         session_archived=session.lifecycle == Lifecycle.ARCHIVED,
         turn_running=timeline.turn_in_flight(session.pk) is not None,
         waiting_for_person=bool(timeline.pending_requests(session.pk)),
@@ -41,13 +47,16 @@ def goal_page(goal: Goal) -> dict[str, Any]:
             "lifecycle": lifecycle(agent), "session": binding.session_id if binding else None,
             "runtime": agent.runtime, "provider": agent.provider.slug if agent.provider else "",
             "model": agent.model,
-            "connections": [{"label": ck.label(c.source_kind), "state": c.state,
+            "connections": [{"id": c.pk, "label": ck.label(c.source_kind), "state": c.state,
+                             "queues": "session_queue" in (c.ingress_mode, c.fallback),
                              "ingress": c.ingress_mode, "fallback": c.fallback,
                              "capture": c.capture_scope, "reply": c.reply_mode}
                             for c in agent.connectors.order_by("id")],
             "urgency": ingress.urgency(agent),
             "autorun": agent.autorun,
             "turns": recent_turns(agent),
+            # attached mode (its own block): the binding and the sessions to attach to
+            **(attached_state(agent, binding) if agent.mode == lc.ATTACHED else {}),
         })
     return {
         "slug": goal.slug, "title": goal.title, "description": goal.description,
@@ -69,3 +78,26 @@ def recent_turns(agent: Agent, limit: int = 5) -> list[dict[str, Any]]:
              "passed": (t.validation or {}).get("passed"), "hint": t.hint,
              "quota_spent": t.quota_spent, "at": t.updated_at}
             for t in agent.turns.order_by("-id")[:limit]]
+
+
+# ---------------------------------------------------------------- attached mode (panel)
+def attached_state(agent: Agent, binding) -> dict[str, Any]:
+    """An attached agent's binding (app-server, thread, live now or stale) and, when it
+    is unbound, the threads of the live attachable app-servers to choose from."""
+    from sessions import app_servers
+    from sessions.models import AppServer
+
+    if binding is not None:
+        server = app_servers.app_server_of(binding.session)
+        return {"attached": {
+            "server": server.name if server else "", "ref": server.ref if server else "",
+            "thread": binding.session.native_ref,
+            "live": app_servers.thread_live(binding.session)}}
+    choices = []
+    for row in AppServer.objects.select_related("provider").exclude(state="stopped"):
+        described = app_servers.describe(row)
+        for thread in described["threads"]:
+            if thread["attached"] is None:
+                choices.append({"value": f"{row.ref}:{thread['id']}",
+                                "label": f"{row.name} · thread {thread['id']}"})
+    return {"attached": None, "attachable": choices}

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from goals import api, api_turns, panel
+from goals import api, api_inbox, api_turns, panel
 
 G = "goals/<slug:slug>/"
 A = G + "agents/<slug:agent>/"
@@ -14,10 +14,14 @@ api_urlpatterns = [
     path(G + "agents/", api.AgentList.as_view(), name="goal-agent-list"),
     path(A, api.AgentDetail.as_view(), name="goal-agent-detail"),
     path(A + "start/", api.AgentStart.as_view(), name="goal-agent-start"),
+    path(A + "attach/", api.AgentAttach.as_view(), name="goal-agent-attach"),
     path(A + "detach/", api.AgentDetach.as_view(), name="goal-agent-detach"),
     path(A + "mode/", api.AgentMode.as_view(), name="goal-agent-mode"),
     path(A + "messages/", api.AgentMessages.as_view(), name="goal-agent-messages"),
     path(A + "inbox/urgency/", api.InboxUrgency.as_view(), name="goal-agent-urgency"),
+    path(A + "inbox/drain/", api_inbox.InboxDrain.as_view(), name="goal-agent-inbox-drain"),
+    path(A + "inbox/<int:pk>/settle/", api_inbox.InboxSettle.as_view(),
+         name="goal-agent-inbox-settle"),
     path(A + "turns/", api_turns.TurnList.as_view(), name="goal-agent-turn-list"),
     path(A + "turns/<str:key>/", api_turns.TurnDetail.as_view(), name="goal-agent-turn-detail"),
     path(A + "autorun/", api_turns.AgentAutorun.as_view(), name="goal-agent-autorun"),
@@ -26,6 +30,8 @@ api_urlpatterns = [
     path("connectors/<int:pk>/", api.ConnectorDetail.as_view(), name="connector-detail"),
     path("connectors/<int:pk>/rebind/", api.ConnectorRebind.as_view(),
          name="connector-rebind"),
+    path("connectors/<int:pk>/reconnect/", api.ConnectorReconnect.as_view(),
+         name="connector-reconnect"),
     path("ingress-receipts/", api.ReceiptList.as_view(), name="ingress-receipt-list"),
     path("ingress-receipts/<int:pk>/", api.ReceiptDetail.as_view(),
          name="ingress-receipt-detail"),
@@ -36,6 +42,10 @@ api_urlpatterns = [
 panel_urlpatterns = [
     path("sessions/goals/", panel.goal_list, name="panel-goals"),
     path("sessions/goals/<slug:slug>/", panel.goal_page, name="panel-goal"),
+    path("sessions/goals/<slug:slug>/agents/<slug:agent>/attach/", panel.agent_attach,
+         name="panel-goal-agent-attach"),
     path("sessions/goals/<slug:slug>/agents/<slug:agent>/<str:action>/", panel.agent_action,
          name="panel-goal-agent-action"),
+    path("sessions/goals/<slug:slug>/connectors/<int:pk>/<str:action>/",
+         panel.connector_action, name="panel-goal-connector-action"),
 ]

@@ -376,8 +376,9 @@ class SessionHost:
         if prompt is None:
             prompt = await self.db(services.turn_prompt, session)
         seen = await self.db(services.inline_prompt_seen, self.session_id)
-        cfg = services.runtime_config(session, system_prompt=prompt.text,
-                                      inline_prompt_seen=seen)
+        # on the database thread: an attached session's endpoint is read from its row
+        cfg = await self.db(services.runtime_config, session, system_prompt=prompt.text,
+                            inline_prompt_seen=seen)
         adapter = get_adapter(session.runtime)(cfg)
         self.adapter = adapter
         resume = session.native_ref or None

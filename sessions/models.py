@@ -487,3 +487,39 @@ class SessionGoal(models.Model):
 
     def __str__(self):
         return f"goal of session {self.session_id}: {self.objective[:40]}"
+
+
+class AppServer(models.Model):
+    """An attachable Codex app-server on this host (sessions/app_servers.py): one amux
+    started on the operator's request (``spawned``: amux knows its process) or one the
+    operator registered by URL and token (``registered``). Its threads are the attachable
+    sessions; what a public descriptor shows is bounded (no token, URL or local path)."""
+
+    ref = models.CharField(max_length=32, unique=True, help_text="public-safe reference")
+    name = models.CharField(max_length=120, blank=True)
+    origin = models.CharField(max_length=12, choices=[("spawned", "spawned"),
+                                                      ("registered", "registered")])
+    url = models.CharField(max_length=300, help_text="owner-local: ws://host:port")
+    secrets = EncryptedJSONField(blank=True, default=dict)  # {"token"}
+    provider = models.ForeignKey(ProviderProfile, null=True, blank=True,
+                                 on_delete=models.SET_NULL, related_name="+")
+    model = models.CharField(max_length=120, blank=True)
+    workspace = models.CharField(max_length=1000, blank=True,
+                                 help_text="owner-local: the work directory of its threads")
+    # the goal and agent it was started or registered for, when known (slugs: goals is a
+    # layer above sessions)
+    goal = models.CharField(max_length=60, blank=True)
+    agent = models.CharField(max_length=60, blank=True)
+    pid = models.PositiveIntegerField(null=True, blank=True)  # spawned only
+    state_dir = models.CharField(max_length=1000, blank=True)
+    # live | lost (did not answer when last checked) | stopped (by the operator)
+    state = models.CharField(max_length=10, default="live")
+    checked_at = models.DateTimeField(null=True, blank=True)
+    last_live_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self):
+        return f"app-server {self.ref} ({self.origin}, {self.state})"

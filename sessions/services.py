@@ -25,6 +25,7 @@ from sessions.runtimes import (
     catalog,
     errors,
     get_adapter,
+    registered,
 )
 from sessions.runtimes import watchdog as watchdogs
 from sessions.runtimes.answers import AnswerRefused, as_input_text, check_payload_answers
@@ -210,6 +211,10 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
         adapter_cls = get_adapter(runtime)
     except errors.UnknownRuntime as exc:
         raise CommandError(str(exc), code="unknown_runtime", field="runtime") from exc
+    if runtime not in registered():  # an attached session is made by attaching only
+        raise CommandError(f"runtime {runtime!r} is reached by attaching an agent to a "
+                           "running app-server, not started", code="unknown_runtime",
+                           field="runtime")
     provider_row = ProviderProfile.objects.filter(slug=execution.provider).first()
     if provider_row is None:
         raise CommandError(f"unknown provider {execution.provider!r}", code="unknown_provider",
@@ -280,11 +285,15 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
     execution = snap.get("execution") or {}
     isolation.open_paths(Path(settings.DATA_DIR), runtime_root(), Path(settings.WORK_DIR))
     provider = session.provider
-    if provider is None:
+    from sessions import app_servers
+
+    attach = app_servers.endpoint(session)
+    if provider is None and attach is None:
         raise errors.ProviderUnsupported("the session has no provider")
     return RuntimeConfig(
         workdir=Path(session.workdir), state_dir=state_dir(session),
-        provider=provider_spec(provider),
+        provider=(provider_spec(provider) if attach is None
+                  else app_servers.codex_attached.ATTACHED_PROVIDER), attach=attach,
         model=catalog.launch_model(snap.get("model") or session.model),
         effort=snap.get("effort"), permission_mode=snap.get("permission_mode", "bypass"),
         native_permission=dict((snap.get("execution") or {}).get("permission", {})

@@ -2,6 +2,7 @@ from django.urls import path
 
 from sessions import (
     api,
+    api_app_servers,
     api_profiles,
     api_tasks,
     catalog_panel,
@@ -30,6 +31,10 @@ api_urlpatterns = [
     path("settings/watchdog/", watchdog_api.WatchdogSettingsView.as_view(),
          name="settings-watchdog"),
     path("sessions/", api.SessionList.as_view(), name="session-list"),
+    path("attachable-sessions/", api_app_servers.AttachableList.as_view(),
+         name="attachable-session-list"),
+    path("attachable-sessions/<str:ref>/", api_app_servers.AttachableDetail.as_view(),
+         name="attachable-session-detail"),
     path("sessions/<int:pk>/", api.SessionDetail.as_view(), name="session-detail"),
     path("sessions/<int:pk>/messages/", api.SessionMessages.as_view(), name="session-messages"),
     path("sessions/<int:pk>/interrupt/", api.SessionInterrupt.as_view(),

@@ -8,6 +8,7 @@ from intake.sources.capabilities import (
     OpensPullRequests,
     Polling,
     ReadsRepliesBack,
+    RepliesInChat,
     SendsCards,
     declared,
     unimplemented,
@@ -18,7 +19,8 @@ from intake.sources.webchat import WebChat
 from policy import gate
 
 __all__ = ["KINDS", "CapabilityMissing", "DocumentPolling", "OpensPullRequests", "Polling",
-           "ReadsRepliesBack", "SendsCards", "check_capabilities", "declare_scopes", "plugin"]
+           "ReadsRepliesBack", "RepliesInChat",
+           "SendsCards", "check_capabilities", "declare_scopes", "plugin"]
 
 KINDS: dict[str, type[SourceKind]] = {k.kind: k for k in (GitHub, Lark, WebChat)}
 

@@ -77,8 +77,23 @@ class SendsCards(Protocol):
         ...
 
 
+@runtime_checkable
+class RepliesInChat(Protocol):
+    """Replies to one chat message with text and reads a message back by its id (Lark:
+    a connector's source-thread reply, verified before its event is acknowledged)."""
+
+    def send_text(self, *, key: str, text: str, reply_to: str, in_thread: bool = False):
+        """Reply to `reply_to` once per `key`; answers a `CardSent` (result, message id)."""
+        ...
+
+    def shown_message(self, message_id: str) -> dict | None:
+        """The message as the platform shows it now (its `text`, `parent_id`, `root_id`,
+        `chat_id`), or None when it does not show it."""
+        ...
+
+
 CAPABILITIES: tuple[type, ...] = (Polling, DocumentPolling, ReadsRepliesBack,
-                                  OpensPullRequests, SendsCards)
+                                  OpensPullRequests, SendsCards, RepliesInChat)
 
 
 def declared(cls: type) -> list[type]:

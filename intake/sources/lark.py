@@ -39,7 +39,12 @@ from intake.sources.base import (
     TriggerFacts,
     Unauthorized,
 )
-from intake.sources.capabilities import DocumentPolling, ReadsRepliesBack, SendsCards
+from intake.sources.capabilities import (
+    DocumentPolling,
+    ReadsRepliesBack,
+    RepliesInChat,
+    SendsCards,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +95,7 @@ def signature(timestamp: str, nonce: str, key: str, body: bytes) -> str:
     return hashlib.sha256((timestamp + nonce + key).encode() + body).hexdigest()
 
 
-class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards):
+class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards, RepliesInChat):
     kind = "lark"
     label = "Lark / Feishu"
     scopes = ("group_configured", "group_other", "direct", "doc_comment")
@@ -421,6 +426,55 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards):
         log.warning("lark card %s: code %s", key, resp.code)
         gone = resp.code in GONE_CODES
         return CardSent(SendResult.GONE if gone else SendResult.RETRY, code=resp.code)
+
+    def send_text(self, *, key: str, text: str, reply_to: str,
+                  in_thread: bool = False) -> CardSent:
+        """Reply to `reply_to` with a text message once per `key` (Lark's `uuid`: a retry
+        answers the message sent the first time, with its id); `in_thread` opens (or stays
+        in) the message's topic."""
+        from lark_oapi.api.im.v1 import ReplyMessageRequest, ReplyMessageRequestBody
+
+        uuid = hashlib.sha256(key.encode()).hexdigest()[:50]
+        content = json.dumps({"text": text}, ensure_ascii=False)
+        try:
+            req = (ReplyMessageRequest.builder().message_id(reply_to)
+                   .request_body(ReplyMessageRequestBody.builder().msg_type("text")
+                                 .content(content).reply_in_thread(in_thread).uuid(uuid)
+                                 .build()).build())
+            resp = self.client().im.v1.message.reply(req)
+        except Exception:
+            log.warning("lark text reply %s failed", key, exc_info=True)
+            return CardSent(SendResult.RETRY)
+        if resp.success():
+            return CardSent(SendResult.SENT, (resp.data.message_id if resp.data else "") or "")
+        log.warning("lark text reply %s: code %s", key, resp.code)
+        return CardSent(SendResult.GONE if resp.code in GONE_CODES else SendResult.RETRY,
+                        code=resp.code)
+
+    def shown_message(self, message_id: str) -> dict | None:
+        """One message as Lark shows it now (`GET /im/v1/messages/:id`): `{"message_id",
+        "chat_id", "parent_id", "root_id", "thread_id", "text"}`, or None when Lark does
+        not show it (withdrawn, deleted, never there). Raises when Lark cannot answer."""
+        from lark_oapi.api.im.v1 import GetMessageRequest
+
+        resp = self.client().im.v1.message.get(
+            GetMessageRequest.builder().message_id(message_id).build())
+        if not resp.success():
+            if resp.code in GONE_CODES:
+                return None
+            raise LarkApiError("message get", resp)
+        items = (resp.data.items if resp.data else None) or []
+        item = next((m for m in items if m.message_id == message_id), None)
+        if item is None or item.deleted:
+            return None
+        try:
+            text = json.loads((item.body.content if item.body else "") or "{}").get("text")
+        except (ValueError, AttributeError):
+            text = None
+        return {"message_id": message_id, "chat_id": item.chat_id or "",
+                "parent_id": item.parent_id or "", "root_id": item.root_id or "",
+                "thread_id": item.thread_id or "",
+                "text": text if isinstance(text, str) else ""}
 
     def patch_card(self, message_id: str, card: dict) -> SendResult:
         """Replace a sent card's content in place (`PATCH /im/v1/messages/:id`); the card

@@ -26,7 +26,7 @@ def load_builtin() -> None:
     if _loaded:
         return
     _loaded = True
-    from . import acp, claude, codex, pi  # noqa: F401 - registration side effect
+    from . import acp, claude, codex, codex_attached, pi  # noqa: F401 - registration side effect
 
 
 __all__ = ["Capabilities", "Probe", "ProviderSpec", "RuntimeAdapter", "RuntimeConfig",

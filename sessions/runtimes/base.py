@@ -192,6 +192,9 @@ class RuntimeConfig:
     # entry and no session/schedule channel) and whether the memory protocol is bound
     role: str = "session"
     memory: bool = False
+    # an attached session (runtime codex-attached): the app-server it drives, {"url",
+    # "token", "thread"}; never set for a runtime amux launches
+    attach: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -754,12 +757,22 @@ def register(cls: type[RuntimeAdapter]) -> type[RuntimeAdapter]:
     return cls
 
 
+# adapters that drive a runtime amux does not launch (an attached app-server): they are
+# found by name for the sessions that use them, but are no runtime to offer, probe or start
+_UNLISTED: dict[str, type[RuntimeAdapter]] = {}
+
+
+def register_unlisted(cls: type[RuntimeAdapter]) -> type[RuntimeAdapter]:
+    _UNLISTED[cls.name] = cls
+    return cls
+
+
 def get_adapter(name: str) -> type[RuntimeAdapter]:
     from . import load_builtin
 
     load_builtin()
     try:
-        return _REGISTRY[name]
+        return _REGISTRY.get(name) or _UNLISTED[name]
     except KeyError:
         raise errors.UnknownRuntime(
             f"unknown runtime {name!r} (known: {', '.join(sorted(_REGISTRY))})") from None

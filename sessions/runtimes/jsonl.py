@@ -48,26 +48,32 @@ class JsonLines:
                         msg = json.loads(line)
                     except ValueError:
                         continue  # not protocol (a stray log line)
-                    if not isinstance(msg, dict):
-                        continue
-                    if self.observer:
-                        self.observer("in", msg)
-                    if self._is_response(msg):
-                        fut = self._waiting.pop(msg.get(self.id_key), None)
-                        if fut is not None and not fut.done():
-                            fut.set_result(msg)
-                        continue
-                    result = self.on_message(msg)
-                    if asyncio.iscoroutine(result):
-                        await result
+                    if isinstance(msg, dict):
+                        await self._handle(msg)
         finally:
             with contextlib.suppress(Exception):
                 await self.proc.wait()
-            for fut in self._waiting.values():
-                if not fut.done():
-                    fut.set_exception(errors.RuntimeExited("the runtime closed its output"))
-            self._waiting.clear()
-            self.on_closed()
+            self._closed()
+
+    async def _handle(self, msg: dict[str, Any]) -> None:
+        """One inbound message: a response settles its request, the rest go on."""
+        if self.observer:
+            self.observer("in", msg)
+        if self._is_response(msg):
+            fut = self._waiting.pop(msg.get(self.id_key), None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+            return
+        result = self.on_message(msg)
+        if asyncio.iscoroutine(result):
+            await result
+
+    def _closed(self, why: str = "the runtime closed its output") -> None:
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_exception(errors.RuntimeExited(why))
+        self._waiting.clear()
+        self.on_closed()
 
     def _is_response(self, msg: dict[str, Any]) -> bool:
         if self.string_ids:  # Pi: {"type": "response", "id": ...}
@@ -75,9 +81,12 @@ class JsonLines:
         return "method" not in msg and self.id_key in msg
 
     async def send(self, msg: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
         if self.observer:
             self.observer("out", msg)
+        await self._write(msg)
+
+    async def _write(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
         data = (json.dumps(msg, separators=(",", ":")) + "\n").encode()
         async with self._write_lock:
             try:

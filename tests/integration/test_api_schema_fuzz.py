@@ -92,6 +92,8 @@ REFUSED_BY_STORED_STATE = {
                                 "settings must fit the source kind's capabilities",
     "PATCH /api/v1/goals/{slug}/todos/{id}/": "a done todo needs evidence; the agent is "
                                               "named by a stored slug",
+    "POST /api/v1/attachable-sessions/": "start one (a stored provider slug and a model) or "
+                                         "register one (a url that answers now), not both",
 }
 
 

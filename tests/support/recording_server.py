@@ -67,6 +67,9 @@ class State:
     # document_id -> {"title", "revision_id", "content"}: docx bodies (docx v1)
     lark_documents: dict = field(default_factory=dict)
     lark_app_open_id: str = "ou_bot"  # the author of replies the app posts
+    # When set, the app's messages are answered as sent and then lost (withdrawn at once):
+    # GET …/messages/:id does not show them, as a reply that never landed.
+    lark_lose_sends: bool = False
     # What /callback/ws/endpoint answers (a fake long connection); "{app_id}" is filled in.
     lark_ws_url: str = ""
     next_id: int = 1000
@@ -388,6 +391,8 @@ class RecordingServer:
         m = re.fullmatch(r"/open-apis/im/v1/messages/([^/]+)", r.path)
         if m and r.method == "PATCH":
             return self._lark_patch(r, m.group(1))
+        if m and r.method == "GET":
+            return self._lark_get(r, m.group(1))
         return 404, {"message": "Not Found", "path": r.path}
 
     # -- Lark messages: every message kept, as a chat and its topics show them -------------
@@ -457,12 +462,36 @@ class RecordingServer:
                   "parent_id": parent_id or "", "sender": "app", "msg_type": msg_type,
                   "content": content, "updates": 0,
                   "reply_in_thread": bool(body.get("reply_in_thread"))}
-        self.state.lark_store[mid] = stored
+        if not self.state.lark_lose_sends:
+            self.state.lark_store[mid] = stored
         msg = {"message_id": mid, "root_id": root, "parent_id": parent_id or "",
                "thread_id": thread, "chat_id": chat, "msg_type": msg_type,
                "body": {"content": content}}
         self.state.lark_messages[uuid or mid] = msg
         return 200, {"code": 0, "msg": "success", "data": msg}
+
+    def _lark_get(self, r: Recorded, message_id: str):
+        """GET …/messages/:id — one message as Lark shows it (`data.items`); a bad tenant
+        token 99991663, a message it does not have (or withdrew) 230011. `lark_withdraw`
+        takes a message away, as a person or an admin withdrawing it would."""
+        if r.headers.get("authorization") != "Bearer t-test":
+            return 401, {"code": 99991663, "msg": "Invalid access token for authorization."}
+        msg = self.state.lark_store.get(message_id)
+        if msg is None:
+            return 400, {"code": 230011, "msg": "The message was withdrawn or does not exist."}
+        sender = ({"id": "cli_test", "id_type": "app_id", "sender_type": "app"}
+                  if msg["sender"] == "app" else
+                  {"id": msg["sender"], "id_type": "open_id", "sender_type": "user"})
+        return 200, {"code": 0, "msg": "success", "data": {"items": [{
+            "message_id": message_id, "root_id": msg["root_id"],
+            "parent_id": msg["parent_id"], "thread_id": msg["thread_id"],
+            "msg_type": msg["msg_type"], "create_time": "1700000000000", "deleted": False,
+            "updated": bool(msg["updates"]), "chat_id": msg["chat_id"], "sender": sender,
+            "body": {"content": msg["content"]}}]}}
+
+    def lark_withdraw(self, message_id: str) -> None:
+        with self.lock:
+            self.state.lark_store.pop(message_id, None)
 
     def _lark_patch(self, r: Recorded, message_id: str):
         """PATCH …/messages/:id — update a card: only an interactive card this app sent

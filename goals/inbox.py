@@ -1,0 +1,115 @@
+"""Draining an agent's async inbox and settling what it drained, in the acknowledgement
+order of seed 003: capture (goals.ingress) → processing (``drain``: a claim with an
+expiry, so a crashed drainer's events are taken again) → fresh goal state, the durable
+effect and the settle record in one transaction (``settle``) → the optional reply through
+the connector, read back from the provider (goals/replies.py, through the outbox) → only
+then ACK. Without a reply the settle itself acknowledges, with the outcome
+``no_response``.
+
+Duplicates change nothing: a drain with the key of a live claim answers that claim again;
+a second settle answers the first one's record; the reply is sent once per receipt."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Case, IntegerField, Q, Value, When
+from django.utils import timezone
+
+from goals import actions, replies
+from goals.core import inbox as rules
+from goals.core.lifecycle import Refused
+from goals.core.urgency import ASKS_FOR_REPLY
+from goals.models import Goal, InboxEvent, InboxSettlement
+
+
+@dataclass(frozen=True)
+class Drained:
+    key: str
+    events: list[InboxEvent]
+
+
+def drain(goal: str, agent: str, *, limit: int = 1, key: str = "",
+          lease_s: int | None = None) -> Drained:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= rules.DRAIN_MAX:
+        raise Refused(f"limit must be 1 to {rules.DRAIN_MAX}", code="invalid", status=400,
+                      field="limit")
+    lease = rules.lease(lease_s)
+    now = timezone.now()
+    with transaction.atomic():
+        row = actions._locked_agent(goal, agent)
+        open_events = InboxEvent.objects.filter(agent=row).select_related("receipt__connector")
+        if key:
+            mine = list(open_events.filter(state="processing", claim_key=key,
+                                           claimed_until__gt=now).order_by("id"))
+            if mine:
+                return Drained(key, mine)  # the same drain again: its claim, unchanged
+        key = key or uuid.uuid4().hex
+        rank = Case(When(kind__in=ASKS_FOR_REPLY, then=Value(0)), default=Value(1),
+                    output_field=IntegerField())
+        taken = list(open_events.filter(
+            Q(state="pending") | Q(state="processing", claimed_until__lte=now))
+            .annotate(rank=rank).order_by("rank", "received_at", "id")[:limit])
+        for event in taken:
+            event.state, event.claim_key = "processing", key
+            event.claimed_until, event.drains = now + lease, event.drains + 1
+            event.save(update_fields=["state", "claim_key", "claimed_until", "drains"])
+        return Drained(key, taken)
+
+
+def settle(goal: str, agent: str, event_id: int, *, effect: object, reply: object = None,
+           key: str = "") -> InboxEvent:
+    now = timezone.now()
+    with transaction.atomic():
+        row = actions._locked_agent(goal, agent)
+        event = (InboxEvent.objects.select_for_update().select_related("receipt__connector")
+                 .filter(agent=row, pk=event_id).first())
+        if event is None:
+            raise Refused(f"unknown inbox event {event_id} of agent {agent!r}",
+                          code="not_found", status=404)
+        if InboxSettlement.objects.filter(event=event).exists():
+            return event  # settled before: its effect and reply stand, nothing changes
+        if event.state != "processing":
+            raise Refused("drain the event before settling it", code="not_drained")
+        if key != event.claim_key and rules.claim_live(event.claimed_until, now):
+            raise Refused("another drain holds this event", code="claimed_elsewhere",
+                          field="key")
+        connector = event.receipt.connector
+        text = rules.check_reply(reply, connector.reply_mode)
+        fresh = Goal.objects.select_for_update().get(pk=row.goal_id)
+        checked = rules.check_effect(effect, fresh.state)
+        InboxSettlement.objects.create(event=event, effect_kind=checked.kind,
+                                       effect=_record(fresh.slug, checked))
+        event.claimed_until = None
+        if text:
+            reply_to, in_thread = replies.target(connector, event.receipt, event.thread)
+            replies.request(event.receipt, text, reply_to, in_thread)
+            event.state = "replying"
+        else:
+            event.state, event.outcome, event.acked_at = "acked", "no_response", now
+        event.save(update_fields=["state", "outcome", "acked_at", "claimed_until"])
+        return event
+
+
+def _record(goal: str, effect: rules.Effect) -> dict:
+    """Apply the durable effect through goals.actions; answer what the settle keeps."""
+    f = effect.fields
+    try:
+        if effect.kind == "todo" and "todo" not in f:
+            return {"todo": actions.add_todo(goal, f["title"]).pk, "created": True}
+        if effect.kind == "todo":
+            todo = actions.change_todo(goal, f["todo"], state=f["state"],
+                                       evidence=f["evidence"], title=f["title"])
+            return {"todo": todo.pk, "created": False, "state": todo.state}
+        if effect.kind == "design_revision":
+            material = actions.register_material(goal, key=f["material"], body=f["body"],
+                                                 title=f["title"] or "")
+            return {"material": material.key, "revision": material.revision}
+    except Refused as exc:
+        field = f"effect.{exc.field}" if exc.field else ("effect.todo" if exc.status == 404
+                                                          else "effect")
+        status = 400 if exc.status == 404 else exc.status
+        raise Refused(str(exc), code=exc.code, status=status, field=field) from exc
+    return dict(f)
