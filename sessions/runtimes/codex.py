@@ -548,6 +548,14 @@ class CodexAdapter(RuntimeAdapter):
         early, self._early = self._early, []
         for msg in early:  # notifications that raced ahead of the turn/start answer
             await self._on_message(msg)
+        await self._cancel_if_asked()
+
+    async def _cancel_if_asked(self) -> None:
+        """An interrupt (or watchdog) that came while the turn had no id yet could not name
+        it; now that it has one, ``turn/interrupt`` goes out, so the app-server ends the
+        turn itself instead of amux's cancel grace running out."""
+        if self._cancel_requested or self._watchdog_code:
+            await self._cancel_native()
 
     async def _begin_compact(self) -> None:
         """``thread/compact/start`` (the pinned schema's native compaction): Codex runs it as
@@ -632,6 +640,8 @@ class CodexAdapter(RuntimeAdapter):
             # the compaction's turn: from here on its frames are this turn's
             self._compacting = False
             self._turn_id = (params.get("turn") or {}).get("id")
+            # not awaited here: the answer to turn/interrupt is read by this same pump
+            self._tasks.append(asyncio.create_task(self._cancel_if_asked()))
         elif self._turn_active and self._turn_id is None:
             if not self._compacting:
                 self._early.append(msg)
