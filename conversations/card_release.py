@@ -2,7 +2,8 @@
 API or another card), its turn ended (completed, failed, cancelled — an interrupt or a
 close ends the turn), or the session was archived, the open question and permission
 cards it concerns become answered or inert; a conversation whose generation moved on
-(a replaced session, `goal set`) leaves its older cards inert.
+(its session replaced) leaves its older cards inert. (Goal cards are not released here:
+a replaced or cleared goal's card goes inert by its ``goal_key``, ``actions``.)
 
 The conversations sender calls `cards_released_by(...)` for each timeline event of a bound
 session (and `stale_cards(conversation)` after raising a generation), inside the

@@ -1,10 +1,14 @@
 """What a goal card's button does: pause, resume or clear the goal the card was made for.
 
-The card callback has already checked that the callback is new, that the conversation still
-binds the session, that ``gen`` is the conversation's generation and that the operator may
-act (``conversations.card_actions``). Here the goal itself is checked: the card's
-``goal_key`` must be the session's goal now, so a card of a replaced or cleared goal
-controls nothing. The command then goes the way a typed one goes (``sessions.goals.run``).
+A click arrives as a signed ``card.action.trigger`` at ``POST /hooks/lark/<slug>``; intake
+verifies it and hands it to ``conversations.card_actions.handle``, which checks that the
+callback is new, that the conversation still binds the session, that ``gen`` is the
+conversation's generation and that the operator may act, then calls the handler that
+``conversations.goal_actions`` registered for ``goal.pause`` / ``goal.resume`` /
+``goal.clear``, which calls ``control`` here. Here the goal itself is checked: the card's
+``goal_key`` must be the session's goal now, so a card of a replaced (``goal set``) or
+cleared goal controls nothing (``GoalRefused`` with code ``stale_goal``, shown as an error
+toast). The command then goes the way a typed one goes (``sessions.goals.run``).
 """
 
 from __future__ import annotations

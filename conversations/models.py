@@ -16,9 +16,12 @@ class Conversation(models.Model):
 
     topic mode: `chat_id` + `thread_key` (the topic's thread id; "" for a direct chat, which
     is one conversation as a whole). singleton mode: one row per source, both keys "".
-    `generation` is the output generation: it grows whenever the place where output goes
-    changes (a replaced session, `goal set`), and a card carrying an older generation is
-    inert."""
+    `generation` is the output generation: it grows when the conversation is bound to a new
+    session (its archived session replaced, ``actions``), and a card carrying an older
+    generation controls nothing (``card_actions``). `goal set` does not raise it: a goal's
+    cards are tied to their goal by ``goal_key`` (the card's ``request_id``), the replaced
+    goal's cards go inert (``actions._goal_card_updated``) and a click on one is refused
+    because its ``goal_key`` is no longer the session's goal (``goal_control``)."""
 
     source = models.ForeignKey("intake.Source", on_delete=models.PROTECT,
                                related_name="conversations")

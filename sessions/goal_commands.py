@@ -26,6 +26,19 @@ KEYWORD = "goal"
 MAX_BUDGET = 10**15
 _WORD = re.compile(r"\S+")
 
+# the short help a goal-capable session shows (the status card with no goal, the web
+# session page): each command as typed, what it does in English and Simplified Chinese
+HELP: tuple[tuple[str, str, str], ...] = (
+    ("goal <text>", "create the goal and start it", "创建目标并开始"),
+    ("goal", "show the goal's status", "查看目标状态"),
+    ("goal pause", "pause the goal", "暂停目标"),
+    ("goal resume", "let a paused goal go on", "继续已暂停的目标"),
+    ("goal clear", "remove the goal (the history stays)", "清除目标（会话历史保留）"),
+    ("goal set <text>", "replace the goal", "替换目标"),
+    ("goal budget <tokens>", "set a token budget (a positive whole number)",
+     "设置 token 预算（正整数）"),
+)
+
 
 @dataclass(frozen=True)
 class GoalCommand:

@@ -1,5 +1,6 @@
 """The Sessions tab: sessions with lifecycle, runtime, model and usage; one session's
-timeline live over the websocket (htmx ws), a message box, interrupt, permission answers."""
+timeline live over the websocket (htmx ws), a message box, interrupt, permission answers,
+and — only when the session's runtime declared native goals — the short goal help."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from amux_common.pager import paged
-from sessions import services, timeline
+from sessions import goal_commands, goals, services, timeline
 from sessions.models import Lifecycle, Session
 
 
@@ -26,7 +27,9 @@ def session_detail(request, pk: int):
     return render(request, "sessions/detail.html", {
         "tab": "sessions", "s": session, "pending": timeline.pending_requests(pk),
         "can_act": roles.is_operator(request.user),
-        "archived": session.lifecycle == Lifecycle.ARCHIVED})
+        "archived": session.lifecycle == Lifecycle.ARCHIVED,
+        # the goal commands, as the Lark status card lists them; none without goals
+        "goal_help": goal_commands.HELP if goals.supported(session) else ()})
 
 
 def _result(message: str, ok: bool = True, status: int = 200) -> HttpResponse:

@@ -1,6 +1,10 @@
 """The goal status card (Lark card JSON 2.0) for a ``goal.updated`` / ``goal.cleared``
 event: the objective, the native status, token use, budget and elapsed time as the runtime
-reports them, in English or Simplified Chinese, with the buttons the status allows.
+reports them, in English or Simplified Chinese, with the buttons the status allows. With
+no goal (``goal`` asked on a session that has none) the card is the short help: the seven
+commands (``sessions.goal_commands.HELP``), each with what it does in the card's language.
+Only a session whose runtime declared goals ever reports a goal event, so a session without
+goals never shows this help.
 
 Each button's callback value names the conversation, the session, the output generation
 and the goal (``goal_key``): the card callback checks the first three, the goal action the
@@ -10,6 +14,8 @@ last, so a card of a replaced or cleared goal controls nothing.
 from __future__ import annotations
 
 from typing import Any
+
+from sessions.goal_commands import HELP
 
 TEXT = {
     "en": {
@@ -22,6 +28,8 @@ TEXT = {
                      "usageLimited": "usage limit reached",
                      "budgetLimited": "budget used up", "complete": "complete"},
         "starting": "starting", "units": ("h", "m", "s"),
+        "no_goal": "No goal is set.",
+        "help": "Goal commands (at the very start of a message):",
     },
     "zh-CN": {
         "title": "目标", "cleared_title": "目标已清除", "objective": "目标",
@@ -33,6 +41,8 @@ TEXT = {
                      "usageLimited": "已达用量上限", "budgetLimited": "预算已用完",
                      "complete": "已完成"},
         "starting": "启动中", "units": ("小时", "分", "秒"),
+        "no_goal": "当前没有目标。",
+        "help": "目标命令（写在消息开头）：",
     },
 }
 TEMPLATE = {"active": "blue", "paused": "grey", "blocked": "orange", "usageLimited": "orange",
@@ -65,6 +75,17 @@ def _escape(text: str) -> str:
     return text
 
 
+def help_lines(lang: str) -> list[str]:
+    """The goal commands as card markdown lines, each with what it does in ``lang``."""
+    t = _texts(lang)
+    column = 2 if lang == "zh-CN" else 1
+    lines = [t["help"]]
+    for entry in HELP:
+        command = entry[0].replace("<", "&lt;").replace(">", "&gt;")
+        lines.append(f"- **{command}** — {entry[column]}")
+    return lines
+
+
 def _button(action: str, label: str, value: dict[str, Any], kind: str) -> dict[str, Any]:
     return {"tag": "button", "text": {"tag": "plain_text", "content": label},
             "type": "danger" if action == "clear" else (
@@ -92,8 +113,10 @@ def render(payload: dict[str, Any], *, conversation_id: int, session_id: int,
     ]
     if payload.get("refused"):
         lines.append(f"**{t['refused']}**: {_escape(str(payload['refused']))}")
-    elements: list[dict[str, Any]] = [{"tag": "markdown", "content": "\n".join(lines)}]
     key = payload.get("goal_key") or ""
+    if not goal and not key:  # no goal at all: what one can type
+        lines += [t["no_goal"], *help_lines(lang)]
+    elements: list[dict[str, Any]] = [{"tag": "markdown", "content": "\n".join(lines)}]
     if key and goal:
         value = {"conversation": conversation_id, "session": session_id, "gen": generation,
                  "goal_key": key}
@@ -106,7 +129,7 @@ def render(payload: dict[str, Any], *, conversation_id: int, session_id: int,
                                  for b in buttons]})
     return {"schema": "2.0", "config": {"update_multi": True},
             "header": {"title": {"tag": "plain_text", "content": t["title"]},
-                       "template": TEMPLATE.get(status, "blue")},
+                       "template": TEMPLATE.get(status, "blue" if goal or key else "grey")},
             "body": {"elements": elements}}
 
 

@@ -90,3 +90,75 @@ def test_an_inert_card_keeps_its_text_and_loses_its_buttons():
 def test_elapsed():
     assert card.elapsed(0, "en") == "0s" and card.elapsed(61, "en") == "1m 01s"
     assert card.elapsed(61, "zh-CN") == "1分01秒"
+
+
+SEVEN = ["goal &lt;text&gt;", "goal", "goal pause", "goal resume", "goal clear",
+         "goal set &lt;text&gt;", "goal budget &lt;tokens&gt;"]
+
+
+def _listed(text):
+    """The commands a help card lists, in order (card markdown: `- **<command>** — …`)."""
+    return [line[4:line.index("** — ")] for line in text.splitlines()
+            if line.startswith("- **")]
+
+
+def _status_without_goal(**extra):
+    return {"goal": None, "goal_key": "", "command": "status", "location": None,
+            "generation": 0, "authorized": False, **extra}
+
+
+def test_status_without_a_goal_lists_the_seven_commands_in_english():
+    rendered = card.render(_status_without_goal(), conversation_id=3, session_id=9,
+                           generation=2, lang="en")
+    text = _text(rendered)
+    assert rendered["header"]["title"]["content"] == "Goal"
+    assert "No goal is set." in text and "at the very start of a message" in text
+    assert _listed(text) == SEVEN
+    assert "- **goal budget &lt;tokens&gt;** — set a token budget" in text
+    assert "- **goal set &lt;text&gt;** — replace the goal" in text
+    assert not _buttons(rendered)  # nothing to pause, resume or clear
+    json.dumps(rendered)
+
+
+def test_status_without_a_goal_lists_the_seven_commands_in_chinese():
+    rendered = card.render(_status_without_goal(), conversation_id=3, session_id=9,
+                           generation=2, lang="zh-CN")
+    text = _text(rendered)
+    assert rendered["header"]["title"]["content"] == "目标"
+    assert "当前没有目标。" in text and "目标命令（写在消息开头）：" in text
+    assert _listed(text) == SEVEN
+    assert "- **goal pause** — 暂停目标" in text
+    assert "- **goal &lt;text&gt;** — 创建目标并开始" in text
+    assert not _buttons(rendered)
+
+
+def test_a_refusal_without_a_goal_also_says_what_to_type():
+    rendered = card.render(_status_without_goal(command="budget",
+                                                refused="goal budget needs a number"),
+                           conversation_id=3, session_id=9, generation=2, lang="en")
+    text = _text(rendered)
+    assert "**Not done**: goal budget needs a number" in text and len(_listed(text)) == 7
+
+
+def test_a_card_with_a_goal_shows_no_help():
+    for status in ("active", "paused", "complete"):
+        rendered = card.render(_payload(status), conversation_id=3, session_id=9,
+                               generation=2, lang="en")
+        assert _listed(_text(rendered)) == [] and "No goal" not in _text(rendered)
+    # a goal that is being created (no native state yet) is not "no goal" either
+    starting = card.render({"goal": None, "goal_key": "k1", "command": "create",
+                            "location": None}, conversation_id=3, session_id=9,
+                           generation=2, lang="en")
+    assert _listed(_text(starting)) == []
+
+
+def test_the_help_names_every_goal_command_the_parser_takes():
+    from sessions import goal_commands
+
+    parsed = set()
+    for typed, _en, _zh in goal_commands.HELP:
+        example = typed.replace("<text>", "ship it").replace("<tokens>", "1000")
+        command = goal_commands.parse(example)
+        assert command is not None and command.error is None, typed
+        parsed.add(command.verb)
+    assert parsed == set(goal_commands.VERBS)

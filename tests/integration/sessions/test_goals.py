@@ -352,7 +352,8 @@ def test_pi_session_has_no_goals(api, openai_provider, session_dirs, model_serve
 def test_card_actions_recheck_the_goal(openai_provider, session_dirs, model_server):
     """A goal card's button controls only the goal it was made for: after `goal set`, the
     old card is refused and the new one pauses and clears the running goal natively.
-    (``conversations.card_actions`` is not in this tree: the handler is called directly.)"""
+    (The handler is called directly here; a click through the signed endpoint is
+    ``tests/integration/conversations/test_goal_cards.py``.)"""
     from conversations import goal_control
 
     session, responder, thread = _started_codex(model_server, session_dirs)
