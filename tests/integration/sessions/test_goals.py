@@ -320,14 +320,16 @@ def test_a_goal_nobody_authorized_is_refused(openai_provider, session_dirs, mode
         _stop(sid, thread)
 
 
-def test_pi_session_has_no_goals(api, openai_provider, session_dirs, model_server):
-    """Pi declares no goal feature: `goal x` is ordinary text for the model."""
+def test_pi_session_has_no_goals(api, client, operator, openai_provider, session_dirs,
+                                 model_server):
+    """Pi declares no goal feature: `goal x` (and a bare `goal`) is ordinary text for the
+    model, and the session page shows no goal help."""
     session = services.create_session(runtime="pi", provider="scripted", model="scripted-model")
     response = api.post(f"/api/v1/sessions/{session.pk}/goal/", {"command": "goal x"},
                         format="json")
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "goal_unsupported"
-    model_server.script(Text("ordinary answer"), Text("second answer"))
+    model_server.script(Text("ordinary answer"), Text("second answer"), Text("third answer"))
     # a new session's runtime has not said yet whether it has goals: the host decides
     outcome = services.post_message(session.pk, "goal write docs", origin=WEB)
     assert outcome["deferred"] is True and not Turn.objects.filter(session=session).exists()
@@ -345,6 +347,17 @@ def test_pi_session_has_no_goals(api, openai_provider, session_dirs, model_serve
         wait_for(lambda: Turn.objects.get(pk=again.pk).state == "completed", timeout=90)
         assert api.get(f"/api/v1/sessions/{session.pk}/").json()["goal"] is None
         assert not SessionGoal.objects.filter(session_id=session.pk).exists()
+        # no help anywhere: a bare `goal` is a turn for the model, not a status card
+        bare = services.post_message(session.pk, "goal", origin=WEB)
+        assert isinstance(bare, Turn)
+        wait_for(lambda: Turn.objects.get(pk=bare.pk).state == "completed", timeout=90)
+        assert not TimelineEvent.objects.filter(session_id=session.pk,
+                                                type__startswith="goal.").exists()
+        client.force_login(operator)
+        page = client.get(f"/panel/sessions/{session.pk}/")
+        assert page.status_code == 200 and 'id="message-form"' in page.content.decode()
+        assert 'id="goal-help"' not in page.content.decode()
+        assert "goal budget" not in page.content.decode()
     finally:
         _stop(session.pk, thread)
 
