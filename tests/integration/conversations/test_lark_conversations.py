@@ -226,40 +226,64 @@ def test_a_topic_is_one_session_across_three_messages(client, lark_server, worke
     assert not Ticket.objects.exists() and not Eval.objects.exists()  # sessions, not tickets
 
 
-def test_web_and_lark_inputs_share_one_order(client, api, lark_server, worker_settings,
-                                             session_dirs, model_server):
+def test_web_and_lark_inputs_share_one_order(client, api, operator, lark_server,
+                                             worker_settings, session_dirs, model_server):
+    """Lark messages, the REST API and the panel's message form feed one session: the
+    timeline has one order of inputs, each with where it came from, and the topic shows
+    the turns in that order."""
     lark_source(lark_server)
-    model_server.script(Text("to lark one", delay=1), Text("to the web", delay=1),
-                        Text("to lark two", delay=1))
+    model_server.script(Text("to lark one", delay=1), Text("to the api", delay=1),
+                        Text("to the panel", delay=1), Text("to lark two", delay=1))
     say(client, lark_server, text="first from lark", message_id="om_a", thread_id="omt_a")
     session = Conversation.objects.get().session
     host = Host(session.pk)
     try:
         run_turn(lark_server, host, 1)
         response = api.post(f"/api/v1/sessions/{session.pk}/messages",
-                            {"text": "then from the web"}, format="json")
+                            {"text": "then from the api"}, format="json")
         assert response.status_code == 202, response.content
         run_turn(lark_server, host, 2)
+        # the session page's message form (what an operator types in the panel)
+        client.force_login(operator)
+        panel = client.post(f"/panel/sessions/{session.pk}/message/",
+                            {"text": "then from the panel"})
+        assert panel.status_code == 200 and "Queued as turn 3" in panel.content.decode()
+        run_turn(lark_server, host, 3)
         say(client, lark_server, text="again from lark", message_id="om_b",
             thread_id="omt_a", root_id="om_a", mention=False)
-        run_turn(lark_server, host, 3)
+        run_turn(lark_server, host, 4)
     finally:
         host.join()
+    expected = [("first from lark", "lark"), ("then from the api", "api"),
+                ("then from the panel", "web"), ("again from lark", "lark")]
     queued = list(TimelineEvent.objects.filter(session=session, type="turn.queued")
                   .order_by("seq").values_list("payload", flat=True))
-    assert [(q["text"], q["origin"]["via"]) for q in queued] == [
-        ("first from lark", "lark"), ("then from the web", "api"),
-        ("again from lark", "lark")]
+    assert [(q["text"], q["origin"]["via"]) for q in queued] == expected
+    assert queued[2]["origin"]["actor"] == operator.get_username()
+    # the turns ran in that order, one after the other, each ended once
+    turns = list(Turn.objects.filter(session=session).order_by("seq"))
+    assert [(t.input["text"], t.origin["via"], t.state) for t in turns] == [
+        (text, via, "completed") for text, via in expected]
+    bounds = [(TimelineEvent.objects.get(turn=t, type="turn.started").seq,
+               TimelineEvent.objects.get(turn=t, type="turn.completed").seq) for t in turns]
+    assert all(a < b for a, b in bounds)
+    assert all(bounds[i][1] < bounds[i + 1][0] for i in range(len(bounds) - 1))
+    # the timeline as a client reads it (the panel's websocket replays the same events)
+    timeline = api.get(f"/api/v1/sessions/{session.pk}/timeline?after=0").json()
+    events = timeline["results"] if isinstance(timeline, dict) else timeline
+    assert [e["payload"]["text"] for e in events if e["type"] == "turn.queued"] == [
+        text for text, _ in expected]
     cards = lark_server.lark_cards("oc_team")
-    assert len(cards) == 3 and all(c["thread_id"] == "omt_a" for c in cards)
+    assert len(cards) == 4 and all(c["thread_id"] == "omt_a" for c in cards)
     texts = [" ".join(el["content"] for el in c["card"]["body"]["elements"]) for c in cards]
     assert "to lark one" in texts[0]
-    assert "then from the web" in texts[1] and "to the web" in texts[1]  # quoted, answered
-    assert "to lark two" in texts[2]
+    assert "then from the api" in texts[1] and "to the api" in texts[1]  # quoted, answered
+    assert "then from the panel" in texts[2] and "to the panel" in texts[2]
+    assert "to lark two" in texts[3]
     # the topic's order is the timeline's
     topic = [m["message_id"] if m["sender"] != "app" else "card"
              for m in lark_server.lark_chat("oc_team", "omt_a")]
-    assert topic == ["om_a", "card", "card", "om_b", "card"]
+    assert topic == ["om_a", "card", "card", "card", "om_b", "card"]
 
 
 def test_singleton_shares_one_session_across_chats(client, lark_server, worker_settings,
