@@ -9,6 +9,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from goals import comments
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
 from goals.core import quota
@@ -340,12 +341,14 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
         if not source_ref:
             raise Refused(f"a {source_kind} connector needs its source_ref", code="invalid",
                           status=400, field="source_ref")
-        if source_kind == ck.LARK_BOT and ck.in_conversation_mode(source_row.config):
+        if ck.in_conversation_mode(source_row.config):
             # one source has one intake consumer: a conversation-mode source feeds
-            # conversations, so a connector on it would never hear a message
-            raise Refused(f"lark source {source!r} is in a conversation mode; a Lark Bot "
-                          "connector needs a source whose conversation is off",
-                          code="invalid", status=400, field="source")
+            # conversations, so a connector on it would never hear a message or comment
+            raise Refused(f"lark source {source!r} is in a conversation mode; a "
+                          f"{ck.label(source_kind)} connector needs a source whose "
+                          "conversation is off", code="invalid", status=400, field="source")
+        if source_kind == ck.DOCUMENT_COMMENT:
+            ck.document_ref(source_ref)  # refused naming source_ref before anything is kept
     with transaction.atomic():
         goal_row = _locked_goal(goal)
         if agent:
@@ -368,6 +371,10 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
         state = "connected"
         if source_row is not None:
             state = "listening" if source_row.enabled else "disconnected"
+        if source_kind == ck.DOCUMENT_COMMENT:
+            # the document is attached: watched by its source from now on (bounded catch-up)
+            source_row = Source.objects.select_for_update().get(pk=source_row.pk)
+            source_ref = comments.watch(source_row, source_ref)
         return Connector.objects.create(
             goal=goal_row, agent=agent_row, provider_kind=kind.provider_kind,
             source_kind=source_kind, source=source_row, source_ref=source_ref,
@@ -412,6 +419,11 @@ def reconnect(pk: int) -> Connector:
         if connector.source_id is not None and not connector.source.enabled:
             raise Refused(f"source {connector.source.slug!r} is disabled: enable it before "
                           "reconnecting", code="source_disabled", field="source")
+        if kind == ck.DOCUMENT_COMMENT and connector.source_id is not None:
+            from intake.models import Source
+
+            comments.watch(Source.objects.select_for_update().get(pk=connector.source_id),
+                           connector.source_ref)
         connector.state = "connected" if connector.source_id is None else "listening"
         connector.save(update_fields=["state", "updated_at"])
         return connector

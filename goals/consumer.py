@@ -1,13 +1,15 @@
-"""Goals as intake's consumer of the Lark sources an agent's Lark Bot connector listens on
-(intake/consumers.py): such a source's chat messages enter `goals.ingress.accept`, never
-tickets. Registered from goals/wiring.py; called in intake's transaction, so the trigger,
-its disposition and the connector's receipt commit together."""
+"""Goals as intake's consumer of the Lark sources an agent's Lark Bot or document-comment
+connector listens on (intake/consumers.py): such a source's chat messages and document
+comments enter `goals.ingress.accept`, never tickets. A comment the inbox takes is held by
+intake until the inbox acknowledges it (`acknowledgement`, goals/comments.py). Registered
+from goals/wiring.py; called in intake's transaction, so the trigger, its disposition and
+the connector's receipt commit together."""
 
 from __future__ import annotations
 
 from django.utils import timezone
 
-from goals import ingress
+from goals import comments, ingress
 from goals.core import connectors as ck
 from goals.models import Connector
 from intake import rules as intake_rules
@@ -17,17 +19,20 @@ NO_CONNECTOR = "no_connector"    # a chat no active connector names
 NOT_ADMITTED = "not_admitted"    # the policy gate ignored it: nothing is delivered
 
 
-def _live(source):
-    return Connector.objects.filter(source=source, source_kind=ck.LARK_BOT).exclude(
+def _live(source, kind=ck.LARK_BOT):
+    return Connector.objects.filter(source=source, source_kind=kind).exclude(
         state="disconnected")
 
 
 def claims(source) -> bool:
-    """A Lark source, not in a conversation mode, that an active Lark Bot connector names.
+    """A Lark source, not in a conversation mode, that an active Lark Bot or
+    document-comment connector names.
     A conversation-mode source stays conversations' even if a connector names it (creating
     one is refused; this keeps one source with one consumer if the mode is set later)."""
     return (source.kind == "lark" and not ck.in_conversation_mode(source.config)
-            and _live(source).exists())
+            and Connector.objects.filter(
+                source=source, source_kind__in=(ck.LARK_BOT, ck.DOCUMENT_COMMENT)).exclude(
+                state="disconnected").exists())
 
 
 def event_of(trigger) -> ingress.Event:
@@ -71,11 +76,45 @@ def message_routed(trigger) -> str:
                                    for r in receipts]})
 
 
+def comment_event_of(trigger) -> ingress.Event:
+    meta = trigger.meta or {}
+    token = meta.get("file_token") or ""
+    return ingress.Event(
+        dedupe_key=trigger.external_id, kind="mention" if trigger.addressed else "message",
+        text=trigger.text or "", actor=trigger.actor or "", addressed=trigger.addressed,
+        thread=f"doc:{token}:{meta.get('comment_id') or ''}", at=timezone.now(),
+        place=token,
+        origin={"source": trigger.source.slug, "trigger_external_id": trigger.external_id})
+
+
+def comment_routed(trigger) -> str:
+    """Each active document-comment connector naming the comment's document takes it (one
+    receipt each), as a message is routed; a document no connector names is ignored."""
+    if (trigger.decision or "ignore") == "ignore":
+        return _disposed(trigger, "not_accepted", {"reason": NOT_ADMITTED})
+    token = (trigger.meta or {}).get("file_token") or ""
+    connectors = list(_live(trigger.source, ck.DOCUMENT_COMMENT).filter(source_ref=token))
+    if not token or not connectors:
+        return _disposed(trigger, "ignored", {"reason": NO_CONNECTOR})
+    event = comment_event_of(trigger)
+    receipts = [ingress.accept(connector, event) for connector in connectors]
+    outcomes = [r.outcome for r in receipts]
+    return _disposed(trigger, "delivered" if "delivered" in outcomes else outcomes[0],
+                     {"receipts": [{"connector": r.connector_id, "receipt": r.pk,
+                                    "outcome": r.outcome, "reason": r.reason}
+                                   for r in receipts]})
+
+
+def _is_comment(result) -> bool:
+    return (getattr(result, "meta", None) or {}).get("scope") == "doc_comment"
+
+
 class GoalsConsumer:
     def locate(self, source, result):
-        """A chat message stays where it is; anything else on this source — a document
-        comment — is no connector input."""
-        if intake_rules.is_trigger(result) and not (result.meta or {}).get("message_id"):
+        """A chat message or a document comment stays where it is; anything else is no
+        connector input."""
+        if (intake_rules.is_trigger(result) and not (result.meta or {}).get("message_id")
+                and not _is_comment(result)):
             return intake_rules.ignored(NOT_A_MESSAGE)
         return result
 
@@ -83,7 +122,16 @@ class GoalsConsumer:
         """A chat thread has no state of its own that a connector follows."""
 
     def route_new(self, trigger, acceptance: str | None) -> str:
+        if _is_comment(trigger):
+            return comment_routed(trigger)
         return message_routed(trigger)
+
+    def acknowledgement(self, trigger) -> str | None:
+        """Intake asks whether the inbox holds a comment trigger (intake/acks.py): None
+        when it became no inbox event, "" while one waits for its ACK, else the outcome."""
+        if not _is_comment(trigger):
+            return None
+        return comments.acknowledgement(trigger.source_id, trigger.external_id)
 
     def followed_pull_requests(self, source) -> list[dict]:
         return []

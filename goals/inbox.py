@@ -4,7 +4,8 @@ expiry, so a crashed drainer's events are taken again) → fresh goal state, the
 effect and the settle record in one transaction (``settle``) → the optional reply through
 the connector, read back from the provider (goals/replies.py, through the outbox) → only
 then ACK. Without a reply the settle itself acknowledges, with the outcome
-``no_response``.
+``no_response``. An event from a document-comment connector hands its ACK to the source's
+comment cursor (goals/comments.py): only then may the cursor pass the comment.
 
 Duplicates change nothing: a drain with the key of a live claim answers that claim again;
 a second settle answers the first one's record; the reply is sent once per receipt."""
@@ -18,7 +19,7 @@ from django.db import transaction
 from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils import timezone
 
-from goals import actions, replies
+from goals import actions, comments, replies
 from goals.core import inbox as rules
 from goals.core.lifecycle import Refused
 from goals.core.urgency import ASKS_FOR_REPLY
@@ -90,6 +91,8 @@ def settle(goal: str, agent: str, event_id: int, *, effect: object, reply: objec
         else:
             event.state, event.outcome, event.acked_at = "acked", "no_response", now
         event.save(update_fields=["state", "outcome", "acked_at", "claimed_until"])
+        if event.state == "acked":
+            comments.acknowledged(event)  # a document comment's cursor may pass it now
         return event
 
 

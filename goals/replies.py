@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from effects import outbox
+from goals import comments
 from goals.models import ConnectorReply, InboxEvent, IngressReceipt
 from intake.acks import ReplyNotReadBack
 
@@ -98,8 +99,9 @@ def deliver(effect_id: int, payload: dict) -> None:
 
 def _acknowledge(receipt: IngressReceipt, reply: ConnectorReply | None) -> None:
     """ACK the receipt's inbox event (if it came through the inbox) once its reply is
-    read back or known gone. A connector with a cursor would pass it here; a chat
-    connector has none (its events are the provider's message ids)."""
+    read back or known gone. A document-comment connector's comment is handed back to its
+    source's cursor in the same transaction (goals/comments.py); a chat connector has no
+    cursor (its events are the provider's message ids)."""
     if reply is None or reply.state == "pending":
         return
     with transaction.atomic():
@@ -110,6 +112,7 @@ def _acknowledge(receipt: IngressReceipt, reply: ConnectorReply | None) -> None:
         event.outcome = "replied" if reply.state == "replied" else "reply_gone"
         event.claimed_until = None
         event.save(update_fields=["state", "acked_at", "outcome", "claimed_until"])
+        comments.acknowledged(event)
 
 
 def _send_and_read_back(source, reply: ConnectorReply) -> str:

@@ -4,6 +4,11 @@ delivery processed into a trigger and its route, or ignored with a content-free 
 the optional reply through the source (the `intake.ack` effect) → the reply read back
 from the provider → only then ACK, and the cursor passes the event.
 
+A consumer that acknowledges events itself (a goal agent's async inbox, goals/) holds
+the event once its trigger is routed there (state `held`): the cursor then waits for that
+consumer's ACK (`consumer_acknowledged`), which comes only after the inbox settle's durable
+effect and, when a reply is due, the reply read back from the provider.
+
 Each captured event is one EventAck row. The committed cursor passes an event only when it
 and every event before it are acknowledged, so a crash at any step leaves the cursor before
 it and the next poll or the effect's retry takes it up again: capture dedupes on the row
@@ -12,6 +17,7 @@ it and the next poll or the effect's retry takes it up again: capture dedupes on
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from django.db import IntegrityError, transaction
@@ -19,8 +25,8 @@ from django.db import IntegrityError, transaction
 from amux_common.clock import now as clock
 from amux_common.integrity import violates
 from effects import outbox
-from intake import health
-from intake.models import Delivery, EventAck, Source, Thread
+from intake import consumers, health
+from intake.models import Delivery, EventAck, Source, Thread, Trigger
 from intake.receive import accept
 from intake.send import send
 from intake.sources import ReadsRepliesBack, plugin
@@ -85,12 +91,21 @@ def _settle(pk: int) -> None:
     due, else its reply handed to the outbox (which acknowledges it after the readback)."""
     with transaction.atomic(durable=True):
         row = EventAck.objects.select_for_update().select_related("source").get(pk=pk)
-        if row.state != EventAck.State.CAPTURED:
+        if row.state not in (EventAck.State.CAPTURED, EventAck.State.HELD):
             return
         delivery = Delivery.objects.filter(source_id=row.source_id,
                                            delivery_id=row.delivery_id).first()
         if delivery is None or delivery.processed_at is None:
             return  # the durable effect is not recorded yet: nothing may pass it
+        held = _held(delivery)
+        if held:  # its consumer acknowledged it (and the cursor may not have moved yet)
+            _acked(row, held[:40])
+            return
+        if held == "":  # its consumer holds it: only that consumer's ACK passes it
+            if row.state != EventAck.State.HELD:
+                row.state = EventAck.State.HELD
+                row.save(update_fields=["state"])
+            return
         receipt = (row.source.config.get("comment_receipt") or "").strip()
         replies = isinstance(plugin(row.source.kind, row.source.config), ReadsRepliesBack)
         if delivery.outcome == "admitted" and receipt and replies:
@@ -100,6 +115,35 @@ def _settle(pk: int) -> None:
             return
         _acked(row, "no_response" if delivery.outcome == "admitted"
                else (delivery.reason or delivery.outcome or "no_response")[:40])
+
+
+def _held(delivery: Delivery) -> str | None:
+    """Whether the consumer of the delivery's trigger holds it (consumers.acknowledgement)."""
+    if delivery.trigger_id is None:
+        return None
+    trigger = Trigger.objects.filter(pk=delivery.trigger_id).first()
+    return consumers.acknowledgement(trigger) if trigger is not None else None
+
+
+def consumer_acknowledged(source_id: int, external_id: str, outcome: str,
+                          reply_ref: str = "") -> int:
+    """The consumer holding a trigger acknowledged it (in the consumer's own transaction,
+    after its durable effect and verified reply): its held events are acknowledged with it,
+    and after the commit each one's cursor moves past what is acknowledged in order. A
+    second call changes nothing. A crash before the cursor moves is repaired by the next
+    poll (`advance` commits the cursor). Answers how many events were acknowledged."""
+    deliveries = Delivery.objects.filter(
+        source_id=source_id,
+        trigger__in=Trigger.objects.filter(source_id=source_id, external_id=external_id[:300]),
+    ).values("delivery_id")
+    rows = list(EventAck.objects.select_for_update()
+                .filter(source_id=source_id, state=EventAck.State.HELD,
+                        delivery_id__in=deliveries).order_by("pk"))
+    for row in rows:
+        _acked(row, outcome[:40] or "no_response", reply_ref)
+    for cursor in sorted({row.cursor for row in rows}):
+        transaction.on_commit(functools.partial(commit_cursor, source_id, cursor))
+    return len(rows)
 
 
 def _acked(row: EventAck, outcome: str, reply_ref: str = "") -> None:

@@ -77,3 +77,17 @@ def of(source) -> Consumer:
     if _consumer is None:
         raise NoConsumer("no app registered an intake consumer (tickets does in its ready())")
     return _consumer
+
+
+def acknowledgement(trigger) -> str | None:
+    """Whether a consumer that acknowledges events itself (a goal agent's async inbox)
+    holds `trigger`: None when none does (intake's own rule acknowledges it), "" while
+    one holds it unacknowledged, else the outcome it was acknowledged with. Asked of every
+    registered consumer that answers it, whichever claims the source now: a connector
+    disconnected since keeps what its inbox took."""
+    for consumer in [c for _, c in _claimed] + ([_consumer] if _consumer else []):
+        answer = getattr(consumer, "acknowledgement", None)
+        held = answer(trigger) if callable(answer) else None
+        if held is not None:
+            return held
+    return None

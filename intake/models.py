@@ -196,6 +196,9 @@ class EventAck(models.Model):
     class State(models.TextChoices):
         CAPTURED = "captured", "captured"  # stored; its effect not recorded yet
         REPLYING = "replying", "reply due"  # effect recorded; reply not verified yet
+        # handed to a consumer that acknowledges it itself (a goal agent's async inbox):
+        # waits for that consumer's ACK (its durable effect and verified reply)
+        HELD = "held", "held by its consumer"
         ACKED = "acked", "acknowledged"
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="acks",

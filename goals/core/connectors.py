@@ -15,6 +15,10 @@ FALLBACKS = ("none", "session_queue", "async_inbox")
 REPLY_MODES = ("none", "source_thread", "topic_reply", "source_comment", "configured_mirror")
 STATES = ("connected", "listening", "stale", "disconnected")
 LARK_BOT = "lark_group_message"  # the kind that is an agent's "Lark Bot connection"
+DOCUMENT_COMMENT = "lark_document_comment"
+# Lark's file types whose comments can be listed; a bare document token is a docx.
+DOC_TYPES = ("doc", "docx", "sheet", "bitable", "slides", "file")
+DEFAULT_DOC_TYPE = "docx"
 
 
 @dataclass(frozen=True)
@@ -108,3 +112,30 @@ def permission_requirements(source_kind: str, *, domain: str, app_id: str,
     return [{"capability": cap, "provider": kind.provider_kind, "scopes": list(scopes),
              "publication_required": True, "repair_url": repair}
             for cap, scopes in kind.permissions if cap in used]
+
+
+def document_ref(source_ref: str) -> tuple[str, str]:
+    """A document-comment connector's ``source_ref``: ``<type>:<token>`` or a bare token
+    (a docx), as (file_type, token). Refused naming ``source_ref`` when malformed."""
+    file_type, sep, token = (source_ref or "").strip().partition(":")
+    if not sep:
+        file_type, token = DEFAULT_DOC_TYPE, file_type
+    if file_type not in DOC_TYPES or not token or ":" in token or len(token) > 200:
+        raise Refused("source_ref must be a document token, optionally <type>:<token> with "
+                      f"a type among {', '.join(DOC_TYPES)}", code="invalid", status=400,
+                      field="source_ref")
+    return file_type, token
+
+
+def comment_acknowledgement(events: list[tuple[str, str]]) -> str | None:
+    """Whether a document comment the inbox took is acknowledged, from the (state,
+    outcome) of each inbox event it became (one per agent whose connector names the
+    document): None when it became none (the inbox does not hold it: the source's own
+    rule acknowledges it), "" while any is not acknowledged (its cursor must wait), else
+    the outcome — ``replied`` when any reply was read back, else the first one's."""
+    if not events:
+        return None
+    if any(state != "acked" for state, _ in events):
+        return ""
+    outcomes = [outcome or "no_response" for _, outcome in events]
+    return "replied" if "replied" in outcomes else outcomes[0]
