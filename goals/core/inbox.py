@@ -16,9 +16,9 @@ LEASE_MIN_S, LEASE_MAX_S = 30, 3600
 REPLY_MAX = 10_000          # characters of one connector reply
 
 EFFECT_KINDS = ("todo", "design_revision", "no_follow_up", "owner_gate")
-# Replies that go back to the place the event came from; configured_mirror has no
-# configured place yet, none replies nothing.
-REPLYING_MODES = ("source_thread", "topic_reply", "source_comment")
+# Replies that go back to the place the event came from, or to the connector's configured
+# mirror chat; none replies nothing.
+REPLYING_MODES = ("source_thread", "topic_reply", "source_comment", "configured_mirror")
 # Goals whose todos and materials no longer change: only a rationale or a gate settles.
 CLOSED_GOALS = ("done", "abandoned")
 
