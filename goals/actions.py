@@ -323,7 +323,7 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
                      provider_kind: str | None = None, source: str | None = None,
                      source_ref: str = "", capture_scope: str = "mentions",
                      ingress_mode: str = "", fallback: str = "none",
-                     reply_mode: str = "none") -> Connector:
+                     reply_mode: str = "none", mirror_ref: str = "") -> Connector:
     from intake.models import Source
 
     kind = ck.check(source_kind=source_kind, provider_kind=provider_kind,
@@ -349,6 +349,9 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
                           "conversation is off", code="invalid", status=400, field="source")
         if source_kind == ck.DOCUMENT_COMMENT:
             ck.document_ref(source_ref)  # refused naming source_ref before anything is kept
+    mirror_ref = ck.check_mirror(
+        source_kind=source_kind, reply_mode=reply_mode, mirror_ref=mirror_ref,
+        groups=ck.configured_groups(source_row.config if source_row else None))
     with transaction.atomic():
         goal_row = _locked_goal(goal)
         if agent:
@@ -379,7 +382,7 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
             goal=goal_row, agent=agent_row, provider_kind=kind.provider_kind,
             source_kind=source_kind, source=source_row, source_ref=source_ref,
             capture_scope=capture_scope, ingress_mode=ingress_mode, fallback=fallback,
-            reply_mode=reply_mode, state=state)
+            reply_mode=reply_mode, mirror_ref=mirror_ref, state=state)
 
 
 def _locked_connector(pk: int) -> Connector:
@@ -388,6 +391,51 @@ def _locked_connector(pk: int) -> Connector:
     if connector is None:
         raise Refused(f"unknown connector {pk}", code="not_found", status=404)
     return connector
+
+
+def change_reply(pk: int, *, reply_mode: str | None = None,
+                 mirror_ref: str | None = None) -> Connector:
+    """Change where a connector's replies go (its reply_mode, and the mirror chat of a
+    configured_mirror one), checked as at creation. A reply already asked for keeps the
+    place it was asked for; capture, ingress, state and the agent do not change."""
+    with transaction.atomic():
+        connector = _locked_connector(pk)
+        mode = connector.reply_mode if reply_mode is None else reply_mode
+        mirror = connector.mirror_ref if mirror_ref is None else mirror_ref
+        if mode != "configured_mirror" and reply_mode is not None and mirror_ref is None:
+            mirror = ""  # leaving configured_mirror drops its mirror
+        ck.check(source_kind=connector.source_kind, provider_kind=connector.provider_kind,
+                 capture_scope=connector.capture_scope, ingress_mode=connector.ingress_mode,
+                 fallback=connector.fallback, reply_mode=mode)
+        groups = ck.configured_groups(connector.source.config if connector.source_id else None)
+        connector.reply_mode = mode
+        connector.mirror_ref = ck.check_mirror(source_kind=connector.source_kind,
+                                               reply_mode=mode, mirror_ref=mirror,
+                                               groups=groups)
+        connector.save(update_fields=["reply_mode", "mirror_ref", "updated_at"])
+        return connector
+
+
+def select_channel(pk: int, source_ref: str) -> Connector:
+    """The explicit channel selection of a Lark Bot connection: it listens on another of
+    its source's configured chats from now on. Refused (400) for a chat the source is not
+    configured for, (409) for one another active Lark Bot connection is bound to. The
+    agent's mode, working session, queue and inbox, and the goal's todos stay as they are;
+    choosing the chat it already has changes nothing."""
+    with transaction.atomic():
+        connector = _locked_connector(pk)
+        groups = ck.configured_groups(connector.source.config if connector.source_id else None)
+        ck.check_channel(source_kind=connector.source_kind, source_ref=source_ref,
+                         groups=groups)
+        if source_ref == connector.source_ref:
+            return connector
+        if Connector.objects.filter(source_kind=ck.LARK_BOT, source_ref=source_ref).exclude(
+                state="disconnected").exclude(pk=pk).exists():
+            raise Refused("another active Lark Bot connection is bound to that chat",
+                          code="channel_bound", field="source_ref")
+        connector.source_ref = source_ref
+        connector.save(update_fields=["source_ref", "updated_at"])
+        return connector
 
 
 def disconnect(pk: int) -> Connector:

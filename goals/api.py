@@ -1,5 +1,6 @@
 """REST: ``goals/`` with ``todos/``, ``materials/``, ``agents/`` (``start``, ``detach``,
-``mode``, ``messages``, ``inbox/urgency``), ``connectors/`` (``rebind``, ``reconnect``) and
+``mode``, ``messages``, ``inbox/urgency``), ``connectors/`` (``PATCH`` of the reply settings,
+``rebind``, ``reconnect``, ``channel``) and
 ``ingress-receipts/`` (read-only, ``?connector=``; ``cancel`` for a queued item). Every
 write is one call of goals.actions or goals.ingress; refusals answer the shared error
 shape naming the field."""
@@ -374,7 +375,7 @@ class ConnectorSerializer(serializers.ModelSerializer):
         model = Connector
         fields = ["id", "goal", "agent", "provider_kind", "source_kind", "source",
                   "source_ref", "capture_scope", "ingress_mode", "fallback", "reply_mode",
-                  "capabilities", "permission_requirements", "state", "label",
+                  "mirror_ref", "capabilities", "permission_requirements", "state", "label",
                   "created_at", "updated_at"]
 
     def get_capabilities(self, obj: Connector) -> list[str]:
@@ -403,6 +404,21 @@ class ConnectorWrite(JsonTyped, serializers.Serializer):
     ingress_mode = serializers.ChoiceField(choices=ck.INGRESS_MODES)
     fallback = serializers.ChoiceField(choices=ck.FALLBACKS, required=False)
     reply_mode = serializers.ChoiceField(choices=ck.REPLY_MODES, required=False)
+    mirror_ref = serializers.CharField(
+        required=False, allow_blank=True, max_length=200,
+        help_text="configured_mirror: the chat replies go to (one of the source's groups)")
+
+
+class ReplyUpdate(JsonTyped, serializers.Serializer):
+    reply_mode = serializers.ChoiceField(choices=ck.REPLY_MODES, required=False)
+    mirror_ref = serializers.CharField(
+        required=False, allow_blank=True, max_length=200,
+        help_text="configured_mirror: the chat replies go to (one of the source's groups)")
+
+
+class ChannelWrite(JsonTyped, serializers.Serializer):
+    source_ref = serializers.CharField(
+        max_length=200, help_text="a chat id among the Lark source's configured groups")
 
 
 class ConnectorList(RefusalsAnswered, generics.ListAPIView):
@@ -425,7 +441,7 @@ class ConnectorList(RefusalsAnswered, generics.ListAPIView):
             source_ref=data.get("source_ref", ""),
             capture_scope=data.get("capture_scope", "mentions"),
             ingress_mode=data["ingress_mode"], fallback=data.get("fallback", "none"),
-            reply_mode=data.get("reply_mode", "none"))
+            reply_mode=data.get("reply_mode", "none"), mirror_ref=data.get("mirror_ref", ""))
         return Response(ConnectorSerializer(connector).data, status=status.HTTP_201_CREATED)
 
 
@@ -440,6 +456,15 @@ class ConnectorDetail(RefusalsAnswered, APIView):
     @extend_schema(responses=ConnectorSerializer)
     def get(self, request, pk: int):
         return Response(ConnectorSerializer(_connector(pk)).data)
+
+    @extend_schema(request=ReplyUpdate, responses=ConnectorSerializer)
+    def patch(self, request, pk: int):
+        """Change where replies go (reply_mode, mirror_ref); nothing else changes here."""
+        _connector(pk)
+        data = _valid(ReplyUpdate, request, partial=True)
+        connector = actions.change_reply(pk, reply_mode=data.get("reply_mode"),
+                                         mirror_ref=data.get("mirror_ref"))
+        return Response(ConnectorSerializer(connector).data)
 
     @extend_schema(responses=ConnectorSerializer)
     def delete(self, request, pk: int):
@@ -467,6 +492,17 @@ class ConnectorReconnect(RefusalsAnswered, APIView):
         agent has another active connection of its kind, or its source is disabled)."""
         _connector(pk)
         return Response(ConnectorSerializer(actions.reconnect(pk)).data)
+
+
+class ConnectorChannel(RefusalsAnswered, APIView):
+    @extend_schema(request=ChannelWrite, responses=ConnectorSerializer)
+    def post(self, request, pk: int):
+        """Choose a Lark Bot connection's channel among its source's configured groups
+        (400 for another chat, 409 for one another active Lark Bot connection is bound
+        to). The agent's mode, session and the goal's todos do not change."""
+        _connector(pk)
+        data = _valid(ChannelWrite, request)
+        return Response(ConnectorSerializer(actions.select_channel(pk, data["source_ref"])).data)
 
 
 class ReceiptList(generics.ListAPIView):

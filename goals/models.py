@@ -129,6 +129,9 @@ class Connector(models.Model):
                                on_delete=models.PROTECT, related_name="goal_connectors")
     source_ref = models.CharField(max_length=200, blank=True,
                                   help_text="owner-local: chat id or document token")
+    mirror_ref = models.CharField(
+        max_length=200, blank=True,
+        help_text="owner-local: where a configured_mirror reply goes (a configured chat id)")
     capture_scope = models.CharField(max_length=24, choices=_choices(ck.CAPTURE_SCOPES),
                                      default="mentions")
     ingress_mode = models.CharField(max_length=16, choices=_choices(ck.INGRESS_MODES))
@@ -276,7 +279,8 @@ class ConnectorReply(models.Model):
     receipt = models.OneToOneField(IngressReceipt, on_delete=models.CASCADE,
                                    related_name="reply")
     text = models.TextField()
-    reply_to = models.CharField(max_length=300, help_text="message id or doc:<token>:<id>")
+    reply_to = models.CharField(max_length=300,
+                                help_text="message id, chat:<chat id> or doc:<token>:<id>")
     in_thread = models.BooleanField(default=False)
     # pending (not read back yet) | replied (read back) | gone (the place refuses it)
     state = models.CharField(max_length=10, default="pending")

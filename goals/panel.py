@@ -1,8 +1,8 @@
 """The goal pages, under the Sessions tab: the goals, and one goal with its agents (mode,
 lifecycle, working session), each connection's state in a header line ("Lark Bot ·
 listening"), todos, materials and inbox urgency. Operators start and detach agents here,
-run a managed agent's next turn and switch its autorun, and disconnect, reconnect or rebind
-connections; viewers read."""
+run a managed agent's next turn and switch its autorun, and disconnect, reconnect, rebind
+connections or choose a Lark Bot connection's channel; viewers read."""
 
 from __future__ import annotations
 
@@ -115,4 +115,28 @@ def connector_action(request, slug: str, pk: int, action: str):
         messages.error(request, f"{label}: {exc}")
     else:
         messages.success(request, _connection_done(action, label, result))
+    return redirect("panel-goal", slug=slug)
+
+
+@roles.operator_required
+@require_POST
+def connector_channel(request, slug: str, pk: int):
+    """Choose a Lark Bot connection's channel among its source's configured chats: the same
+    command as ``POST connectors/<id>/channel``. The agent's mode and session and the goal's
+    todos stay as they are."""
+    connector = Connector.objects.filter(pk=pk, goal__slug=slug).first()
+    if connector is None:
+        raise Http404("unknown connector")
+    label = ck.label(connector.source_kind)
+    chat = request.POST.get("source_ref") or ""
+    before = connector.source_ref
+    try:
+        changed = actions.select_channel(pk, chat)
+    except Refused as exc:
+        messages.error(request, f"{label}: {exc}")
+    else:
+        if changed.source_ref == before:
+            messages.info(request, f"{label}: already on {chat}.")
+        else:
+            messages.success(request, f"{label}: channel {changed.source_ref}.")
     return redirect("panel-goal", slug=slug)

@@ -50,8 +50,10 @@ def goal_page(goal: Goal) -> dict[str, Any]:
             "connections": [{"id": c.pk, "label": ck.label(c.source_kind), "state": c.state,
                              "queues": "session_queue" in (c.ingress_mode, c.fallback),
                              "ingress": c.ingress_mode, "fallback": c.fallback,
-                             "capture": c.capture_scope, "reply": c.reply_mode}
-                            for c in agent.connectors.order_by("id")],
+                             "capture": c.capture_scope, "reply": c.reply_mode,
+                             "mirror": c.mirror_ref, **channel_choice(c)}
+                            for c in agent.connectors.select_related("source")
+                            .order_by("id")],
             "urgency": ingress.urgency(agent),
             "autorun": agent.autorun,
             "turns": recent_turns(agent),
@@ -70,6 +72,18 @@ def goal_page(goal: Goal) -> dict[str, Any]:
         "materials": [{"key": m.key, "title": m.title or m.key, "revision": m.revision,
                        "fetched_at": m.fetched_at} for m in goal.materials.all()],
     }
+
+
+def channel_choice(connector) -> dict[str, Any]:
+    """A Lark Bot connection's channel and the chats it may choose among (its source's
+    configured groups); other connections have none."""
+    if connector.source_kind != ck.LARK_BOT:
+        return {"channel": None, "channels": []}
+    groups = ck.configured_groups(connector.source.config if connector.source_id else None)
+    choices = list(groups)
+    if connector.source_ref and connector.source_ref not in choices:
+        choices.insert(0, connector.source_ref)  # shown, though no longer configured
+    return {"channel": connector.source_ref, "channels": choices}
 
 
 def recent_turns(agent: Agent, limit: int = 5) -> list[dict[str, Any]]:

@@ -25,15 +25,20 @@ log = logging.getLogger(__name__)
 
 EFFECT_KIND = "goals.connector_reply"
 TURN_POLL_S = 2.0  # how soon a turn that has not ended is looked at again
-TURN_REPLY_MODES = ("source_thread", "topic_reply")  # a chat message's turn answers there
+# a chat message's turn answers there (in its thread, or in the configured mirror chat)
+TURN_REPLY_MODES = ("source_thread", "topic_reply", "configured_mirror")
+MIRROR = "chat:"  # a reply_to that names a chat: a new message there, not a reply
 
 
 def target(connector, receipt: IngressReceipt, thread: str = "") -> tuple[str, bool]:
     """Where the reply goes: on a document comment its comment thread; in a chat the
     message itself (its id is the receipt's dedupe key), in its topic when it is in one
-    (source_thread) or opening one (topic_reply)."""
+    (source_thread) or opening one (topic_reply); with configured_mirror a new message in
+    the connector's mirror chat (``chat:<chat id>``, fixed when the reply is asked for)."""
     if connector.reply_mode == "source_comment":
         return thread, False
+    if connector.reply_mode == "configured_mirror":
+        return f"{MIRROR}{connector.mirror_ref}", False
     return receipt.dedupe_key, connector.reply_mode == "topic_reply" or bool(thread)
 
 
@@ -141,6 +146,8 @@ def _send_and_read_back(source, reply: ConnectorReply) -> str:
         return ref
     if not isinstance(plug, RepliesInChat):
         raise ReplyNotReadBack(f"reply {reply.pk}: a {source.kind} source cannot reply")
+    if reply.reply_to.startswith(MIRROR):
+        return _mirror(plug, key, reply)
     sent = plug.send_text(key=key, text=reply.text, reply_to=reply.reply_to,
                           in_thread=reply.in_thread)
     if sent.result == SendResult.GONE:
@@ -150,5 +157,22 @@ def _send_and_read_back(source, reply: ConnectorReply) -> str:
     shown = plug.shown_message(sent.message_id)
     if (shown is None or shown["text"] != reply.text
             or reply.reply_to not in (shown["parent_id"], shown["root_id"])):
+        raise ReplyNotReadBack(f"reply {reply.pk}: the provider does not show it")
+    return sent.message_id
+
+
+def _mirror(plug, key: str, reply: ConnectorReply) -> str:
+    """A configured_mirror reply: a new message in the mirror chat (once per reply id),
+    read back as Lark shows it — the same text, in that chat."""
+    from intake.sources.base import SendResult
+
+    chat = reply.reply_to[len(MIRROR):]
+    sent = plug.post_text(key=key, text=reply.text, chat_id=chat)
+    if sent.result == SendResult.GONE:
+        return ""
+    if sent.result != SendResult.SENT or not sent.message_id:
+        raise ReplyNotReadBack(f"reply {reply.pk}: the provider asked to retry the reply")
+    shown = plug.shown_message(sent.message_id)
+    if shown is None or shown["text"] != reply.text or shown["chat_id"] != chat:
         raise ReplyNotReadBack(f"reply {reply.pk}: the provider does not show it")
     return sent.message_id

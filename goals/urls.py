@@ -32,6 +32,8 @@ api_urlpatterns = [
          name="connector-rebind"),
     path("connectors/<int:pk>/reconnect/", api.ConnectorReconnect.as_view(),
          name="connector-reconnect"),
+    path("connectors/<int:pk>/channel/", api.ConnectorChannel.as_view(),
+         name="connector-channel"),
     path("ingress-receipts/", api.ReceiptList.as_view(), name="ingress-receipt-list"),
     path("ingress-receipts/<int:pk>/", api.ReceiptDetail.as_view(),
          name="ingress-receipt-detail"),
@@ -46,6 +48,8 @@ panel_urlpatterns = [
          name="panel-goal-agent-attach"),
     path("sessions/goals/<slug:slug>/agents/<slug:agent>/<str:action>/", panel.agent_action,
          name="panel-goal-agent-action"),
+    path("sessions/goals/<slug:slug>/connectors/<int:pk>/channel/",
+         panel.connector_channel, name="panel-goal-connector-channel"),
     path("sessions/goals/<slug:slug>/connectors/<int:pk>/<str:action>/",
          panel.connector_action, name="panel-goal-connector-action"),
 ]

@@ -98,6 +98,41 @@ def check(*, source_kind: str, provider_kind: str | None, capture_scope: str,
     return kind
 
 
+def configured_groups(source_config: dict | None) -> list[str]:
+    """The chats a Lark source is configured for (its `groups`)."""
+    groups = (source_config or {}).get("groups") or []
+    return [g for g in groups if isinstance(g, str)] if isinstance(groups, list) else []
+
+
+def check_mirror(*, source_kind: str, reply_mode: str, mirror_ref: str,
+                 groups: list[str]) -> str:
+    """A configured_mirror connector names its mirror place: for a Lark Bot, one of the
+    source's configured chats. Any other reply mode takes no mirror. Answers the mirror."""
+    if reply_mode != "configured_mirror":
+        if mirror_ref:
+            raise Refused("mirror_ref is only for reply_mode configured_mirror",
+                          code="invalid", status=400, field="mirror_ref")
+        return ""
+    if not mirror_ref:
+        raise Refused("reply_mode configured_mirror needs mirror_ref: the chat replies go to",
+                      code="invalid", status=400, field="mirror_ref")
+    if source_kind == LARK_BOT and mirror_ref not in groups:
+        raise Refused(f"mirror_ref {mirror_ref!r} is not one of the Lark source's configured "
+                      "groups", code="invalid", status=400, field="mirror_ref")
+    return mirror_ref
+
+
+def check_channel(*, source_kind: str, source_ref: str, groups: list[str]) -> str:
+    """A Lark Bot connection's channel is one of its source's configured chats."""
+    if source_kind != LARK_BOT:
+        raise Refused(f"a {label(source_kind)} connection has no channel to choose",
+                      code="no_channel", status=409, field="source_ref")
+    if not isinstance(source_ref, str) or source_ref not in groups:
+        raise Refused(f"source_ref {source_ref!r} is not one of the Lark source's configured "
+                      "groups", code="invalid", status=400, field="source_ref")
+    return source_ref
+
+
 def permission_requirements(source_kind: str, *, domain: str, app_id: str,
                             capture_scope: str, reply_mode: str) -> list[dict]:
     """Typed guidance: which exact scopes each capability in use needs, and where the

@@ -16,9 +16,9 @@ LEASE_MIN_S, LEASE_MAX_S = 30, 3600
 REPLY_MAX = 10_000          # characters of one connector reply
 
 EFFECT_KINDS = ("todo", "design_revision", "no_follow_up", "owner_gate")
-# Replies that go back to the place the event came from; configured_mirror has no
-# configured place yet, none replies nothing.
-REPLYING_MODES = ("source_thread", "topic_reply", "source_comment")
+# Replies that go back to the place the event came from, or to the connector's configured
+# mirror chat; none replies nothing.
+REPLYING_MODES = ("source_thread", "topic_reply", "source_comment", "configured_mirror")
 # Goals whose todos and materials no longer change: only a rationale or a gate settles.
 CLOSED_GOALS = ("done", "abandoned")
 
@@ -101,6 +101,6 @@ def check_reply(reply: object, reply_mode: str) -> str:
         raise Refused("the connector is read-only (reply_mode none): settle without a reply",
                       code="read_only", status=400, field="reply")
     if reply_mode not in REPLYING_MODES:
-        raise Refused(f"reply_mode {reply_mode} cannot reply yet", code="reply_unsupported",
+        raise Refused(f"reply_mode {reply_mode} has no way to reply", code="reply_unsupported",
                       status=409, field="reply")
     return reply

@@ -86,6 +86,11 @@ class RepliesInChat(Protocol):
         """Reply to `reply_to` once per `key`; answers a `CardSent` (result, message id)."""
         ...
 
+    def post_text(self, *, key: str, text: str, chat_id: str):
+        """A new message in `chat_id` once per `key` (a configured mirror); answers a
+        `CardSent`."""
+        ...
+
     def shown_message(self, message_id: str) -> dict | None:
         """The message as the platform shows it now (its `text`, `parent_id`, `root_id`,
         `chat_id`), or None when it does not show it."""

@@ -451,6 +451,29 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards, RepliesInC
         return CardSent(SendResult.GONE if resp.code in GONE_CODES else SendResult.RETRY,
                         code=resp.code)
 
+    def post_text(self, *, key: str, text: str, chat_id: str) -> CardSent:
+        """A new text message in `chat_id` once per `key` (Lark's `uuid`: a retry answers
+        the message sent the first time, with its id). A chat the bot is not in answers
+        GONE."""
+        from lark_oapi.api.im.v1 import CreateMessageRequest, CreateMessageRequestBody
+
+        uuid = hashlib.sha256(key.encode()).hexdigest()[:50]
+        content = json.dumps({"text": text}, ensure_ascii=False)
+        try:
+            req = (CreateMessageRequest.builder().receive_id_type("chat_id")
+                   .request_body(CreateMessageRequestBody.builder().receive_id(chat_id)
+                                 .msg_type("text").content(content).uuid(uuid).build())
+                   .build())
+            resp = self.client().im.v1.message.create(req)
+        except Exception:
+            log.warning("lark text post %s failed", key, exc_info=True)
+            return CardSent(SendResult.RETRY)
+        if resp.success():
+            return CardSent(SendResult.SENT, (resp.data.message_id if resp.data else "") or "")
+        log.warning("lark text post %s: code %s", key, resp.code)
+        return CardSent(SendResult.GONE if resp.code in GONE_CODES else SendResult.RETRY,
+                        code=resp.code)
+
     def shown_message(self, message_id: str) -> dict | None:
         """One message as Lark shows it now (`GET /im/v1/messages/:id`): `{"message_id",
         "chat_id", "parent_id", "root_id", "thread_id", "text"}`, or None when Lark does

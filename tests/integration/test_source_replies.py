@@ -154,6 +154,7 @@ def test_lark_reply_into_the_thread_once_across_a_crash(server, crashing_notice_
 
 def test_lark_message_to_a_chat_without_a_thread(server):
     source = lark_source(server.url)
+    server.state.lark_chats.add("oc_team")  # the bot is in the chat
     assert send(source, message_id="m6", thread="oc_team", text="hello") == "sent"
     create = server.matching("POST", r"/open-apis/im/v1/messages")[0]
     assert create.query["receive_id_type"] == ["chat_id"] and create.body["receive_id"] == "oc_team"

@@ -67,6 +67,9 @@ class State:
     # document_id -> {"title", "revision_id", "content"}: docx bodies (docx v1)
     lark_documents: dict = field(default_factory=dict)
     lark_app_open_id: str = "ou_bot"  # the author of replies the app posts
+    # Chats the bot is in besides those a stored message is in: a new message into any
+    # other chat is refused as Lark refuses it (230002, the bot is not in the chat).
+    lark_chats: set = field(default_factory=set)
     # When set, the app's messages are answered as sent and then lost (withdrawn at once):
     # GET …/messages/:id does not show them, as a reply that never landed.
     lark_lose_sends: bool = False
@@ -406,6 +409,11 @@ class RecordingServer:
             self.state.lark_store[message_id] = msg
         return msg
 
+    def lark_knows_chat(self, chat_id: str) -> bool:
+        """The bot is in the chat: named in `lark_chats`, or a message of it is stored."""
+        return chat_id in self.state.lark_chats or any(
+            m["chat_id"] == chat_id for m in self.state.lark_store.values())
+
     def lark_chat(self, chat_id: str, thread_id: str | None = None) -> list[dict]:
         """The messages of a chat (or of one topic of it), oldest first."""
         return [m for m in self.state.lark_store.values() if m["chat_id"] == chat_id
@@ -421,7 +429,9 @@ class RecordingServer:
     def _lark_send(self, r: Recorded, parent_id: str | None):
         """POST …/messages (a new message in a chat) and …/messages/:id/reply, as Lark
         answers them: a bad tenant token 99991663; a reply to a message it does not have
-        (or withdrew) 230011; the `uuid` makes a retry answer the first message."""
+        (or withdrew) 230011; a new message into a chat the bot is not in (not in
+        `lark_chats`, and no message of it stored) 230002; the `uuid` makes a retry
+        answer the first message."""
         if r.headers.get("authorization") != "Bearer t-test":
             return 401, {"code": 99991663, "msg": "Invalid access token for authorization."}
         body = r.body if isinstance(r.body, dict) else {}
@@ -457,6 +467,8 @@ class RecordingServer:
         else:
             if r.query.get("receive_id_type") != ["chat_id"] or not body.get("receive_id"):
                 return 400, {"code": 230001, "msg": "invalid request parameter"}
+            if not self.lark_knows_chat(body["receive_id"]):
+                return 400, {"code": 230002, "msg": "Bot/User can NOT be out of the chat."}
             chat, root, thread = body["receive_id"], "", ""
         stored = {"message_id": mid, "chat_id": chat, "thread_id": thread, "root_id": root,
                   "parent_id": parent_id or "", "sender": "app", "msg_type": msg_type,
