@@ -1,6 +1,6 @@
 """REST for managed turns (loopx_turn_v0): ``goals/<g>/agents/<a>/turns`` (POST a turn,
-list the recent ones newest first), ``turns/<key>``, ``turns/<key>/cancel``, ``autorun``, and ``provider`` (the
-explicit provider/model rebinding).
+list the recent ones newest first), ``turns/<key>``, ``turns/<key>/cancel``, ``autorun``,
+and ``provider`` (the explicit provider/model rebinding).
 
 A turn takes minutes, so POST never does the attempt itself: it records the envelope
 (todo claimed) and hands it to the supervisor task, answering ``202`` with the envelope

@@ -1,8 +1,8 @@
 """The goal pages, under the Sessions tab: the goals, and one goal with its agents (mode,
 lifecycle, working session), each connection's state in a header line ("Lark Bot ·
 listening"), todos, materials and inbox urgency. Operators start and detach agents here,
-run a managed agent's next turn, cancel a running one and switch its autorun, and disconnect, reconnect or rebind
-connections; viewers read."""
+run a managed agent's next turn, cancel a running one and switch its autorun, and
+disconnect, reconnect or rebind connections; viewers read."""
 
 from __future__ import annotations
 

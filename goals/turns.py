@@ -209,7 +209,7 @@ def _interrupt(turn: GoalTurn, session_turn_pk: int) -> bool:
 def _attempt(turn: GoalTurn) -> dict[str, Any] | None:
     """The session turn's outcome once it ended, else None (interrupting it once when it
     has run past the attempt timeout: a turn stays bounded)."""
-    from sessions import services, timeline
+    from sessions import timeline
     from sessions.models import Turn
     from sessions.timeline import ENDED
 
