@@ -4,8 +4,9 @@ and ``provider`` (the explicit provider/model rebinding).
 
 A turn takes minutes, so POST never does the attempt itself: it records the envelope
 (todo claimed) and hands it to the supervisor task, answering ``202`` with the envelope
-while it is in flight and ``200`` once it has an outcome (``done`` or ``skipped``) — the
-same key again is the same envelope, with nothing attempted, written or spent twice.
+while it is in flight and ``200`` once it has an outcome (``done``, ``skipped`` or
+``cancelled``) — the same key again is the same envelope, with nothing attempted, written
+or spent twice.
 ``"wait": true`` holds the request up to ``wait_s`` seconds (default 30, at most 60) for
 the outcome; it still answers 202 when the turn runs longer. Poll ``turns/<key>``."""
 
