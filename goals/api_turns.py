@@ -1,11 +1,12 @@
 """REST for managed turns (loopx_turn_v0): ``goals/<g>/agents/<a>/turns`` (POST a turn,
-list the recent ones newest first), ``turns/<key>``, ``autorun``, and ``provider`` (the
-explicit provider/model rebinding).
+list the recent ones newest first), ``turns/<key>``, ``turns/<key>/cancel``, ``autorun``,
+and ``provider`` (the explicit provider/model rebinding).
 
 A turn takes minutes, so POST never does the attempt itself: it records the envelope
 (todo claimed) and hands it to the supervisor task, answering ``202`` with the envelope
-while it is in flight and ``200`` once it has an outcome (``done`` or ``skipped``) — the
-same key again is the same envelope, with nothing attempted, written or spent twice.
+while it is in flight and ``200`` once it has an outcome (``done``, ``skipped`` or
+``cancelled``) — the same key again is the same envelope, with nothing attempted, written
+or spent twice.
 ``"wait": true`` holds the request up to ``wait_s`` seconds (default 30, at most 60) for
 the outcome; it still answers 202 when the turn runs longer. Poll ``turns/<key>``."""
 
@@ -104,6 +105,18 @@ class TurnDetail(RefusalsAnswered, APIView):
         if turn is None:
             raise NotFound(f"no turn {key!r}")
         return _answer(turn)
+
+
+class TurnCancel(RefusalsAnswered, APIView):
+    """Cancel a turn (goals.turns.cancel): ``200`` with the ``cancelled`` envelope, or
+    ``202`` while its interrupted session turn is still ending (``attempt.cancel_requested``;
+    poll ``turns/<key>``); the same call again answers the same. ``404`` unknown key,
+    ``409`` a settled (done, skipped) or written turn, naming its state."""
+
+    @extend_schema(request=None, responses={200: TurnSerializer, 202: TurnSerializer})
+    def post(self, request, slug: str, agent: str, key: str):
+        _agent(slug, agent)
+        return _answer(turns.cancel(slug, agent, key))
 
 
 class AgentAutorun(RefusalsAnswered, APIView):

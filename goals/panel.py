@@ -1,8 +1,9 @@
 """The goal pages, under the Sessions tab: the goals, and one goal with its agents (mode,
 lifecycle, working session), each connection's state in a header line ("Lark Bot ·
 listening"), todos, materials and inbox urgency. Operators start and detach agents here,
-run a managed agent's next turn and switch its autorun, and disconnect, reconnect, rebind
-connections or choose a Lark Bot connection's channel; viewers read."""
+run a managed agent's next turn, cancel a running one and switch its autorun, and
+disconnect, reconnect, rebind connections or choose a Lark Bot connection's channel;
+viewers read."""
 
 from __future__ import annotations
 
@@ -63,6 +64,23 @@ def agent_action(request, slug: str, agent: str, action: str):
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{agent}: {action} done.")
+    return redirect("panel-goal", slug=slug)
+
+
+@roles.operator_required
+@require_POST
+def turn_cancel(request, slug: str, agent: str, key: str):
+    """A running turn's Cancel button: the same command as POST .../turns/<key>/cancel."""
+    try:
+        turn = turns.cancel(slug, agent, key)
+    except Refused as exc:
+        if exc.status == 404:
+            raise Http404(str(exc)) from exc
+        messages.error(request, f"{agent}: turn {key}: {exc}")
+    else:
+        messages.success(request, f"{agent}: turn {key} " + (
+            "cancelled." if turn.state == "cancelled"
+            else "is being interrupted; it ends cancelled once its session turn stops."))
     return redirect("panel-goal", slug=slug)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
+from goals.core import turns as turn_rules
 from goals.models import Agent, Goal
 
 
@@ -90,7 +91,13 @@ def recent_turns(agent: Agent, limit: int = 5) -> list[dict[str, Any]]:
     """The agent's last managed turns, newest first: validation, hint and spend."""
     return [{"key": t.key, "state": t.state, "reason": t.reason, "todo": t.todo_id,
              "passed": (t.validation or {}).get("passed"), "hint": t.hint,
-             "quota_spent": t.quota_spent, "at": t.updated_at}
+             "quota_spent": t.quota_spent, "at": t.updated_at,
+             # a turn in flight before its writeback can be cancelled (Cancel button)
+             "cancelling": bool((t.attempt or {}).get("cancel_requested"))
+             and t.state == turn_rules.RUNNING,
+             "cancellable": t.state in (turn_rules.QUEUED, turn_rules.RUNNING,
+                                        turn_rules.VALIDATED)
+             and not (t.attempt or {}).get("cancel_requested")}
             for t in agent.turns.order_by("-id")[:limit]]
 
 

@@ -7,6 +7,8 @@ whose effect committed with it:
     validate → validated  the session turn ended; amux ran the goal's check_command itself
     write    → written    binding rechecked; todo done with evidence, or the failure kept
     settle   → done       quota spent only for an accepted, passed writeback; hint chosen
+    cancel   → cancelled  an operator's cancel before the writeback: its session turn
+                          interrupted, nothing written back, nothing spent, hint ``stop``
 
 ``advance`` runs the next steps; every step locks the envelope and checks its state
 first, so two workers, or a replay after a crash, never post, write or spend twice. The
@@ -182,10 +184,32 @@ def _end_unattempted(row: GoalTurn, reason: str) -> None:
     row.save(update_fields=["state", "reason", "hint", "writeback", "updated_at"])
 
 
+def _mark(turn_pk: int, **flags: Any) -> None:
+    """Add flags to the envelope's ``attempt`` under its lock (a cancel may write there)."""
+    with transaction.atomic():
+        row = GoalTurn.objects.select_for_update().filter(pk=turn_pk).first()
+        if row is not None:
+            row.attempt = {**row.attempt, **flags}
+            row.save(update_fields=["attempt", "updated_at"])
+
+
+def _interrupt(turn: GoalTurn, session_turn_pk: int) -> bool:
+    """Interrupt this envelope's own session turn (never another one running in the same
+    session), through the session's interrupt path; True once it was asked."""
+    from sessions import services
+
+    try:
+        services.interrupt(turn.session_id, turn_id=session_turn_pk)
+    except services.CommandError:
+        return False  # not running yet, or ended meanwhile: looked at again next time
+    _mark(turn.pk, interrupted=True)
+    return True
+
+
 def _attempt(turn: GoalTurn) -> dict[str, Any] | None:
     """The session turn's outcome once it ended, else None (interrupting it once when it
     has run past the attempt timeout: a turn stays bounded)."""
-    from sessions import services, timeline
+    from sessions import timeline
     from sessions.models import Turn
     from sessions.timeline import ENDED
 
@@ -195,14 +219,9 @@ def _attempt(turn: GoalTurn) -> dict[str, Any] | None:
     if session_turn.state not in ENDED:
         overdue = turn.dispatched_at and timezone.now() - turn.dispatched_at > timedelta(
             seconds=attempt_timeout_s())
-        if overdue and not turn.attempt.get("interrupted"):
-            try:
-                services.interrupt(turn.session_id)
-            except services.CommandError:
-                pass  # not running yet, or ended meanwhile: looked at again next time
-            else:
-                GoalTurn.objects.filter(pk=turn.pk).update(
-                    attempt={**turn.attempt, "interrupted": True})
+        if (overdue or turn.attempt.get("cancel_requested")) and not turn.attempt.get(
+                "interrupted"):
+            _interrupt(turn, session_turn.pk)
         return None
     return {"turn_state": session_turn.state, "error_code": session_turn.error_code,
             "tokens": timeline.turn_tokens(session_turn), "interrupted": bool(
@@ -234,12 +253,20 @@ def _validate(turn: GoalTurn) -> bool:
     attempt = _attempt(turn)
     if attempt is None:
         return False  # still running: the supervisor task looks again
+    # a cancelled attempt is not validated: it ends cancelled (under the lock, below)
+    result = None if turn.attempt.get("cancel_requested") else run_check(
+        turn.goal.check_command, turn.session.workdir)
     # the check runs outside any lock (it may take minutes); only its record is locked
-    result = run_check(turn.goal.check_command, turn.session.workdir)
     with transaction.atomic():
         row = _locked(turn, rules.RUNNING)
         if row is None:
             return True
+        # the interrupt may have been asked after this look began: the row has it
+        attempt["interrupted"] = bool(attempt.get("interrupted")
+                                      or row.attempt.get("interrupted"))
+        if row.attempt.get("cancel_requested") or result is None:
+            _end_cancelled(row, attempt)
+            return False
         row.attempt, row.validation, row.state = attempt, result, rules.VALIDATED
         row.save(update_fields=["attempt", "validation", "state", "updated_at"])
     return True
@@ -309,6 +336,51 @@ def _settle(turn: GoalTurn) -> bool:
             todos=_facts(goal), agent=row.agent_id)
         row.save(update_fields=["quota_spent", "state", "hint", "reason", "updated_at"])
     return False
+
+
+# ----------------------------------------------------------------------------- cancel
+def _end_cancelled(row: GoalTurn, attempt: dict[str, Any] | None = None) -> None:
+    """The one terminal of a cancelled envelope (its row locked): nothing is written back
+    (the todo keeps this agent's claim, as after any unfinished attempt), nothing spent,
+    and the hint says stop. Every step checks the state under the lock, so no replay of a
+    step, and no redelivered task, takes a cancelled envelope any further."""
+    row.attempt = {**row.attempt, **(attempt or {}), "cancel_requested": True}
+    row.state, row.reason, row.hint = rules.CANCELLED, rules.CANCEL_REASON, rules.CANCEL_HINT
+    row.writeback = {"accepted": False, "reason": rules.CANCEL_REASON}
+    row.quota_spent = 0
+    row.save(update_fields=["attempt", "state", "reason", "hint", "writeback", "quota_spent",
+                            "updated_at"])
+
+
+def cancel(goal_slug: str, agent_slug: str, key: str) -> GoalTurn:
+    """Cancel the turn ``key`` (goals.core.turns.cancel_step decides). A turn whose session
+    turn runs is interrupted through the session's own interrupt path (the host, via
+    Redis) and stays ``running`` with ``attempt.cancel_requested`` until that turn has
+    ended — then it ends ``cancelled``, so the agent's next turn never overlaps it. The
+    request is durable on the envelope: a supervisor that dies meanwhile, or a replay,
+    finishes the cancel; nothing resumes the attempt. Refused: 404 for an unknown key, 409
+    for a settled or written turn. Cancelling again answers the same envelope."""
+    from sessions.models import Turn
+    from sessions.timeline import ENDED
+
+    with transaction.atomic():
+        agent = actions._locked_agent(goal_slug, agent_slug)
+        row = agent.turns.select_for_update().filter(key=key).first()
+        if row is None:
+            raise Refused(f"no turn {key!r}", code="not_found", status=404, field="key")
+        session_turn = Turn.objects.filter(pk=row.session_turn_id).first()
+        step = rules.cancel_step(
+            row.state, cancel_requested=bool(row.attempt.get("cancel_requested")),
+            attempt_running=session_turn is not None and session_turn.state not in ENDED)
+        if step == "end":
+            _end_cancelled(row)
+        elif step == "interrupt":
+            row.attempt = {**row.attempt, "cancel_requested": True}
+            row.save(update_fields=["attempt", "updated_at"])
+            enqueue(row.pk)  # the supervisor finishes it once the session turn ended
+    if step == "interrupt":
+        _interrupt(row, session_turn.pk)  # at once; the supervisor retries if too early
+    return GoalTurn.objects.get(pk=row.pk)
 
 
 # -------------------------------------------------------------------------- supervise

@@ -211,9 +211,10 @@ class ProbeSnapshot(serializers.Serializer):
 
 
 class ProviderProbeView(APIView):
-    """Probe the provider's route now (``GET <base_url>/models`` with its key) and store the
-    answer as its next capability revision. A failed probe is a snapshot too (``ok`` false,
-    ``outcome`` says why). Discovery never changes the provider's ``models``."""
+    """Probe the provider's route now (its ``GET …/models``, doctor.models_url, with its key,
+    every page of an Anthropic list) and store the answer as its next capability revision.
+    A failed probe is a snapshot too (``ok`` false, ``outcome`` says why). Discovery never
+    changes the provider's ``models``."""
 
     @extend_schema(request=None, responses={201: ProbeSnapshot})
     def post(self, request, slug: str):

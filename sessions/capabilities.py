@@ -1,6 +1,7 @@
 """Provider capability discovery: an explicit probe of a provider's route.
 
-``probe(provider)`` asks the route ``GET <base_url>/models`` with the profile's key (the
+``probe(provider)`` asks the route ``GET <base_url>/models`` (``<base_url>/v1/models`` for
+an Anthropic root, doctor.models_url) with the profile's key (the
 headers of `amux doctor`'s provider check) and stores what it answered as a new revision of
 versioned evidence (models.ProviderProbe): the model ids it lists (OpenAI's and Anthropic's
 ``data[].id``) and, per model, only the fields the route itself advertises — context window,
@@ -12,13 +13,20 @@ it. amux keeps no model table of its own and never fills a gap from one.
 Nothing of the key and nothing of the raw body is stored or answered: only the normalised
 snapshot, its digest, and a short redacted health detail. Every failure is a snapshot with
 ``ok`` false and an ``outcome`` (``not_authenticated``, ``unreachable``,
-``not_a_model_list``, ``http_error``, ``key_unusable``), never an exception."""
+``not_a_model_list``, ``http_error``, ``key_unusable``, ``paging_failed``), never an
+exception.
+
+An Anthropic route (``anthropic-compat``) pages its list: the probe asks ``limit=1000``
+and follows ``after_id=<last_id>`` while ``has_more`` is true — at most MAX_PAGES pages,
+and a ``last_id`` answered twice (a loop) or missing ends the probe as ``paging_failed``
+rather than as a partial list taken for the whole."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +35,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from sessions.doctor import models_headers
+from sessions.doctor import models_headers, models_url
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProbe, ProviderProfile
 
@@ -183,13 +191,10 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirect)
 
 
-def _ask(provider: ProviderProfile) -> _Answer:
-    key = (provider.secrets or {}).get("api_key", "")
-    problem = api_key_problem(key)
-    if problem:
-        return _Answer("key_unusable", None, [], f"unusable api_key: {problem}")
-    url = provider.base_url.rstrip("/") + "/models"
-    request = urllib.request.Request(url, headers=models_headers(provider.platform, key))
+def _get(url: str, headers: dict[str, str], key: str) -> tuple[int, Any] | _Answer:
+    """One ``GET`` of the route: its status and parsed body (None when it is not JSON or
+    too big), or the failed answer."""
+    request = urllib.request.Request(url, headers=headers)
     try:
         with _OPENER.open(request, timeout=TIMEOUT_S) as resp:
             status, raw = resp.status, resp.read(MAX_BODY + 1)
@@ -205,17 +210,90 @@ def _ask(provider: ProviderProfile) -> _Answer:
     if status >= 500:
         return _Answer("http_error", status, [], f"{status}: the route failed")
     if not 200 <= status < 300:
+        shown = url.split("?", 1)[0]
         return _Answer("not_a_model_list", status, [],
-                       f"{status}: {url} is not a model list (check the base URL)")
+                       f"{status}: {shown} is not a model list (check the base URL)")
     try:
         body = json.loads(raw) if len(raw) <= MAX_BODY else None
     except ValueError:
         body = None
-    models = normalise(body)
-    if models is None:
+    if normalise(body) is None:
         return _Answer("not_a_model_list", status, [],
                        f"{status}: the answer is not a model list (check the base URL)")
-    return _Answer("ok", status, models, f"{status}: {len(models)} models listed")
+    return status, body
+
+
+# Anthropic's GET /v1/models is paged: {"data", "has_more", "first_id", "last_id"}; the next
+# page is asked with after_id=<last_id> (limit 1 to 1000, default 20)
+PAGE_LIMIT = 1000
+MAX_PAGES = 10  # 10,000 entries, five times MAX_MODELS: a route past that does not end
+
+
+class PagingFailed(Exception):
+    """The route's pages do not end: the listing is not trusted (outcome paging_failed)."""
+
+
+def next_after(body: dict[str, Any], seen: set[str]) -> str | None:
+    """The ``after_id`` of the next page of an Anthropic model list: None when this was
+    the last page (``has_more`` not true). Raises PagingFailed when the route says there is
+    more but gives no usable ``last_id``, or one already followed (a loop)."""
+    if body.get("has_more") is not True:
+        return None
+    last = _valid_id(body.get("last_id"))
+    if last is None:
+        raise PagingFailed("the route says has_more but gives no last_id")
+    if last in seen:
+        raise PagingFailed(f"the route answered last_id {last!r} again: its pages loop")
+    return last
+
+
+def _pages(base: str, headers: dict[str, str], key: str) -> tuple[int, Any] | _Answer:
+    """Every page of an Anthropic model list, merged into one ``{"data": [...]}``; bounded
+    by MAX_PAGES and MAX_MODELS, and stopped when the route's pages loop."""
+    items: list[Any] = []
+    seen: set[str] = set()
+    after: str | None = None
+    status = 0
+    for _ in range(MAX_PAGES):
+        query = {"limit": PAGE_LIMIT, **({"after_id": after} if after else {})}
+        fetched = _get(f"{base}?{urllib.parse.urlencode(query)}", headers, key)
+        if isinstance(fetched, _Answer):
+            return fetched
+        status, body = fetched
+        items.extend(body["data"])
+        if len(items) >= MAX_MODELS:
+            break  # as many as a snapshot keeps (normalise cuts the rest)
+        try:
+            after = next_after(body, seen)
+        except PagingFailed as exc:
+            return _Answer("paging_failed", status, [], f"{status}: {exc}")
+        if after is None:
+            break
+        seen.add(after)
+    else:
+        return _Answer("paging_failed", status, [],
+                       f"{status}: the route still had more after {MAX_PAGES} pages")
+    return status, {"data": items, "pages": len(seen) + 1}
+
+
+def _ask(provider: ProviderProfile) -> _Answer:
+    key = (provider.secrets or {}).get("api_key", "")
+    problem = api_key_problem(key)
+    if problem:
+        return _Answer("key_unusable", None, [], f"unusable api_key: {problem}")
+    url = models_url(provider.platform, provider.base_url)
+    headers = models_headers(provider.platform, key)
+    if provider.platform == "anthropic-compat":
+        fetched = _pages(url, headers, key)
+    else:
+        fetched = _get(url, headers, key)
+    if isinstance(fetched, _Answer):
+        return fetched
+    status, body = fetched
+    models = normalise(body) or []
+    pages = body.get("pages", 1)
+    return _Answer("ok", status, models, f"{status}: {len(models)} models listed"
+                   + (f" on {pages} pages" if pages > 1 else ""))
 
 
 def probe(provider: ProviderProfile) -> ProviderProbe:

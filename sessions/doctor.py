@@ -102,6 +102,17 @@ def runtime_checks(start: bool = True) -> Iterator[Check]:
         yield runtime_check(name, start)
 
 
+def models_url(platform: str, base_url: str) -> str:
+    """Where a route lists its models. An ``anthropic-compat`` base URL is the API's root
+    (what Claude Code takes as ANTHROPIC_BASE_URL and appends ``/v1/messages`` to), so its
+    list is ``<base_url>/v1/models``; an OpenAI-compatible base URL already ends in its
+    version (``…/v1``), so its list is ``<base_url>/models``."""
+    base = base_url.rstrip("/")
+    if platform == "anthropic-compat" and not base.endswith("/v1"):
+        return base + "/v1/models"
+    return base + "/models"
+
+
 def models_headers(platform: str, key: str) -> dict[str, str]:
     """The headers of a ``GET <base_url>/models`` (this check, and the capability probe)."""
     headers = {"User-Agent": "amux-doctor"}
@@ -113,14 +124,14 @@ def models_headers(platform: str, key: str) -> dict[str, str]:
 
 
 def provider_check(provider) -> Check:
-    """GET <base_url>/models with the key: any answer is reachable; 401/403 is not
-    authenticated."""
+    """GET the route's model list (models_url) with the key: any answer is reachable;
+    401/403 is not authenticated."""
     key = (provider.secrets or {}).get("api_key", "")
     problem = api_key_problem(key)
     if problem:
         # stored before keys were checked on save: say so instead of failing inside http
         return Check(f"provider:{provider.slug}", False, f"unusable api_key: {problem}")
-    url = provider.base_url.rstrip("/") + "/models"
+    url = models_url(provider.platform, provider.base_url)
     headers = models_headers(provider.platform, key)
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers),

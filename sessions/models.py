@@ -50,7 +50,8 @@ class ProviderProbe(models.Model):
 
     OUTCOMES = [("ok", "ok"), ("not_authenticated", "not authenticated"),
                 ("unreachable", "unreachable"), ("not_a_model_list", "not a model list"),
-                ("http_error", "HTTP error"), ("key_unusable", "key unusable")]
+                ("http_error", "HTTP error"), ("key_unusable", "key unusable"),
+                ("paging_failed", "paging failed")]
 
     provider = models.ForeignKey(ProviderProfile, on_delete=models.CASCADE,
                                  related_name="probes")

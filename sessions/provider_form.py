@@ -47,8 +47,9 @@ class ProviderForm(forms.ModelForm):
     clear_key = forms.BooleanField(label="Remove the stored key", required=False)
     base_url = forms.URLField(
         label="Base URL", max_length=300, assume_scheme="https",
-        help_text="For example https://api.openai.com/v1; the connection test asks "
-                  "the base URL + /models.")
+        help_text="For example https://api.openai.com/v1 (https://api.anthropic.com for "
+                  "anthropic-compat); the connection test asks the base URL + /models "
+                  "(+ /v1/models for anthropic-compat).")
     models_text = forms.CharField(
         label="Suggested models", required=False, widget=forms.Textarea(attrs={"rows": 3}),
         help_text="One model per line (offered in agent settings): a name, or "

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from amux_common.doctor import Check
-from sessions.doctor import provider_check
+from sessions.doctor import models_url, provider_check
 from sessions.models import ProviderProfile
 from sessions.provider_form import ProviderForm
 
@@ -82,7 +82,8 @@ def provider_test(request, slug: str):
         messages.success(request, f"{provider.slug}: {check.detail}, authenticated.")
     elif check.ok:  # the server answered, but not with the model list: a wrong base URL?
         messages.warning(request, f"{provider.slug}: {check.detail}, but "
-                                  f"{provider.base_url}/models is not a model list: check "
+                                  f"{models_url(provider.platform, provider.base_url)} is not a "
+                                  "model list: check "
                                   "the base URL.")
     else:
         messages.error(request, f"{provider.slug}: {check.detail}")

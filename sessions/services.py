@@ -440,16 +440,21 @@ def set_mirrored(session_id: int, mirrored: bool = True) -> None:
         mirrored=mirrored, updated_at=timezone.now())
 
 
-def interrupt(session_id: int) -> None:
+def interrupt(session_id: int, *, turn_id: int | None = None) -> None:
     """Interrupt the turn in flight; 409 ``no_turn_in_flight`` when none runs (a queued
-    input is not a turn yet). The host interrupts only the turn named here: if that turn
-    ended before the host read the request, the timeline says so (``control.refused``)."""
+    input is not a turn yet) or, with ``turn_id``, when the turn in flight is another one.
+    The host interrupts only the turn named here: if that turn ended before the host read
+    the request, the timeline says so (``control.refused``). The request is also kept on
+    the turn (``input.interrupt_requested``): a host that dies before it lands does not
+    continue the turn afterwards (timeline.reconcile_running ends it cancelled)."""
     if Session.objects.filter(pk=session_id, lifecycle=Lifecycle.ARCHIVED).exists():
         raise Conflict("the session is archived: there is nothing to interrupt",
                        code="session_archived")
     turn = timeline.turn_in_flight(session_id)
-    if turn is None:
-        raise Conflict("no turn is in flight", code="no_turn_in_flight")
+    if turn is None or (turn_id is not None and turn.pk != turn_id):
+        raise Conflict("no turn is in flight" if turn is None
+                       else "that turn is not the one in flight", code="no_turn_in_flight")
+    timeline.note_interrupt_requested(turn.pk)
     control.send(session_id, "interrupt", turn=turn.seq)
 
 

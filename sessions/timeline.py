@@ -415,7 +415,10 @@ def reconcile_running(session_id: int, code: str = "host_lost",
     archived = Session.objects.filter(pk=session_id, lifecycle=Lifecycle.ARCHIVED).exists()
     for turn in Turn.objects.filter(session_id=session_id, state=TurnState.RUNNING):
         with transaction.atomic():
-            if (turn.input or {}).get("command") == "goal":
+            if (turn.input or {}).get("interrupt_requested"):
+                # someone interrupted it before the host died: it is not continued
+                record(session_id, turn.pk, [rt.TurnCancelled(reason=code)])
+            elif (turn.input or {}).get("command") == "goal":
                 # a goal turn is the runtime's own: the next host admits the goal's next
                 # continuation afresh (sessions.goal_host), none is replayed
                 record(session_id, turn.pk, [rt.TurnCancelled(reason=code)])
@@ -506,6 +509,15 @@ def open_async_questions(session_id: int) -> dict[str, dict[str, Any]]:
     return {p["request_id"]: {"type": "question.asked", "payload": p, "seq": seq}
             for seq, p in asked
             if seq > closed_before and p.get("request_id") not in answered}
+
+
+def note_interrupt_requested(turn_id: int) -> None:
+    """Keep on a running turn that an interrupt was asked for (reconcile_running reads it)."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
+        if turn is not None and not (turn.input or {}).get("interrupt_requested"):
+            turn.input = {**(turn.input or {}), "interrupt_requested": True}
+            turn.save(update_fields=["input"])
 
 
 def turn_in_flight(session_id: int) -> Turn | None:

@@ -22,8 +22,15 @@ VALIDATED = "validated"  # the session turn ended and amux's own check ran
 WRITTEN = "written"      # the writeback was decided (accepted or refused) and committed
 DONE = "done"            # quota spent (or not) and the hint chosen
 SKIPPED = "skipped"      # the gate said no attempt: nothing posted, written or spent
+CANCELLED = "cancelled"  # an operator cancelled it: nothing written back, nothing spent
 IN_FLIGHT = (QUEUED, RUNNING, VALIDATED, WRITTEN)
-STATES = (*IN_FLIGHT, DONE, SKIPPED)
+SETTLED = (DONE, SKIPPED, CANCELLED)
+STATES = (*IN_FLIGHT, *SETTLED)
+
+# a cancelled turn's reason and hint: the operator stopped this work, so the supervisor
+# starts no next turn by itself (an autorun loop waits for a person)
+CANCEL_REASON = "cancelled"
+CANCEL_HINT = "stop"
 
 KEY_MAX = 100  # the session turn's key is "loopx-" + this key (sessions allow 120)
 OUTPUT_CAP = 4000
@@ -127,6 +134,32 @@ def supervise_next(*, autorun: bool, managed: bool, live: bool, goal_state: str,
     continuously, after a ``continue`` (or before its first turn), never two at once."""
     return (autorun and managed and live and goal_state == "active" and quota_remaining > 0
             and not in_flight and last_hint in (None, "continue"))
+
+
+def cancel_step(state: str, *, cancel_requested: bool, attempt_running: bool) -> str:
+    """What cancelling a turn at ``state`` does — ``attempt_running``: its session turn was
+    posted and has not ended (queued in the session or running):
+
+    - ``"same"``: already cancelled, or its cancel already asked for: answer it again, do
+      nothing twice;
+    - ``"end"``: nothing of it runs (queued: nothing posted yet; running with its session
+      turn ended; validated: amux's check ran, nothing written): it ends cancelled now;
+    - ``"interrupt"``: its session turn runs: interrupt it through the session; the
+      envelope ends cancelled once that turn has ended (so a next turn never overlaps it).
+
+    Refused (409, naming the state): a settled turn (done, skipped), and a written one,
+    whose writeback is committed — cancelling it could no longer keep its promise."""
+    if state == CANCELLED or (state == RUNNING and cancel_requested):
+        return "same"
+    if state in (QUEUED, VALIDATED) or (state == RUNNING and not attempt_running):
+        return "end"
+    if state == RUNNING:
+        return "interrupt"
+    if state == WRITTEN:
+        raise Refused("the turn is written: its writeback is committed and it settles now; "
+                      "it can no longer be cancelled", code="turn_written", field="state")
+    raise Refused(f"the turn is {state}: there is nothing to cancel", code="turn_settled",
+                  field="state")
 
 
 def cap(text: str, limit: int = OUTPUT_CAP) -> str:

@@ -150,6 +150,17 @@ class ModelServer:
         self.models: list[str | dict[str, Any]] = []
         self.models_body: Any = None
         self.model_list_requests = 0  # `GET …/models` asked, answered or not
+        # set: `GET …/models` answers as Anthropic's GET /v1/models does — 401 unless the
+        # request carries `x-api-key` (the right one, when `api_key` is set; a Bearer
+        # header is not accepted) and `anthropic-version`; `limit` 1 to 1000 (default 20,
+        # else 400), `after_id` (an id not listed: 400), and the paged answer
+        # {"data", "has_more", "first_id", "last_id"}. `page_max` shortens every page
+        # further (so a test pages without a thousand models); `pages_loop` makes a broken
+        # route that ignores `after_id` (always the first page, always "has_more").
+        self.anthropic = False
+        self.page_max = 1000
+        self.pages_loop = False
+        self.model_list_queries: list[dict[str, str]] = []  # each `GET …/models` query
         self.side_text = side_text
         self.requests: list[LoggedRequest] = []
         self._queue: list[Text | ToolCall] = []
@@ -297,7 +308,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0]
-        if path.rstrip("/").endswith("/models"):
+        if self.model_server.anthropic and path.rstrip("/").endswith("/models"):
+            if path.rstrip("/") != "/v1/models":  # Anthropic lists its models there only
+                self._anthropic_error(404, "not_found_error", "Not found")
+                return
+            self.model_server.model_list_requests += 1
+            self._anthropic_models()
+        elif path.rstrip("/").endswith("/models"):
             self.model_server.model_list_requests += 1
             key = self.model_server.api_key
             sent = {self.headers.get("Authorization", ""), self.headers.get("x-api-key", "")}
@@ -315,6 +332,48 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"object": "list", "data": data, "models": []})
         else:
             self._json(404, {"error": {"message": "not found"}})
+
+    def _anthropic_error(self, status: int, kind: str, message: str) -> None:
+        self._json(status, {"type": "error", "error": {"type": kind, "message": message}})
+
+    def _anthropic_models(self) -> None:
+        """GET /v1/models as Anthropic answers it: authenticated, paged."""
+        from urllib.parse import parse_qs
+
+        srv = self.model_server
+        query = {k: v[-1] for k, v in parse_qs(self.path.partition("?")[2]).items()}
+        srv.model_list_queries.append(query)
+        sent = self.headers.get("x-api-key")
+        if not sent or (srv.api_key is not None and sent != srv.api_key):
+            self._anthropic_error(401, "authentication_error", "invalid x-api-key")
+            return
+        if not self.headers.get("anthropic-version"):
+            self._anthropic_error(401, "authentication_error",
+                                  "anthropic-version: header is required")
+            return
+        try:
+            limit = int(query.get("limit", "20"))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 1000:
+            self._anthropic_error(400, "invalid_request_error",
+                                  "limit: must be between 1 and 1000")
+            return
+        entries = [m if isinstance(m, dict) else {
+            "id": m, "type": "model", "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
+            for m in srv.models]
+        ids = [e.get("id") for e in entries]
+        start = 0
+        if "after_id" in query and not srv.pages_loop:
+            if query["after_id"] not in ids:
+                self._anthropic_error(400, "invalid_request_error", "after_id: not found")
+                return
+            start = ids.index(query["after_id"]) + 1
+        page = entries[start:start + min(limit, srv.page_max)]
+        self._json(200, {"data": page,
+                         "has_more": srv.pages_loop or start + len(page) < len(entries),
+                         "first_id": page[0].get("id") if page else None,
+                         "last_id": page[-1].get("id") if page else None})
 
     def do_POST(self) -> None:  # noqa: N802
         srv = self.model_server

@@ -96,3 +96,36 @@ def test_check_output_keeps_its_tail():
     assert rules.cap("short") == "short"
     capped = rules.cap("x" * 10 + "verdict", limit=7)
     assert capped.endswith("verdict") and "10 earlier characters cut" in capped
+
+
+# ------------------------------------------------------------------------------ cancel
+@pytest.mark.parametrize("state, requested, running, step", [
+    ("queued", False, False, "end"),          # nothing posted yet
+    ("running", False, True, "interrupt"),    # its session turn runs: interrupt it
+    ("running", False, False, "end"),         # its session turn ended, not validated yet
+    ("validated", False, False, "end"),       # checked, nothing written
+    ("running", True, True, "same"),          # asked already: the same answer again
+    ("cancelled", True, False, "same"),
+])
+def test_what_a_cancel_does_at_each_state(state, requested, running, step):
+    assert rules.cancel_step(state, cancel_requested=requested,
+                             attempt_running=running) == step
+
+
+@pytest.mark.parametrize("state, code", [("done", "turn_settled"),
+                                         ("skipped", "turn_settled"),
+                                         ("written", "turn_written")])
+def test_a_settled_or_written_turn_is_not_cancelled_and_the_refusal_names_its_state(
+        state, code):
+    with pytest.raises(Refused) as refused:
+        rules.cancel_step(state, cancel_requested=False, attempt_running=False)
+    assert (refused.value.status, refused.value.code) == (409, code)
+    assert state in str(refused.value)
+
+
+def test_a_cancelled_turn_is_settled_and_its_hint_stops_the_supervisor():
+    assert rules.CANCELLED in rules.SETTLED and rules.CANCELLED not in rules.IN_FLIGHT
+    assert rules.CANCEL_HINT == "stop"
+    assert not rules.supervise_next(autorun=True, managed=True, live=True,
+                                    goal_state="active", quota_remaining=3,
+                                    in_flight=False, last_hint=rules.CANCEL_HINT)

@@ -46,3 +46,35 @@ def test_the_digest_ignores_listing_order_but_not_the_route_or_content():
     assert digest_of(*route, one) == digest_of(*route, two)
     assert digest_of("openai-compat", "http://other/v1", "ok", one) != digest_of(*route, one)
     assert digest_of(*route, normalise({"data": [{"id": "a"}]})) != digest_of(*route, one)
+
+
+# ------------------------------------------------------------- Anthropic's paged list
+def test_anthropic_pages_are_followed_by_last_id_until_has_more_is_false():
+    from sessions.capabilities import next_after
+
+    assert next_after({"data": [], "has_more": False, "last_id": "b"}, set()) is None
+    assert next_after({"data": [{"id": "a"}]}, set()) is None  # not paged: one page
+    assert next_after({"data": [], "has_more": True, "last_id": "b"}, {"a"}) == "b"
+
+
+def test_a_page_loop_or_a_missing_cursor_fails_the_paging():
+    import pytest
+
+    from sessions.capabilities import PagingFailed, next_after
+
+    with pytest.raises(PagingFailed, match="again"):
+        next_after({"data": [], "has_more": True, "last_id": "b"}, {"a", "b"})
+    for last in (None, "", 7):
+        with pytest.raises(PagingFailed, match="no last_id"):
+            next_after({"data": [], "has_more": True, "last_id": last}, set())
+
+
+def test_an_anthropic_root_lists_its_models_under_v1():
+    from sessions.doctor import models_url
+
+    assert models_url("anthropic-compat", "https://api.anthropic.com/") == (
+        "https://api.anthropic.com/v1/models")
+    assert models_url("anthropic-compat", "https://gw.example/v1") == (
+        "https://gw.example/v1/models")
+    assert models_url("openai-compat", "https://api.openai.com/v1") == (
+        "https://api.openai.com/v1/models")

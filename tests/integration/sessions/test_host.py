@@ -177,6 +177,24 @@ def test_a_host_task_with_nothing_to_do_leaves_the_session_unpinned(openai_provi
     assert session.lifecycle == "created"
 
 
+def test_an_interrupted_turn_cut_by_a_dead_host_is_not_continued(openai_provider,
+                                                                  session_dirs):
+    """Someone interrupted the turn and its host died before reading the request: the
+    interrupt is kept on the turn, so the sweep ends it cancelled and continues nothing."""
+    session = _session()
+    turn, _ = timeline.enqueue_input(session.pk, "fix the parser")
+    timeline.start_turn(session.pk, turn.pk)  # a host took it ...
+    services.interrupt(session.pk, turn_id=turn.pk)  # ... and died before reading this
+    assert Turn.objects.get(pk=turn.pk).input["interrupt_requested"] is True
+    assert timeline.reconcile_running(session.pk) == 1
+    assert Turn.objects.get(pk=turn.pk).state == "cancelled"
+    assert not Turn.objects.filter(session=session, state="queued").exists()
+    with pytest.raises(services.Conflict):  # only the turn named is interrupted
+        other, _ = timeline.enqueue_input(session.pk, "next")
+        timeline.start_turn(session.pk, other.pk)
+        services.interrupt(session.pk, turn_id=turn.pk)
+
+
 def test_a_turn_cut_by_a_dead_host_is_continued_at_most_twice(openai_provider, session_dirs):
     """A host's death is amux's fault: its running turn ends once, cancelled, and the same
     input comes back as a continuation; a continuation cut twice more ends failed."""

@@ -147,6 +147,89 @@ def test_an_anthropic_route_is_probed_with_its_own_headers(api, server):
                                "max_output_tokens": 64000}]
 
 
+@pytest.fixture
+def anthropic():
+    """The stand-in answering GET /v1/models as Anthropic does: x-api-key and
+    anthropic-version or 401, and a paged list (two entries a page here)."""
+    with ModelServer(api_key=KEY) as running:
+        running.anthropic, running.page_max = True, 2
+        running.models = [{"id": "claude-a", "type": "model", "display_name": "A",
+                           "max_input_tokens": 200000, "max_tokens": 64000},
+                          "claude-b", "claude-c", "claude-d", "claude-e"]
+        yield running
+
+
+def test_the_stand_in_is_as_strict_as_anthropic(anthropic):
+    import urllib.error
+    import urllib.request
+
+    def status(path="/v1/models", **headers):
+        request = urllib.request.Request(anthropic.root_url + path, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=5) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    version = {"anthropic-version": "2023-06-01"}
+    assert status(**version)[0] == 401  # no key
+    assert status(**{"x-api-key": "sk-wrong", **version})[0] == 401
+    assert status(Authorization=f"Bearer {KEY}", **version)[0] == 401  # not its header
+    code, body = status(**{"x-api-key": KEY})  # no anthropic-version
+    assert code == 401 and body["error"]["type"] == "authentication_error"
+    assert status("/models", **{"x-api-key": KEY, **version})[0] == 404
+    assert status("/v1/models?limit=1001", **{"x-api-key": KEY, **version})[0] == 400
+    code, body = status("/v1/models?after_id=claude-b", **{"x-api-key": KEY, **version})
+    assert code == 200
+    assert (body["first_id"], body["last_id"], body["has_more"]) == (
+        "claude-c", "claude-d", True)
+
+
+def test_an_anthropic_route_is_probed_page_after_page(api, anthropic):
+    _provider(api, anthropic.root_url, platform="anthropic-compat")
+    snap = _probe(api)
+    assert (snap["ok"], snap["outcome"], snap["status_code"]) == (True, "ok", 200)
+    assert [m["id"] for m in snap["models"]] == [
+        "claude-a", "claude-b", "claude-c", "claude-d", "claude-e"]
+    assert snap["models"][0] == {"id": "claude-a", "context_window": 200000,
+                                 "max_output_tokens": 64000}
+    assert snap["detail"] == "200: 5 models listed on 3 pages"
+    assert anthropic.model_list_queries == [
+        {"limit": "1000"}, {"limit": "1000", "after_id": "claude-b"},
+        {"limit": "1000", "after_id": "claude-d"}]
+    _no_key_stored_or_answered(snap)
+
+
+def test_an_anthropic_route_whose_pages_loop_or_never_end_is_not_taken_as_a_list(
+        api, anthropic):
+    from sessions import capabilities
+
+    _provider(api, anthropic.root_url, platform="anthropic-compat")
+    anthropic.pages_loop = True  # ignores after_id: the same page, "has_more", forever
+    snap = _probe(api)
+    assert (snap["ok"], snap["outcome"], snap["models"]) == (False, "paging_failed", [])
+    assert "again" in snap["detail"] and anthropic.model_list_requests == 2
+    anthropic.pages_loop = False
+    anthropic.model_list_requests = 0
+    anthropic.page_max = 1  # more pages than the probe follows
+    anthropic.models = [f"claude-{n:02d}" for n in range(capabilities.MAX_PAGES + 1)]
+    snap = _probe(api)
+    assert (snap["ok"], snap["outcome"]) == (False, "paging_failed")
+    assert f"after {capabilities.MAX_PAGES} pages" in snap["detail"]
+    assert anthropic.model_list_requests == capabilities.MAX_PAGES
+    anthropic.models = anthropic.models[:capabilities.MAX_PAGES]  # exactly the bound: ok
+    snap = _probe(api)
+    assert snap["ok"] is True and len(snap["models"]) == capabilities.MAX_PAGES
+
+
+def test_an_anthropic_probe_with_a_wrong_key_is_not_authenticated(api, anthropic):
+    _provider(api, anthropic.root_url, key="sk-wrong-key-1", platform="anthropic-compat")
+    snap = _probe(api)
+    assert (snap["ok"], snap["outcome"], snap["status_code"]) == (
+        False, "not_authenticated", 401)
+    assert "sk-wrong-key-1" not in json.dumps(snap)
+
+
 def test_never_probed_is_not_probed_and_a_viewer_cannot_probe(api, server, viewer):
     _provider(api, server.base_url)
     missing = api.get("/api/v1/providers/main/capabilities")
