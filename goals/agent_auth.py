@@ -75,13 +75,16 @@ class AgentTokenScheme(OpenApiAuthenticationExtension):
                 "description": "An attached agent's token (issued on attach, ends on detach)."}
 
 
-class OwnGoal(permissions.BasePermission):
-    """An agent token, on its own goal, while its binding is active."""
+class OperatorOrOwnGoal(permissions.BasePermission):
+    """People: the usual rule (signed-in users read, operators change). An agent token: on
+    its own goal, while its binding is active."""
+
+    message = OperatorOrReadOnly.message
 
     def has_permission(self, request, view):
         principal = request.user
         if not isinstance(principal, AgentPrincipal):
-            return False
+            return OperatorOrReadOnly().has_permission(request, view)
         binding_active = WorkingSession.objects.filter(pk=principal.binding.pk,
                                                        active=True).exists()
         refused = access.token_refusal(binding_active=binding_active,
@@ -98,7 +101,7 @@ class AgentOrOperator:
 
     authentication_classes = [AgentTokenAuthentication,
                               *api_settings.DEFAULT_AUTHENTICATION_CLASSES]
-    permission_classes = [OperatorOrReadOnly | OwnGoal]
+    permission_classes = [OperatorOrOwnGoal]
 
 
 def agent_of(request) -> AgentPrincipal | None:
