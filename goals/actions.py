@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from goals import comments
+from goals.core import agent_access as access
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
 from goals.core import quota
@@ -86,12 +87,22 @@ def add_todo(goal_slug: str, title: str) -> Todo:
 
 def change_todo(goal_slug: str, todo_id: int, *, state: str | None = None,
                 evidence: str | None = None, title: str | None = None,
-                agent: str | None = None) -> Todo:
+                agent: str | None = None, as_agent: str | None = None) -> Todo:
+    """``as_agent``: the change comes from that agent's own token (goals/agent_auth.py),
+    which claims only for itself and never takes or drops a todo (core/agent_access.py)."""
     with transaction.atomic():
         goal = _locked_goal(goal_slug)
-        todo = Todo.objects.select_for_update().filter(goal=goal, pk=todo_id).first()
+        todo = (Todo.objects.select_for_update(of=("self",)).select_related("claimed_by")
+                .filter(goal=goal, pk=todo_id).first())
         if todo is None:
             raise Refused(f"unknown todo {todo_id}", code="not_found", status=404)
+        if as_agent is not None:
+            refused = access.todo_change_refusal(
+                agent=as_agent, target_state=state, named_agent=agent,
+                claimed_by=todo.claimed_by.slug if todo.claimed_by else None)
+            if refused is not None:
+                raise refused
+            agent = as_agent
         if evidence is not None:
             todo.evidence = evidence
         if title is not None:
@@ -297,7 +308,14 @@ def attach(goal_slug: str, agent_slug: str, ref: str, thread: str | None = None
                                         "starting")
         session = app_servers.attached_session(
             server, chosen, name=f"goal {agent.goal.slug} · {agent.slug} (attached)")
-        binding = WorkingSession.objects.create(agent=agent, session=session, mode=agent.mode)
+        # the agent's own loop reaches its goal's todos with this binding's token (an
+        # app-server amux started reads it from its token file; detaching ends it)
+        token = access.new_token() if server.origin == "spawned" else ""
+        binding = WorkingSession.objects.create(
+            agent=agent, session=session, mode=agent.mode,
+            token_digest=access.digest(token) if token else "")
+        if token:
+            transaction.on_commit(lambda: app_servers.write_agent_token(server, token))
         agent.lifecycle = lc.transition(lc.AGENT_TRANSITIONS, "agent", "starting", "ready")
         agent.save(update_fields=["lifecycle"])
         return binding
@@ -315,6 +333,12 @@ def detach(goal_slug: str, agent_slug: str) -> WorkingSession:
         binding.save(update_fields=["active", "ended_at"])
         agent.lifecycle = "terminal"
         agent.save(update_fields=["lifecycle"])
+        if binding.token_digest:  # the token already ended with the binding; take it back
+            from sessions import app_servers
+
+            server = app_servers.app_server_of(binding.session)
+            if server is not None:
+                transaction.on_commit(lambda: app_servers.write_agent_token(server, ""))
         return binding
 
 

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from amux_common.api import error_response
 from amux_common.fields import JsonTyped
 from goals import actions, ingress
+from goals.agent_auth import AgentOrOperator, agent_of
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
 from goals.core.lifecycle import Refused
@@ -142,7 +143,7 @@ class TodoUpdate(JsonTyped, serializers.Serializer):
     agent = serializers.SlugField(required=False, help_text="who claims it")
 
 
-class TodoList(RefusalsAnswered, generics.ListAPIView):
+class TodoList(RefusalsAnswered, AgentOrOperator, generics.ListAPIView):
     serializer_class = TodoSerializer
 
     def get_queryset(self):
@@ -156,7 +157,7 @@ class TodoList(RefusalsAnswered, generics.ListAPIView):
         return Response(TodoSerializer(todo).data, status=status.HTTP_201_CREATED)
 
 
-class TodoDetail(RefusalsAnswered, APIView):
+class TodoDetail(RefusalsAnswered, AgentOrOperator, APIView):
     @extend_schema(responses=TodoSerializer)
     def get(self, request, slug: str, pk: int):
         todo = Todo.objects.filter(goal=_goal(slug), pk=pk).first()
@@ -168,9 +169,11 @@ class TodoDetail(RefusalsAnswered, APIView):
     def patch(self, request, slug: str, pk: int):
         _goal(slug)
         data = _valid(TodoUpdate, request)
+        caller = agent_of(request)  # an agent's own loop: its rules, then everyone's
         todo = actions.change_todo(slug, pk, state=data.get("state"),
                                    evidence=data.get("evidence"), title=data.get("title"),
-                                   agent=data.get("agent"))
+                                   agent=data.get("agent"),
+                                   as_agent=caller.agent if caller else None)
         return Response(TodoSerializer(todo).data)
 
 

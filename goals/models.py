@@ -74,6 +74,9 @@ class WorkingSession(models.Model):
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    token_digest = models.CharField(
+        max_length=64, blank=True, db_index=True,
+        help_text="sha256 of the agent's own token (attached agents): valid while active")
 
     class Meta:
         ordering = ["-id"]

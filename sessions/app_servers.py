@@ -48,6 +48,11 @@ HOST_KIND = "codex_app_server"
 CAPABILITIES = ("message", "stream", "interrupt", "resume")
 READY_SECONDS = 30.0
 TAG_ENV = "AMUX_APP_SERVER_TAG"
+# where an attached agent's own commands find amux and the token of its binding (written on
+# attach, emptied on detach: the app-server outlives every binding, so the file is read on
+# every call, never the environment)
+API_URL_ENV, AGENT_TOKEN_ENV = "AMUX_API_URL", "AMUX_AGENT_TOKEN_FILE"
+AGENT_TOKEN_FILE = "agent-token"
 
 # the processes this process started, so an exit is reaped (no zombie keeps its pid)
 _children: dict[int, subprocess.Popen] = {}
@@ -203,6 +208,8 @@ def spawn(*, provider: str, model: str, workspace: str = "", name: str = "",
     env = {"HOME": str(state / "home"), "CODEX_HOME": str(codex_home), "PATH": SYSTEM_PATH,
            "TMPDIR": str(state / "tmp"), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
            "TERM": "dumb", "NO_COLOR": "1", TAG_ENV: ref,
+           API_URL_ENV: f"{settings.AMUX_URL.rstrip('/')}/api/v1",
+           AGENT_TOKEN_ENV: str(state / AGENT_TOKEN_FILE),
            PROVIDER_KEY_ENV: (provider_row.secrets or {}).get("api_key") or "amux-no-key"}
     for _attempt in range(3):  # a free port may be taken between the probe and the bind
         port = _free_port()
@@ -288,6 +295,20 @@ def stop(app_server: AppServer) -> AppServer:
     app_server.checked_at = timezone.now()
     app_server.save(update_fields=["state", "checked_at"])
     return app_server
+
+
+# ---------------------------------------------------------------------- agent token
+def write_agent_token(app_server: AppServer, token: str) -> bool:
+    """Hand an attached agent its binding's token (an empty token takes it back). Only an
+    app-server amux started has the file in its environment; a registered one: False."""
+    if app_server.origin != "spawned" or not app_server.state_dir:
+        return False
+    path = Path(app_server.state_dir) / AGENT_TOKEN_FILE
+    partial = path.with_suffix(".partial")
+    partial.touch(mode=0o600)
+    partial.write_text(token)
+    os.replace(partial, path)
+    return True
 
 
 # ---------------------------------------------------------------------- sessions

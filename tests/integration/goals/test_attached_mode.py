@@ -23,7 +23,7 @@ from sessions.runtimes import wsrpc
 from sessions.runtimes.base import CANCEL_GRACE_SECONDS
 from sessions.runtimes.codex import CLIENT_INFO
 from tests.integration.goals.conftest import add_agent
-from tests.support.model_server import Text
+from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import run_async
 from tests.support.sessions import run_host, wait_for
 
@@ -111,6 +111,23 @@ class OperatorClient:
                     return thread
                 await asyncio.sleep(0.05)
             raise TimeoutError("the operator's turn did not complete")
+
+        return run_async(self._session(work))
+
+    def run_turn(self, thread: str, text: str) -> str:
+        """One turn of the app's own loop on ``thread`` (its automation prompt): amux is
+        not on this connection. Answers the turn's final status."""
+        async def work(call, notes):
+            await call("thread/resume", {"threadId": thread})
+            turn = (await call("turn/start", {"threadId": thread, "input": [
+                {"type": "text", "text": text}]}))["turn"]["id"]
+            for _ in range(1200):
+                for n in notes:
+                    if (n.get("method") == "turn/completed"
+                            and n["params"]["turn"]["id"] == turn):
+                        return n["params"]["turn"]["status"]
+                await asyncio.sleep(0.05)
+            raise TimeoutError("the automation turn did not complete")
 
         return run_async(self._session(work))
 
@@ -300,6 +317,109 @@ def test_loss_of_the_app_server_is_stale_and_never_a_managed_fallback(
     assert [(d["live"], d["state"], d["threads"]) for d in listed] == [(False, "lost", [])]
     assert WorkingSession.objects.get(session_id=session_id).active  # still bound: stale
     assert Goal.objects.get(slug="ship").state == "active"
+
+
+def agent_curl(todo_id: int, body: str) -> str:
+    """What the app's own agent runs: amux's todos resource with its binding's token, the
+    URL and the token file from the app-server's environment (as the broker started it)."""
+    return ('curl -sS -f -X PATCH -H "Authorization: Bearer $(cat "$AMUX_AGENT_TOKEN_FILE")" '
+            "-H 'Content-Type: application/json' "
+            f"-d '{body}' \"$AMUX_API_URL/goals/ship/todos/{todo_id}/\"")
+
+
+def test_automation_prompt_driven_work_updates_loopx_state_and_is_projected_without_a_managed_turn_launch(  # noqa: E501
+        api, operator, attached_agent, model_server, live_server, settings):
+    from django.test import Client
+
+    from goals.models import GoalTurn
+
+    settings.AMUX_URL = live_server.url  # where the app-server's agent reaches amux
+    todo_id = api.post("/api/v1/goals/ship/todos/", {"title": "cut the release"}).json()["id"]
+    row, thread = running_app_server(api, model_server)
+    session_id = attach(api, row, thread).json()["session"]
+    token = (Path(row.state_dir) / "agent-token").read_text()
+    assert token.startswith("amxg_")
+    assert WorkingSession.objects.get(session_id=session_id).token_digest not in ("", token)
+    before = codex_processes()
+    # the app's own loop (its automation prompt, on the operator's connection, not amux's)
+    # claims the todo, does the work and writes it back through amux's todos resource
+    evidence = '{"state": "done", "evidence": "release cut: v1.2.0 tagged"}'
+    model_server.script(
+        ToolCall(agent_curl(todo_id, '{"state": "claimed"}') + " && "
+                 + agent_curl(todo_id, evidence)),
+        Text("cut the release; the todo is done"))
+    status = OperatorClient(row).run_turn(
+        thread, "Automation: advance goal ship. Claim the next open todo, do it, then "
+                "write it back to amux with your agent token.")
+    assert status == "completed"
+    # LoopX state changed, through amux's own rules
+    todo = api.get(f"/api/v1/goals/ship/todos/{todo_id}/").json()
+    assert (todo["state"], todo["claimed_by"], todo["evidence"]) == (
+        "done", "builder", "release cut: v1.2.0 tagged")
+    listed = api.get("/api/v1/goals/ship/todos/").json()["results"]
+    assert [(t["id"], t["state"]) for t in listed] == [(todo_id, "done")]
+    # ... projected on the goal page
+    client = Client()
+    client.force_login(operator)
+    page = client.get("/panel/sessions/goals/ship/").content.decode()
+    start = page.index(f'data-todo="{todo_id}"')
+    assert page[start:page.index("</tr>", start)].count("<td>") == 3
+    assert "<td>done</td><td>builder</td>" in page[start:page.index("</tr>", start)]
+    # ... and no managed turn was launched: no envelope, no amux turn, no spend, no process
+    assert GoalTurn.objects.count() == 0
+    assert Turn.objects.filter(session_id=session_id).count() == 0
+    assert api.get("/api/v1/goals/ship/").json()["quota"]["spent"] == 0
+    assert codex_processes() == before == [row.pid]
+    assert OperatorClient(row).threads() == [thread]
+    # the token is the binding's: detaching ends it and takes the file back
+    assert api.post("/api/v1/goals/ship/agents/builder/detach/").status_code == 200
+    assert (Path(row.state_dir) / "agent-token").read_text() == ""
+    anon = Client()
+    ended = anon.patch(f"/api/v1/goals/ship/todos/{todo_id}/", '{"title": "x"}',
+                       content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert ended.status_code == 403
+
+
+def test_an_agent_token_reaches_only_its_own_goal_and_claims_only_for_itself(
+        api, attached_agent, model_server):
+    from django.test import Client
+
+    add_agent(api, "runner", provider="scripted", model="scripted-model")
+    api.post("/api/v1/goals/", {"slug": "docs", "title": "Docs"})
+    mine = api.post("/api/v1/goals/ship/todos/", {"title": "mine"}).json()["id"]
+    theirs = api.post("/api/v1/goals/ship/todos/", {"title": "theirs"}).json()["id"]
+    api.patch(f"/api/v1/goals/ship/todos/{theirs}/", {"state": "claimed", "agent": "runner"})
+    other_goal = api.post("/api/v1/goals/docs/todos/", {"title": "other"}).json()["id"]
+    row, thread = running_app_server(api, model_server)
+    attach(api, row, thread)
+    token = (Path(row.state_dir) / "agent-token").read_text()
+    agent = Client()
+
+    def patch(path, body):
+        return agent.patch(path, json.dumps(body), content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    assert agent.get("/api/v1/goals/ship/todos/",
+                     HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 200
+    assert agent.get("/api/v1/goals/docs/todos/",
+                     HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 403
+    assert patch(f"/api/v1/goals/docs/todos/{other_goal}/", {"state": "claimed"}) \
+        .status_code == 403
+    named = patch(f"/api/v1/goals/ship/todos/{mine}/", {"state": "claimed", "agent": "runner"})
+    assert (named.status_code, named.json()["error"]["code"]) == (403, "other_agent")
+    taken = patch(f"/api/v1/goals/ship/todos/{theirs}/", {"state": "done", "evidence": "x"})
+    assert (taken.status_code, taken.json()["error"]["code"]) == (409, "claimed_elsewhere")
+    dropped = patch(f"/api/v1/goals/ship/todos/{mine}/", {"state": "dropped"})
+    assert (dropped.status_code, dropped.json()["error"]["code"]) == (403, "owner_decision")
+    claimed = patch(f"/api/v1/goals/ship/todos/{mine}/", {"state": "claimed"})
+    assert claimed.status_code == 200 and claimed.json()["claimed_by"] == "builder"
+    # it reaches nothing else: not the goal, not the agents, not another resource
+    for path in ("/api/v1/goals/ship/", "/api/v1/goals/ship/agents/",
+                 "/api/v1/sessions/"):
+        assert agent.get(path, HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 401
+    wrong = agent.get("/api/v1/goals/ship/todos/", HTTP_AUTHORIZATION="Bearer amxg_nope")
+    assert wrong.status_code == 401
+    assert Todo.objects.get(pk=theirs).claimed_by.slug == "runner"
 
 
 # ----------------------------------------------------------------------- refusals
