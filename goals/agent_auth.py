@@ -1,5 +1,6 @@
 """REST door for an attached agent's own loop: ``Authorization: Bearer amxg_…`` on its
-goal's ``todos/`` (goals/core/agent_access.py says what it may do).
+goal's ``todos/`` and its own ``inbox/`` (urgency, drain, settle); goals/core/agent_access.py
+says what it may do.
 
 amux issues the token when it attaches the agent to a thread of an app-server it started
 (goals.actions.attach) and hands it over in the app-server's token file
@@ -89,9 +90,11 @@ class OperatorOrOwnGoal(permissions.BasePermission):
                                                        active=True).exists()
         refused = access.token_refusal(binding_active=binding_active,
                                        token_goal=principal.goal,
-                                       goal=view.kwargs.get("slug", ""))
+                                       goal=view.kwargs.get("slug", ""),
+                                       token_agent=principal.agent,
+                                       agent=view.kwargs.get("agent"))
         if refused is not None:
-            self.message = str(refused)
+            self.message, self.code = str(refused), refused.code
             return False
         return True
 

@@ -357,7 +357,7 @@ class UrgencySerializer(serializers.Serializer):
     reply_due = serializers.BooleanField()
 
 
-class InboxUrgency(RefusalsAnswered, APIView):
+class InboxUrgency(RefusalsAnswered, AgentOrOperator, APIView):
     """Content-free: counts, oldest age and reply_due only."""
 
     @extend_schema(responses={200: UrgencySerializer})

@@ -1,6 +1,7 @@
 """REST: ``goals/<g>/agents/<a>/inbox/drain`` and ``inbox/<id>/settle`` (goals/inbox.py).
-Operators only, like every other goals write: a drain is no read — it claims — and it is
-the one answer that carries an event's private body (never urgency, status or receipts)."""
+Operators, and the agent itself with its token (goals/agent_auth.py): a drain is no read —
+it claims — and it is the one answer that carries an event's private body (never urgency,
+status or receipts)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from rest_framework.views import APIView
 
 from amux_common.fields import JsonTyped
 from goals import inbox
+from goals.agent_auth import AgentOrOperator
 from goals.api import RefusalsAnswered, _agent, _valid
 from goals.core import inbox as rules
 from goals.core.urgency import ASKS_FOR_REPLY
@@ -90,7 +92,7 @@ class SettledSerializer(serializers.ModelSerializer):
         return reply.state if reply else "none"
 
 
-class InboxDrain(RefusalsAnswered, APIView):
+class InboxDrain(RefusalsAnswered, AgentOrOperator, APIView):
     @extend_schema(request=DrainWrite, responses={200: DrainSerializer})
     def post(self, request, slug: str, agent: str):
         _agent(slug, agent)
@@ -101,7 +103,7 @@ class InboxDrain(RefusalsAnswered, APIView):
                          "events": DrainedEvent(drained.events, many=True).data})
 
 
-class InboxSettle(RefusalsAnswered, APIView):
+class InboxSettle(RefusalsAnswered, AgentOrOperator, APIView):
     @extend_schema(request=SettleWrite, responses={200: SettledSerializer})
     def post(self, request, slug: str, agent: str, pk: int):
         _agent(slug, agent)

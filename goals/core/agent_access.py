@@ -30,14 +30,19 @@ def looks_like_agent_token(token: str) -> bool:
     return token.startswith(TOKEN_PREFIX)
 
 
-def token_refusal(*, binding_active: bool, token_goal: str, goal: str) -> Refused | None:
-    """A known token: usable while its binding is active, and only on its own goal."""
+def token_refusal(*, binding_active: bool, token_goal: str, goal: str,
+                  token_agent: str = "", agent: str | None = None) -> Refused | None:
+    """A known token: usable while its binding is active, only on its own goal and, where
+    the path names an agent (its inbox), only on its own agent."""
     if not binding_active:
         return Refused("this agent token's working session was detached",
                        code="token_ended", status=403)
     if token_goal != goal:
-        return Refused("an agent token reaches only its own goal's todos",
+        return Refused("an agent token reaches only its own goal",
                        code="other_goal", status=403)
+    if agent is not None and agent != token_agent:
+        return Refused("an agent token reaches only its own agent's inbox",
+                       code="other_agent", status=403)
     return None
 
 

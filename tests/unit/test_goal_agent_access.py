@@ -20,6 +20,17 @@ def test_a_token_works_only_while_its_binding_is_active_and_on_its_own_goal():
     assert (other.code, other.status) == ("other_goal", 403)
 
 
+def test_a_token_reaches_only_its_own_agents_inbox():
+    def refused(agent):
+        found = rules.token_refusal(binding_active=True, token_goal="ship", goal="ship",
+                                    token_agent="builder", agent=agent)
+        return found and (found.code, found.status)
+
+    assert refused(None) is None  # a goal-wide path (todos)
+    assert refused("builder") is None
+    assert refused("runner") == ("other_agent", 403)
+
+
 def test_an_agent_claims_only_for_itself_and_never_takes_or_drops_a_todo():
     def refused(**kw):
         base = {"agent": "builder", "claimed_by": None, "target_state": "claimed",

@@ -413,6 +413,16 @@ def test_an_agent_token_reaches_only_its_own_goal_and_claims_only_for_itself(
     assert (dropped.status_code, dropped.json()["error"]["code"]) == (403, "owner_decision")
     claimed = patch(f"/api/v1/goals/ship/todos/{mine}/", {"state": "claimed"})
     assert claimed.status_code == 200 and claimed.json()["claimed_by"] == "builder"
+    # its own inbox: urgency and drain; another agent's inbox is not its own
+    own = "/api/v1/goals/ship/agents/builder/inbox"
+    assert agent.get(f"{own}/urgency/", HTTP_AUTHORIZATION=f"Bearer {token}").json() \
+        ["pending"] == 0
+    drained = agent.post(f"{own}/drain/", "{}", content_type="application/json",
+                         HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert drained.status_code == 200 and drained.json()["events"] == []
+    foreign = agent.post("/api/v1/goals/ship/agents/runner/inbox/drain/", "{}",
+                         content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert (foreign.status_code, foreign.json()["error"]["code"]) == (403, "other_agent")
     # it reaches nothing else: not the goal, not the agents, not another resource
     for path in ("/api/v1/goals/ship/", "/api/v1/goals/ship/agents/",
                  "/api/v1/sessions/"):
