@@ -266,11 +266,13 @@ class ConnectionCount:
 
 
 def start_worker(env: dict[str, str], log) -> subprocess.Popen:
-    """A Celery `default` worker as `amux run` starts it (its process count)."""
-    from amux_site.management.commands.amux import CONCURRENCY
+    """A Celery `default` worker as `amux run` starts it (its process count and its lower
+    CPU priority)."""
+    from amux_site.management.commands.amux import BACKGROUND_NICE, CONCURRENCY
 
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "amux_site", "worker", "-Q", "default",
+        ["nice", "-n", str(BACKGROUND_NICE),
+         sys.executable, "-m", "celery", "-A", "amux_site", "worker", "-Q", "default",
          "-c", str(CONCURRENCY["default"]), "--without-mingle", "--without-gossip",
          "--loglevel", "WARNING"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -22,6 +22,12 @@ ADMIN_USERNAME = "admin"
 # Worker processes of the `default` queue. The `runtime` worker is one process with a thread
 # per awake session (settings.AMUX_SESSION_CAPACITY of them; sessions/capacity.py).
 CONCURRENCY = {"default": 2}
+# The `default` worker (intake processing, the outbox, triage) runs at this lower CPU
+# priority: when the machine is busy, a webhook, the panel and the API are answered first
+# and background work waits its turn (bench/ingest.py: p99 of signed deliveries while the
+# worker processes them). It changes nothing on an idle machine. Session hosts (`runtime`)
+# keep the normal priority: a turn's latency is someone's wait too.
+BACKGROUND_NICE = 10
 # Seconds honcho waits after SIGTERM before SIGKILL (Celery's warm shutdown lets the
 # tasks in hand finish; acks_late re-delivers any that are killed).
 KILL_WAIT = 20
@@ -318,7 +324,8 @@ class Command(BaseCommand):
         )
         manager.add_process(
             "default",
-            f"{celery} worker -l INFO -Q default -n {shlex.quote('default@' + host)} "
+            f"exec nice -n {BACKGROUND_NICE} {python} -m celery -A amux_site worker -l INFO "
+            f"-Q default -n {shlex.quote('default@' + host)} "
             f"-c {CONCURRENCY['default']} --without-mingle --without-gossip",
             env=env, cwd=cwd,
         )
