@@ -42,3 +42,23 @@ def lark_source(db):
     return Source.objects.create(kind="lark", slug="team-lark", name="Team Lark",
                                  config={"domain": "https://open.feishu.cn",
                                          "app_id": "cli_test_app", "groups": ["oc_group_a"]})
+
+
+@pytest.fixture
+def fast_idle(settings):
+    """Managed-turn tests: a host sleeps a second after its queue is empty, and a lease
+    expires in seconds, so the supervisor's steps are seen within a test."""
+    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
+    settings.AMUX_SESSION_LEASE_SECONDS = 6
+
+
+@pytest.fixture
+def session_id(api, pi_agent):
+    """The managed agent `builder`'s working session, started (its idle timeout 1 s)."""
+    from sessions.models import Session
+
+    started = api.post("/api/v1/goals/ship/agents/builder/start/")
+    assert started.status_code == 201, started.content
+    sid = started.json()["session"]
+    Session.objects.filter(pk=sid).update(idle_timeout_s=1)
+    return sid

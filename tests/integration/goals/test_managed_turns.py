@@ -13,28 +13,14 @@ from django.test import Client
 
 from goals import turns
 from goals.models import GoalTurn
-from sessions.models import Session, Turn
+from sessions.models import Turn
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(120)]
 
 TURNS = "/api/v1/goals/ship/agents/builder/turns/"
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
-
-
-@pytest.fixture
-def session_id(api, pi_agent):
-    started = api.post("/api/v1/goals/ship/agents/builder/start/")
-    assert started.status_code == 201, started.content
-    sid = started.json()["session"]
-    Session.objects.filter(pk=sid).update(idle_timeout_s=1)
-    return sid
 
 
 def check(api, command):

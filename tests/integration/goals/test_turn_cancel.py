@@ -16,29 +16,15 @@ from django.test import Client
 from goals import turns
 from goals.models import GoalTurn
 from sessions import timeline
-from sessions.models import Session, TimelineEvent, Turn
+from sessions.models import TimelineEvent, Turn
 from tests.support.model_server import Text
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(120)]
 
 TURNS = "/api/v1/goals/ship/agents/builder/turns/"
 GOAL = "/api/v1/goals/ship/"
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
-
-
-@pytest.fixture
-def session_id(api, pi_agent):
-    started = api.post("/api/v1/goals/ship/agents/builder/start/")
-    assert started.status_code == 201, started.content
-    sid = started.json()["session"]
-    Session.objects.filter(pk=sid).update(idle_timeout_s=1)
-    return sid
 
 
 @pytest.fixture
