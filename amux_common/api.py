@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
-from rest_framework import exceptions, status
+from rest_framework import authentication, exceptions, status
 from rest_framework.response import Response
 
 from amux_common import roles
@@ -86,3 +86,17 @@ def exception_handler(exc, context):
         message = _message(detail)
     response.data = {"error": {"code": code, "message": message, "fields": fields}}
     return response
+
+
+def bearer_token(request, what: str) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header: None for another scheme
+    (the next authentication class decides); a malformed one is refused naming ``what``."""
+    header = authentication.get_authorization_header(request).split()
+    if not header or header[0].lower() != b"bearer":
+        return None
+    if len(header) != 2:
+        raise exceptions.AuthenticationFailed(f"Authorization must be 'Bearer <{what}>'.")
+    try:
+        return header[1].decode()
+    except UnicodeError:
+        raise exceptions.AuthenticationFailed("the token is not valid text") from None

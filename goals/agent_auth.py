@@ -16,6 +16,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.settings import api_settings
 
+from amux_common.api import bearer_token
 from amux_common.roles import OperatorOrReadOnly
 from goals.core import agent_access as access
 from goals.models import WorkingSession
@@ -47,15 +48,9 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
+        token = bearer_token(request, "agent token")
+        if token is None:
             return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Authorization must be 'Bearer <agent token>'.")
-        try:
-            token = header[1].decode()
-        except UnicodeError:
-            raise exceptions.AuthenticationFailed("the token is not valid text") from None
         binding = (WorkingSession.objects.select_related("agent__goal")
                    .filter(token_digest=access.digest(token)).first()
                    if access.looks_like_agent_token(token) else None)

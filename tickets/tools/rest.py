@@ -13,7 +13,7 @@ from rest_framework import authentication, exceptions, permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from amux_common.api import error_response
+from amux_common.api import bearer_token, error_response
 from tickets.tools import service
 from tickets.tools.service import ToolRefused
 
@@ -39,17 +39,9 @@ class AssignmentTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
+        token = bearer_token(request, "assignment token")
+        if token is None:
             return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed(
-                "Authorization must be 'Bearer <assignment token>'."
-            )
-        try:
-            token = header[1].decode()
-        except UnicodeError:
-            raise exceptions.AuthenticationFailed("the token is not valid text") from None
         try:
             assignment = service.resolve_token(token)
         except ToolRefused as refused:
