@@ -152,7 +152,7 @@ class ModelServer:
         self.model_list_requests = 0  # `GET …/models` asked, answered or not
         # set: `GET …/models` answers as Anthropic's GET /v1/models does — 401 unless the
         # request carries `x-api-key` (the right one, when `api_key` is set; a Bearer
-        # header is not accepted) and `anthropic-version`; `limit` 1 to 1000 (default 20,
+        # header is not accepted), 400 without `anthropic-version`; `limit` 1 to 1000 (default 20,
         # else 400), `after_id` (an id not listed: 400), and the paged answer
         # {"data", "has_more", "first_id", "last_id"}. `page_max` shortens every page
         # further (so a test pages without a thousand models); `pages_loop` makes a broken
@@ -347,8 +347,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not sent or (srv.api_key is not None and sent != srv.api_key):
             self._anthropic_error(401, "authentication_error", "invalid x-api-key")
             return
-        if not self.headers.get("anthropic-version"):
-            self._anthropic_error(401, "authentication_error",
+        if not self.headers.get("anthropic-version"):  # Anthropic: a bad request, not auth
+            self._anthropic_error(400, "invalid_request_error",
                                   "anthropic-version: header is required")
             return
         try:

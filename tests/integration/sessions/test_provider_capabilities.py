@@ -149,8 +149,8 @@ def test_an_anthropic_route_is_probed_with_its_own_headers(api, server):
 
 @pytest.fixture
 def anthropic():
-    """The stand-in answering GET /v1/models as Anthropic does: x-api-key and
-    anthropic-version or 401, and a paged list (two entries a page here)."""
+    """The stand-in answering GET /v1/models as Anthropic does: x-api-key or 401,
+    anthropic-version or 400, and a paged list (two entries a page here)."""
     with ModelServer(api_key=KEY) as running:
         running.anthropic, running.page_max = True, 2
         running.models = [{"id": "claude-a", "type": "model", "display_name": "A",
@@ -176,7 +176,7 @@ def test_the_stand_in_is_as_strict_as_anthropic(anthropic):
     assert status(**{"x-api-key": "sk-wrong", **version})[0] == 401
     assert status(Authorization=f"Bearer {KEY}", **version)[0] == 401  # not its header
     code, body = status(**{"x-api-key": KEY})  # no anthropic-version
-    assert code == 401 and body["error"]["type"] == "authentication_error"
+    assert code == 400 and body["error"]["type"] == "invalid_request_error"
     assert status("/models", **{"x-api-key": KEY, **version})[0] == 404
     assert status("/v1/models?limit=1001", **{"x-api-key": KEY, **version})[0] == 400
     code, body = status("/v1/models?after_id=claude-b", **{"x-api-key": KEY, **version})
