@@ -28,6 +28,13 @@ def django_setup(database: str, data_dir: str = "var/bench") -> str:
     import django
 
     django.setup()
+    from tests.support.isolation import reachable
+
+    # a linux-dac runtime user passes through var/ to its state under var/bench (amux opens
+    # only its data directory and below; var/ itself is made under umask 077)
+    data = Path(os.environ["AMUX_DATA_DIR"])
+    data.mkdir(parents=True, exist_ok=True)
+    reachable(data)
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)

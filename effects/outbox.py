@@ -62,6 +62,7 @@ from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from amux_common import fast_writes
 from amux_common.coalesce import Coalesced
 from effects import kinds as rules
 from effects.kinds import KINDS, ORDERED_KINDS, KindPolicy
@@ -174,8 +175,8 @@ def enqueue(kind: str, key: str, payload: dict, *, channel: str = "", delay: flo
     # One statement: insert, or replace the pending row of this (kind, key) in place (its
     # id, hence its place in line, and its channel stay; `line` is NULL on dead letters,
     # so they never conflict).
-    Effect.objects.bulk_create(
-        [effect], update_conflicts=True, unique_fields=["kind", "key", "line"],
+    fast_writes.insert(
+        [effect], unique_fields=["kind", "key", "line"],
         update_fields=["payload", "version", "due_at", "attempts"],
     )
     _schedule_kick()

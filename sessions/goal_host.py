@@ -122,8 +122,9 @@ async def preempt(host: SessionHost, *, running_goal_turn: bool = False) -> None
         return
     if running_goal_turn and not await host.db(goals.input_waiting, host.session_id):
         return  # a late nudge of input already served: the goal turn goes on
-    row = await host.db(goals.current, host.session_id)
-    if row is not None and row.authorized and goal_active(host):
+    # no native goal runs: nothing to pause (and no database trip before every input)
+    row = await host.db(goals.current, host.session_id) if goal_active(host) else None
+    if row is not None and row.authorized:
         await host.db(goals.set_flags, host.session_id, preempted=True)
         try:
             native = await adapter.goal_set(status="paused", **ORIGIN)

@@ -223,6 +223,12 @@ _OPEN = object()  # writer marker: open the turn (turn.started) before its first
 # health check; between bursts (model calls, idle) it goes back for other sessions.
 HOLD_SECONDS = 0.1
 
+# Progress events (deltas, tools, usage) are stored in batches gathered this long: a
+# runtime emits them a few ms apart, and a transaction for each costs CPU that, on a small
+# machine, the runtime itself is waiting for (a Codex turn's end came ~7 ms later with
+# every event stored at once). A terminal is stored at once, with whatever waits.
+GATHER_SECONDS = 0.02
+
 
 def _kill_tag(tag: str) -> None:
     for pid in tagged_pids(tag):
@@ -233,15 +239,18 @@ def _kill_tag(tag: str) -> None:
 class _EventQueue:
     """A turn's events on their way from the host's loop to its database thread: put on
     the loop, taken all at once on the thread; ``arrived()`` waits (on the loop) until
-    something was put since the last ``take_all``."""
+    something was put since the last ``take_all``, then lets a batch gather."""
 
     def __init__(self) -> None:
         self._items: collections.deque[Any] = collections.deque()
         self._waiting = asyncio.Event()
+        self._urgent = asyncio.Event()
 
     def put_nowait(self, item: Any) -> None:
         self._items.append(item)
         self._waiting.set()
+        if _urgent(item):
+            self._urgent.set()
 
     async def put(self, item: Any) -> None:
         self.put_nowait(item)
@@ -253,12 +262,25 @@ class _EventQueue:
                 taken.append(self._items.popleft())
         return taken
 
-    async def arrived(self) -> None:
+    async def arrived(self, gather: float = 0.0) -> None:
+        """Something is waiting; progress waits up to ``gather`` seconds more for the
+        events right behind it, unless what opens or ends the turn comes (then at once).
+        Only while nothing takes (the writer calls this between its batches)."""
         while True:
             await self._waiting.wait()
             self._waiting.clear()
             if self._items:  # else the writer took them already: wait for the next
-                return
+                break
+        if gather <= 0 or any(_urgent(item) for item in self._items):
+            return
+        self._urgent.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._urgent.wait(), gather)
+
+
+def _urgent(item: Any) -> bool:
+    """The turn's opening, its terminal or its end: stored without gathering."""
+    return item is None or item is _OPEN or getattr(item, "terminal", False)
 
 
 class SessionHost:
@@ -607,7 +629,7 @@ class SessionHost:
 
         async def write() -> None:
             while not await self.db(store_arrived):
-                await queue.arrived()
+                await queue.arrived(GATHER_SECONDS)
 
         async def controls() -> None:
             while True:

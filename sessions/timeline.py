@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import Exists, F, Max, OuterRef, Q, Subquery
 from django.utils import timezone
 
+from amux_common import fast_writes
 from amux_common.clock import now as clock
 from effects import outbox
 from effects.models import EffectKind
@@ -111,7 +112,7 @@ class Writer:
     def flush(self) -> None:
         if not self.pending:
             return
-        TimelineEvent.objects.bulk_create([ev for ev, _ in self.pending])
+        fast_writes.insert([ev for ev, _ in self.pending])
         self.published.extend(event_data(ev, seq) for ev, seq in self.pending)
         if self.session.mirrored:
             self.mirrored.extend(ev for ev, _ in self.pending)
@@ -229,9 +230,9 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
             stored["command"] = queued["command"] = command
         if origin:
             queued["origin"] = origin
-        turn = Turn.objects.create(session=session, seq=last + 1,
-                                   key=key or f"turn-{last + 1}", input=stored,
-                                   origin=origin or {})
+        turn = Turn(session=session, seq=last + 1, key=key or f"turn-{last + 1}",
+                    input=stored, origin=origin or {})
+        fast_writes.insert([turn])
         writer = Writer(session, last_event or 0)
         writer.append("turn.queued", queued, turn=turn)
         writer.commit_publish()
@@ -270,8 +271,9 @@ def record(session_id: int, turn_id: int | None,
                 ended_at = timezone.now()
                 error_code = payload.get("code", "") if state == TurnState.FAILED else ""
                 # only a turn not yet ended takes it (under the session lock)
-                if not Turn.objects.filter(pk=turn.pk).exclude(state__in=ENDED).update(
-                        state=state, ended_at=ended_at, error_code=error_code):
+                ending = Turn(pk=turn.pk, state=state, ended_at=ended_at, error_code=error_code)
+                if not fast_writes.update(ending, ["state", "ended_at", "error_code"],
+                                          unless=("state", ENDED)):
                     writer.flush()  # a terminal earlier in this batch is the accepted one
                     _late_terminal(turn.pk, event.type, payload)
                     continue
@@ -292,7 +294,7 @@ def record(session_id: int, turn_id: int | None,
         if session.lifecycle == Lifecycle.IDLE:
             fields += ["lifecycle", "last_active_at"]
         if fields:
-            session.save(update_fields=[*fields, "updated_at"])
+            fast_writes.update(session, [*fields, "updated_at"])
         writer.commit_publish()
         return writer.published
 
@@ -379,9 +381,10 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
     with transaction.atomic():
         session = _locked(session_id, turn_id, with_last=True)
         # only a queued turn opens (under the session lock, so its state is current)
-        if not Turn.objects.filter(pk=turn_id, state=TurnState.QUEUED).update(
-                state=TurnState.RUNNING, started_at=timezone.now(),
-                prompt_revisions=list(payload.get("prompt_revisions") or [])):
+        opening = Turn(pk=turn_id, state=TurnState.RUNNING, started_at=timezone.now(),
+                       prompt_revisions=list(payload.get("prompt_revisions") or []))
+        if not fast_writes.update(opening, ["state", "started_at", "prompt_revisions"],
+                                  only_if=("state", [TurnState.QUEUED])):
             return []
         turn = TurnRef(turn_id, session.turn_seq)
         if session.has_task_runs:
@@ -390,7 +393,7 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
             task_runs.turn_started(session_id, session.turn_key)
         session.lifecycle = Lifecycle.RUNNING
         session.sleep_reason = ""
-        session.save(update_fields=["lifecycle", "sleep_reason", "updated_at"])
+        fast_writes.update(session, ["lifecycle", "sleep_reason", "updated_at"])
         writer = Writer(session, session.last_event_seq)
         writer.append("turn.started", payload, turn=turn)
         writer.commit_publish()
