@@ -113,6 +113,9 @@ def _received(kept: tuple[Source, process.SourceSeen], headers: dict[str, str], 
 
 
 def _raw(env: Envelope) -> bytes:
+    """What is stored of an event: its JSON as it came, else the payload encoded."""
+    if env.raw:
+        return env.raw
     return json.dumps(env.payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 

@@ -67,7 +67,9 @@ class Envelope:
 
     `kind`: "event" (store and process), "ping" (answer 200), "challenge" (answer with
     `challenge`). `thread` is the thread key the event belongs to (its mailbox), "" when
-    the event concerns no thread. `payload` is the decoded JSON (after decryption).
+    the event concerns no thread. `payload` is the decoded JSON (after decryption); `raw`,
+    when the request's body was that JSON as it is, those bytes (stored as they came
+    instead of encoding the payload again).
     """
 
     kind: str
@@ -76,6 +78,7 @@ class Envelope:
     thread: str = ""
     payload: dict = field(default_factory=dict)
     challenge: str = ""
+    raw: bytes = b""
 
 
 @dataclass(frozen=True)

@@ -136,10 +136,11 @@ class GitHub(SourceKind, Polling, OpensPullRequests):
             raise Malformed("no_event", "X-GitHub-Event is missing")
         if not delivery or len(delivery) > 200:
             raise Malformed("no_delivery", "X-GitHub-Delivery is missing or too long")
-        payload = _decode(incoming)
+        payload, raw = _decode(incoming)
         if event == "ping":
             return Envelope("ping", delivery, event, payload=payload)
-        return Envelope("event", delivery, event, self.thread_of(event, payload), payload)
+        return Envelope("event", delivery, event, self.thread_of(event, payload), payload,
+                        raw=raw)
 
     def thread_of(self, event: str, p: dict) -> str:
         repo = _s(_d(p.get("repository")).get("full_name"))
@@ -542,7 +543,8 @@ def _review_comment_text(comment: dict) -> str:
     return "\n".join(x for x in parts if x)
 
 
-def _decode(incoming: Incoming) -> dict:
+def _decode(incoming: Incoming) -> tuple[dict, bytes]:
+    """The payload, and its JSON text as it came (a form's `payload` field, or the body)."""
     body = incoming.body
     ctype = incoming.header("content-type")
     try:
@@ -554,7 +556,7 @@ def _decode(incoming: Incoming) -> dict:
         raise Malformed("bad_json", "the body is not a JSON payload") from None
     if not isinstance(payload, dict):
         raise Malformed("bad_json", "the payload must be a JSON object")
-    return payload
+    return payload, body
 
 
 def _d(value) -> dict:
