@@ -89,7 +89,9 @@ def update(obj: Model, fields: Sequence[str], *,
         if guard:
             lookup = {f"{guard[0]}__in": list(guard[1])}
             rows = rows.exclude(**lookup) if negate else rows.filter(**lookup)
-        values = {name: type(obj)._meta.get_field(name).pre_save(obj, False) for name in fields}
+        meta = type(obj)._meta
+        values = {meta.get_field(name).attname: meta.get_field(name).pre_save(obj, False)
+                  for name in fields}
         return bool(rows.update(**values))
     sql, prepared = _update_sql(type(obj), tuple(fields), guard[0] if guard else None, negate)
     params = [f.get_db_prep_save(f.pre_save(obj, False), connection) for f in prepared]

@@ -11,6 +11,8 @@ from django.http import JsonResponse
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
+from amux_common.request_hooks import RequestHook
+
 NUL_MESSAGE = "NUL characters (U+0000) are not accepted"
 
 
@@ -32,17 +34,14 @@ class NulFreeJSONParser(JSONParser):
         return data
 
 
-class RefuseNulMiddleware:
+class RefuseNulMiddleware(RequestHook):
     """400 for an /api/ request whose path or query string holds a NUL."""
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
+    def before(self, request):
         if request.path.startswith("/api/") and (
             "\x00" in request.path
             or any(holds_nul(v) for _k, values in request.GET.lists() for v in [_k, *values])
         ):
             return JsonResponse({"error": {"code": "invalid", "message": NUL_MESSAGE,
                                            "fields": {}}}, status=400)
-        return self.get_response(request)
+        return None

@@ -14,6 +14,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.sessions import CookieMiddleware  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from amux_site import gc_startup  # noqa: E402
 from amux_site.mcp import McpApp, is_mcp_path  # noqa: E402
 from amux_site.routing import websocket_urlpatterns  # noqa: E402
 from amux_site.ws_security import OriginValidator, TokenAuthMiddleware  # noqa: E402
@@ -54,3 +55,6 @@ async def application(scope, receive, send):
         await mcp_app(scope, receive, send)
     else:
         await channels_app(scope, receive, send)
+
+
+gc_startup.freeze_loaded()  # last: everything above lives as long as the server

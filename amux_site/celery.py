@@ -56,6 +56,17 @@ def _fresh_database_connections(**kwargs):
     db_pool.forget_inherited()
 
 
+@signals.worker_process_init.connect
+@signals.worker_ready.connect
+def _freeze_loaded(**kwargs):
+    """What the worker loaded (Django and every app) is set aside from later collections:
+    in each prefork child, and in the worker's own process (the runtime worker's threads
+    run there). Connected after _fresh_database_connections, so it runs after it."""
+    from amux_site import gc_startup
+
+    gc_startup.freeze_loaded()
+
+
 @signals.celeryd_init.connect
 def _descriptors(**kwargs):
     """A runtime worker holds a few descriptors per awake session (the runtime's pipes, a

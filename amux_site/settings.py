@@ -120,7 +120,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "amux_site.middleware.StaticFilesMiddleware",
     "amux_site.middleware.OptionalTrailingSlashMiddleware",
     "amux_common.nul.RefuseNulMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

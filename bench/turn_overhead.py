@@ -56,6 +56,9 @@ def figures(runtimes=RUNTIMES, turns: int = TURNS, model_delay: float = 0.2
     from bench._setup import figure
 
     django_setup("amux_bench_turns")
+    from amux_site import gc_startup
+
+    gc_startup.freeze_loaded()  # as the runtime worker does once it is ready
     out: dict[str, dict] = {}
     failed = []
     for runtime in runtimes:
