@@ -9,14 +9,15 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
 
 class Coalesced:
-    def __init__(self, fn: Callable[[], None], name: str):
-        self.fn, self.name = fn, name
+    def __init__(self, fn: Callable[[], None], name: str, gather: float = 0.0):
+        self.fn, self.name, self.gather = fn, name, gather
         self.wanted = threading.Event()
         self.lock = threading.Lock()
         self.pid: int | None = None
@@ -34,6 +35,8 @@ class Coalesced:
     def _run(self, wanted: threading.Event) -> None:
         while True:
             wanted.wait()
+            if self.gather:
+                time.sleep(self.gather)
             wanted.clear()
             try:
                 self.fn()

@@ -15,7 +15,9 @@ Figures (pooled stack):
   count) processes the stored backlog into triggers (first to last `processed_at`);
 - ingest_p99_ms: p99 latency of signed deliveries offered at the held rate while that
   worker processes them as they come (woken after each commit); the figure's note says how
-  far processing lagged behind the last answer.
+  far processing lagged behind the last answer;
+- ingest_p99_ms_unprocessed: the same, with no worker running (the answer's own cost, on a
+  machine that does nothing else).
 
 Each delivery is a real `issue_comment` payload (@octokit/webhooks-examples) with a fresh
 delivery id, comment id and issue number, signed exactly as GitHub signs it, so every
@@ -342,6 +344,8 @@ def phase(url: str, pooled: bool, args) -> dict:
                 rate, s = run(closed_loop(port, reqs.bare(args.requests), args.concurrency))
                 bare_runs.append(rate)
             held, steps = step_rate(port, reqs, max(bare_runs), args)
+            alone_lat, alone_statuses = ([], {}) if held is None else run(
+                open_loop(port, reqs.signed(int(held * args.seconds)), held))
             backlog = unprocessed()
             worker = start_worker(env, log)
             try:
@@ -364,6 +368,8 @@ def phase(url: str, pooled: bool, args) -> dict:
         "p50_ms": pct(signed_lat, 50) if signed_lat else None,
         "p99_ms": pct(signed_lat, 99) if signed_lat else None,
         "rate_statuses": signed_statuses, "connections_peak": counter.peak,
+        "alone_p99_ms": pct(alone_lat, 99) if alone_lat else None,
+        "alone_ok": ok(alone_statuses),
         "backlog": backlog, "drained_in_s": drained_in, "processed_per_s": processed_per_s,
         "processed": processed_n, "lag_s": lag,
         "load": os.getloadavg()[0],
@@ -413,7 +419,8 @@ def run_phases(pooled_only: bool, args) -> list[dict]:
 def describe(r: dict) -> str:
     name = "pooled" if r["pooled"] else "pool off"
     at = (f"p99 of signed deliveries at it {r['p99_ms']:.1f} ms (p50 {r['p50_ms']:.1f}, "
-          f"statuses {r['rate_statuses']})" if r["rate"] else "no rate held")
+          f"statuses {r['rate_statuses']}), {r['alone_p99_ms']:.1f} ms with no worker "
+          f"processing meanwhile" if r["rate"] else "no rate held")
     return (f"{name}: signed {r['signed_per_s']:.0f}/s (statuses {r['signed_statuses']}), "
             f"bare {r['bare_per_s']:.0f}/s, ratio {r['ratio']:.2f} (goal >= {RATIO_GOAL}); "
             f"bare holds {r['rate'] or 0:.0f}/s with p99 < {P99_GOAL_MS:.0f} ms "
@@ -458,6 +465,11 @@ def figures() -> dict[str, dict]:
                           "note": f"signed deliveries at {rate or 0:.0f}/s, processed "
                                   f"meanwhile; processing lagged {_secs(r['lag_s'])} "
                                   f"behind the last answer"},
+        "ingest_p99_ms_unprocessed": {
+            "value": None if r["alone_p99_ms"] is None else round(r["alone_p99_ms"], 1),
+            "unit": "ms", "goal": "", "met": None,
+            "note": f"signed deliveries at {rate or 0:.0f}/s with no worker processing "
+                    f"meanwhile (the answer's own cost)"},
         "ingest_rate_per_s": {"value": None if rate is None else round(rate), "unit": "/s",
                               "goal": "", "met": None,
                               "note": "highest rate the bare endpoint holds with p99 < 50 ms"},

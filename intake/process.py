@@ -15,7 +15,6 @@ trigger.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import logging
@@ -29,7 +28,7 @@ from django.db.models import Min, Q
 from amux_common.clock import now as clock
 from amux_common.coalesce import Coalesced
 from amux_common.integrity import violates
-from intake import consumers, health
+from intake import checked_insert, consumers, health
 from intake import rules as intake_core
 from intake.decide import current_version, decide_incoming
 from intake.models import Delivery, Source, Thread, Trigger
@@ -97,21 +96,9 @@ class SourceChanged(Exception):  # noqa: N818 - a fact about the source row, not
     its secrets or config changed, deleted): nothing was stored."""
 
 
-@dataclasses.dataclass(frozen=True)
-class SourceSeen:
-    """The columns of a source row a delivery was verified against, as stored: a delivery
-    stored with it is stored only while the row still holds exactly these."""
-
-    id: int
-    kind: str
-    slug: str
-    config: dict
-    secrets_stored: str  # the encrypted column's text, compared as it is
-
-
 def delivery_stored(
     *, source_id: int, delivery_id: str, event: str, mailbox: str, headers: dict, body: bytes,
-    seen: SourceSeen | None = None,
+    seen: checked_insert.SourceSeen | None = None,
 ) -> bool:
     """Fact: a verified delivery arrived and waits to be processed (the webhook's hot path:
     one INSERT, then a wake-up of the drainer once it is committed). False when that
@@ -125,45 +112,18 @@ def delivery_stored(
     guard = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
     try:
         with guard:
-            delivery = Delivery(source_id=source_id, delivery_id=delivery_id, event=event,
-                                mailbox=mailbox, headers=headers, body=body)
             if seen is None:
-                delivery.save(force_insert=True)
-            elif not _inserted_while_unchanged(delivery, seen):
+                Delivery(source_id=source_id, delivery_id=delivery_id, event=event,
+                         mailbox=mailbox, headers=headers, body=body).save(force_insert=True)
+            elif checked_insert.inserted(source_id=source_id, delivery_id=delivery_id,
+                                         event=event, mailbox=mailbox, headers=headers,
+                                         body=body, seen=seen) is None:
                 raise SourceChanged(seen.slug)
     except IntegrityError as exc:
         if violates(exc, "delivery_unique_id"):
             return False
         raise
     transaction.on_commit(wake_soon)
-    return True
-
-
-@functools.cache
-def _checked_insert_sql() -> tuple[str, tuple]:
-    fields = tuple(f for f in Delivery._meta.concrete_fields if not f.primary_key)
-    q = connection.ops.quote_name
-    source = Source._meta
-    sql = (f"INSERT INTO {q(Delivery._meta.db_table)} ({', '.join(q(f.column) for f in fields)})"
-           f" SELECT {', '.join(['%s'] * len(fields))} WHERE EXISTS (SELECT 1 FROM "
-           f"{q(source.db_table)} WHERE {q(source.pk.column)} = %s AND {q('enabled')} AND "
-           f"{q('kind')} = %s AND {q('slug')} = %s AND {q('config')} = %s AND "
-           f"{q('secrets')} = %s) RETURNING {q(Delivery._meta.pk.column)}")
-    return sql, fields
-
-
-def _inserted_while_unchanged(delivery: Delivery, seen: SourceSeen) -> bool:
-    """INSERT … SELECT … WHERE the source row still is `seen`: True when stored."""
-    sql, fields = _checked_insert_sql()
-    params = [f.get_db_prep_save(f.pre_save(delivery, True), connection) for f in fields]
-    config = Source._meta.get_field("config").get_db_prep_save(seen.config, connection)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, seen.id, seen.kind, seen.slug, config,
-                             seen.secrets_stored])
-        row = cursor.fetchone()
-    if row is None:
-        return False
-    delivery.pk = row[0]
     return True
 
 
@@ -193,7 +153,7 @@ def wake() -> None:
 
 # What a stored delivery calls after commit: the wake-up is sent from a thread of its own, so
 # a request is answered without waiting for Redis or the broker (amux_common.coalesce).
-wake_soon = Coalesced(lambda: wake(), "intake-waker")
+wake_soon = Coalesced(lambda: wake(), "intake-waker", gather=0.02)
 
 
 def _woke() -> None:

@@ -20,6 +20,7 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from intake import card_hooks, process, rejections
+from intake.checked_insert import SourceSeen
 from intake.decide import decide_incoming
 from intake.models import Source
 from intake.sources import plugin
@@ -59,17 +60,17 @@ def receive(kind: str, slug: str, headers: dict[str, str], body: bytes) -> tuple
 
 
 # (kind, slug) -> (the source, the row as stored) of the sources this process received for
-_seen: dict[tuple[str, str], tuple[Source, process.SourceSeen]] = {}
+_seen: dict[tuple[str, str], tuple[Source, SourceSeen]] = {}
 SEEN_MAX = 1000
 
 
-def _read(kind: str, slug: str) -> tuple[Source, process.SourceSeen] | None:
+def _read(kind: str, slug: str) -> tuple[Source, SourceSeen] | None:
     source = (Source.objects.filter(slug=slug, kind=kind, enabled=True)
               .annotate(secrets_stored=Cast("secrets", TextField())).first())
     if source is None:
         _seen.pop((kind, slug), None)
         return None
-    kept = source, process.SourceSeen(source.pk, source.kind, source.slug, source.config,
+    kept = source, SourceSeen(source.pk, source.kind, source.slug, source.config,
                                       source.secrets_stored)
     if len(_seen) >= SEEN_MAX:
         _seen.clear()
@@ -77,7 +78,7 @@ def _read(kind: str, slug: str) -> tuple[Source, process.SourceSeen] | None:
     return kept
 
 
-def _received(kept: tuple[Source, process.SourceSeen], headers: dict[str, str], body: bytes,
+def _received(kept: tuple[Source, SourceSeen], headers: dict[str, str], body: bytes,
               stored_only: bool) -> tuple[int, dict] | None:
     """Verify against `kept` and store. `stored_only`: None instead of any answer that is
     not a delivery stored against the unchanged row (the caller reads the row afresh)."""
@@ -120,7 +121,7 @@ def _raw(env: Envelope) -> bytes:
 
 
 def queue(source: Source, env: Envelope, headers: dict,
-          seen: process.SourceSeen | None = None) -> tuple[int, dict]:
+          seen: SourceSeen | None = None) -> tuple[int, dict]:
     """Store a verified event for the drainer and answer at once: 202 queued, or 200
     duplicate when its delivery id was stored before. With `seen`, only while the source
     row is still that (else process.SourceChanged)."""

@@ -1,0 +1,83 @@
+"""intake.checked_insert stores a webhook's delivery as the ORM would (on PostgreSQL with
+its own server-bound statement, elsewhere through the ORM's field preparation), and only
+while the source row is still the one the delivery was verified against."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import IntegrityError
+from django.db.models import TextField
+from django.db.models.functions import Cast
+
+from amux_common.integrity import violates
+from intake import checked_insert
+from intake.models import Delivery, Source
+from intake.sources.github import GitHub
+
+pytestmark = pytest.mark.django_db
+
+BODY = bytes(range(256)) * 40  # every byte value, longer than a page
+
+
+@pytest.fixture
+def source():
+    row = Source(kind="github", slug="gh", name="GitHub",
+                 config=GitHub.validate_config({"repo": ["o/r"], "handle": "amux-bot"}))
+    row.secrets = {"webhook_secret": "s", "token": "t"}
+    row.save()
+    return row
+
+
+def seen_of(source: Source) -> checked_insert.SourceSeen:
+    stored = (Source.objects.annotate(text=Cast("secrets", TextField()))
+              .values_list("text", flat=True).get(pk=source.pk))
+    return checked_insert.SourceSeen(source.pk, source.kind, source.slug, source.config,
+                                     stored)
+
+
+def insert(source: Source, delivery_id: str, seen=None) -> int | None:
+    return checked_insert.inserted(
+        source_id=source.pk, delivery_id=delivery_id, event="issue_comment",
+        mailbox="gh:o/r#1", headers={"x-github-event": "issue_comment", "user-agent": "hé"},
+        body=BODY, seen=seen or seen_of(source))
+
+
+def test_the_row_is_what_the_orm_stores(source):
+    pk = insert(source, "d-1")
+    by_orm = Delivery.objects.create(
+        source=source, delivery_id="d-2", event="issue_comment", mailbox="gh:o/r#1",
+        headers={"x-github-event": "issue_comment", "user-agent": "hé"}, body=BODY)
+    fields = [f.attname for f in Delivery._meta.concrete_fields
+              if f.attname not in ("id", "delivery_id", "received_at")]
+    stored, expected = (Delivery.objects.values(*fields, "received_at").get(pk=p)
+                        for p in (pk, by_orm.pk))
+    assert bytes(stored.pop("body")) == bytes(expected.pop("body")) == BODY
+    assert stored.pop("received_at") <= expected.pop("received_at")
+    assert stored == expected
+    assert stored["processed_at"] is None and stored["attempts"] == 0
+
+
+def test_a_changed_source_stores_nothing(source):
+    seen = seen_of(source)
+    source.config = dict(source.config, receive_all=True)
+    source.save()
+    assert insert(source, "d-1", seen) is None
+    assert insert(source, "d-1") is not None  # against the row as it is now
+    Source.objects.filter(pk=source.pk).update(enabled=False)
+    assert insert(source, "d-2", seen_of(source)) is None
+    assert list(Delivery.objects.values_list("delivery_id", flat=True)) == ["d-1"]
+
+
+def test_a_delivery_id_stored_before_is_the_unique_constraint(source):
+    insert(source, "d-1")
+    with pytest.raises(IntegrityError) as caught:
+        insert(source, "d-1")
+    assert violates(caught.value, "delivery_unique_id")
+
+
+def test_defaults_become_constants_only_when_they_can():
+    assert checked_insert._literal(None) == "NULL" and checked_insert._literal(0) == "0"
+    assert checked_insert._literal("it's") == "'it''s'"
+    for odd in (True, 1.5, {}):
+        with pytest.raises(TypeError):
+            checked_insert._literal(odd)
