@@ -373,6 +373,9 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
                           "conversation is off", code="invalid", status=400, field="source")
         if source_kind == ck.DOCUMENT_COMMENT:
             ck.document_ref(source_ref)  # refused naming source_ref before anything is kept
+        if source_kind == ck.LARK_BOT:  # as an explicit channel selection checks it
+            ck.check_channel(source_kind=source_kind, source_ref=source_ref,
+                             groups=ck.configured_groups(source_row.config))
     mirror_ref = ck.check_mirror(
         source_kind=source_kind, reply_mode=reply_mode, mirror_ref=mirror_ref,
         groups=ck.configured_groups(source_row.config if source_row else None))
@@ -395,6 +398,8 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
                 state="disconnected").exists():
             raise Refused("the agent already has an active Lark Bot connection",
                           code="lark_bot_exists", field="agent")
+        if source_kind == ck.LARK_BOT:
+            _refuse_bound_chat(source_row, source_ref)
         state = "connected"
         if source_row is not None:
             state = "listening" if source_row.enabled else "disconnected"
@@ -407,6 +412,19 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
             source_kind=source_kind, source=source_row, source_ref=source_ref,
             capture_scope=capture_scope, ingress_mode=ingress_mode, fallback=fallback,
             reply_mode=reply_mode, mirror_ref=mirror_ref, state=state)
+
+
+def _refuse_bound_chat(source, chat: str, exclude: int | None = None) -> None:
+    """A chat hears one active Lark Bot connection: a second one on it would route each
+    message to two agents. The source row is locked, so two connections made or moved at
+    once onto one chat cannot both pass."""
+    from intake.models import Source
+
+    list(Source.objects.select_for_update().filter(pk=source.pk).values_list("pk"))
+    if Connector.objects.filter(source_kind=ck.LARK_BOT, source_ref=chat).exclude(
+            state="disconnected").exclude(pk=exclude).exists():
+        raise Refused("another active Lark Bot connection is bound to that chat",
+                      code="channel_bound", field="source_ref")
 
 
 def _locked_connector(pk: int) -> Connector:
@@ -453,10 +471,7 @@ def select_channel(pk: int, source_ref: str) -> Connector:
                          groups=groups)
         if source_ref == connector.source_ref:
             return connector
-        if Connector.objects.filter(source_kind=ck.LARK_BOT, source_ref=source_ref).exclude(
-                state="disconnected").exclude(pk=pk).exists():
-            raise Refused("another active Lark Bot connection is bound to that chat",
-                          code="channel_bound", field="source_ref")
+        _refuse_bound_chat(connector.source, source_ref, exclude=pk)
         connector.source_ref = source_ref
         connector.save(update_fields=["source_ref", "updated_at"])
         return connector
@@ -491,6 +506,10 @@ def reconnect(pk: int) -> Connector:
         if connector.source_id is not None and not connector.source.enabled:
             raise Refused(f"source {connector.source.slug!r} is disabled: enable it before "
                           "reconnecting", code="source_disabled", field="source")
+        if kind == ck.LARK_BOT and connector.source_id is not None:
+            ck.check_channel(source_kind=kind, source_ref=connector.source_ref,
+                             groups=ck.configured_groups(connector.source.config))
+            _refuse_bound_chat(connector.source, connector.source_ref, exclude=pk)
         if kind == ck.DOCUMENT_COMMENT and connector.source_id is not None:
             from intake.models import Source
 

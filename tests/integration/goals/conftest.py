@@ -41,7 +41,8 @@ def lark_source(db):
 
     return Source.objects.create(kind="lark", slug="team-lark", name="Team Lark",
                                  config={"domain": "https://open.feishu.cn",
-                                         "app_id": "cli_test_app", "groups": ["oc_group_a"]})
+                                         "app_id": "cli_test_app",
+                                         "groups": ["oc_group_a", "oc_group_b"]})
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from unittest.mock import ANY
 
 import pytest
 from django.utils import timezone
@@ -104,6 +105,31 @@ def test_one_active_lark_bot_per_agent(api, goal, lark_source):
                       ingress_mode="async_inbox").status_code == 201
     assert api.delete(f"/api/v1/connectors/{first['id']}/").json()["state"] == "disconnected"
     assert _connector(api, source_ref="oc_group_b").status_code == 201
+
+
+def test_a_lark_bot_listens_on_a_configured_chat_no_other_bot_holds(api, goal, lark_source):
+    add_agent(api, "one")
+    add_agent(api, "two")
+    stranger = _connector(api, agent="one", source_ref="oc_stranger")
+    assert stranger.status_code == 400 and "source_ref" in stranger.json()["error"]["fields"]
+    assert "configured groups" in stranger.json()["error"]["message"]
+    first = _connector(api, agent="one").json()
+    bound = _connector(api, agent="two")  # the same chat: one message, two agents
+    assert bound.status_code == 409 and bound.json()["error"]["code"] == "channel_bound"
+    assert bound.json()["error"]["fields"] == {"source_ref": ANY}
+    api.delete(f"/api/v1/connectors/{first['id']}/")
+    second = _connector(api, agent="two").json()
+    assert second["state"] == "listening"
+    # the first one cannot come back onto the chat the second now holds
+    again = api.post(f"/api/v1/connectors/{first['id']}/reconnect/")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "channel_bound"
+    assert Connector.objects.get(pk=first["id"]).state == "disconnected"
+    # nor onto a chat the source no longer lists
+    api.delete(f"/api/v1/connectors/{second['id']}/")
+    lark_source.config = dict(lark_source.config, groups=["oc_group_b"])
+    lark_source.save()
+    gone = api.post(f"/api/v1/connectors/{first['id']}/reconnect/")
+    assert gone.status_code == 400 and "source_ref" in gone.json()["error"]["fields"]
 
 
 def test_two_agents_each_receive_only_their_own_lark_messages(api, pi_agent, lark_source,
