@@ -13,7 +13,10 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
 
-class RequestHook:
+class BothWays:
+    """A middleware Django may call either way: on the event loop under ASGI (`_acall`),
+    in the caller's thread otherwise (`_call`)."""
+
     sync_capable = True
     async_capable = True
 
@@ -23,13 +26,24 @@ class RequestHook:
         if self.is_async:
             markcoroutinefunction(self)
 
+    def __call__(self, request: HttpRequest):
+        if self.is_async:
+            return self._acall(request)
+        return self._call(request)
+
+    def _call(self, request: HttpRequest) -> HttpResponse:
+        raise NotImplementedError
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        raise NotImplementedError
+
+
+class RequestHook(BothWays):
     def before(self, request: HttpRequest) -> HttpResponse | None:
         """The answer instead of the view's, or None to go on (CPU only: no I/O)."""
         raise NotImplementedError
 
-    def __call__(self, request: HttpRequest):
-        if self.is_async:
-            return self._acall(request)
+    def _call(self, request: HttpRequest) -> HttpResponse:
         return self.before(request) or self.get_response(request)
 
     async def _acall(self, request: HttpRequest) -> HttpResponse:

@@ -6,7 +6,7 @@ from asgiref.sync import sync_to_async
 from django.urls import Resolver404, resolve
 from whitenoise.middleware import WhiteNoiseMiddleware
 
-from amux_common.request_hooks import RequestHook
+from amux_common.request_hooks import BothWays, RequestHook
 
 
 class OptionalTrailingSlashMiddleware(RequestHook):
@@ -26,18 +26,16 @@ class OptionalTrailingSlashMiddleware(RequestHook):
         return None
 
 
-class StaticFilesMiddleware(RequestHook, WhiteNoiseMiddleware):
+class StaticFilesMiddleware(BothWays, WhiteNoiseMiddleware):
     """WhiteNoise, which is sync-only, also on the event loop: a static file is looked up
     in memory (on disk, in a thread, with AMUX_DEBUG's autorefresh) and served from a
     thread; any other request goes on without leaving the loop."""
 
     def __init__(self, get_response):
         WhiteNoiseMiddleware.__init__(self, get_response)
-        RequestHook.__init__(self, get_response)
+        BothWays.__init__(self, get_response)
 
-    def __call__(self, request):
-        if self.is_async:
-            return self._acall(request)
+    def _call(self, request):
         return WhiteNoiseMiddleware.__call__(self, request)
 
     async def _acall(self, request):
