@@ -35,6 +35,15 @@ class Consumer(Protocol):
         (the catch-up poll reads their CI by commit)."""
 
 
+@runtime_checkable
+class Acknowledges(Protocol):
+    """A consumer that acknowledges events itself (a goal agent's async inbox)."""
+
+    def acknowledgement(self, trigger) -> str | None:
+        """None when it does not hold `trigger`, "" while it holds it unacknowledged, else
+        the outcome it was acknowledged with."""
+
+
 class NoConsumer(RuntimeError):
     pass
 
@@ -86,8 +95,8 @@ def acknowledgement(trigger) -> str | None:
     registered consumer that answers it, whichever claims the source now: a connector
     disconnected since keeps what its inbox took."""
     for consumer in [c for _, c in _claimed] + ([_consumer] if _consumer else []):
-        answer = getattr(consumer, "acknowledgement", None)
-        held = answer(trigger) if callable(answer) else None
-        if held is not None:
-            return held
+        if isinstance(consumer, Acknowledges):
+            held = consumer.acknowledgement(trigger)
+            if held is not None:
+                return held
     return None
