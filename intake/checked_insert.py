@@ -58,7 +58,7 @@ def _literal(value) -> str:
         raise TypeError(f"no SQL constant for a default of {value!r}")
     if isinstance(value, int):
         return str(value)
-    return "'" + value.replace("'", "''") + "'"
+    return "'" + value.replace("'", "''").replace("%", "%%") + "'"  # %% is a literal %
 
 
 @functools.cache

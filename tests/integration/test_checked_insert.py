@@ -77,7 +77,7 @@ def test_a_delivery_id_stored_before_is_the_unique_constraint(source):
 
 def test_defaults_become_constants_only_when_they_can():
     assert checked_insert._literal(None) == "NULL" and checked_insert._literal(0) == "0"
-    assert checked_insert._literal("it's") == "'it''s'"
+    assert checked_insert._literal("it's 5%") == "'it''s 5%%'"
     for odd in (True, 1.5, {}):
         with pytest.raises(TypeError):
             checked_insert._literal(odd)
