@@ -159,9 +159,17 @@ async def refuse_waiting(host: SessionHost, reason: str, *, during_turn: bool = 
     """Refuse every continuation that waits for admission (``during_turn``: each that
     started while one of our turns ran)."""
     adapter = _goal_adapter(host)
+    refused = False
     while adapter is not None and (
             waiting := adapter.waiting_native_turn(during_turn=during_turn)) is not None:
         await _refuse(host, adapter, waiting[0], reason)
+        refused = True
+    if refused and goal_active(host):
+        row = await host.db(goals.current, host.session_id)
+        if row is None or not row.authorized:
+            # refused for coming at the wrong time, but nobody authorized it either: it
+            # stops here, as it would have on its next try
+            await _pause(host, adapter)
 
 
 async def _refuse(host: SessionHost, adapter: Any, turn_id: str, reason: str) -> None:
@@ -172,6 +180,14 @@ async def _refuse(host: SessionHost, adapter: Any, turn_id: str, reason: str) ->
     # the next turn/start waits for the refused turn's end (one turn at a time natively)
     while turn_id in adapter._refused_turns and loop.time() < deadline and adapter.alive:
         await asyncio.sleep(0.02)
+
+
+async def _pause(host: SessionHost, adapter: Any) -> None:
+    """Pause the native goal and record it (a runtime that refuses changes nothing)."""
+    with contextlib.suppress(errors.RuntimeAdapterError):
+        native = await adapter.goal_set(status="paused", **ORIGIN)
+        adapter.goal_updates = []
+        await host.db(goals.record, host.session_id, native, command=None)
 
 
 async def admit_waiting(host: SessionHost, session: Any) -> bool:
@@ -188,11 +204,7 @@ async def admit_waiting(host: SessionHost, session: Any) -> bool:
         await _refuse(host, adapter, turn_id, why)
         if why in ("unauthorized", "other_native_thread", "objective_mismatch") \
                 and goal_active(host):
-            # a goal nobody authorized (e.g. one the model created itself) stops here
-            with contextlib.suppress(errors.RuntimeAdapterError):
-                native = await adapter.goal_set(status="paused", **ORIGIN)
-                adapter.goal_updates = []
-                await host.db(goals.record, host.session_id, native, command=None)
+            await _pause(host, adapter)  # a goal nobody authorized (e.g. the model's own)
         return True
     from sessions import services
 
