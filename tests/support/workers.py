@@ -26,6 +26,15 @@ def purge_queues() -> None:
         client.delete(key)
     for key in client.scan_iter(match="amux:session:*:wake"):
         client.delete(key)  # host tasks that were on their way went with the queues
+    # The debounce flags say "a drain task is queued": with the queues gone, a flag left
+    # set (e.g. by an earlier test's wake-up, sent up to 20 ms after its commit) would keep
+    # this test's wake-ups from sending one for its 10 s.
+    from django.core.cache import cache
+
+    from effects.outbox import KICK_FLAG
+    from intake.process import WAKE_FLAG
+
+    cache.delete_many([WAKE_FLAG, KICK_FLAG])
 
 
 def worker_env(data_dir: Path, **extra: str) -> dict[str, str]:
