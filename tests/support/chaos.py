@@ -496,8 +496,12 @@ def count(result: Result, github, lifecycles: list[Lifecycle]) -> None:
 def run(*, lifecycles: int, data_dir: Path, env: dict[str, str], seed: int | None = None,
         parallel: int = 3, kill_interval: tuple[float, float] = (6.0, 14.0),
         lifecycle_timeout: float = 240.0, settle_timeout: float = 120.0,
-        log=print) -> Result:
+        min_kills: int = 0, log=print) -> Result:
     """Run `lifecycles` ticket lifecycles, `parallel` at a time, under random SIGKILLs.
+
+    With `min_kills`, lifecycles go on being started (up to three times as many) until the
+    killer has struck that often while they ran: a fast run still meets every kind of
+    fault, without kills so frequent that no lifecycle could finish between them.
 
     Django must be set up against the database `env` points the processes at."""
     from amux_site import embedded_redis
@@ -518,7 +522,7 @@ def run(*, lifecycles: int, data_dir: Path, env: dict[str, str], seed: int | Non
     # a dispatch clones the ticket's repository: GitHub answers a real one, served by git
     with served_github([REPO], token="ghp_chaos") as (github, _git), ModelServer() as model:
         model.responder = respond
-        for n in range(lifecycles):
+        for n in range(lifecycles * (3 if min_kills else 1)):
             github.state.issues[(REPO, FIRST_ISSUE + n)] = {"title": f"Bug {FIRST_ISSUE + n}"}
         _world(github.url, model.base_url)
         cluster = Cluster({**env, "AMUX_URL": f"http://127.0.0.1:{port}"}, port, logs,
@@ -530,10 +534,15 @@ def run(*, lifecycles: int, data_dir: Path, env: dict[str, str], seed: int | Non
             running: list[Lifecycle] = []
             done: list[Lifecycle] = []
             todo = list(range(lifecycles))
+            started_count = 0
             while todo or running:
+                if (not todo and sum(killer.kills.values()) < min_kills
+                        and started_count < lifecycles * 3):
+                    todo.append(started_count)
                 while todo and len(running) < parallel:
                     lc = Lifecycle(todo.pop(0), cluster.url, github, lifecycle_timeout)
                     lc.start()
+                    started_count += 1
                     running.append(lc)
                 # A session sleeps as soon as its queue is empty: hosts free their slots.
                 Session.objects.filter(idle_timeout_s__gt=1).update(idle_timeout_s=1)
@@ -542,7 +551,7 @@ def run(*, lifecycles: int, data_dir: Path, env: dict[str, str], seed: int | Non
                     running.remove(lc)
                     done.append(lc)
                     outcome = f"FAILED: {lc.failure}" if lc.failure else "ended"
-                    log(f"chaos: lifecycle {lc.n} {outcome} ({len(done)}/{lifecycles}, "
+                    log(f"chaos: lifecycle {lc.n} {outcome} ({len(done)}/{started_count}, "
                         f"kills {dict(killer.kills)})")
             killer.halt.set()
             killer.join(30)
@@ -557,6 +566,7 @@ def run(*, lifecycles: int, data_dir: Path, env: dict[str, str], seed: int | Non
             cluster.stop()
             purge_queues()
     result.kills = dict(killer.kills)
+    result.lifecycles = len(done)
     result.seconds = time.monotonic() - started
     return result
 
