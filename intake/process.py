@@ -15,12 +15,9 @@ trigger.
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
 import logging
 import time
 from collections.abc import Callable
-from datetime import timedelta
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Min, Q
@@ -28,17 +25,13 @@ from django.db.models import Min, Q
 from amux_common.clock import now as clock
 from amux_common.coalesce import Coalesced
 from amux_common.integrity import violates
-from intake import checked_insert, consumers, health
+from intake import batch, checked_insert, health, record
 from intake import rules as intake_core
-from intake.decide import current_version, decide_incoming
-from intake.models import Delivery, Source, Thread, Trigger
-from intake.sources import plugin
-from intake.sources.base import Envelope
+from intake.decide import current_version
+from intake.models import Delivery, Source
 
 log = logging.getLogger(__name__)
 
-# Delays between tries of a delivery that failed: 30 s doubling, at most an hour.
-RETRY_FIRST, RETRY_MAX = 30, 3600
 # While one drain task is queued and not yet started, stored deliveries send no other one
 # (see `wake`); the flag expires by itself, so a task lost before it started delays the
 # next wake-up by at most this long (and the beat sweep runs every 30 s anyway).
@@ -49,22 +42,6 @@ DRAIN_SECONDS = 60
 
 class DuplicateDelivery(Exception):  # noqa: N818 - a fact about input, not an error
     """The delivery id was stored before: nothing new is written."""
-
-
-def retry_delay(attempts: int) -> timedelta:
-    return timedelta(seconds=min(RETRY_MAX, RETRY_FIRST * 2 ** max(0, attempts - 1)))
-
-
-def error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:2000]
-
-
-def translate_stored(plug, delivery: Delivery):
-    """A stored delivery, translated by its plugin (which may raise)."""
-    thread = delivery.mailbox.partition(":")[2]
-    env = Envelope("event", delivery.delivery_id, delivery.event, thread,
-                   json.loads(bytes(delivery.body)))
-    return plug.translate(env)
 
 
 def delivery_received(
@@ -80,7 +57,7 @@ def delivery_received(
             delivery = Delivery.objects.create(
                 source_id=source_id, delivery_id=delivery_id, event=event, mailbox=mailbox,
                 headers=headers, body=body, attempts=1 if error else 0, last_error=error,
-                retry_at=now + retry_delay(1) if error else None,
+                retry_at=now + record.retry_delay(1) if error else None,
             )
             if error:
                 health.note_rejection(source_id, "processing_failed", error=True)
@@ -197,7 +174,7 @@ def _lock_mailbox(mailbox: str, wait: bool = True) -> bool | None:
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {lock}(%s, hashtext(%s)); SELECT EXISTS({sql})",
-            [0x696E74, mailbox, *params],
+            [record.MAILBOX_LOCKS, mailbox, *params],
         )
         if not wait and cursor.fetchone()[0] is False:
             return None
@@ -277,26 +254,23 @@ def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optim
             delivery.source = source
             try:
                 with transaction.atomic():  # a failing plugin undoes only its own writes
-                    outcome = _record(source, translate(delivery), decide,
-                                      optimistic=optimistic)
+                    outcome = record.record(source, translate(delivery), decide,
+                                            optimistic=optimistic)
             except IntegrityError:
                 raise  # a trigger or delivery id met: mailbox_processed decides, not a failure
             except Exception as exc:
-                _failed(delivery, exc, now)
+                record.failed(delivery, exc, now)
                 held = True
                 break
-            delivery.processed_at = now
-            delivery.outcome, delivery.reason = outcome.outcome, outcome.reason
-            delivery.trigger_id = outcome.trigger
-            delivery.retry_at = None
-            delivery.save(update_fields=["processed_at", "outcome", "reason", "trigger",
-                                         "retry_at"])
+            record.mark_processed(delivery, outcome, now)
+            delivery.save(update_fields=record.PROCESSED_FIELDS)
             results[delivery.pk] = outcome
         if arrived is not None:
             if held:
                 outcome = intake_core.Outcome("queued", "processing_later")
             else:
-                outcome = _record(source, arrived["result"], decide, optimistic=optimistic)
+                outcome = record.record(source, arrived["result"], decide,
+                                        optimistic=optimistic)
             # No savepoint: a duplicate delivery id rolls the whole transaction back.
             Delivery.objects.create(
                 source=source, delivery_id=arrived["delivery_id"],
@@ -311,77 +285,13 @@ def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optim
     return results
 
 
-def _failed(delivery: Delivery, exc: Exception, now) -> None:
-    log.warning("processing delivery %s (%s) failed: %s", delivery.delivery_id,
-                delivery.mailbox, error_text(exc))
-    delivery.attempts += 1
-    delivery.last_error = error_text(exc)
-    delivery.retry_at = now + retry_delay(delivery.attempts)
-    delivery.save(update_fields=["attempts", "last_error", "retry_at"])
-    health.note_rejection(delivery.source_id, "processing_failed", error=True)
-
-
-def _thread_id(source: Source, result) -> int:
-    """The thread's id, created if new (one round trip: insert or keep the existing row)."""
-    thread = Thread(source=source, key=(result.thread or "-")[:300],
-                    **intake_core.thread_defaults(result))
-    Thread.objects.bulk_create([thread], update_conflicts=True,
-                               unique_fields=["source", "key"], update_fields=["key"])
-    if thread.pk is None:  # a backend that returns no id for a conflicting row
-        thread = Thread.objects.get(source=source, key=thread.key)
-    return thread.pk
-
-
-def _record(source: Source, result, decide, *, optimistic: bool) -> intake_core.Outcome:
-    consumer = consumers.of(source)
-    result = consumer.locate(source, result)
-    facts = intake_core.thread_facts(result)
-    thread_id = None
-    if (result.thread and facts) or intake_core.is_trigger(result):
-        thread_id = _thread_id(source, result)
-        if facts:  # the thread's own state: a PR joins or ends its ticket, an issue closes
-            thread = Thread.objects.select_for_update().get(pk=thread_id)
-            thread.meta = {**thread.meta, **facts}
-            thread.save(update_fields=["meta"])
-            consumer.thread_state_reported(source, thread, facts)
-    if not intake_core.is_trigger(result):
-        if getattr(result, "poll", False):  # completed by the source's poll: ask for it now
-            transaction.on_commit(functools.partial(_poll_soon, source.pk))
-        return intake_core.Outcome("ignored", result.reason, thread=thread_id, facts=facts)
-    if not optimistic and Trigger.objects.filter(
-        source=source, external_id=result.external_id[:300]
-    ).exists():
-        return intake_core.Outcome("duplicate", "already_seen", thread=thread_id)
-    decision = decide(source, result) or {}
-    trigger = Trigger(source=source, thread_id=thread_id,
-                      **intake_core.trigger_fields(result, decision))
-    if decision.get("decision"):
-        # Routed in the same transaction (one commit per webhook), the route chosen before
-        # the insert so the trigger is written once with its disposition.
-        consumer.route_new(trigger, decision.get("acceptance"))
-    else:
-        trigger.save(force_insert=True)
-    ignored = decision.get("decision") == "ignore"
-    return intake_core.Outcome("ignored" if ignored else "admitted",
-                               decision.get("reason") or "", trigger.pk,
-                               thread=thread_id, facts=facts)
-
-
-def _poll_soon(source_id: int) -> None:
-    from intake.poll import poll_soon
-
-    poll_soon(source_id)
-
-
 def process_mailbox(source: Source, mailbox: str, *, wait: bool = True,
                     version: str | None = None):
     """The stored deliveries of one mailbox processed (`version`: the current policy
     version when the caller read it already)."""
-    plug = plugin(source.kind, source.config, source.secrets)
-    return mailbox_processed(
-        source=source, mailbox=mailbox, translate=lambda d: translate_stored(plug, d),
-        decide=lambda src, facts: decide_incoming(src, facts, version=version), wait=wait,
-    )
+    translate, decide = record.handlers(source, version)
+    return mailbox_processed(source=source, mailbox=mailbox, translate=translate,
+                             decide=decide, wait=wait)
 
 
 def process_pending(limit: int = 200) -> int:
@@ -402,13 +312,20 @@ def process_pending(limit: int = 200) -> int:
     # One read of the policy version per batch: a batch decides under the version current
     # when it began, as a webhook processed inline did under the one read with its source.
     version = current_version()
+    sources: dict[int, Source] = {}
+
+    def source_of(source_id: int) -> Source:
+        if source_id not in sources:
+            sources[source_id] = Source.objects.get(pk=source_id)
+        return sources[source_id]
+
     done = 0
-    sources = {}
+    if connection.vendor == "postgresql" and len(rows) > 1:
+        done, rows = batch.processed_together(rows, source_of, version)
     busy = []
-    for wait, batch in ((False, rows), (True, busy)):
-        for source_id, mailbox in batch:
-            source = sources.get(source_id) or Source.objects.get(pk=source_id)
-            sources[source_id] = source
+    for wait, todo in ((False, rows), (True, busy)):
+        for source_id, mailbox in todo:
+            source = source_of(source_id)
             try:
                 done += len(process_mailbox(source, mailbox, wait=wait, version=version))
             except MailboxBusy:

@@ -19,7 +19,7 @@ import uuid
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
-from intake import card_hooks, process, rejections
+from intake import card_hooks, process, record, rejections
 from intake.checked_insert import SourceSeen
 from intake.decide import decide_incoming
 from intake.models import Source
@@ -159,7 +159,7 @@ def accept(source: Source, env: Envelope, headers: dict | None = None,
     try:
         outcome = process.mailbox_processed(
             source=source, mailbox=mailbox,
-            translate=functools.partial(process.translate_stored, plug),
+            translate=functools.partial(record.translate_stored, plug),
             decide=functools.partial(decide_incoming, version=policy_version),
             arrived=arrived(plug, env, headers),
         )[None]
@@ -171,7 +171,7 @@ def accept(source: Source, env: Envelope, headers: dict | None = None,
         raw = _raw(env)
         _pk, created = process.delivery_received(
             source_id=source.pk, delivery_id=env.delivery_id, event=env.event[:100],
-            mailbox=mailbox, headers=headers, body=raw, error=process.error_text(exc),
+            mailbox=mailbox, headers=headers, body=raw, error=record.error_text(exc),
         )
         if not created:
             return 200, {"duplicate": True, "delivery": env.delivery_id}

@@ -1,0 +1,127 @@
+"""Many mailboxes in one transaction: the drainer's way through a backlog on PostgreSQL.
+
+Processing one mailbox at a time (intake/process.py) costs about ten round trips a mailbox
+— its own transaction, lock, read, savepoint and update — and when every delivery has a
+thread of its own (a busy repository), that is ten a delivery. Here a batch of mailboxes
+shares them: one transaction, one statement that try-locks them all, one read of their
+deliveries and one update of the processed rows; each delivery still records its thread
+and trigger in order (intake/record.py), and the gate and the plugin are asked exactly as
+one mailbox at a time asks them.
+
+What differs is only what a failure undoes. A delivery whose translation or decision
+raises is noted as failed, holding back its mailbox, as before: neither writes anything.
+Anything that fails while writing (a trigger id seen before, a consumer's error) undoes
+the whole batch, and its mailboxes go back to the one-mailbox path, which decides each
+case as it always has."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import connection, transaction
+
+from amux_common.clock import now as clock
+from intake import record
+from intake import rules as intake_core
+from intake.models import Delivery, Source
+
+log = logging.getLogger(__name__)
+
+# Mailboxes a transaction takes, and the deliveries it reads at most (the oldest first, so
+# each mailbox gets a prefix of its own, in order; the rest waits for the next round).
+MAILBOXES, DELIVERIES = 50, 400
+
+
+def processed_together(rows: list[tuple[int, str]], source_of,
+                       version: str | None) -> tuple[int, list]:
+    """Process the mailboxes of `rows` ((source id, mailbox), each once), a batch to a
+    transaction, deciding under policy `version`; `source_of(source_id)` answers the
+    Source. Answers how many deliveries were processed, and the rows left for the
+    one-mailbox path: held by another drainer, or in a batch that was undone."""
+    done, left = 0, []
+    handlers: dict[int, tuple] = {}
+
+    def handlers_of(source: Source) -> tuple:
+        if source.pk not in handlers:
+            handlers[source.pk] = record.handlers(source, version)
+        return handlers[source.pk]
+    for start in range(0, len(rows), MAILBOXES):
+        batch = rows[start:start + MAILBOXES]
+        try:
+            count, busy = _batch(batch, source_of, handlers_of)
+        except Exception as exc:
+            log.info("a batch of %d mailboxes was undone (%s); one at a time instead",
+                     len(batch), record.error_text(exc))
+            left.extend(batch)
+            continue
+        done += count
+        left.extend(busy)
+    return done, left
+
+
+def _batch(batch, source_of, handlers_of) -> tuple[int, list]:
+    with transaction.atomic(durable=True):
+        locked = _try_lock([mailbox for _, mailbox in batch])
+        busy = [row for row in batch if row[1] not in locked]
+        if not locked:
+            return 0, busy
+        deliveries = list(
+            Delivery.objects.select_for_update()
+            .filter(mailbox__in=locked, processed_at__isnull=True)
+            .order_by("pk")[:DELIVERIES]
+        )
+        now = clock()
+        held: set[str] = set()
+        processed = []
+        for delivery in deliveries:
+            if delivery.mailbox in held:
+                continue
+            if delivery.retry_at is not None and delivery.retry_at > now:
+                held.add(delivery.mailbox)  # its retry is not due; the ones behind it wait
+                continue
+            source = source_of(delivery.source_id)
+            delivery.source = source
+            translate, decide = handlers_of(source)
+            try:  # reads only: a failure here leaves nothing to undo
+                result = record.located(source, translate(delivery))
+                decision = (decide(source, result) or {}) if intake_core.is_trigger(result) \
+                    else {}
+            except Exception as exc:
+                record.failed(delivery, exc, now)
+                held.add(delivery.mailbox)
+                continue
+            outcome = record.write(source, result, lambda d=decision: d, optimistic=True)
+            record.mark_processed(delivery, outcome, now)
+            processed.append(delivery)
+        _mark_processed(processed, now)
+    return len(processed), busy
+
+
+def _mark_processed(deliveries: list[Delivery], now) -> None:
+    """The processed rows updated in one statement (what record.mark_processed set on each:
+    the time and no retry for all, an outcome, reason and trigger each). Django's
+    bulk_update builds a CASE per row and field, which cost more than the rows' work."""
+    if not deliveries:
+        return
+    table = Delivery._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'UPDATE "{table}" AS d SET processed_at = %s, retry_at = NULL, '
+            "outcome = v.outcome, reason = v.reason, trigger_id = v.trigger "
+            "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::bigint[]) "
+            "AS v(id, outcome, reason, trigger) WHERE d.id = v.id",
+            [now, [d.pk for d in deliveries], [d.outcome for d in deliveries],
+             [d.reason for d in deliveries], [d.trigger_id for d in deliveries]],
+        )
+
+
+def _try_lock(mailboxes: list[str]) -> set[str]:
+    """The mailboxes whose advisory locks this transaction got (one statement; the ones
+    another drainer holds are left to it)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT m FROM unnest(%s::text[]) AS m "
+            "WHERE pg_try_advisory_xact_lock(%s, hashtext(m))",
+            [mailboxes, record.MAILBOX_LOCKS],
+        )
+        return {row[0] for row in cursor.fetchall()}

@@ -1,0 +1,139 @@
+"""Many mailboxes in one transaction (intake/batch.py, PostgreSQL): a backlog costs a few
+statements a delivery instead of about ten, and every outcome is the one that processing a
+mailbox at a time gives — order kept, a failing delivery holding back only its mailbox, a
+trigger seen before recorded once, a mailbox another drainer holds left to it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
+
+from intake import process, record
+from intake.models import Delivery, Source, Trigger
+from intake.sources.github import GitHub
+from tests.support.github_payloads import example
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(connection.vendor != "postgresql",
+                       reason="the batched path is PostgreSQL's (advisory locks); SQLite "
+                       "processes a mailbox at a time"),
+]
+
+REPO = "Codertocat/Hello-World"
+
+
+@pytest.fixture
+def gh():
+    source = Source(kind="github", slug="gh", name="GitHub",
+                    config=GitHub.validate_config({"repo": [REPO]}))
+    source.secrets = {"webhook_secret": "s", "token": "t"}
+    source.save()
+    return source
+
+
+def store(source, issue: int, comment_id: int, delivery: str) -> None:
+    payload = example("issue_comment", "created")
+    payload["issue"]["number"], payload["comment"]["id"] = issue, comment_id
+    assert process.delivery_stored(
+        source_id=source.pk, delivery_id=delivery, event="issue_comment",
+        mailbox=f"gh:{REPO}#{issue}", headers={}, body=json.dumps(payload).encode())
+
+
+def triggers(issue: int) -> list[str]:
+    return list(Trigger.objects.filter(thread__key=f"{REPO}#{issue}").order_by("pk")
+                .values_list("external_id", flat=True))
+
+
+def test_a_backlog_of_many_mailboxes_costs_a_few_statements_a_delivery(gh):
+    for issue in range(40):
+        store(gh, issue, 1000 + issue, f"d-{issue}")
+    with CaptureQueriesContext(connection) as captured:
+        assert process.process_pending() == 40
+    # per delivery: its thread, its ticket's subscription, its trigger; the rest is shared
+    assert len(captured.captured_queries) <= 3 * 40 + 10, len(captured.captured_queries)
+    assert Trigger.objects.count() == 40
+    stored = Delivery.objects.get(delivery_id="d-7")
+    trigger = Trigger.objects.get(external_id="issue_comment:1007")
+    assert stored.processed_at is not None and stored.retry_at is None
+    assert (stored.outcome, stored.reason, stored.trigger_id) == (
+        "ignored", trigger.reason, trigger.pk)
+    assert trigger.reason and trigger.thread.key == f"{REPO}#7"
+
+
+def test_order_within_each_mailbox_is_kept_across_a_batch(gh):
+    for n in range(4):
+        for issue in (1, 2, 3):
+            store(gh, issue, issue * 100 + n, f"d-{issue}-{n}")
+    assert process.process_pending() == 12
+    for issue in (1, 2, 3):
+        assert triggers(issue) == [f"issue_comment:{issue * 100 + n}" for n in range(4)]
+
+
+def test_a_failing_delivery_holds_back_its_mailbox_and_no_other(gh, monkeypatch):
+    from intake.sources import github
+
+    real = github.GitHub.translate
+
+    def translate(self, env):
+        if env.payload["comment"]["id"] == 201:
+            raise KeyError("sender")
+        return real(self, env)
+
+    monkeypatch.setattr(github.GitHub, "translate", translate)
+    store(gh, 1, 100, "one")
+    store(gh, 2, 200, "two-first")
+    store(gh, 2, 201, "two-fails")
+    store(gh, 2, 202, "two-behind")
+    store(gh, 3, 300, "three")
+    assert process.process_pending() == 3
+    failed = Delivery.objects.get(delivery_id="two-fails")
+    assert failed.attempts == 1 and failed.retry_at and failed.processed_at is None
+    assert failed.last_error == "KeyError: 'sender'"
+    assert Delivery.objects.get(delivery_id="two-behind").processed_at is None
+    assert triggers(1) == ["issue_comment:100"] and triggers(3) == ["issue_comment:300"]
+    assert triggers(2) == ["issue_comment:200"]
+
+
+def test_a_trigger_seen_before_undoes_the_batch_and_is_recorded_once(gh, caplog):
+    """The same comment under two delivery ids (a redelivery GitHub gave a new id): the
+    batch's optimistic insert meets the trigger's unique id, the batch is undone, and the
+    one-mailbox path records the second as a duplicate; the other mailboxes are processed."""
+    store(gh, 1, 100, "first")
+    store(gh, 1, 100, "again")
+    store(gh, 2, 200, "other")
+    with caplog.at_level("INFO", logger="intake.batch"):
+        assert process.process_pending() == 3
+    assert "a batch of 2 mailboxes was undone (IntegrityError" in caplog.text
+    assert triggers(1) == ["issue_comment:100"] and triggers(2) == ["issue_comment:200"]
+    assert Delivery.objects.get(delivery_id="again").outcome == "duplicate"
+    assert Delivery.objects.filter(processed_at=None).count() == 0
+
+
+def test_a_mailbox_another_drainer_holds_is_left_to_it(gh):
+    for issue in (1, 2, 3):
+        store(gh, issue, issue * 100, f"d-{issue}")
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                           [record.MAILBOX_LOCKS, f"gh:{REPO}#2"])
+            done, left = _batched(gh)
+            assert done == 2 and left == [(gh.pk, f"gh:{REPO}#2")]
+            cursor.execute("ROLLBACK")
+    finally:
+        other.close()
+    assert triggers(2) == [] and process.process_pending() == 1 and len(triggers(2)) == 1
+
+
+def _batched(source):
+    from intake import batch
+
+    rows = list(Delivery.objects.filter(processed_at=None).order_by("pk")
+                .values_list("source_id", "mailbox"))
+    assert not transaction.get_connection().in_atomic_block
+    return batch.processed_together(rows, lambda _pk: source, version=None)
