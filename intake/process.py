@@ -9,7 +9,8 @@ trigger goes to its consumer (intake/consumers.py) in the same transaction. A pl
 gate that raises leaves the delivery unprocessed with its error (shown in the admin and
 the source's health), holding back the deliveries behind it in its mailbox; the intake
 sweep tries it again with growing delays. A trigger id seen before makes no second
-trigger.
+trigger. On PostgreSQL the drainer takes a backlog many mailboxes to a transaction first
+(intake/batch.py); what that leaves comes here a mailbox at a time.
 """
 
 from __future__ import annotations
