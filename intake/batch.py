@@ -10,9 +10,9 @@ one mailbox at a time asks them.
 
 What differs is only what a failure undoes. A delivery whose translation or decision
 raises is noted as failed, holding back its mailbox, as before: neither writes anything.
-Anything that fails while writing (a trigger id seen before, a consumer's error) undoes
-the whole batch, and its mailboxes go back to the one-mailbox path, which decides each
-case as it always has."""
+Anything that fails while writing (a trigger id seen before, a consumer's error, a row
+lock not had within LOCK_WAIT) undoes the whole batch, and its mailboxes go back to the
+one-mailbox path, which decides each case as it always has."""
 
 from __future__ import annotations
 
@@ -30,6 +30,11 @@ log = logging.getLogger(__name__)
 # Mailboxes a transaction takes, and the deliveries it reads at most (the oldest first, so
 # each mailbox gets a prefix of its own, in order; the rest waits for the next round).
 MAILBOXES, DELIVERIES = 50, 400
+# How long a batch waits for a row lock before it is undone. A batch holds the locks of many
+# threads and tickets at once, so it could close a deadlock that a mailbox alone could
+# not; waiting less than PostgreSQL's deadlock_timeout (1 s) makes the batch, never the
+# other transaction (a turn ending, an operator's edit), the one that gives way.
+LOCK_WAIT = "200ms"
 
 
 def processed_together(rows: list[tuple[int, str]], source_of,
@@ -117,8 +122,10 @@ def _mark_processed(deliveries: list[Delivery], now) -> None:
 
 def _try_lock(mailboxes: list[str]) -> set[str]:
     """The mailboxes whose advisory locks this transaction got (one statement; the ones
-    another drainer holds are left to it)."""
+    another drainer holds are left to it), and the transaction's wait for row locks cut
+    short."""
     with connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
         cursor.execute(
             "SELECT m FROM unnest(%s::text[]) AS m "
             "WHERE pg_try_advisory_xact_lock(%s, hashtext(m))",

@@ -6,6 +6,7 @@ trigger seen before recorded once, a mailbox another drainer holds left to it.""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.db import connection, connections, transaction
@@ -128,6 +129,34 @@ def test_a_mailbox_another_drainer_holds_is_left_to_it(gh):
     finally:
         other.close()
     assert triggers(2) == [] and process.process_pending() == 1 and len(triggers(2)) == 1
+
+
+def test_a_batch_that_would_wait_for_a_row_lock_gives_way(gh):
+    """A thread's row locked by another transaction (a turn ending, say): the batch does
+    not wait past LOCK_WAIT, so it can never be the other side of a deadlock that PostgreSQL
+    would settle by failing the other transaction; its mailboxes go one at a time."""
+    from intake.models import Thread
+
+    store(gh, 1, 100, "d-1")
+    process.process_pending()
+    store(gh, 1, 101, "d-1b")
+    store(gh, 2, 200, "d-2")
+    thread = Thread.objects.get(key=f"{REPO}#1")
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute("SELECT id FROM intake_thread WHERE id = %s FOR UPDATE", [thread.pk])
+            started = time.monotonic()
+            done, left = _batched(gh)
+            waited = time.monotonic() - started
+            cursor.execute("ROLLBACK")
+    finally:
+        other.close()
+    assert (done, sorted(left)) == (0, [(gh.pk, f"gh:{REPO}#1"), (gh.pk, f"gh:{REPO}#2")])
+    assert waited < 1.0, waited  # below deadlock_timeout
+    assert triggers(2) == [] and process.process_pending() == 2
+    assert triggers(1) == ["issue_comment:100", "issue_comment:101"]
 
 
 def _batched(source):
