@@ -16,6 +16,7 @@ from intake import process, record
 from intake.models import Delivery, Source, Trigger
 from intake.sources.github import GitHub
 from tests.support.github_payloads import example
+from tests.support.intake import translation_fails_for
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -75,16 +76,7 @@ def test_order_within_each_mailbox_is_kept_across_a_batch(gh):
 
 
 def test_a_failing_delivery_holds_back_its_mailbox_and_no_other(gh, monkeypatch):
-    from intake.sources import github
-
-    real = github.GitHub.translate
-
-    def translate(self, env):
-        if env.payload["comment"]["id"] == 201:
-            raise KeyError("sender")
-        return real(self, env)
-
-    monkeypatch.setattr(github.GitHub, "translate", translate)
+    translation_fails_for(monkeypatch, 201)
     store(gh, 1, 100, "one")
     store(gh, 2, 200, "two-first")
     store(gh, 2, 201, "two-fails")

@@ -15,7 +15,7 @@ from intake.models import Delivery, Source, Trigger
 from intake.sources.github import GitHub
 from intake.tasks import intake_sweep
 from tests.support.github_payloads import example, signed
-from tests.support.intake import outcome_of, processed
+from tests.support.intake import outcome_of, processed, translation_fails_for
 
 pytestmark = pytest.mark.django_db
 
@@ -94,16 +94,7 @@ def test_order_within_a_mailbox_is_kept(client, gh):
 
 
 def test_a_failing_head_holds_its_mailbox_only(client, gh, monkeypatch):
-    from intake.sources import github
-
-    real = github.GitHub.translate
-
-    def translate(self, env):
-        if env.payload["comment"]["id"] == 70:
-            raise KeyError("sender")
-        return real(self, env)
-
-    monkeypatch.setattr(github.GitHub, "translate", translate)
+    translation_fails_for(monkeypatch, 70)
     post(client, comment(7, 70), delivery="head")
     post(client, comment(7, 71), delivery="behind")
     post(client, comment(8, 80), delivery="elsewhere")

@@ -34,3 +34,18 @@ def drained(response):
     that look at the effects; `processed` reads the outcome)."""
     process.drain()
     return response
+
+
+def translation_fails_for(monkeypatch, comment_id: int) -> None:
+    """The GitHub plugin raises KeyError('sender') translating comment `comment_id` (a plugin
+    bug, or a payload it did not expect); every other delivery translates as usual."""
+    from intake.sources.github import GitHub
+
+    real = GitHub.translate
+
+    def translate(self, env):
+        if (env.payload.get("comment") or {}).get("id") == comment_id:
+            raise KeyError("sender")
+        return real(self, env)
+
+    monkeypatch.setattr(GitHub, "translate", translate)
