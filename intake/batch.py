@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from django.db import connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 
 from amux_common.clock import now as clock
 from intake import record
@@ -54,13 +54,17 @@ def processed_together(rows: list[tuple[int, str]], source_of,
         batch = rows[start:start + MAILBOXES]
         try:
             count, busy = _batch(batch, source_of, handlers_of)
-        except Exception as exc:
+        except (IntegrityError, OperationalError) as exc:  # a trigger seen before, a lock
             log.info("a batch of %d mailboxes was undone (%s); one at a time instead",
                      len(batch), record.error_text(exc))
             left.extend(batch)
-            continue
-        done += count
-        left.extend(busy)
+        except Exception:  # anything else is a fault worth seeing: each batch would pay it
+            log.warning("a batch of %d mailboxes failed; one at a time instead", len(batch),
+                        exc_info=True)
+            left.extend(batch)
+        else:
+            done += count
+            left.extend(busy)
     return done, left
 
 
