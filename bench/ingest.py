@@ -223,7 +223,7 @@ def free_port() -> int:
 
 def start_server(port: int, env: dict[str, str], log) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "amux_site.asgi:application", "--host", "127.0.0.1",
+        [sys.executable, "-m", "uvicorn", "bench.ingest_asgi:application", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning", "--no-access-log", "--lifespan", "off"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )

@@ -38,6 +38,21 @@ def _error(status: int, code: str, message: str) -> tuple[int, dict]:
     return status, {"error": {"code": code, "message": message, "fields": {}}}
 
 
+def refused_unread(method: str, content_length: str | None) -> tuple[int, dict] | None:
+    """The answer to a request no webhook can be, decided before its body is read (405 for
+    a method other than POST, 413 for a declared length over the cap), else None."""
+    if method != "POST":
+        return _error(405, "method_not_allowed", "use POST")
+    try:
+        length = int(content_length or 0)
+    except ValueError:
+        length = 0
+    return TOO_LARGE if length > MAX_BODY else None
+
+
+TOO_LARGE = _error(413, "too_large", "the body is larger than 25 MiB")
+
+
 def receive(kind: str, slug: str, headers: dict[str, str], body: bytes) -> tuple[int, dict]:
     """One webhook request → (HTTP status, JSON body). Never raises for client input.
 
@@ -47,7 +62,7 @@ def receive(kind: str, slug: str, headers: dict[str, str], body: bytes) -> tuple
     `seen`). Whatever else the kept row would answer (a rejection, a ping or challenge, a
     row that changed) is answered from the row read afresh."""
     if len(body) > MAX_BODY:
-        return _error(413, "too_large", "the body is larger than 25 MiB")
+        return TOO_LARGE
     kept = _seen.get((kind, slug))
     if kept is not None:
         answer = _received(kept, headers, body, stored_only=True)

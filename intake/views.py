@@ -1,4 +1,6 @@
-"""Webhook endpoints (`/hooks/<kind>/<slug>`): verify → store → answer (intake/receive.py)."""
+"""Webhook endpoints (`/hooks/<kind>/<slug>`) as Django views: verify → store → answer
+(intake/receive.py). The real server answers these paths below Django (intake/hooks_asgi.py);
+these serve Django's own handlers (the test client, WSGI) the same way."""
 
 from __future__ import annotations
 
@@ -6,33 +8,21 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from intake.receive import receive
-from intake.sources.base import MAX_BODY
+from intake.receive import TOO_LARGE, receive, refused_unread
 
 
 def _hook(kind: str):
     @csrf_exempt
     def view(request, slug):
-        if request.method != "POST":
-            return JsonResponse(
-                {"error": {"code": "method_not_allowed", "message": "use POST", "fields": {}}},
-                status=405,
-            )
-        try:
-            length = int(request.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = 0
-        if length > MAX_BODY:
-            return JsonResponse(
-                {"error": {"code": "too_large", "message": "the body is larger than 25 MiB",
-                           "fields": {}}}, status=413)
-        try:
-            body = request.body
-        except RequestDataTooBig:
-            return JsonResponse(
-                {"error": {"code": "too_large", "message": "the body is larger than 25 MiB",
-                           "fields": {}}}, status=413)
-        code, payload = receive(kind, slug, dict(request.headers), body)
+        answer = refused_unread(request.method, request.headers.get("Content-Length"))
+        if answer is None:
+            try:
+                body = request.body
+            except RequestDataTooBig:
+                answer = TOO_LARGE
+            else:
+                answer = receive(kind, slug, dict(request.headers), body)
+        code, payload = answer
         return JsonResponse(payload, status=code)
 
     view.__name__ = f"{kind}_hook"
