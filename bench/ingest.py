@@ -1,16 +1,21 @@
 """Ingest benchmark: signed GitHub deliveries through the real ASGI server (uvicorn) on
 PostgreSQL, against a bare endpoint on the same server and database that reads the body and
-does one INSERT — both on pooled connections (AMUX_DB_POOL_SIZE), in one run.
+does one INSERT — both on pooled connections (AMUX_DB_POOL_SIZE), in one run. The bare
+endpoint is there twice: as a Django view (/bench/bare, the floor of any view of this
+server) and answered the way amux answers webhooks, below Django's handler
+(/bench/bare-plain, bench/ingest_asgi.py).
 
     python -m bench.ingest            # before/after: pool off (as on main), then pooled
     python -m bench.ingest --pooled   # only the pooled stack (what `make bench` reports)
 
 Figures (pooled stack):
-- ingest_ratio: signed deliveries answered per second over bare requests per second, each
-  as fast as the server answers 16 keep-alive clients (best of two rounds each), before the
-  worker starts (the deliveries wait stored);
-- ingest_rate_per_s: the highest request rate the bare endpoint holds with p99 < 50 ms,
-  found by stepping an open-loop rate up (bounded steps);
+- ingest_ratio: signed deliveries answered per second over bare requests (the Django view)
+  per second, each as fast as the server answers 16 keep-alive clients (best of two rounds
+  each), before the worker starts (the deliveries wait stored);
+- ingest_ratio_plain: the same over the bare endpoint answered below Django: what verifying
+  and storing a delivery costs beyond one INSERT on the webhooks' own path;
+- ingest_rate_per_s: the highest request rate the bare endpoint (the Django view) holds
+  with p99 < 50 ms, found by stepping an open-loop rate up (bounded steps);
 - ingest_processed_per_s: how fast a real Celery `default` worker (`amux run`'s process
   count) processes the stored backlog into triggers (first to last `processed_at`);
 - ingest_p99_ms: p99 latency of signed deliveries offered at the held rate while that
@@ -100,9 +105,10 @@ class Requests:
         self.base = next(e for e in examples if e.get("action") == "created")
         self.next = 0
         bare_body = json.dumps(self.base).encode()
-        self.bare_raw = (f"POST /bench/bare HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                         f"Content-Type: application/json\r\n"
-                         f"Content-Length: {len(bare_body)}\r\n\r\n").encode() + bare_body
+        self.bare_raw, self.bare_plain_raw = (
+            (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             f"Content-Length: {len(bare_body)}\r\n\r\n").encode() + bare_body
+            for path in ("/bench/bare", "/bench/bare-plain"))
 
     def signed(self, n: int) -> list[bytes]:
         out = []
@@ -123,6 +129,9 @@ class Requests:
 
     def bare(self, n: int) -> list[bytes]:
         return [self.bare_raw] * n
+
+    def bare_plain(self, n: int) -> list[bytes]:
+        return [self.bare_plain_raw] * n
 
 
 class Conn:
@@ -336,13 +345,17 @@ def phase(url: str, pooled: bool, args) -> dict:
             run = asyncio.run
             run(closed_loop(port, reqs.signed(200), args.concurrency))  # warm both paths
             run(closed_loop(port, reqs.bare(200), args.concurrency))
-            signed_runs, bare_runs, statuses = [], [], {}
+            run(closed_loop(port, reqs.bare_plain(200), args.concurrency))
+            signed_runs, bare_runs, plain_runs, statuses = [], [], [], {}
             for _ in range(2):
                 rate, s = run(closed_loop(port, reqs.signed(args.requests), args.concurrency))
                 signed_runs.append(rate)
                 statuses |= s
                 rate, s = run(closed_loop(port, reqs.bare(args.requests), args.concurrency))
                 bare_runs.append(rate)
+                rate, s = run(closed_loop(port, reqs.bare_plain(args.requests),
+                                          args.concurrency))
+                plain_runs.append(rate)
             held, steps = step_rate(port, reqs, max(bare_runs), args)
             alone_lat, alone_statuses = ([], {}) if held is None else run(
                 open_loop(port, reqs.signed(int(held * args.seconds)), held))
@@ -364,6 +377,7 @@ def phase(url: str, pooled: bool, args) -> dict:
     return {
         "pooled": pooled, "signed_per_s": max(signed_runs), "bare_per_s": max(bare_runs),
         "ratio": max(signed_runs) / max(bare_runs), "signed_statuses": statuses,
+        "bare_plain_per_s": max(plain_runs), "ratio_plain": max(signed_runs) / max(plain_runs),
         "rate": held, "steps": steps,
         "p50_ms": pct(signed_lat, 50) if signed_lat else None,
         "p99_ms": pct(signed_lat, 99) if signed_lat else None,
@@ -423,6 +437,7 @@ def describe(r: dict) -> str:
           f"processing meanwhile" if r["rate"] else "no rate held")
     return (f"{name}: signed {r['signed_per_s']:.0f}/s (statuses {r['signed_statuses']}), "
             f"bare {r['bare_per_s']:.0f}/s, ratio {r['ratio']:.2f} (goal >= {RATIO_GOAL}); "
+            f"bare below Django {r['bare_plain_per_s']:.0f}/s, ratio {r['ratio_plain']:.2f}; "
             f"bare holds {r['rate'] or 0:.0f}/s with p99 < {P99_GOAL_MS:.0f} ms "
             f"(steps rate/p99 ms: {r['steps']}); {at}; processing lagged "
             f"{_secs(r['lag_s'])} behind the last answer; a backlog of {r['backlog']} "
@@ -459,6 +474,10 @@ def figures() -> dict[str, dict]:
         "ingest_ratio": {"value": round(r["ratio"], 3), "unit": "ratio",
                          "goal": f">= {RATIO_GOAL}", "met": r["ratio"] >= RATIO_GOAL,
                          "note": note},
+        "ingest_ratio_plain": {
+            "value": round(r["ratio_plain"], 3), "unit": "ratio", "goal": "", "met": None,
+            "note": f"over the bare endpoint answered below Django as webhooks are, "
+                    f"{r['bare_plain_per_s']:.0f}/s"},
         "ingest_p99_ms": {"value": None if p99 is None else round(p99, 1), "unit": "ms",
                           "goal": f"< {P99_GOAL_MS:.0f}",
                           "met": p99 is not None and p99 < P99_GOAL_MS and ok(r["rate_statuses"]),
