@@ -117,6 +117,38 @@ def test_a_body_over_the_cap_is_refused_whether_declared_or_streamed(server):
     assert not Delivery.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(120)
+def test_lark_events_are_answered_on_the_same_path(server):
+    from intake.models import Delivery, Source
+    from intake.sources.lark import Lark
+    from tests.support.lark_events import message_event, sealed
+
+    source = Source(kind="lark", slug="asgi-lk", name="Lark", config=Lark.validate_config(
+        {"app_id": "cli_test", "bot_open_id": "ou_bot", "groups": ["oc_team"],
+         "receive_all": ["oc_team"]}))
+    source.secrets = {"verification_token": "v-token", "encrypt_key": "enc-key",
+                      "app_secret": "sec"}
+    source.save()
+    url = f"{server.url}/hooks/lark/asgi-lk/"
+
+    def post(payload):
+        body, django_headers = sealed(payload, encrypt_key="enc-key")
+        return _post(url, body, {"Content-Type": "application/json", **{
+            k[5:].replace("_", "-"): v for k, v in django_headers.items()}})
+
+    status, answer, _ = post({"challenge": "c1", "token": "v-token",
+                              "type": "url_verification"})
+    assert (status, answer) == (200, {"challenge": "c1"})
+    event = message_event(token="v-token", chat_id="oc_team", text="@_user_1 hello",
+                          mentions=[("ou_bot", "amux")])
+    status, answer, _ = post(event)
+    assert (status, answer["delivery"]) == (202, event["header"]["event_id"])
+    status, answer, _ = post(event)
+    assert (status, answer["duplicate"]) == (200, True)
+    assert Delivery.objects.filter(source=source).count() == 1
+
+
 def _raw_status(port: int, raw: bytes) -> int:
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
