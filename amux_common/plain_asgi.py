@@ -57,13 +57,19 @@ def host_allowed(headers: dict[str, str]) -> bool:
     return bool(domain) and validate_host(domain, allowed)
 
 
+class Disconnected(Exception):
+    """The client went away before its request's body had all come: nothing to answer."""
+
+
 async def read_body(receive, limit: int) -> bytes | None:
-    """The whole request body, or None once it grows past `limit` bytes (the rest unread)."""
+    """The whole request body, or None once it grows past `limit` bytes (the rest unread).
+    Disconnected when the client leaves first: a partial body is never handled as a whole
+    one (a webhook's would fail its signature and be counted as forged)."""
     chunks, size = [], 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            return b"".join(chunks)
+            raise Disconnected
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:

@@ -34,7 +34,10 @@ async def answer(scope, receive_message, send) -> None:
     if refused is not None:
         await plain_asgi.send_json(send, refused)
         return
-    body = await plain_asgi.read_body(receive_message, MAX_BODY)
+    try:
+        body = await plain_asgi.read_body(receive_message, MAX_BODY)
+    except plain_asgi.Disconnected:
+        return
     if body is None:
         await plain_asgi.send_json(send, TOO_LARGE)
         return

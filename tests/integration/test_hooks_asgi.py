@@ -170,3 +170,33 @@ def test_a_failing_handler_is_logged_and_answered_500_in_the_api_error_shape(cap
         status, answer = asyncio.run(plain_asgi.in_thread(failing))
     assert (status, answer["error"]["code"]) == (500, "server_error")
     assert "boom" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_client_gone_before_its_body_came_is_not_answered_nor_counted():
+    from intake import hooks_asgi, rejections
+    from intake.models import Delivery, Source
+    from intake.sources.github import GitHub
+
+    source = Source(kind="github", slug="gone-gh", name="gone",
+                    config=GitHub.validate_config({"repo": ["Codertocat/Hello-World"]}))
+    source.secrets = {"webhook_secret": SECRET, "token": "unused"}
+    source.save()
+    body, headers = _delivery(3)
+    messages = [{"type": "http.request", "body": body[:100], "more_body": True},
+                {"type": "http.disconnect"}]
+    sent = []
+
+    async def receive():
+        return messages.pop(0)
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/hooks/github/gone-gh",
+             "headers": [(b"host", b"127.0.0.1"),
+                         *((k.lower().encode(), v.encode()) for k, v in headers.items())]}
+    asyncio.run(hooks_asgi.answer(scope, receive, send))
+    assert sent == []
+    assert not Delivery.objects.exists()
+    assert rejections.pending(source) == {}
