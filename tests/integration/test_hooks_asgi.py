@@ -3,7 +3,6 @@ under uvicorn, with the same answers the Django views give (tests/integration/te
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -16,6 +15,7 @@ import pytest
 from amux_common import plain_asgi
 from tests.support.asgi import AsgiServer
 from tests.support.github_payloads import example, signed
+from tests.support.runtimes import run_async
 from tests.support.workers import worker_env
 
 SECRET = "hooks-secret"
@@ -167,7 +167,7 @@ def test_a_failing_handler_is_logged_and_answered_500_in_the_api_error_shape(cap
         raise RuntimeError("boom")
 
     with caplog.at_level(logging.ERROR, logger="amux_common.plain_asgi"):
-        status, answer = asyncio.run(plain_asgi.in_thread(failing))
+        status, answer = run_async(plain_asgi.in_thread(failing))
     assert (status, answer["error"]["code"]) == (500, "server_error")
     assert "boom" in caplog.text
 
@@ -196,7 +196,7 @@ def test_a_client_gone_before_its_body_came_is_not_answered_nor_counted():
     scope = {"type": "http", "method": "POST", "path": "/hooks/github/gone-gh",
              "headers": [(b"host", b"127.0.0.1"),
                          *((k.lower().encode(), v.encode()) for k, v in headers.items())]}
-    asyncio.run(hooks_asgi.answer(scope, receive, send))
+    run_async(hooks_asgi.answer(scope, receive, send))
     assert sent == []
     assert not Delivery.objects.exists()
     assert rejections.pending(source) == {}
