@@ -19,6 +19,7 @@ import uuid
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
+from amux_common.plain_asgi import error as _error
 from intake import card_hooks, process, record, rejections
 from intake.checked_insert import SourceSeen
 from intake.decide import decide_incoming
@@ -32,10 +33,6 @@ log = logging.getLogger(__name__)
 KEPT_HEADERS = ("content-type", "user-agent", "x-github-event", "x-github-delivery",
                 "x-github-hook-id", "x-github-hook-installation-target-type",
                 "x-github-hook-installation-target-id", "x-lark-request-timestamp")
-
-
-def _error(status: int, code: str, message: str) -> tuple[int, dict]:
-    return status, {"error": {"code": code, "message": message, "fields": {}}}
 
 
 def refused_unread(method: str, content_length: str | None) -> tuple[int, dict] | None:
