@@ -254,6 +254,10 @@ def record(session_id: int, native: dict[str, Any] | None, *, command: str | Non
     to the last one (apart from its clock) is not repeated."""
     with transaction.atomic():
         _lock_session(session_id)
+        if cleared and command is None and not _runtime_has_goal(session_id):
+            # the runtime reports clearing a goal it never had, or one already cleared
+            # (Codex does on a resumed thread): nothing changed, so nobody is told
+            return
         row, _ = SessionGoal.objects.select_for_update().get_or_create(session_id=session_id)
         if cleared:
             location = row.location
@@ -273,6 +277,11 @@ def record(session_id: int, native: dict[str, Any] | None, *, command: str | Non
             return
         data = payload(row, command, refused=refused)
         timeline.note(session_id, "goal.updated", data)
+
+
+def _runtime_has_goal(session_id: int) -> bool:
+    """The runtime's last report (or answer) about this session's goal named one."""
+    return SessionGoal.objects.filter(session_id=session_id, snapshot__isnull=False).exists()
 
 
 def _same(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
