@@ -37,13 +37,20 @@ lint: venv
 	@$(BIN)/ruff check .
 	@$(BIN)/lint-imports --no-cache
 
+# The suite runs on TEST_WORKERS pytest-xdist workers, each an installation of its own
+# (tests/support/parallel.py); most of its time is spent waiting on runtimes and servers,
+# so more workers than cores pay. It prints the 30 slowest tests and writes a JUnit report
+# to var/test/junit.xml.
+TEST_WORKERS ?= 4
 test: export AMUX_DATA_DIR := $(CURDIR)/var/test
 test: venv browser
 	@$(BIN)/python -m amux_site.runtimes_install || true  # the runtime tests say what is missing
 	@$(BIN)/ruff check .
 	@$(BIN)/lint-imports --no-cache
-	@status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
-	  if [ -z "$$REDIS_URL" ]; then $(BIN)/python -m amux_site.embedded_redis stop; fi; \
+	@status=0; $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 \
+	    --junitxml=$(AMUX_DATA_DIR)/junit.xml $(PYTEST_ARGS) || status=$$?; \
+	  if [ -z "$$REDIS_URL" ]; then for dir in $(AMUX_DATA_DIR) $(AMUX_DATA_DIR)/gw*; do \
+	    AMUX_DATA_DIR=$$dir $(BIN)/python -m amux_site.embedded_redis stop; done; fi; \
 	  exit $$status
 
 # Proof under faults (not part of `make test`): 50 ticket lifecycles while the web server,

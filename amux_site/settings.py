@@ -284,6 +284,19 @@ def _positive_int(name: str, default: int) -> int:
     return value
 
 
+def _positive_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number of seconds, not {raw!r}") from None
+    if not value > 0:
+        raise ImproperlyConfigured(f"{name} must be more than 0 seconds, not {raw}")
+    return value
+
+
 # Where the worker's tools reach amux (`amux run` sets it for its processes).
 AMUX_URL = (os.environ.get("AMUX_URL") or "http://127.0.0.1:8000").rstrip("/")
 
@@ -308,9 +321,15 @@ AMUX_RUNTIME_USER = os.environ.get("AMUX_RUNTIME_USER", "").strip() or "amux-age
 AMUX_MEMORY = os.environ.get("AMUX_MEMORY", "").strip().lower() in ("1", "true", "yes", "on")
 
 # Session hosts (sessions/host.py). The lease's time to live (renewed every third of it),
-# and the floor of a session's idle timeout (60 s by seed 000; tests lower it).
+# the floor of a session's idle timeout (60 s by seed 000; tests lower it), and how long
+# an idle host waits on its control queue before it looks at the clock again (a message
+# ends the wait at once; tests shorten it so an idle host sleeps on time).
 AMUX_SESSION_LEASE_SECONDS = _positive_int("AMUX_SESSION_LEASE_SECONDS", 30)
-AMUX_SESSION_MIN_IDLE_SECONDS = _positive_int("AMUX_SESSION_MIN_IDLE_SECONDS", 60)
+AMUX_SESSION_MIN_IDLE_SECONDS = _positive_seconds("AMUX_SESSION_MIN_IDLE_SECONDS", 60)
+AMUX_SESSION_CONTROL_POLL_SECONDS = _positive_seconds("AMUX_SESSION_CONTROL_POLL_SECONDS", 1.0)
+# How soon goals look again at a session turn that is still running (goals/tasks.py,
+# goals/queue.py, goals/replies.py).
+AMUX_GOAL_POLL_SECONDS = _positive_seconds("AMUX_GOAL_POLL_SECONDS", 2.0)
 # How many sessions one runtime worker keeps awake at once (sessions/capacity.py): set
 # AMUX_SESSION_CAPACITY, or it is derived when the settings load from the memory available
 # then and AMUX_SESSION_MEMORY_MB, what one awake session costs (its runtime process and

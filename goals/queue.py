@@ -10,6 +10,7 @@ item whose session is no longer its agent's working session becomes a dead lette
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -19,7 +20,6 @@ from goals.core import ingress as rules
 from goals.models import QueuedIngress, WorkingSession
 
 EFFECT_KIND = "goals.queue_dispatch"
-BUSY_RETRY_S = 2.0
 
 
 def schedule(session_id: int) -> None:
@@ -75,4 +75,4 @@ def dispatch(effect_id: int, payload: dict) -> None:
             if more:
                 schedule(session_id)  # replaces this running row: it runs again after
     if busy:
-        raise outbox.Later(BUSY_RETRY_S, "session busy")
+        raise outbox.Later(settings.AMUX_GOAL_POLL_SECONDS, "session busy")

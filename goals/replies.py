@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -24,7 +25,6 @@ from intake.acks import ReplyNotReadBack
 log = logging.getLogger(__name__)
 
 EFFECT_KIND = "goals.connector_reply"
-TURN_POLL_S = 2.0  # how soon a turn that has not ended is looked at again
 # a chat message's turn answers there (in its thread, or in the configured mirror chat)
 TURN_REPLY_MODES = ("source_thread", "topic_reply", "configured_mirror")
 MIRROR = "chat:"  # a reply_to that names a chat: a new message there, not a reply
@@ -81,7 +81,7 @@ def deliver(effect_id: int, payload: dict) -> None:
     if payload.get("turn"):
         answer = _turn_answer(receipt)
         if answer is None:
-            raise outbox.Later(TURN_POLL_S, "the turn has not ended")
+            raise outbox.Later(settings.AMUX_GOAL_POLL_SECONDS, "the turn has not ended")
         if not answer.strip():
             return  # failed, cancelled or silent: nothing to say
         reply_to, in_thread = target(receipt.connector, receipt)

@@ -2,9 +2,9 @@
 an endless loop in one task):
 
 - ``goals.turn`` advances one envelope (goals.turns.advance). While its session turn runs
-  it hands over to a later run of itself (``AGAIN_S``) instead of sleeping in a default
-  worker, which also serves webhooks and the outbox; the attempt timeout interrupts a
-  session turn that runs too long, so the chain always ends.
+  it hands over to a later run of itself (after ``AMUX_GOAL_POLL_SECONDS``) instead of
+  sleeping in a default worker, which also serves webhooks and the outbox; the attempt
+  timeout interrupts a session turn that runs too long, so the chain always ends.
 - ``goals.supervise`` (beat, and after every turn) resumes envelopes nobody advanced
   lately (a lost task, a worker that died between steps) and, for agents set to
   ``autorun``, starts the next bounded turn when the last one said ``continue``."""
@@ -12,12 +12,11 @@ an endless loop in one task):
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 
 from goals import turns
 from goals.core import turns as rules
 from goals.models import Agent
-
-AGAIN_S = 2.0  # between looks at a running attempt
 
 
 @shared_task(name="goals.turn", acks_late=True, ignore_result=True,
@@ -28,7 +27,7 @@ def run_turn(turn_pk: int) -> str:
         supervise.apply_async(kwargs={"agent_pk": turn.agent_id})
         return turn.state
     turns.touch(turn_pk)  # this chain is alive: the stalled sweep leaves it alone
-    turns.enqueue(turn_pk, countdown=AGAIN_S)
+    turns.enqueue(turn_pk, countdown=settings.AMUX_GOAL_POLL_SECONDS)
     return turn.state
 
 

@@ -49,13 +49,13 @@ from sessions.runtimes.events import (
 log = logging.getLogger(__name__)
 
 
-def min_idle_seconds() -> int:
+def min_idle_seconds() -> float:
     """The floor of a session's idle timeout: 60 s (seed 000). Tests lower it."""
-    return int(settings.AMUX_SESSION_MIN_IDLE_SECONDS)
+    return float(settings.AMUX_SESSION_MIN_IDLE_SECONDS)
 
 
-def should_sleep(*, now: float, last_active: float, idle_timeout: int, queue_empty: bool,
-                 turn_in_flight: bool, pending_permission: bool, minimum: int = 60) -> bool:
+def should_sleep(*, now: float, last_active: float, idle_timeout: float, queue_empty: bool,
+                 turn_in_flight: bool, pending_permission: bool, minimum: float = 60) -> bool:
     """Seed 000's auto-sleep rule: idle past max(timeout, minimum), queue empty, no turn in
     flight, no pending permission prompt."""
     return (queue_empty and not turn_in_flight and not pending_permission
@@ -284,11 +284,13 @@ def _urgent(item: Any) -> bool:
 
 
 class SessionHost:
-    def __init__(self, session_id: int, *, owner: str | None = None, poll: float = 1.0):
+    def __init__(self, session_id: int, *, owner: str | None = None,
+                 poll: float | None = None):
         self.session_id = session_id
         self.host = services.hostname()
         self.owner = owner or f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.poll = poll
+        self.poll = poll if poll is not None else float(
+            settings.AMUX_SESSION_CONTROL_POLL_SECONDS)
         self.lost = False
         self.adapter: RuntimeAdapter | None = None
         # the commits of a turn's end do not wait for the outbox's kick (effects.outbox)

@@ -5,6 +5,25 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support import parallel
+
+pytest_xdist_setupnodes = parallel.pytest_xdist_setupnodes
+pytest_collection_modifyitems = parallel.pytest_collection_modifyitems
+pytest_runtest_makereport = parallel.pytest_runtest_makereport
+
+
+@pytest.fixture
+def fast_idle(settings, request):
+    """Session hosts and goals on a test's clock, through the settings production reads: a
+    host sleeps a second (``@pytest.mark.host_idle(seconds)`` for another floor) after its
+    queue is empty and looks at its clock every 0.2 s while idle, a lease expires in
+    seconds, and goals look at a running turn every half second."""
+    marker = request.node.get_closest_marker("host_idle")
+    settings.AMUX_SESSION_MIN_IDLE_SECONDS = marker.args[0] if marker else 1
+    settings.AMUX_SESSION_CONTROL_POLL_SECONDS = 0.2
+    settings.AMUX_SESSION_LEASE_SECONDS = 6
+    settings.AMUX_GOAL_POLL_SECONDS = 0.5
+
 
 @pytest.fixture
 def operator(django_user_model):

@@ -47,7 +47,9 @@ def worker_env(data_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update({"DATABASE_URL": url, "REDIS_URL": settings.REDIS_URL,
                 "AMUX_DATA_DIR": str(data_dir), "AMUX_SECRET_KEY": settings.SECRET_KEY,
-                "DJANGO_SETTINGS_MODULE": "amux_site.settings", **extra})
+                "DJANGO_SETTINGS_MODULE": "amux_site.settings",
+                # an idle host looks at its clock often, so it sleeps when its time is up
+                "AMUX_SESSION_CONTROL_POLL_SECONDS": "0.2", **extra})
     return env
 
 
@@ -73,10 +75,14 @@ class Worker:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, sig)
 
-    def stop(self) -> None:
+    def stop(self, grace: float = 2.0) -> None:
+        """SIGTERM, then SIGKILL after ``grace`` seconds: a warm shutdown waits for the
+        tasks in hand (a session host until its session sleeps), which no test that is
+        not about shutting down should wait for; what a killed worker leaves is
+        recovered from leases and the outbox, as after any crash."""
         self.kill(signal.SIGTERM)
         try:
-            self.proc.wait(15)
+            self.proc.wait(grace)
         except subprocess.TimeoutExpired:
             self.kill(signal.SIGKILL)
             self.proc.wait(10)

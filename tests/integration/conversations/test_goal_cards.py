@@ -29,16 +29,11 @@ from tests.support.lark_events import card_action_event, sealed
 from tests.support.recording_server import RecordingServer
 from tests.support.sessions import wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(300)]
 
 SEVEN = ["goal &lt;text&gt;", "goal", "goal pause", "goal resume", "goal clear",
          "goal set &lt;text&gt;", "goal budget &lt;tokens&gt;"]
-
-
-@pytest.fixture(autouse=True)
-def fast(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
 
 
 @pytest.fixture

@@ -26,16 +26,11 @@ from tests.support.model_server import Text, ToolCall
 from tests.support.recording_server import RecordingServer
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(300)]
 
 TOKEN, KEY, BOT = "v-token", "enc-key-123", "ou_bot"
 ALICE, BOB, MALLORY = "ou_alice", "ou_bob", "ou_mallory"
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
 
 
 @pytest.fixture

@@ -46,14 +46,6 @@ def lark_source(db):
 
 
 @pytest.fixture
-def fast_idle(settings):
-    """Managed-turn tests: a host sleeps a second after its queue is empty, and a lease
-    expires in seconds, so the supervisor's steps are seen within a test."""
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
-
-
-@pytest.fixture
 def session_id(api, pi_agent):
     """The managed agent `builder`'s working session, started (its idle timeout 1 s)."""
     from sessions.models import Session

@@ -27,13 +27,8 @@ from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import run_async
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(90)]
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(90)]
 
 
 @pytest.fixture

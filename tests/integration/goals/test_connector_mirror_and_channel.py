@@ -228,10 +228,8 @@ def test_a_mirror_chat_the_bot_is_not_in_is_refused_by_lark(api, client, goal, l
 
 # ------------------------------------------------------- mirror replies (steered turn)
 @pytest.mark.django_db(transaction=True)
-def test_a_steered_turns_answer_is_mirrored_once(api, pi_agent, model_server, lark, source,
-                                                 settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
+@pytest.mark.usefixtures("fast_idle")
+def test_a_steered_turns_answer_is_mirrored_once(api, pi_agent, model_server, lark, source):
     session_id = start(api).json()["session"]
     Session.objects.filter(pk=session_id).update(idle_timeout_s=1)
     row = connector(api, ingress_mode="live_steering", reply_mode="configured_mirror",

@@ -21,15 +21,10 @@ from tests.support.model_server import Text
 from tests.support.recording_server import RecordingServer
 from tests.support.sessions import run_host
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(120)]
 
 APP, CHAT = "cli_goals_turns", "oc_turns"
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
 
 
 @pytest.fixture

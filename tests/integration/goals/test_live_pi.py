@@ -13,13 +13,8 @@ from sessions.models import Session, TimelineEvent
 from tests.support.model_server import Text
 from tests.support.sessions import run_host
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(240)]
 
 
 def test_live_steering_message_reaches_a_real_pi_turn(api, pi_agent, lark_source,

@@ -27,15 +27,10 @@ from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 from tests.support.workers import ROOT, purge_queues, worker_env
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(240)]
 
 TURNS = "/api/v1/goals/ship/agents/builder/turns/"
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
 
 
 @pytest.fixture

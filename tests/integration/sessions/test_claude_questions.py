@@ -14,7 +14,8 @@ from sessions.models import Session, TimelineEvent
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(240)]
 
 QUESTIONS = {"questions": [
     {"question": "Which color?", "header": "Color", "multiSelect": False,
@@ -23,12 +24,6 @@ QUESTIONS = {"questions": [
     {"question": "Which sizes?", "header": "Size", "multiSelect": True,
      "options": [{"label": "S", "description": "small"},
                  {"label": "L", "description": "large"}]}]}
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
 
 
 def _asked(session_id):

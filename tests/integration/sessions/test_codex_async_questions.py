@@ -14,17 +14,12 @@ from sessions.models import Session, TimelineEvent, Turn
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(240)]
 
 ASYNC_MODEL = "gpt-6.2-sol"  # its catalog entry offers request_user_input_async
 QUESTIONS = {"questions": [{"title": "Which color?", "options": ["red", "blue"]},
                            {"title": "Anything else?"}]}
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
 
 
 def test_an_async_answer_enters_the_same_conversation_as_input(api, openai_provider,

@@ -15,17 +15,12 @@ from sessions.models import Session, SessionGoal, TimelineEvent, Turn
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(300)]
 
 GOAL_MARK = 'codex_internal_context source="goal"'
 TERMINALS = ("turn.completed", "turn.failed", "turn.cancelled")
 WEB = {"via": "web", "actor": "alice"}
-
-
-@pytest.fixture(autouse=True)
-def fast(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
 
 
 class Responder:

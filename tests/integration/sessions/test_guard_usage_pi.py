@@ -16,13 +16,8 @@ from tests.support.sessions import run_host
 from tickets.actions import commands as ticket_commands
 from tickets.models import AgentSettings, Input
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(240)]
 
 
 def test_pi_usage_crosses_the_ticket_cap(api, openai_provider, session_dirs, model_server):

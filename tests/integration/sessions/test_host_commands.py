@@ -14,13 +14,8 @@ from sessions.runtimes.events import PermissionRequested
 from tests.support.model_server import Text
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
-
-
-@pytest.fixture(autouse=True)
-def fast(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(240)]
 
 
 def _session(idle_timeout_s=300):

@@ -17,19 +17,14 @@ from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.host_idle(2),
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 MODEL = {"codex": "gpt-5.5", "pi": "scripted-model", "claude": "claude-sonnet-4-5"}
 EXPERT = {"version": 2, "name": "Heron", "description": "signs off",
           "instructions": "Marker-instructions: always sign off as the heron.",
           "skills": [{"name": "tide-tables", "description": "reads tides",
                       "content": "Marker-skill: high tide comes twice a day."}]}
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 2
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
 
 
 def _run_to_end(session_id: int, run_id: int) -> TaskRun:

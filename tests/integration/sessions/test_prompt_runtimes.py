@@ -18,18 +18,13 @@ from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.host_idle(2),
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 MODEL = {"codex": "gpt-5.5", "pi": "scripted-model", "acp": "gpt-5.5",
          "claude": "claude-sonnet-4-5"}
 ONE = "Marker-one: always sign off as the heron."
 TWO = "Marker-two: always sign off as the pelican."
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 2
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
 
 
 def _terminals(session_id):

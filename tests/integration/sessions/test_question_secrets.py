@@ -15,17 +15,12 @@ from sessions.runtimes.answers import AnswerRefused, check_payload_answers
 from tests.runtimes.test_acp_elicitation import SECRET, answers_sent, scripted_agent
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(240)]
 
 SCHEMA = {"type": "object", "properties": {
     "user": {"type": "string", "title": "User"},
     "pin": {"type": "string", "title": "PIN", "format": "password"}}}
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
 
 
 def test_a_sensitive_refusal_does_not_repeat_the_answer():

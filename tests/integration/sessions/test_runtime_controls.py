@@ -16,13 +16,8 @@ from tests.integration.sessions.test_controls_api import image_b64
 from tests.runtimes.conftest import require_runtime
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
-
-
-@pytest.fixture(autouse=True)
-def fast(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(300)]
 
 
 class Hosted:

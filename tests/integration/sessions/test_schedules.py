@@ -20,15 +20,10 @@ from tests.support.model_server import Text
 from tests.support.sessions import run_host, wait_for
 from tests.support.workers import purge_queues
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.host_idle(2),
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 BASE = "/api/v1/schedules/"
-
-
-@pytest.fixture(autouse=True)
-def fast_idle(settings):
-    settings.AMUX_SESSION_MIN_IDLE_SECONDS = 2
-    settings.AMUX_SESSION_LEASE_SECONDS = 6
 
 
 @pytest.fixture

@@ -1,0 +1,78 @@
+"""The suite on several pytest-xdist workers at once, each an installation of its own.
+
+Settings are read once, when pytest-django sets Django up, before any conftest runs; so
+each worker's environment is given to it when it starts (an execnet ``env:`` on its spec):
+its own data directory (its SQLite file, embedded Redis, session directories and logs)
+and, when REDIS_URL names a server, its own database number there. PostgreSQL test
+databases get the worker's suffix from pytest-django itself (``test_test_gw0``).
+
+Tests that start many processes (live servers, Celery workers, runtimes, browsers, the
+chaos run) are kept in one xdist group, so they never overlap one another; the rest of
+the suite fills the other workers around them.
+
+A test that runs over ``SLOW_SECONDS`` without the ``slow`` mark fails: the suite's wall
+time is bound by its slowest tests, so one must say so to be one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SLOW_SECONDS = 90.0
+HEAVY_GROUP = "heavy"
+# Redis has 16 databases by default; the run's own (REDIS_URL's) stays the controller's.
+REDIS_DATABASES = 16
+
+
+def worker_env(index: int, environ: dict[str, str] | os._Environ) -> dict[str, str]:
+    """What worker ``gw<index>`` runs with: a data directory under the run's own, and the
+    next Redis database after REDIS_URL's."""
+    base = Path(environ.get("AMUX_DATA_DIR") or Path.cwd() / "var" / "test")
+    env = {"AMUX_DATA_DIR": str(base / f"gw{index}")}
+    url = environ.get("REDIS_URL")
+    if url:
+        prefix, _, tail = url.rpartition("/")
+        db = int(tail) if tail.isdigit() else 0
+        number = db + 1 + index
+        if number >= REDIS_DATABASES:
+            raise pytest.UsageError(
+                f"REDIS_URL {url}: worker gw{index} needs Redis database {number}, past the "
+                f"server's {REDIS_DATABASES}; use fewer workers (-n) or a lower database")
+        env["REDIS_URL"] = f"{prefix}/{number}" if tail.isdigit() else f"{url}/{number}"
+    return env
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs):
+    for index, spec in enumerate(specs):
+        spec.env.update(worker_env(index, os.environ))
+
+
+def _heavy(item: pytest.Item) -> bool:
+    path = Path(str(item.fspath))
+    return "e2e" in path.parts or item.get_closest_marker("e2e") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _heavy(item) and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP))
+
+
+_TOTAL = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    total = item.stash.get(_TOTAL, 0.0) + report.duration
+    item.stash[_TOTAL] = total
+    if (report.when == "teardown" and total > SLOW_SECONDS
+            and item.get_closest_marker("slow") is None):
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} took {total:.0f} s (over {SLOW_SECONDS:.0f} s) "
+                           f"without @pytest.mark.slow: make it faster or mark it slow")
+    return report
