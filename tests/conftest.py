@@ -12,12 +12,12 @@ pytest_collection_modifyitems = parallel.pytest_collection_modifyitems
 pytest_runtest_makereport = parallel.pytest_runtest_makereport
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def fast_idle(settings, request):
     """Session hosts and goals on a test's clock, through the settings production reads: a
-    host sleeps a second (``@pytest.mark.host_idle(seconds)`` for another floor) after its
-    queue is empty and looks at its clock every 0.2 s while idle, a lease expires in
-    seconds, and goals look at a running turn every half second."""
+    host sleeps a second (``@pytest.mark.host_idle(seconds)`` for another floor; 60 s in
+    production) after its queue is empty and looks at its clock every 0.2 s while idle, a
+    lease expires in seconds, and goals look at a running turn every half second."""
     marker = request.node.get_closest_marker("host_idle")
     settings.AMUX_SESSION_MIN_IDLE_SECONDS = marker.args[0] if marker else 1
     settings.AMUX_SESSION_CONTROL_POLL_SECONDS = 0.2

@@ -14,7 +14,7 @@ import pytest
 from tests.support import chaos
 from tests.support.workers import worker_env
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.serial, pytest.mark.e2e, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(300)]
 
 

@@ -24,7 +24,7 @@ from django.conf import settings
 from amux_site import embedded_redis, runtimes_install
 from tests.integration.test_ops_runtimes_install import write_project
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.xdist_group("processes"), pytest.mark.e2e]
 
 MANAGE = [sys.executable, "manage.py", "amux"]
 

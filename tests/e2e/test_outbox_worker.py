@@ -23,7 +23,8 @@ from django.db import connection, transaction
 from effects import outbox
 from effects.models import Effect
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.xdist_group("processes"),
+              pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -26,7 +26,7 @@ from effects import outbox
 from effects.models import Effect
 from effects.outbox import KINDS
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.serial, pytest.mark.django_db(transaction=True)]
 needs_postgres = pytest.mark.skipif(
     connection.vendor != "postgresql",
     reason="10,000 effects through SQLite's single writer take minutes; the same rules are "

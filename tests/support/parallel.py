@@ -6,9 +6,12 @@ its own data directory (its SQLite file, embedded Redis, session directories and
 and, when REDIS_URL names a server, its own database number there. PostgreSQL test
 databases get the worker's suffix from pytest-django itself (``test_test_gw0``).
 
-Tests that start many processes (live servers, Celery workers, runtimes, browsers, the
-chaos run) are kept in one xdist group, so they never overlap one another; the rest of
-the suite fills the other workers around them.
+Tests that start whole stacks of processes (`amux run`, several Celery workers, crashes
+and restarts) share the xdist group ``processes``: they never overlap one another, and
+the group is sent out first so the rest of the suite fills the other workers around it.
+Tests whose figures or deadlines only hold on an otherwise quiet machine (the chaos run,
+four drainers racing over 10,000 effects) are marked ``serial``: `make test` runs them
+after the parallel run, alone.
 
 A test that runs over ``SLOW_SECONDS`` without the ``slow`` mark fails: the suite's wall
 time is bound by its slowest tests, so one must say so to be one.
@@ -22,7 +25,6 @@ from pathlib import Path
 import pytest
 
 SLOW_SECONDS = 90.0
-HEAVY_GROUP = "heavy"
 # Redis has 16 databases by default; the run's own (REDIS_URL's) stays the controller's.
 REDIS_DATABASES = 16
 
@@ -51,15 +53,11 @@ def pytest_xdist_setupnodes(config, specs):
         spec.env.update(worker_env(index, os.environ))
 
 
-def _heavy(item: pytest.Item) -> bool:
-    path = Path(str(item.fspath))
-    return "e2e" in path.parts or item.get_closest_marker("e2e") is not None
-
-
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if _heavy(item) and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP))
+    """Grouped tests first (a group is one unit of work: started last, it would be the
+    run's tail); otherwise the order pytest-django chose."""
+    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
 
 
 _TOTAL = pytest.StashKey[float]()

@@ -14,7 +14,8 @@ from sessions.models import Session, TimelineEvent
 from tests.support.model_server import Text
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.xdist_group("processes"),
+              pytest.mark.e2e, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(300)]
 
 

@@ -27,7 +27,8 @@ from tickets.actions import commands as ticket_commands
 from tickets.actions import executor
 from tickets.models import AgentSettings, Assignment
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.xdist_group("processes"),
+              pytest.mark.e2e, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(240)]
 
 REPO = "octo/app"

@@ -27,7 +27,8 @@ from tickets.actions import commands as ticket_commands
 from tickets.models import AgentSettings, Assignment
 from tickets.read import stages
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.xdist_group("processes"),
+              pytest.mark.e2e, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(300)]
 
 ENDED = ("completed", "failed", "cancelled")

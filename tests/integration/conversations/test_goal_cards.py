@@ -29,7 +29,7 @@ from tests.support.lark_events import card_action_event, sealed
 from tests.support.recording_server import RecordingServer
 from tests.support.sessions import wait_for
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(300)]
 
 SEVEN = ["goal &lt;text&gt;", "goal", "goal pause", "goal resume", "goal clear",

@@ -26,7 +26,7 @@ from tests.support.model_server import Text, ToolCall
 from tests.support.recording_server import RecordingServer
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(300)]
 
 TOKEN, KEY, BOT = "v-token", "enc-key-123", "ou_bot"

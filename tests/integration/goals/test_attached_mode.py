@@ -27,7 +27,7 @@ from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import run_async
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(90)]
 
 

@@ -228,7 +228,6 @@ def test_a_mirror_chat_the_bot_is_not_in_is_refused_by_lark(api, client, goal, l
 
 # ------------------------------------------------------- mirror replies (steered turn)
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.usefixtures("fast_idle")
 def test_a_steered_turns_answer_is_mirrored_once(api, pi_agent, model_server, lark, source):
     session_id = start(api).json()["session"]
     Session.objects.filter(pk=session_id).update(idle_timeout_s=1)

@@ -21,7 +21,7 @@ from tests.support.model_server import Text
 from tests.support.recording_server import RecordingServer
 from tests.support.sessions import run_host
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(120)]
 
 APP, CHAT = "cli_goals_turns", "oc_turns"

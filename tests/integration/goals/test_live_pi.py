@@ -13,7 +13,7 @@ from sessions.models import Session, TimelineEvent
 from tests.support.model_server import Text
 from tests.support.sessions import run_host
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(240)]
 
 

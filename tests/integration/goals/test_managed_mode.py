@@ -27,7 +27,7 @@ from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 from tests.support.workers import ROOT, purge_queues, worker_env
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(240)]
 
 TURNS = "/api/v1/goals/ship/agents/builder/turns/"

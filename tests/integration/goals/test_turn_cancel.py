@@ -20,7 +20,7 @@ from sessions.models import TimelineEvent, Turn
 from tests.support.model_server import Text
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(120)]
 
 TURNS = "/api/v1/goals/ship/agents/builder/turns/"

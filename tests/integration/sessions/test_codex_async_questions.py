@@ -14,7 +14,7 @@ from sessions.models import Session, TimelineEvent, Turn
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(240)]
 
 ASYNC_MODEL = "gpt-6.2-sol"  # its catalog entry offers request_user_input_async

@@ -16,7 +16,7 @@ from tests.support.sessions import run_host
 from tickets.actions import commands as ticket_commands
 from tickets.models import AgentSettings, Input
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(240)]
 
 

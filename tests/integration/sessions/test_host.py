@@ -15,7 +15,7 @@ from sessions.runtimes.base import tagged_pids
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(240)]
 
 

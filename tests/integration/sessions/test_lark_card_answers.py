@@ -23,7 +23,7 @@ from tests.support.lark_events import card_action_event, sealed
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(240)]
 
 TOKEN, KEY = "v-token", "enc-key-123"

@@ -17,7 +17,7 @@ from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.host_idle(2),
+pytestmark = [pytest.mark.host_idle(2),
               pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 MODEL = {"codex": "gpt-5.5", "pi": "scripted-model", "claude": "claude-sonnet-4-5"}

@@ -15,7 +15,7 @@ from sessions.runtimes.answers import AnswerRefused, check_payload_answers
 from tests.runtimes.test_acp_elicitation import SECRET, answers_sent, scripted_agent
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(240)]
 
 SCHEMA = {"type": "object", "properties": {

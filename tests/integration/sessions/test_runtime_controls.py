@@ -16,7 +16,7 @@ from tests.integration.sessions.test_controls_api import image_b64
 from tests.runtimes.conftest import require_runtime
 from tests.support.sessions import run_host, wait_for
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(300)]
 
 

@@ -20,7 +20,7 @@ from tests.support.model_server import Text
 from tests.support.sessions import run_host, wait_for
 from tests.support.workers import purge_queues
 
-pytestmark = [pytest.mark.usefixtures("fast_idle"), pytest.mark.host_idle(2),
+pytestmark = [pytest.mark.host_idle(2),
               pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 BASE = "/api/v1/schedules/"
