@@ -145,8 +145,10 @@ def test_goal_help_and_a_goal_card_clicked_through_the_signed_endpoint(
                                             "content": "Goal paused · 目标已暂停"}
         assert SessionGoal.objects.get(session_id=sid).authorized is False
         wait_for(lambda: _status(sid) == "paused", timeout=30)
-        assert TimelineEvent.objects.filter(session_id=sid, type="goal.updated",
-                                            payload__command="pause").exists()
+        # the runtime's own report of the pause may be recorded before the command's answer
+        wait_for(lambda: TimelineEvent.objects.filter(session_id=sid, type="goal.updated",
+                                                      payload__command="pause").exists(),
+                 timeout=30)
 
         # `goal set`: a new goal with a card of its own; the old card goes inert
         say(client, lark_server, text="goal set write the changelog", message_id="om_4",
