@@ -22,7 +22,39 @@ from tests.support.workers import wait_for
 pytestmark = pytest.mark.timeout(240)
 
 
-def test_killed_before_the_first_answer_is_not_resumable(tmp_path, model_server):
+def test_a_process_killed_before_any_input_is_not_resumable(tmp_path, model_server):
+    """Nothing was ever said: there is no conversation, and resuming says so before any
+    process starts."""
+    require_runtime("claude")
+
+    async def main():
+        one = adapter_for("claude", make_config("claude", tmp_path, model_server.base_url))
+        try:
+            native = await one.start()
+            os.kill(one.proc.pid, signal.SIGKILL)
+            await asyncio.to_thread(wait_for, lambda: not tagged_pids(one.tag), 10)
+        finally:
+            await one.close()
+        two = adapter_for("claude", make_config("claude", tmp_path, model_server.base_url))
+        try:
+            with pytest.raises(errors.NativeSessionNotFound,
+                               match="no Claude Code conversation"):
+                await two.start(resume=native)
+        finally:
+            await two.close()
+        return one, two
+
+    one, two = run_async(main())
+    assert two.proc is None  # refused before spawning anything
+    assert_no_leak([one.tag])
+
+
+def test_killed_before_the_first_answer_resumes_only_what_the_transcript_holds(
+        tmp_path, model_server):
+    """Killed while its first request is with the model: whether the CLI had written the
+    prompt to its transcript by then is Claude's own timing (on a busy machine it often
+    has). Resuming follows the transcript: no conversation there, refused before any
+    process starts; the prompt there, the same conversation resumes."""
     require_runtime("claude")
     model_server.script(Text("never arrives", delay=60))
 
@@ -37,14 +69,22 @@ def test_killed_before_the_first_answer_is_not_resumable(tmp_path, model_server)
             await turn
         finally:
             await one.close()
+        recorded = transcript_has_conversation(one.claude_dir, native)
         two = adapter_for("claude", make_config("claude", tmp_path, model_server.base_url))
-        with pytest.raises(errors.NativeSessionNotFound, match="no Claude Code conversation"):
-            await two.start(resume=native)
+        try:
+            if recorded:
+                assert await two.start(resume=native) == native
+            else:
+                with pytest.raises(errors.NativeSessionNotFound,
+                                   match="no Claude Code conversation"):
+                    await two.start(resume=native)
+                assert two.proc is None  # refused before spawning anything
+        finally:
+            await two.close()
         return one, two
 
     one, two = run_async(main())
-    assert two.proc is None  # refused before spawning anything
-    assert_no_leak([one.tag])
+    assert_no_leak([one.tag, two.tag])
 
 
 def test_only_a_transcript_with_a_conversation_counts(tmp_path):
