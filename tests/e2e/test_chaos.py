@@ -14,7 +14,8 @@ import pytest
 from tests.support import chaos
 from tests.support.workers import worker_env
 
-pytestmark = [pytest.mark.serial, pytest.mark.e2e, pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.serial, pytest.mark.slow, pytest.mark.e2e,
+              pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(300)]
 
 

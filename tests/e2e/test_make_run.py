@@ -243,6 +243,7 @@ def test_a_process_that_dies_stops_everything_and_run_fails(data_dir, tmp_path):
 PERIODIC = ("tickets.drain_outbox", "sessions.sweep", "outbox-sweep", "sessions-sweep")
 
 
+@pytest.mark.slow  # four whole stacks: run, restart, upgrade and stop (60-90 s)
 def test_a_failed_runtime_install_json_logs_private_files_backup_and_restart(data_dir,
                                                                              tmp_path):
     port = embedded_redis.free_port()

@@ -91,6 +91,17 @@ class Worker:
         return self.log_path.read_text(errors="replace") if self.log_path else ""
 
 
+def amux_workers(name: str, env: dict[str, str], *, sessions: int, logs: Path,
+                 beat: bool = False) -> list[Worker]:
+    """A runtime worker and a default worker, as `amux run` starts them. One pool for both
+    queues would let awake sessions (each holds a thread until it sleeps) keep the outbox
+    and beat's tasks waiting, which no installation does."""
+    return [Worker(f"{name}-runtime", env, queues="runtime", sessions=sessions,
+                   log=logs / f"{name}-runtime.log"),
+            Worker(f"{name}-default", env, queues="default", beat=beat,
+                   log=logs / f"{name}-default.log")]
+
+
 def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

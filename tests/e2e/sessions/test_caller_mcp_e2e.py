@@ -21,7 +21,7 @@ from tests.runtimes.conftest import require_runtime
 from tests.support.asgi import free_port
 from tests.support.model_server import Text
 from tests.support.runtimes import run_async
-from tests.support.workers import ROOT, Worker, purge_queues, worker_env
+from tests.support.workers import ROOT, amux_workers, purge_queues, worker_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(400)]
@@ -77,11 +77,12 @@ def web(env, tmp_path):
 @pytest.fixture
 def stack(web, env, tmp_path):
     """The web server and a worker for both queues (session hosts, the outbox)."""
-    worker = Worker("callers", env, log=tmp_path / "worker.log", sessions=4)
+    workers = amux_workers("callers", env, sessions=4, logs=tmp_path)
     try:
         yield web
     finally:
-        worker.stop()
+        for worker in workers:
+            worker.stop()
 
 
 def _token(user) -> str:

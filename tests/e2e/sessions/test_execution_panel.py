@@ -10,7 +10,7 @@ import pytest
 
 from sessions.models import AgentProfile, LaunchPreset, TaskRun
 from tests.support.model_server import Text
-from tests.support.workers import Worker, purge_queues, wait_for, worker_env
+from tests.support.workers import amux_workers, purge_queues, wait_for, worker_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(300)]
@@ -71,7 +71,7 @@ def test_tasks_and_instances_run_from_the_panel(logged_in_page, openai_provider,
     model_server.script(Text("Task answer: forty-two."), Text("Instance answer: heron."))
     # threads as `amux run` has them: an awake session's host does not hold back the
     # outbox drain that settles its task
-    worker = Worker("panel", worker_env(session_dirs), sessions=3, log=tmp_path / "worker.log")
+    workers = amux_workers("panel", worker_env(session_dirs), sessions=3, logs=tmp_path)
     try:
         page.goto(f"{page.base_url}/panel/sessions/tasks/")
         page.click("#submit-task button[type=submit]")  # no prompt
@@ -103,4 +103,5 @@ def test_tasks_and_instances_run_from_the_panel(logged_in_page, openai_provider,
         assert row.locator("[data-result]").inner_text() == "Instance answer: heron."
         assert "keeper" in row.inner_text()
     finally:
-        worker.stop()
+        for worker in workers:
+            worker.stop()

@@ -12,7 +12,7 @@ from sessions import profiles, schedules
 from sessions.models import ScheduleRun
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text
-from tests.support.workers import Worker, purge_queues, wait_for, worker_env
+from tests.support.workers import amux_workers, purge_queues, wait_for, worker_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(300)]
@@ -29,8 +29,8 @@ def test_beat_fires_a_schedule_twice_with_its_frozen_settings(operator, openai_p
         "name": "heartbeat", "every_seconds": 10, "mode": "subtask",
         "prompt": "Say something short.", "runtime": "codex", "model": "gpt-5.5",
         "extra_args": ["-c", "model_reasoning_summary=none"]})
-    worker = Worker("beat", worker_env(session_dirs), beat=True, sessions=2,
-                    log=tmp_path / "worker.log")
+    workers = amux_workers("beat", worker_env(session_dirs), beat=True, sessions=2,
+                           logs=tmp_path)
 
     def two_done():
         views = [schedules.run_view(r) for r in
@@ -42,7 +42,8 @@ def test_beat_fires_a_schedule_twice_with_its_frozen_settings(operator, openai_p
         views = wait_for(two_done, timeout=150, interval=0.5)
         schedules.set_paused(owner=operator, schedule_id=schedule.pk, paused=True)
     finally:
-        worker.stop()
+        for worker in workers:
+            worker.stop()
         purge_queues()
     runs = list(ScheduleRun.objects.filter(schedule=schedule).order_by("slot"))
     slots = [r.slot for r in runs]

@@ -11,7 +11,7 @@ import pytest
 
 from sessions.models import TaskRun
 from tests.support.model_server import Text
-from tests.support.workers import ROOT, Worker, purge_queues, worker_env
+from tests.support.workers import ROOT, amux_workers, purge_queues, worker_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(240)]
@@ -31,12 +31,13 @@ def test_task_submit_prints_the_id_and_with_wait_the_result(operator, openai_pro
     assert refused.returncode == 1 and "runtime" in refused.stderr
     assert not TaskRun.objects.exists()
     model_server.script(Text("Pi says: the tide is high."))
-    worker = Worker("cli", env, sessions=3, log=tmp_path / "worker.log")
+    workers = amux_workers("cli", env, sessions=3, logs=tmp_path)
     try:
         done = _amux(env, "--runtime", "pi", "--model", "scripted-model", "--profile", "pi",
                      "--user", "operator", "--wait", "--timeout", "150", "How is the tide?")
     finally:
-        worker.stop()
+        for worker in workers:
+            worker.stop()
     assert done.returncode == 0, done.stderr
     run = TaskRun.objects.get()
     lines = done.stdout.splitlines()
