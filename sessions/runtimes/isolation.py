@@ -129,6 +129,47 @@ def _searchable(path: Path, principal: Principal) -> Path | None:
     return None
 
 
+def _may(st: os.stat_result, principal: Principal, bits: int) -> bool:
+    """Whether ``principal`` has all of ``bits`` (an ``rwx`` triple, 0o7 scale) on a file
+    with this stat, by its owner, group or other class (as the kernel picks it)."""
+    if st.st_uid == principal.uid:
+        return (st.st_mode >> 6) & bits == bits
+    if st.st_gid == principal.gid:
+        return (st.st_mode >> 3) & bits == bits
+    return st.st_mode & bits == bits
+
+
+def runtimes_problem(runtimes_dir: Path, principal: Principal) -> str | None:
+    """Why ``principal`` cannot use the runtimes installed under ``runtimes_dir``, or None:
+    a directory on the way to it it cannot search (a clone under root's 0700 home), an
+    entry in the tree it cannot read (or search, or run when its owner may), or one it
+    could change (every session's runtime would run what one session wrote there)."""
+    root = Path(runtimes_dir).resolve()
+    blocked = _searchable(root.parent, principal)
+    if blocked is not None:
+        return (f"{blocked} is not searchable by {principal.user!r}, so the runtimes under "
+                f"it are out of its reach (chmod o+x {blocked}, or install the runtimes "
+                "somewhere it can reach with AMUX_RUNTIMES_DIR)")
+    for base, dirs, files in os.walk(root):
+        for entry in [Path(base), *(Path(base) / name for name in dirs + files)]:
+            try:
+                st = entry.lstat()
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            is_dir = stat.S_ISDIR(st.st_mode)
+            need = 0o5 if is_dir or st.st_mode & stat.S_IXUSR else 0o4
+            if not _may(st, principal, need):
+                return (f"{entry} is not {'readable and searchable' if is_dir else 'readable'}"
+                        f" by {principal.user!r} (`amux run` and `make runtimes` open the "
+                        f"tree; by hand: chmod -R a+rX {root})")
+            if _may(st, principal, 0o2):
+                return (f"{entry} is writable by {principal.user!r}: one session could change "
+                        f"every session's runtime (chmod -R o-w {root})")
+    return None
+
+
 def _require_reachable(path: Path, principal: Principal, what: str) -> None:
     blocked = _searchable(path, principal)
     if blocked is not None:
