@@ -61,8 +61,19 @@ def setup() -> None:
     write_gitconfig(gitconfig_path(), bin_dir(), [h for h in hosts if h])
 
 
+def tokens_dir() -> Path:
+    return Path(settings.DATA_DIR) / "run" / "worker-tokens"
+
+
 def token_file(ticket: Ticket) -> Path:
-    return Path(settings.DATA_DIR) / "run" / "worker-tokens" / f"ticket-{ticket.pk}"
+    return tokens_dir() / f"ticket-{ticket.pk}"
+
+
+def shared_paths() -> list[Path]:
+    """What a worker session reads from amux's data directory, kept open to the runtime
+    user by the code that writes it (setup(), write_token()): amux's start-up permission
+    pass leaves these as they are."""
+    return [bin_dir(), gitconfig_path(), tokens_dir()]
 
 
 def amux_url() -> str:

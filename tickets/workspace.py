@@ -64,6 +64,11 @@ def branch_name(ticket: Ticket) -> str:
     return f"amux/{ticket.short_name}"
 
 
+def mirrors_root() -> Path:
+    """Where the mirrors live; a linux-dac worker reads them (refresh_mirror shares each)."""
+    return Path(settings.DATA_DIR) / "mirrors"
+
+
 def mirror_dir(clone_url: str) -> Path:
     parts = urlsplit(clone_url)
     host = re.sub(r"[^A-Za-z0-9.-]", "_", parts.netloc.rsplit("@", 1)[-1])
@@ -71,7 +76,7 @@ def mirror_dir(clone_url: str) -> Path:
     safe = "/".join(re.sub(r"[^A-Za-z0-9._-]", "_", p) for p in path.split("/") if p)
     if not host or not safe or ".." in safe.split("/"):
         raise WorkspaceError(f"cannot mirror {clone_url!r}: not a repository URL")
-    return Path(settings.DATA_DIR) / "mirrors" / host / f"{safe}.git"
+    return mirrors_root() / host / f"{safe}.git"
 
 
 # --- which repository -----------------------------------------------------------------
