@@ -179,6 +179,18 @@ def _require_reachable(path: Path, principal: Principal, what: str) -> None:
             "AMUX_DATA_DIR somewhere it can reach)")
 
 
+def require_inside(workdir: Path, roots: tuple[Path, ...]) -> None:
+    """The work directory, its symbolic links followed now (one may have been planted
+    since the session was made), is strictly below one of ``roots``; refused otherwise,
+    before anything is created or re-permissioned."""
+    resolved = Path(workdir).resolve()
+    if not any(Path(root).resolve() in resolved.parents for root in roots):
+        raise errors.RuntimeStartFailed(
+            f"the work directory {workdir} is not under {', '.join(map(str, roots))}"
+            + (f" (it leads to {resolved})" if resolved != Path(workdir) else "")
+            + ": refusing to run a session there or share it with the runtime user")
+
+
 def hand_over(path: Path, principal: Principal | None) -> None:
     """Give one file or directory amux wrote in the state directory to the runtime user."""
     if principal is None:
@@ -258,10 +270,13 @@ class Launch:
 
     @classmethod
     def prepare(cls, backend: str, user: str, state_dir: Path, workdir: Path,
-                runtimes_dir: Path | None = None) -> Launch:
+                runtimes_dir: Path | None = None,
+                workdir_roots: tuple[Path, ...] = ()) -> Launch:
         if backend not in BACKENDS:
             raise errors.RuntimeStartFailed(
                 f"unknown isolation backend {backend!r} (known: {', '.join(BACKENDS)})")
+        if workdir_roots:
+            require_inside(workdir, workdir_roots)
         if backend == PRIVATE_HOME:
             return cls(backend)
         principal = verified_principal(user)
