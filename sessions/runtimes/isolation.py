@@ -227,29 +227,50 @@ def own_state_dir(state_dir: Path, principal: Principal) -> None:
 
 def share_workdir(workdir: Path, principal: Principal) -> None:
     """The work directory (and what is already in it) joins the runtime user's group with
-    group read/write; directories get the setgid bit so new entries keep the group."""
+    group read/write; directories get the setgid bit so new entries keep the group.
+
+    The runtime user may rename anything in these group-writable directories, also while
+    this runs (a process it left in the background): swapping a file or a directory for a
+    symbolic link to `/etc/shadow` or another session's files between our look and our
+    change would hand that target to it. So the walk holds directory descriptors
+    (os.fwalk, links never followed) and every change goes to the very inode looked at."""
     workdir.mkdir(parents=True, exist_ok=True)
-    gid = principal.gid
-    for root, dirs, files in os.walk(workdir):
-        for entry in [Path(root), *(Path(root) / d for d in dirs),
-                      *(Path(root) / f for f in files)]:
+    for _root, _dirs, files, dirfd in os.fwalk(workdir, follow_symlinks=False):
+        _share_inode(dirfd, os.fstat(dirfd), principal)
+        for name in files:
             try:
-                st = entry.lstat()
+                st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    continue
+                fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
             except FileNotFoundError:
                 continue
-            if stat.S_ISLNK(st.st_mode):
-                continue
-            mode = stat.S_IMODE(st.st_mode)
-            want = mode | stat.S_IRGRP | stat.S_IWGRP
-            if stat.S_ISDIR(st.st_mode):
-                want |= stat.S_IXGRP | stat.S_ISGID
-            elif mode & stat.S_IXUSR:
-                want |= stat.S_IXGRP
-            with contextlib.suppress(FileNotFoundError):
-                if st.st_gid != gid and st.st_uid != principal.uid:
-                    os.chown(entry, -1, gid, follow_symlinks=False)
-                if want != mode and st.st_uid != principal.uid:
-                    os.chmod(entry, want)
+            try:
+                if os.path.samestat(os.fstat(fd), st):
+                    _share_inode(fd, st, principal)
+            finally:
+                os.close(fd)
+
+
+def _share_inode(fd: int, st: os.stat_result, principal: Principal) -> None:
+    """Group read/write (and search/run where its owner may, setgid on a directory) for
+    the runtime user's group, on the file open as ``fd``. Through /proc/self/fd: fchmod
+    does not take the O_PATH descriptor a file is opened with (opening a FIFO or a device
+    for reading could block or act)."""
+    if st.st_uid == principal.uid:
+        return  # the runtime user's own: its umask keeps it group-writable
+    mode = stat.S_IMODE(st.st_mode)
+    want = mode | stat.S_IRGRP | stat.S_IWGRP
+    if stat.S_ISDIR(st.st_mode):
+        want |= stat.S_IXGRP | stat.S_ISGID
+    elif mode & stat.S_IXUSR:
+        want |= stat.S_IXGRP
+    path = f"/proc/self/fd/{fd}"
+    with contextlib.suppress(FileNotFoundError):
+        if st.st_gid != principal.gid:
+            os.chown(path, -1, principal.gid)
+        if want != mode:
+            os.chmod(path, want)
 
 
 # git refuses a repository owned by another user ("dubious ownership"); the work directory

@@ -137,3 +137,40 @@ def test_a_launch_never_shares_a_work_directory_outside_its_roots(tmp_path):
     launch = isolation.Launch.prepare(isolation.LINUX_DAC, isolation.DEFAULT_USER,
                                       tmp_path / "state", inside, workdir_roots=(work,))
     assert inside.stat().st_gid == launch.principal.gid
+
+
+def test_sharing_a_work_directory_changes_only_what_is_in_it(tmp_path):
+    """What amux made in a work directory joins the runtime user's group (group read/write,
+    setgid directories), through descriptors that never follow a link: links to a
+    root-only directory and file outside leave those as they were, and a FIFO or a socket
+    in it neither blocks nor stops the walk."""
+    import socket
+
+    if os.geteuid() != 0:
+        pytest.skip("linux-dac needs root")
+    principal = isolation.verified_principal(isolation.DEFAULT_USER)
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o700)
+    (outside / "secret").write_text("x")
+    (outside / "secret").chmod(0o600)
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "main.py").write_text("print()\n")
+    (work / "run.sh").write_text("#!/bin/sh\n")
+    (work / "run.sh").chmod(0o700)
+    (work / "to-dir").symlink_to(outside)
+    (work / "to-file").symlink_to(outside / "secret")
+    os.mkfifo(work / "fifo", 0o600)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(work / "sock"))
+    try:
+        isolation.share_workdir(work, principal)
+    finally:
+        listener.close()
+    for path, mode in {work: 0o2770, work / "src": 0o2770, work / "src" / "main.py": 0o660,
+                       work / "run.sh": 0o770, work / "fifo": 0o660}.items():
+        st = path.lstat()
+        assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (principal.gid, mode), path
+    for path, mode in {outside: 0o700, outside / "secret": 0o600}.items():
+        st = path.lstat()
+        assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (0, mode), path
