@@ -15,7 +15,7 @@ from pathlib import Path
 from django.conf import settings
 
 from amux_site import operations
-from sessions import services
+from sessions import isolation, services
 from tickets import worker, workspace
 
 
@@ -30,4 +30,13 @@ def searched() -> list[Path]:
 
 
 def make_private() -> None:
+    """Close the data directory but what sessions need; then open what a worker reads
+    again where an older amux's pass closed it. Only what exists, and only for a runtime
+    user that exists (nothing was shared with one that does not; creating it is the first
+    launch's business); the directories every launch passes through are opened by the
+    launch itself (services.runtime_config)."""
     operations.make_private(Path(settings.DATA_DIR), shared=shared(), searched=searched())
+    if not isolation.status().get("user_exists"):
+        return
+    worker.reshare()
+    workspace.reshare_mirrors()

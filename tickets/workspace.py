@@ -69,6 +69,13 @@ def mirrors_root() -> Path:
     return Path(settings.DATA_DIR) / "mirrors"
 
 
+def reshare_mirrors() -> None:
+    """The mirrors' directory searchable again by a linux-dac worker (refresh_mirror opens
+    it; an older amux's start-up pass closed it — the trees below it it never touched)."""
+    if mirrors_root().is_dir():
+        isolation.open_paths(Path(settings.DATA_DIR), mirrors_root())
+
+
 def mirror_dir(clone_url: str) -> Path:
     parts = urlsplit(clone_url)
     host = re.sub(r"[^A-Za-z0-9.-]", "_", parts.netloc.rsplit("@", 1)[-1])

@@ -1,8 +1,9 @@
 """The start-up permission pass (`amux run`, `restart`, `upgrade`) closes the data
-directory but leaves what sessions need as the code that made it left it: a worker resumed
-after a restart still runs `amux`, reads its gitconfig, its token and the mirror its clone
-borrows objects from — as the linux-dac runtime user, for real — while the secret key, the
-database and the run state stay amux's alone."""
+directory but leaves what sessions need as the code that made it left it, and opens it
+again where an older amux's pass closed it: a worker resumed after a restart still runs
+`amux`, reads its gitconfig, its token and the mirror its clone borrows objects from — as
+the linux-dac runtime user, for real — while the secret key, the database and the run
+state stay amux's alone."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from django.conf import settings as conf
 
-from amux_site import session_paths
+from amux_site import operations, session_paths
 from sessions import services
 from sessions.runtimes import isolation
 from tests.integration import test_workspace
@@ -35,6 +37,15 @@ def _as_runtime_user(command: str, env: dict[str, str], cwd: Path | None = None)
     return subprocess.run([SETPRIV, f"--reuid={USER}", f"--regid={USER}", "--clear-groups",
                            "/bin/sh", "-c", command], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=60)
+
+
+def _launch(workdir: Path) -> isolation.Launch:
+    """What a session's (re)start does before its runtime runs: services.runtime_config
+    opens the directories on the way, the backend prepares the state and work dirs."""
+    services.isolation.open_paths(Path(conf.DATA_DIR), services.runtime_root(),
+                                  Path(conf.WORK_DIR))
+    return isolation.Launch.prepare(isolation.LINUX_DAC, USER,
+                                    services.runtime_root() / "session-1", workdir)
 
 
 def _mode(path: Path) -> int:
@@ -62,18 +73,19 @@ def test_a_restart_leaves_what_sessions_need_and_closes_the_rest(settings, serve
     workdir = workspace.prepare(ticket)  # mirror + clone borrowing its objects
     worker.setup()  # worker-bin, gitconfig
     token = worker.write_token(ticket, "amux_at_token")
-    # a launch: services.runtime_config, then the backend's own preparation
-    services.isolation.open_paths(data, services.runtime_root(), Path(settings.WORK_DIR))
-    launch = isolation.Launch.prepare(
-        isolation.LINUX_DAC, USER, services.runtime_root() / "session-1", workdir)
-
-    session_paths.make_private()  # amux restarts
-    session_paths.make_private()  # and again: nothing drifts
+    launch = _launch(workdir)
 
     env = launch.environment({
         "PATH": f"{worker.bin_dir()}:/usr/bin:/bin", "HOME": "/nonexistent",
         "GIT_CONFIG_GLOBAL": str(worker.gitconfig_path()), "GIT_CONFIG_NOSYSTEM": "1",
         "LANG": "C.UTF-8"}, workdir)
+    # an amux from before restarts: its pass closed every top-level entry
+    operations.make_private(data)
+    assert _as_runtime_user("amux --help", env).returncode != 0
+
+    session_paths.make_private()  # this amux restarts: what sessions need is open again
+    session_paths.make_private()  # and again: nothing drifts
+    launch = _launch(workdir)  # the worker's session resumes
     # the worker's command is on its PATH and runs
     done = _as_runtime_user("amux --help", env)
     assert done.returncode == 0 and "usage: amux" in done.stdout, done.stderr
