@@ -148,6 +148,7 @@ def test_a_workdir_outside_work_is_refused_and_nothing_there_is_touched(
     only ever a directory under the data directory's work/: `/etc`, the data directory,
     work/ itself, a `..` and a symbolic link out of it are refused with a 400 naming
     workdir, and the directory named keeps its owner and mode."""
+    import json
     import os
     from pathlib import Path
 
@@ -161,11 +162,13 @@ def test_a_workdir_outside_work_is_refused_and_nothing_there_is_touched(
                str(work): "under", str(root_only): "under",
                f"{work}/../root-only": "'..'", f"{work}/escape": f"leads to {root_only}",
                f"{work}/escape/deeper": f"leads to {root_only}/deeper",
-               "relative/dir": "absolute", f"{work}/file": "not a directory"}
+               "relative/dir": "absolute", f"{work}/file": "not a directory",
+               f"{work}/\udc80": "Surrogate", f"{work}/{'x' * 300}": "File name too long",
+               f"{work}/{'/'.join(['x' * 200] * 3)}": "no more than 500"}
     for workdir, says in refused.items():
-        response = api.post("/api/v1/sessions/", {"runtime": "codex", "provider": "scripted",
-                                                  "model": "gpt-5.5", "workdir": workdir},
-                            format="json")
+        body = json.dumps({"runtime": "codex", "provider": "scripted", "model": "gpt-5.5",
+                           "workdir": workdir})  # ASCII: a lone surrogate as JSON sends it
+        response = api.post("/api/v1/sessions/", body, content_type="application/json")
         assert response.status_code == 400, (workdir, response.content)
         error = response.json()["error"]
         assert error["code"] == "invalid" and list(error["fields"]) == ["workdir"], error
