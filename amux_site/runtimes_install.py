@@ -180,10 +180,10 @@ def ensure(target: Path | None = None) -> Outcome:
             open_tree(target)
             return Outcome("adopted")
         npm = shutil.which("npm")
-        if npm is None:
-            return Outcome("failed", "npm not found")
-        failure = _npm_ci(project, target, npm)
+        failure = _npm_ci(project, target, npm) if npm else "npm not found"
     if failure:
+        if target.is_dir():  # the runtimes that were there are the ones amux starts with
+            open_tree(target)
         return Outcome("failed", failure)
     return Outcome("installed")
 

@@ -213,3 +213,20 @@ def test_an_adopted_install_is_opened_too(tmp_path, monkeypatch, umask_077):
     _assert_open(target)
     assert (target / "amux-probe" / "setuid").stat().st_mode & 0o7777 == 0o755  # no set-id
     assert _run_as_runtime_user(target / "amux-probe" / "cli.js").stdout == "probe-ran\n"
+
+
+def test_a_failed_install_still_opens_the_runtimes_it_keeps(tmp_path, offline):
+    before = os.umask(0o077)
+    try:
+        target = write_project(tmp_path / "proj", "1.0.0")
+        assert runtimes_install.ensure(target).state == "installed"
+        (target / "kept.js").write_text("the runtimes of before")
+        for entry in (target, target / "kept.js", target / runtimes_install.STAMP):
+            entry.chmod(0o700 if entry.is_dir() else 0o600)  # as an older amux left them
+        write_project(tmp_path / "proj", "2.0.0", deps=True)  # needs the registry
+        assert runtimes_install.ensure(target).state == "failed"
+    finally:
+        os.umask(before)
+    modes = _modes(target)
+    assert (modes["."], modes["kept.js"], modes[runtimes_install.STAMP]) == (
+        0o755, 0o644, 0o644)
