@@ -22,7 +22,7 @@ from intake.sources import plugin
 from sessions import isolation
 from tickets.models import AgentSettings, Assignment, Ticket
 from tickets.tools import install_worker_bin, mcp_server_entry, worker_env
-from tickets.tools.worker_bin import REMOVED_ENV, write_gitconfig
+from tickets.tools.worker_bin import GITCONFIG_MODE, REMOVED_ENV, write_gitconfig
 
 # The worker profile: a foreground shell command still running after this many seconds
 # moves to the background (where the runtime allows it), so a slow build never keeps a
@@ -61,8 +61,33 @@ def setup() -> None:
     write_gitconfig(gitconfig_path(), bin_dir(), [h for h in hosts if h])
 
 
+def tokens_dir() -> Path:
+    return Path(settings.DATA_DIR) / "run" / "worker-tokens"
+
+
 def token_file(ticket: Ticket) -> Path:
-    return Path(settings.DATA_DIR) / "run" / "worker-tokens" / f"ticket-{ticket.pk}"
+    return tokens_dir() / f"ticket-{ticket.pk}"
+
+
+def shared_paths() -> list[Path]:
+    """What a worker session reads from amux's data directory, kept open to the runtime
+    user by the code that writes it (setup(), write_token()): amux's start-up permission
+    pass leaves these as they are."""
+    return [bin_dir(), gitconfig_path(), tokens_dir()]
+
+
+def reshare() -> None:
+    """Open again, on the files already there, what setup() and write_token() open to a
+    linux-dac worker: an amux from before the start-up pass knew shared_paths() closed
+    them on every restart, and a worker resumed after one — before any new dispatch —
+    must find its commands, gitconfig and token."""
+    if bin_dir().is_dir():
+        isolation.share_tree_read_only(bin_dir())
+    if gitconfig_path().is_file():
+        gitconfig_path().chmod(GITCONFIG_MODE)
+    if tokens_dir().is_dir():
+        for token in tokens_dir().glob("ticket-*"):
+            isolation.share_with_runtime(token)
 
 
 def amux_url() -> str:

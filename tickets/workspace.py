@@ -64,6 +64,18 @@ def branch_name(ticket: Ticket) -> str:
     return f"amux/{ticket.short_name}"
 
 
+def mirrors_root() -> Path:
+    """Where the mirrors live; a linux-dac worker reads them (refresh_mirror shares each)."""
+    return Path(settings.DATA_DIR) / "mirrors"
+
+
+def reshare_mirrors() -> None:
+    """The mirrors' directory searchable again by a linux-dac worker (refresh_mirror opens
+    it; an older amux's start-up pass closed it — the trees below it it never touched)."""
+    if mirrors_root().is_dir():
+        isolation.open_paths(Path(settings.DATA_DIR), mirrors_root())
+
+
 def mirror_dir(clone_url: str) -> Path:
     parts = urlsplit(clone_url)
     host = re.sub(r"[^A-Za-z0-9.-]", "_", parts.netloc.rsplit("@", 1)[-1])
@@ -71,7 +83,7 @@ def mirror_dir(clone_url: str) -> Path:
     safe = "/".join(re.sub(r"[^A-Za-z0-9._-]", "_", p) for p in path.split("/") if p)
     if not host or not safe or ".." in safe.split("/"):
         raise WorkspaceError(f"cannot mirror {clone_url!r}: not a repository URL")
-    return Path(settings.DATA_DIR) / "mirrors" / host / f"{safe}.git"
+    return mirrors_root() / host / f"{safe}.git"
 
 
 # --- which repository -----------------------------------------------------------------

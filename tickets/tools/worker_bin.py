@@ -21,6 +21,7 @@ SHIMS = {
     "gh": '#!/bin/sh\nexec "$(dirname "$0")/amux" gh "$@"\n',
 }
 MANAGED = frozenset({"amux", *SHIMS})
+GITCONFIG_MODE = 0o644  # no secret in it; a linux-dac worker's git reads it as another user
 
 
 class WorkerSetupError(RuntimeError):
@@ -96,7 +97,7 @@ def write_gitconfig(path: str | os.PathLike, bin_directory: str | os.PathLike,
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     partial.write_text(gitconfig_text(bin_directory, hosts))
-    partial.chmod(0o644)
+    partial.chmod(GITCONFIG_MODE)
     os.replace(partial, target)
     return target
 
