@@ -215,7 +215,8 @@ async def _forward(send, route: Route, action: str, query: str, headers: dict,
     out["user-agent"] = headers.get("user-agent") or "git/amux-gateway"
     method = "GET" if body is None else "POST"
     started = False
-    async with httpx.AsyncClient(timeout=TIMEOUT, verify=_ssl(), trust_env=False) as client:
+    # trust_env: a proxy set for amux (HTTPS_PROXY, NO_PROXY) applies here as to its own git
+    async with httpx.AsyncClient(timeout=TIMEOUT, verify=_ssl(), trust_env=True) as client:
         try:
             async with client.stream(method, url, headers=out, content=body) as upstream:
                 if upstream.status_code in (401, 403):

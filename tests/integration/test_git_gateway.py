@@ -223,3 +223,47 @@ def test_the_credential_helper_answers_only_the_assignment_token_for_the_gateway
     # And the worker's git, pointed straight at the upstream, gets nowhere.
     direct = w.run("git", "ls-remote", world.git.clone_url(REPO))
     assert direct.returncode != 0
+
+
+def test_a_refused_push_is_read_to_its_end_and_never_held_in_memory(world):
+    """The gateway itself, driven as uvicorn drives it: a push to main with a 48 MB pack
+    behind its command list is answered with git's report, the pack read and dropped."""
+    import tracemalloc
+
+    from tests.support.runtimes import run_async
+    from tickets import git_gateway
+    from tickets.core.git_push import pkt_line
+
+    w = _worker(world, 1)
+    basic = base64.b64encode(f"amux:{w.token}".encode())
+    host = world.amux.url.split("//", 1)[1].encode()
+    scope = {"type": "http", "method": "POST", "query_string": b"",
+             "path": f"/gateway/git/{REPO}.git/git-receive-pack",
+             "headers": [(b"host", host), (b"authorization", b"Basic " + basic),
+                         (b"content-type", b"application/x-git-receive-pack-request")]}
+    commands = pkt_line(b"%s %s refs/heads/main\0report-status side-band-64k\n"
+                        % (world.main.encode(), b"b" * 40)) + b"0000"
+    chunk, chunks = b"P" * 65536, 768
+    sent = {"n": 0}
+    answered = []
+
+    async def receive():
+        sent["n"] += 1
+        if sent["n"] == 1:
+            return {"type": "http.request", "body": commands + b"PACK", "more_body": True}
+        return {"type": "http.request", "body": chunk, "more_body": sent["n"] <= chunks}
+
+    async def send(message):
+        answered.append(message)
+
+    tracemalloc.start()
+    try:
+        run_async(git_gateway.answer(scope, receive, send))
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sent["n"] == chunks + 1  # every byte of it was read …
+    assert peak < 8 * 1024 * 1024, peak  # … and none of it kept
+    assert answered[0]["status"] == 200
+    assert b"ng refs/heads/main amux: a worker may push only" in answered[1]["body"]
+    assert _receive_packs(world.git) == 0

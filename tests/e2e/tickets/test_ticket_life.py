@@ -4,9 +4,10 @@ real git server (git http-backend over smart HTTP, the source's token as its pas
 
 "@amux-bot please fix …" from an allowed login → explicit ticket → the worker starts in a
 clone of the repository on amux/<short name>, commits, `git push`es through amux's git
-gateway (its credential helper answers the assignment token), opens the PR with `amux pr` and reports done → awaiting review → PR
-merged → ended, with one notice to the chat channel → a later comment revives it under
-the same mandate, in the same directory and branch. The source's token is never in the
+gateway (its credential helper answers the assignment token), opens the PR with `amux pr`
+and reports done → awaiting review → PR merged → ended, with one notice to the chat
+channel → a later comment revives it under the same mandate, in the same directory and
+branch. The source's token is never in the
 work directory, the worker's environment, the timeline or the logs."""
 
 from __future__ import annotations
