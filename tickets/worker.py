@@ -4,9 +4,10 @@ ticket's repository on `amux/<short name>` when it has one (tickets.workspace).
 
 The worker reaches amux only through its tools: the `amux` command first on its PATH and a
 bearer token scoped to its assignment, kept in a file amux rewrites on every dispatch. Its
-environment holds no GitHub or Lark credential: its git asks amux for a credential scoped
-to the ticket's repository (`git-credential-amux`, set in the worker gitconfig that
-replaces the operator's), and `gh` is a shim that acts through amux.
+environment holds no GitHub or Lark credential: its clone's `origin` is amux's git gateway
+(tickets/git_gateway.py), where its git authenticates with the assignment token that
+`git-credential-amux` (set in the worker gitconfig that replaces the operator's) answers,
+and `gh` is a shim that acts through amux.
 """
 
 from __future__ import annotations
@@ -164,7 +165,8 @@ def brief(ticket: Ticket, assignment: Assignment) -> str:
     if (work_dir(ticket) / ".git").exists():
         lines.append(
             f"It is a clone of the repository on the branch amux/{ticket.short_name}: "
-            "commit there and `git push` (git gets its credential from amux), then open "
+            "commit there and `git push` (its remote is amux, which takes pushes of this "
+            "branch only), then open "
             f"the pull request with `amux pr \"<title>\" --head amux/{ticket.short_name}`."
         )
     return "\n".join(lines)

@@ -1,10 +1,11 @@
 """The worker's command directory (first on its PATH) and its git configuration.
 
 Seed 002's setup: amux writes the commands a worker may use into one directory — `amux`
-(its tools), `git-credential-amux` (git asks amux for a credential scoped to the ticket's
-repository) and a `gh` shim that acts through amux or says plainly that it cannot — and a
-gitconfig that replaces the operator's. A file in that directory that amux did not write
-fails the setup: nobody slips a command in front of the worker.
+(its tools), `git-credential-amux` (git's credential for amux's git gateway: the
+assignment token, never an upstream one) and a `gh` shim that acts through amux or says
+plainly that it cannot — and a gitconfig that replaces the operator's. A file in that
+directory that amux did not write fails the setup: nobody slips a command in front of the
+worker.
 """
 
 from __future__ import annotations
