@@ -11,7 +11,8 @@ like Ctrl-C and then executes itself again in place: the same pid, terminal and 
 manager, with the code now on disk (what `amux upgrade` needs).
 
 Everything under the data directory is private to the service user: the processes run
-with umask 077 (set in settings.py) and `amux run` tightens what older versions created.
+with umask 077 (set in settings.py) and `amux run` tightens what older versions created —
+all but what linux-dac sessions are given on purpose (amux_site.session_paths).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import signal
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -235,18 +237,37 @@ def restart(data_dir: Path, host: str = "127.0.0.1",
     return code, f"amux did not come back healthy within {timeout:.0f} s: {line}"
 
 
-def make_private(data_dir: Path) -> None:
+def make_private(data_dir: Path, shared: Iterable[Path] = (),
+                 searched: Iterable[Path] = ()) -> None:
     """Tighten what an older amux (or another umask) left readable: the data directory and
     its top-level entries to 0700 directories / 0600 files, and the files under run/ (the
     umask covers everything created from now on; work/ trees are closed by their 0700
-    parent)."""
+    parent).
+
+    Except what sessions need, as the code that creates it leaves it (session_paths): a
+    `shared` path (a worker's commands, its gitconfig, the mirrors, the token directory) is
+    left exactly as it is, and a `searched` directory — and every directory on the way to a
+    shared or searched path — keeps the search bit for others (o+x, never read) that
+    linux-dac gives it. Closing those on every restart broke every session resumed after
+    it: `amux: command not found`, unreadable mirror objects, no git credential."""
     data_dir = Path(data_dir)
+    keep = {Path(p) for p in shared}
+    passable = {data_dir}
+    for path in [*keep, *map(Path, searched)]:
+        passable.update(p for p in [path, *path.parents]
+                        if p == data_dir or data_dir in p.parents)
+    passable -= keep
     entries = [data_dir, *data_dir.iterdir()]
     run = data_dir / "run"
     if run.is_dir():
         entries += list(run.iterdir())
     for path in entries:
-        if path.is_symlink():
+        if path.is_symlink() or path in keep:
             continue
         with contextlib.suppress(OSError):
-            path.chmod(0o700 if path.is_dir() else 0o600)
+            if not path.is_dir():
+                path.chmod(0o600)
+            elif path in passable:
+                path.chmod(0o700 | (path.stat().st_mode & 0o001))
+            else:
+                path.chmod(0o700)

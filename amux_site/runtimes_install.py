@@ -11,6 +11,12 @@ would leave no runtimes at all. It therefore runs in a staging directory beside 
 result replaces the runtimes directory only once it succeeded: a failed install leaves the
 runtimes that were there, amux starts anyway, and `amux doctor` names what is missing.
 
+amux runs with umask 077, so what npm installs from inside it is 0700/0600; under linux-dac
+the runtimes run as another user, who could then execute none of it. Every install, adoption
+and start therefore opens the tree to everyone for reading and running (a+rX, like a system
+package) and writable by its owner alone: it is the same public code for every session, and
+a session that could change it would change the others' runtime.
+
 No Django here: `make runtimes` runs it as `python -m amux_site.runtimes_install`.
 """
 
@@ -22,6 +28,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -80,6 +87,33 @@ def _installed_matches(lockfile: Path, target: Path) -> bool:
                if name and name not in present)
 
 
+def open_tree(target: Path) -> None:
+    """Everything under `target` readable by everyone, directories and what its owner may
+    run also searchable/executable by everyone (a+rX); group/world write and set-id bits
+    removed (nothing a runtime user could change, or run as the tree's owner). Symbolic
+    links are left alone (what they point to in the tree is opened as itself). amux running
+    as a user other than root changes only what that user owns (a shared install owned by
+    someone else is theirs to open)."""
+    euid = os.geteuid()
+    for root, dirs, files in os.walk(target):
+        for entry in [root, *(os.path.join(root, name) for name in dirs + files)]:
+            try:
+                st = os.lstat(entry)
+                if stat.S_ISLNK(st.st_mode) or (euid != 0 and st.st_uid != euid):
+                    continue
+                mode = stat.S_IMODE(st.st_mode)
+                if stat.S_ISDIR(st.st_mode):
+                    want = mode | 0o555
+                else:
+                    want = mode | 0o444 | (0o111 if mode & stat.S_IXUSR else 0)
+                    want &= ~(stat.S_ISUID | stat.S_ISGID)
+                want &= ~(stat.S_IWGRP | stat.S_IWOTH)
+                if want != mode:
+                    os.chmod(entry, want)
+            except OSError:  # gone while we walk (a concurrent swap), or not ours to change
+                continue
+
+
 def _reason(stderr: str) -> str:
     """npm's own sentence about what failed (not its error code lines or log path)."""
     for line in stderr.splitlines():
@@ -105,6 +139,7 @@ def _npm_ci(project: Path, target: Path, npm: str) -> str | None:
         built = staging / "node_modules"
         built.mkdir(exist_ok=True)  # a lockfile without packages installs nothing
         (built / STAMP).write_text(lock_hash(project / "package-lock.json") + "\n")
+        open_tree(built)  # before the swap: never a moment with closed runtimes in place
         old = target.with_name(target.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if target.is_symlink():
@@ -130,21 +165,25 @@ def ensure(target: Path | None = None) -> Outcome:
         return Outcome("no-lockfile", f"no package-lock.json next to {target}")
     wanted = lock_hash(lockfile)
     if _stamp(target) == wanted:
+        # an install made under umask 077 before amux opened its trees is opened now
+        open_tree(target)
         return Outcome("current")
     # One install per checkout at a time, even from two data directories.
     with open(lockfile, "rb") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         if _stamp(target) == wanted:
+            open_tree(target)
             return Outcome("current")
         if _installed_matches(lockfile, target):
             with contextlib.suppress(OSError):
                 (target / STAMP).write_text(wanted + "\n")
+            open_tree(target)
             return Outcome("adopted")
         npm = shutil.which("npm")
-        if npm is None:
-            return Outcome("failed", "npm not found")
-        failure = _npm_ci(project, target, npm)
+        failure = _npm_ci(project, target, npm) if npm else "npm not found"
     if failure:
+        if target.is_dir():  # the runtimes that were there are the ones amux starts with
+            open_tree(target)
         return Outcome("failed", failure)
     return Outcome("installed")
 

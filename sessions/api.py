@@ -18,7 +18,7 @@ from amux_common.api import error_response
 from amux_common.fields import JsonTyped
 from amux_common.schema import page_of
 from amux_common.secrets import set_keys
-from sessions import capacity, model_catalog, services, timeline
+from sessions import capacity, model_catalog, services, timeline, workdirs
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProbe, ProviderProfile, Session
 from sessions.runtimes import catalog, registered
@@ -331,7 +331,9 @@ class CreateSession(JsonTyped, serializers.Serializer):
                                      help_text="default: the preset's binding, or the only "
                                                "provider the runtime can use")
     model = serializers.CharField(required=False, help_text="required unless a preset names it")
-    workdir = serializers.CharField(required=False)
+    workdir = serializers.CharField(
+        required=False, max_length=500,
+        help_text="a directory under the data directory's work/ (default: a new one)")
     name = serializers.CharField(required=False, allow_blank=True, default="")
     permission_mode = serializers.ChoiceField(
         ["bypass", "ask"], required=False, allow_null=True, default=None,
@@ -343,6 +345,13 @@ class CreateSession(JsonTyped, serializers.Serializer):
     effort = serializers.CharField(required=False, allow_null=True, default=None)
     idle_timeout_s = serializers.IntegerField(required=False, min_value=60, default=300)
     watchdog = serializers.DictField(required=False, default=dict)
+
+    def validate_workdir(self, value):
+        # here too (the service checks again), so one 400 lists it with the other fields
+        problem = workdirs.problem(value)
+        if problem is not None:
+            raise ValidationError(problem)
+        return value
 
 
 class SessionList(generics.ListAPIView):

@@ -37,7 +37,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions import control, services, timeline
+from sessions import control, services, timeline, workdirs
 from sessions.models import AppServer, ProviderProfile, Session
 from sessions.runtimes import codex_attached, errors
 from sessions.runtimes.base import PROVIDER_KEY_ENV, SYSTEM_PATH
@@ -185,8 +185,9 @@ def spawn(*, provider: str, model: str, workspace: str = "", name: str = "",
                       field="provider", code="provider_unsupported")
     if not model:
         raise refused("model is required", field="model")
-    if workspace and not Path(workspace).is_absolute():
-        raise refused("workspace must be an absolute path", field="workspace")
+    # the spawned app-server works there as amux: the same rule as a session's workdir
+    if workspace and (reason := workdirs.problem(workspace, "workspace")) is not None:
+        raise refused(reason, field="workspace")
     binary = codex_binary(Path(settings.AMUX_RUNTIMES_DIR))
     if not binary.exists():
         raise refused(f"{binary.name} is not installed (run `make runtimes`)",
@@ -196,7 +197,8 @@ def spawn(*, provider: str, model: str, workspace: str = "", name: str = "",
     codex_home = state / "home" / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     (state / "tmp").mkdir(exist_ok=True)
-    work = Path(workspace) if workspace else Path(settings.WORK_DIR) / f"app-server-{ref}"
+    work = (Path(workspace).resolve() if workspace
+            else Path(settings.WORK_DIR) / f"app-server-{ref}")
     work.mkdir(parents=True, exist_ok=True)
     # the managed Codex's configuration: same provider table, policies of a bypass launch
     (codex_home / "config.toml").write_text(render_config(

@@ -18,6 +18,7 @@ from amux_common.doctor import Check, Probe
 from sessions import isolation
 from sessions.keys import api_key_problem
 from sessions.runtimes import ProviderSpec, RuntimeConfig, errors, registered
+from sessions.runtimes import isolation as runtime_isolation
 
 # a provider that is never contacted: starting a native session makes no model call
 _IDLE_PROVIDER = {"openai-compat": "http://127.0.0.1:9/v1",
@@ -97,6 +98,26 @@ def isolation_check() -> Check:
                  f"linux-dac: runtimes run as {info['user']} (uid {info['uid']})")
 
 
+def runtimes_access_check() -> Check:
+    """Under linux-dac, whether the runtime user can reach, read and run the installed
+    runtimes and not change them (an install made under amux's umask 077, or a clone under
+    root's 0700 home, fails every turn with `Permission denied` otherwise)."""
+    where = Path(settings.AMUX_RUNTIMES_DIR)
+    if isolation.selected_backend() != runtime_isolation.LINUX_DAC:
+        return Check("runtimes:access", True, "runtimes run as amux's user", required=False)
+    if not where.is_dir():
+        return Check("runtimes:access", True, f"nothing installed at {where}", required=False)
+    principal = runtime_isolation.lookup(isolation.runtime_user())
+    if principal is None:
+        return Check("runtimes:access", False, f"runtime user {isolation.runtime_user()!r} "
+                     "does not exist yet (`make runtime-user`)", required=False)
+    problem = runtime_isolation.runtimes_problem(where, principal)
+    if problem:
+        return Check("runtimes:access", False, problem, required=False)
+    return Check("runtimes:access", True,
+                 f"{where} readable and runnable by {principal.user}", required=False)
+
+
 def runtime_checks(start: bool = True) -> Iterator[Check]:
     for name in sorted(registered()):
         yield runtime_check(name, start)
@@ -152,6 +173,7 @@ def checks() -> Iterator[Probe]:
     from sessions.models import ProviderProfile
 
     yield Probe("isolation", isolation_check, required=False)
+    yield Probe("runtimes:access", runtimes_access_check, required=False)
     for name in sorted(registered()):
         yield Probe(f"runtime:{name}", partial(runtime_check, name), required=False)
     for provider in ProviderProfile.objects.all():

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions import control, isolation, timeline
+from sessions import control, isolation, timeline, workdirs
 from sessions.execution import DIRECT, CallerSettings, ExecutionSettings
 from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
 from sessions.runtimes import (
@@ -227,8 +227,11 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
     if background_shell_after is not None and not background_shell_after > 0:
         raise CommandError("background_shell_after must be a positive number of seconds",
                            field="background_shell_after")
-    if workdir is not None and not Path(workdir).is_absolute():
-        raise CommandError("workdir must be an absolute path", field="workdir")
+    if workdir is not None:  # only under work/: linux-dac shares it with the runtime user
+        reason = workdirs.problem(workdir)
+        if reason is not None:
+            raise CommandError(reason, field="workdir")
+        workdir = str(Path(workdir).resolve())
     if prompt_role is not None:
         from prompts_app.assembly import ORDER
 
@@ -305,7 +308,7 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         ask_user=snap.get("ask_user", True),
         background_shell_after=snap.get("background_shell_after"),
         extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
-        runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR),
+        runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR), workdir_roots=workdirs.roots(),
         isolation=execution.get("isolation") or isolation.selected_backend(),
         role=execution.get("role") or (
             "worker" if snap.get("prompt_role") == "worker" else "session"),

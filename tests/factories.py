@@ -11,7 +11,10 @@ threads are looked up before they are made (`django_get_or_create`), so two trig
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import factory
+from django.conf import settings
 from django.utils import timezone
 
 from effects import models as effects
@@ -137,7 +140,8 @@ class SessionFactory(factory.django.DjangoModelFactory):
         model = sessions.Session
 
     runtime = "pi"
-    workdir = factory.Sequence(lambda n: f"/tmp/w{n + 1}")
+    # a session works only under the data directory's work/ (sessions.workdirs)
+    workdir = factory.Sequence(lambda n: str(Path(settings.WORK_DIR) / f"w{n + 1}"))
 
 
 class EffectFactory(factory.django.DjangoModelFactory):

@@ -4,9 +4,10 @@ ticket's repository on `amux/<short name>` when it has one (tickets.workspace).
 
 The worker reaches amux only through its tools: the `amux` command first on its PATH and a
 bearer token scoped to its assignment, kept in a file amux rewrites on every dispatch. Its
-environment holds no GitHub or Lark credential: its git asks amux for a credential scoped
-to the ticket's repository (`git-credential-amux`, set in the worker gitconfig that
-replaces the operator's), and `gh` is a shim that acts through amux.
+environment holds no GitHub or Lark credential: its clone's `origin` is amux's git gateway
+(tickets/git_gateway.py), where its git authenticates with the assignment token that
+`git-credential-amux` (set in the worker gitconfig that replaces the operator's) answers,
+and `gh` is a shim that acts through amux.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from intake.sources import plugin
 from sessions import isolation
 from tickets.models import AgentSettings, Assignment, Ticket
 from tickets.tools import install_worker_bin, mcp_server_entry, worker_env
-from tickets.tools.worker_bin import REMOVED_ENV, write_gitconfig
+from tickets.tools.worker_bin import GITCONFIG_MODE, REMOVED_ENV, write_gitconfig
 
 # The worker profile: a foreground shell command still running after this many seconds
 # moves to the background (where the runtime allows it), so a slow build never keeps a
@@ -61,8 +62,33 @@ def setup() -> None:
     write_gitconfig(gitconfig_path(), bin_dir(), [h for h in hosts if h])
 
 
+def tokens_dir() -> Path:
+    return Path(settings.DATA_DIR) / "run" / "worker-tokens"
+
+
 def token_file(ticket: Ticket) -> Path:
-    return Path(settings.DATA_DIR) / "run" / "worker-tokens" / f"ticket-{ticket.pk}"
+    return tokens_dir() / f"ticket-{ticket.pk}"
+
+
+def shared_paths() -> list[Path]:
+    """What a worker session reads from amux's data directory, kept open to the runtime
+    user by the code that writes it (setup(), write_token()): amux's start-up permission
+    pass leaves these as they are."""
+    return [bin_dir(), gitconfig_path(), tokens_dir()]
+
+
+def reshare() -> None:
+    """Open again, on the files already there, what setup() and write_token() open to a
+    linux-dac worker: an amux from before the start-up pass knew shared_paths() closed
+    them on every restart, and a worker resumed after one — before any new dispatch —
+    must find its commands, gitconfig and token."""
+    if bin_dir().is_dir():
+        isolation.share_tree_read_only(bin_dir())
+    if gitconfig_path().is_file():
+        gitconfig_path().chmod(GITCONFIG_MODE)
+    if tokens_dir().is_dir():
+        for token in tokens_dir().glob("ticket-*"):
+            isolation.share_with_runtime(token)
 
 
 def amux_url() -> str:
@@ -139,7 +165,8 @@ def brief(ticket: Ticket, assignment: Assignment) -> str:
     if (work_dir(ticket) / ".git").exists():
         lines.append(
             f"It is a clone of the repository on the branch amux/{ticket.short_name}: "
-            "commit there and `git push` (git gets its credential from amux), then open "
+            "commit there and `git push` (its remote is amux, which takes pushes of this "
+            "branch only), then open "
             f"the pull request with `amux pr \"<title>\" --head amux/{ticket.short_name}`."
         )
     return "\n".join(lines)

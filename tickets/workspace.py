@@ -11,7 +11,10 @@ amux's own git runs with the source's credential given for that one command (an 
 header in the command's environment), never written into any config file, and never
 inside a directory the worker controls: pushing a worker's branch goes through the mirror
 (which only amux writes), so a hook or config planted in the work directory never sees a
-token.
+token. The worker's own clone has amux's git gateway as its `origin`
+(`<AMUX_URL>/gateway/git/<owner>/<name>.git`, tickets/git_gateway.py): its git
+authenticates there with the assignment token, and the upstream credential is added by
+amux on the way through.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from intake.sources import plugin
 from intake.sources.base import ConfigError
 from sessions import isolation
 from tickets.models import Ticket
-from tickets.worker import work_dir
+from tickets.worker import amux_url, work_dir
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,18 @@ def branch_name(ticket: Ticket) -> str:
     return f"amux/{ticket.short_name}"
 
 
+def mirrors_root() -> Path:
+    """Where the mirrors live; a linux-dac worker reads them (refresh_mirror shares each)."""
+    return Path(settings.DATA_DIR) / "mirrors"
+
+
+def reshare_mirrors() -> None:
+    """The mirrors' directory searchable again by a linux-dac worker (refresh_mirror opens
+    it; an older amux's start-up pass closed it — the trees below it it never touched)."""
+    if mirrors_root().is_dir():
+        isolation.open_paths(Path(settings.DATA_DIR), mirrors_root())
+
+
 def mirror_dir(clone_url: str) -> Path:
     parts = urlsplit(clone_url)
     host = re.sub(r"[^A-Za-z0-9.-]", "_", parts.netloc.rsplit("@", 1)[-1])
@@ -71,7 +86,7 @@ def mirror_dir(clone_url: str) -> Path:
     safe = "/".join(re.sub(r"[^A-Za-z0-9._-]", "_", p) for p in path.split("/") if p)
     if not host or not safe or ".." in safe.split("/"):
         raise WorkspaceError(f"cannot mirror {clone_url!r}: not a repository URL")
-    return Path(settings.DATA_DIR) / "mirrors" / host / f"{safe}.git"
+    return mirrors_root() / host / f"{safe}.git"
 
 
 # --- which repository -----------------------------------------------------------------
@@ -132,12 +147,29 @@ def _reason(exc: Exception) -> str:
 # --- git as amux ------------------------------------------------------------------------
 
 
-def _auth_env(username: str, password: str) -> dict[str, str]:
+def gateway_url(repo: str) -> str:
+    """The worker's remote for `repo` (owner/name): amux's git gateway."""
+    return f"{amux_url()}/gateway/git/{repo}.git"
+
+
+def upstream_authorization(source: Source, origin: Origin) -> str:
+    """The Authorization header value amux's git sends upstream for `origin`'s repository
+    (the source's token, or an App token minted for that repository alone)."""
+    try:
+        username, password = plugin(source.kind, source.config, source.secrets
+                                    ).git_credential(origin.repo)
+    except ConfigError as exc:
+        raise WorkspaceError(f"{origin.repo}: {exc}") from exc
+    except Exception as exc:  # minting an App token failed: GitHub down or refusing
+        raise WorkspaceError(f"no credential for {origin.repo}: {_reason(exc)}") from exc
+    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+
+
+def _auth_env(authorization: str) -> dict[str, str]:
     """The credential for one git command: an Authorization header given through git's
     GIT_CONFIG_COUNT variables, so it lives only in that process's environment."""
-    basic = base64.b64encode(f"{username}:{password}".encode()).decode()
     return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
-            "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"}
+            "GIT_CONFIG_VALUE_0": f"Authorization: {authorization}"}
 
 
 def _git(args: list[str], *, cwd: Path | None = None, auth: dict | None = None) -> str:
@@ -157,14 +189,7 @@ def _git(args: list[str], *, cwd: Path | None = None, auth: dict | None = None) 
 
 
 def _credential(source: Source, origin: Origin) -> dict[str, str]:
-    try:
-        username, password = plugin(source.kind, source.config, source.secrets
-                                    ).git_credential(origin.repo)
-    except ConfigError as exc:
-        raise WorkspaceError(f"{origin.repo}: {exc}") from exc
-    except Exception as exc:  # minting an App token failed: GitHub down or refusing
-        raise WorkspaceError(f"no credential for {origin.repo}: {_reason(exc)}") from exc
-    return _auth_env(username, password)
+    return _auth_env(upstream_authorization(source, origin))
 
 
 @contextlib.contextmanager
@@ -208,6 +233,7 @@ def prepare(ticket: Ticket) -> Path:
     has no repository."""
     workdir = work_dir(ticket)
     if (workdir / ".git").exists():
+        _point_at_gateway(ticket, workdir)
         return workdir  # revived: its directory and branch, as the worker left them
     found = repository_of(ticket)
     if found is None:
@@ -231,12 +257,39 @@ def prepare(ticket: Ticket) -> Path:
     workdir.parent.mkdir(parents=True, exist_ok=True)
     _git(["clone", "--quiet", "--shared", "--no-checkout", *_identity(source), str(mirror),
           str(partial)])
-    _git(["remote", "set-url", "origin", origin.clone_url], cwd=partial)
+    _git(["remote", "set-url", "origin", gateway_url(repo)], cwd=partial)
     _git(["checkout", "--quiet", "--no-track", "-b", branch, f"origin/{start}"], cwd=partial)
     if workdir.exists():
         workdir.rmdir()  # empty (checked above)
     os.replace(partial, workdir)
     return workdir
+
+
+def _point_at_gateway(ticket: Ticket, workdir: Path) -> None:
+    """A clone made before the git gateway has the upstream as its `origin`, where the
+    worker's git no longer gets a credential: it is pointed at the gateway. The worker's
+    repository configuration is only read and written as a file (`--file`, run outside
+    the directory), so nothing planted in it runs as amux."""
+    config = workdir / ".git" / "config"
+    found = repository_of(ticket)
+    if found is None or (workdir / ".git").is_symlink() or config.is_symlink() or (
+            not config.is_file()):
+        return
+    _source, repo = found
+    try:
+        current = _git(["config", "--file", str(config), "--get", "remote.origin.url"])
+    except WorkspaceError:
+        return  # no origin: the worker's choice
+    wanted = gateway_url(repo)
+    current = current.strip()
+    if current == wanted or not re.fullmatch(r"(https?|ssh|git)://\S+|git@\S+", current):
+        return  # already there, or a local path of the worker's own: not ours to move
+    before = config.stat()
+    _git(["config", "--file", str(config), "remote.origin.url", wanted])
+    if os.geteuid() == 0:  # git wrote a new file: it stays the (linux-dac) worker's
+        os.chown(config, before.st_uid, before.st_gid)
+    config.chmod(before.st_mode & 0o7777)
+    log.info("ticket %s: origin now amux's git gateway", ticket.pk)
 
 
 def _has_branch(mirror: Path, branch: str) -> bool:

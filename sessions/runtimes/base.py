@@ -188,6 +188,9 @@ class RuntimeConfig:
     # the isolation backend (``isolation.BACKENDS``) and, for linux-dac, the runtime user
     isolation: str = PRIVATE_HOME
     runtime_user: str = DEFAULT_USER
+    # where a work directory may be (amux's `work/`): a launch refuses one outside them
+    # before it re-permissions anything; empty: anywhere (a runtime driven without amux)
+    workdir_roots: tuple[Path, ...] = ()
     # who the agent is (``launch_context.ROLES``: a task's child session gets the restricted
     # entry and no session/schedule channel) and whether the memory protocol is bound
     role: str = "session"
@@ -505,7 +508,7 @@ class RuntimeAdapter(ABC):
         provider code overrides it afterwards) and says as whom the process runs."""
         cfg = self.config
         launch = Launch.prepare(cfg.isolation, cfg.runtime_user, cfg.state_dir, cfg.workdir,
-                                cfg.runtimes_dir)
+                                cfg.runtimes_dir, cfg.workdir_roots)
         self.launch = launch
         if self.takes_launch_entries():
             env = {**env, launch_context.CONTEXT_ENV: launch_context.context(

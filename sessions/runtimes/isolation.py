@@ -129,6 +129,47 @@ def _searchable(path: Path, principal: Principal) -> Path | None:
     return None
 
 
+def _may(st: os.stat_result, principal: Principal, bits: int) -> bool:
+    """Whether ``principal`` has all of ``bits`` (an ``rwx`` triple, 0o7 scale) on a file
+    with this stat, by its owner, group or other class (as the kernel picks it)."""
+    if st.st_uid == principal.uid:
+        return (st.st_mode >> 6) & bits == bits
+    if st.st_gid == principal.gid:
+        return (st.st_mode >> 3) & bits == bits
+    return st.st_mode & bits == bits
+
+
+def runtimes_problem(runtimes_dir: Path, principal: Principal) -> str | None:
+    """Why ``principal`` cannot use the runtimes installed under ``runtimes_dir``, or None:
+    a directory on the way to it it cannot search (a clone under root's 0700 home), an
+    entry in the tree it cannot read (or search, or run when its owner may), or one it
+    could change (every session's runtime would run what one session wrote there)."""
+    root = Path(runtimes_dir).resolve()
+    blocked = _searchable(root.parent, principal)
+    if blocked is not None:
+        return (f"{blocked} is not searchable by {principal.user!r}, so the runtimes under "
+                f"it are out of its reach (chmod o+x {blocked}, or install the runtimes "
+                "somewhere it can reach with AMUX_RUNTIMES_DIR)")
+    for base, dirs, files in os.walk(root):
+        for entry in [Path(base), *(Path(base) / name for name in dirs + files)]:
+            try:
+                st = entry.lstat()
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            is_dir = stat.S_ISDIR(st.st_mode)
+            need = 0o5 if is_dir or st.st_mode & stat.S_IXUSR else 0o4
+            if not _may(st, principal, need):
+                return (f"{entry} is not {'readable and searchable' if is_dir else 'readable'}"
+                        f" by {principal.user!r} (`amux run` and `make runtimes` open the "
+                        f"tree; by hand: chmod -R a+rX {root})")
+            if _may(st, principal, 0o2):
+                return (f"{entry} is writable by {principal.user!r}: one session could change "
+                        f"every session's runtime (chmod -R o-w {root})")
+    return None
+
+
 def _require_reachable(path: Path, principal: Principal, what: str) -> None:
     blocked = _searchable(path, principal)
     if blocked is not None:
@@ -136,6 +177,18 @@ def _require_reachable(path: Path, principal: Principal, what: str) -> None:
             f"linux-dac: the runtime user {principal.user!r} cannot reach the {what} {path}: "
             f"{blocked} is not searchable by it (make it searchable, e.g. chmod o+x, or put "
             "AMUX_DATA_DIR somewhere it can reach)")
+
+
+def require_inside(workdir: Path, roots: tuple[Path, ...]) -> None:
+    """The work directory, its symbolic links followed now (one may have been planted
+    since the session was made), is strictly below one of ``roots``; refused otherwise,
+    before anything is created or re-permissioned."""
+    resolved = Path(workdir).resolve()
+    if not any(Path(root).resolve() in resolved.parents for root in roots):
+        raise errors.RuntimeStartFailed(
+            f"the work directory {workdir} is not under {', '.join(map(str, roots))}"
+            + (f" (it leads to {resolved})" if resolved != Path(workdir) else "")
+            + ": refusing to run a session there or share it with the runtime user")
 
 
 def hand_over(path: Path, principal: Principal | None) -> None:
@@ -174,29 +227,50 @@ def own_state_dir(state_dir: Path, principal: Principal) -> None:
 
 def share_workdir(workdir: Path, principal: Principal) -> None:
     """The work directory (and what is already in it) joins the runtime user's group with
-    group read/write; directories get the setgid bit so new entries keep the group."""
+    group read/write; directories get the setgid bit so new entries keep the group.
+
+    The runtime user may rename anything in these group-writable directories, also while
+    this runs (a process it left in the background): swapping a file or a directory for a
+    symbolic link to `/etc/shadow` or another session's files between our look and our
+    change would hand that target to it. So the walk holds directory descriptors
+    (os.fwalk, links never followed) and every change goes to the very inode looked at."""
     workdir.mkdir(parents=True, exist_ok=True)
-    gid = principal.gid
-    for root, dirs, files in os.walk(workdir):
-        for entry in [Path(root), *(Path(root) / d for d in dirs),
-                      *(Path(root) / f for f in files)]:
+    for _root, _dirs, files, dirfd in os.fwalk(workdir, follow_symlinks=False):
+        _share_inode(dirfd, os.fstat(dirfd), principal)
+        for name in files:
             try:
-                st = entry.lstat()
+                st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    continue
+                fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
             except FileNotFoundError:
                 continue
-            if stat.S_ISLNK(st.st_mode):
-                continue
-            mode = stat.S_IMODE(st.st_mode)
-            want = mode | stat.S_IRGRP | stat.S_IWGRP
-            if stat.S_ISDIR(st.st_mode):
-                want |= stat.S_IXGRP | stat.S_ISGID
-            elif mode & stat.S_IXUSR:
-                want |= stat.S_IXGRP
-            with contextlib.suppress(FileNotFoundError):
-                if st.st_gid != gid and st.st_uid != principal.uid:
-                    os.chown(entry, -1, gid, follow_symlinks=False)
-                if want != mode and st.st_uid != principal.uid:
-                    os.chmod(entry, want)
+            try:
+                if os.path.samestat(os.fstat(fd), st):
+                    _share_inode(fd, st, principal)
+            finally:
+                os.close(fd)
+
+
+def _share_inode(fd: int, st: os.stat_result, principal: Principal) -> None:
+    """Group read/write (and search/run where its owner may, setgid on a directory) for
+    the runtime user's group, on the file open as ``fd``. Through /proc/self/fd: fchmod
+    does not take the O_PATH descriptor a file is opened with (opening a FIFO or a device
+    for reading could block or act)."""
+    if st.st_uid == principal.uid:
+        return  # the runtime user's own: its umask keeps it group-writable
+    mode = stat.S_IMODE(st.st_mode)
+    want = mode | stat.S_IRGRP | stat.S_IWGRP
+    if stat.S_ISDIR(st.st_mode):
+        want |= stat.S_IXGRP | stat.S_ISGID
+    elif mode & stat.S_IXUSR:
+        want |= stat.S_IXGRP
+    path = f"/proc/self/fd/{fd}"
+    with contextlib.suppress(FileNotFoundError):
+        if st.st_gid != principal.gid:
+            os.chown(path, -1, principal.gid)
+        if want != mode:
+            os.chmod(path, want)
 
 
 # git refuses a repository owned by another user ("dubious ownership"); the work directory
@@ -217,10 +291,13 @@ class Launch:
 
     @classmethod
     def prepare(cls, backend: str, user: str, state_dir: Path, workdir: Path,
-                runtimes_dir: Path | None = None) -> Launch:
+                runtimes_dir: Path | None = None,
+                workdir_roots: tuple[Path, ...] = ()) -> Launch:
         if backend not in BACKENDS:
             raise errors.RuntimeStartFailed(
                 f"unknown isolation backend {backend!r} (known: {', '.join(BACKENDS)})")
+        if workdir_roots:
+            require_inside(workdir, workdir_roots)
         if backend == PRIVATE_HOME:
             return cls(backend)
         principal = verified_principal(user)

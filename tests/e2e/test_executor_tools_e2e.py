@@ -133,13 +133,14 @@ def test_mcp_tools_act_on_the_tokens_ticket_only(server):
         ("reply", {"text": "On it."}),
         ("hand_back", {"trigger": Trigger.objects.get(external_id="comment-2").pk,
                        "reason": "not mine"}),
+        ("pull_request", {"title": "Take theirs", "head": f"amux/{other.short_name}"}),
     ]))
     names = {t.name for t in tools.tools}
     assert {"report", "ask", "hand_back", "reply", "context"} <= names
     described = {t.name: t.description for t in tools.tools}
     assert "progress, done, blocked, failed" in described["report"]
 
-    context, progress, asked, empty_ask, bad_status, replied, foreign = results
+    context, progress, asked, empty_ask, bad_status, replied, foreign, their_pr = results
     assert not context.is_error
     assert context.structured_content["ticket"]["id"] == ticket.pk
     assert context.structured_content["mandate"]["requester"] == "octocat"
@@ -149,6 +150,9 @@ def test_mcp_tools_act_on_the_tokens_ticket_only(server):
     assert bad_status.is_error and "unknown report status" in _text(bad_status)
     assert not replied.is_error
     assert foreign.is_error and "404" in _text(foreign)
+    # Another ticket's branch is never this ticket's pull request.
+    assert their_pr.is_error and "409 not_own_branch" in _text(their_pr)
+    assert f"head must be this ticket's branch amux/{ticket.short_name}" in _text(their_pr)
 
     # the engine's tables: everything landed on ticket 1, nothing on ticket 2
     assert list(Report.objects.values_list("ticket_id", "assignment_id", "status")) == [

@@ -3,14 +3,19 @@ no install and no registry; a failed install keeps what was there and never rais
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from amux_site import runtimes_install
+from sessions.runtimes import isolation
+from tests.support.isolation import reachable
 
 pytestmark = pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
 
@@ -102,3 +107,126 @@ def test_the_runtimes_directory_follows_amux_runtimes_dir(tmp_path, monkeypatch)
     assert runtimes_install.runtimes_dir() == tmp_path / "x" / "node_modules"
     assert runtimes_install.ensure().state == "no-lockfile"
     assert os.listdir(tmp_path) == []
+
+
+# -- the runtimes are readable and runnable by the runtime users whatever amux's umask ----
+
+RUNTIME_USER = "amux-agent"
+SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching to the runtime user needs root")
+
+
+def write_probe_project(root: Path) -> Path:
+    """A project pinning one real package with a command (`amux-probe`), from a tarball on
+    disk (npm installs it with no registry), its lockfile written as npm writes it."""
+    src = root.parent / "probe-src"
+    src.mkdir(parents=True, exist_ok=True)
+    (src / "package.json").write_text(json.dumps(
+        {"name": "amux-probe", "version": "1.0.0", "bin": {"amux-probe": "cli.js"}}))
+    (src / "cli.js").write_text("#!/bin/sh\necho probe-ran\n")
+    (src / "cli.js").chmod(0o755)
+    subprocess.run(["npm", "pack", "--silent"], cwd=src, check=True, capture_output=True)
+    tarball = src / "amux-probe-1.0.0.tgz"
+    integrity = "sha512-" + base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()
+                                             ).decode()
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "package.json").write_text(json.dumps(
+        {"name": "runtimes", "version": "1.0.0", "private": True,
+         "dependencies": {"amux-probe": f"file:{tarball}"}}))
+    (root / "package-lock.json").write_text(json.dumps(
+        {"name": "runtimes", "version": "1.0.0", "lockfileVersion": 3, "requires": True,
+         "packages": {"": {"name": "runtimes", "version": "1.0.0",
+                           "dependencies": {"amux-probe": f"file:{tarball}"}},
+                      "node_modules/amux-probe": {
+                          "version": "1.0.0", "resolved": f"file:{tarball}",
+                          "integrity": integrity, "bin": {"amux-probe": "cli.js"}}}}))
+    return root / "node_modules"
+
+
+@pytest.fixture
+def umask_077():
+    """amux's own umask (settings set it; said here so the test does not depend on it),
+    and the runtime user that linux-dac runs the runtimes as."""
+    isolation.provision(RUNTIME_USER)
+    before = os.umask(0o077)
+    yield
+    os.umask(before)
+
+
+def _modes(target: Path) -> dict[str, int]:
+    return {str(p.relative_to(target)): p.lstat().st_mode & 0o7777
+            for p in [target, *target.rglob("*")] if not p.is_symlink()}
+
+
+def _assert_open(target: Path) -> None:
+    modes = _modes(target)
+    assert modes["."] == 0o755
+    assert modes["amux-probe/cli.js"] == 0o755  # a command stays a command
+    assert modes["amux-probe/package.json"] == 0o644
+    assert modes[runtimes_install.STAMP] == 0o644
+    assert not [name for name, mode in modes.items() if mode & 0o022]  # owner writes alone
+
+
+def _run_as_runtime_user(command: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([SETPRIV, f"--reuid={RUNTIME_USER}", f"--regid={RUNTIME_USER}",
+                           "--clear-groups", str(command)], capture_output=True, text=True,
+                          timeout=30)
+
+
+@as_root
+def test_an_install_under_umask_077_is_readable_and_runnable_by_the_runtime_user(
+        tmp_path, offline, umask_077):
+    target = write_probe_project(tmp_path / "proj")
+    reachable(target.parent)  # the checkout itself (a clone under 0700 is doctor's case)
+    assert runtimes_install.ensure(target).state == "installed"
+    _assert_open(target)
+    done = _run_as_runtime_user(target / ".bin" / "amux-probe")
+    assert (done.returncode, done.stdout) == (0, "probe-ran\n"), done.stderr
+
+    # an install made before amux opened its trees (npm under umask 077 leaves exactly
+    # this) is opened at the next start, without npm
+    for entry in [target, *target.rglob("*")]:
+        if not entry.is_symlink():
+            entry.chmod(0o700 if entry.is_dir() or entry.name == "cli.js" else 0o600)
+    (target / "amux-probe" / "package.json").chmod(0o666)  # and its owner's to change alone
+    assert _run_as_runtime_user(target / ".bin" / "amux-probe").returncode != 0
+    assert runtimes_install.ensure(target).state == "current"
+    _assert_open(target)
+    assert _run_as_runtime_user(target / ".bin" / "amux-probe").stdout == "probe-ran\n"
+
+
+@as_root
+def test_an_adopted_install_is_opened_too(tmp_path, monkeypatch, umask_077):
+    target = write_project(tmp_path / "proj", "1.0.0", deps=True)
+    reachable(target.parent)
+    (target / "amux-probe").mkdir(parents=True)  # made under umask 077: 0700
+    (target / "amux-probe" / "cli.js").write_text("#!/bin/sh\necho probe-ran\n")
+    (target / "amux-probe" / "cli.js").chmod(0o700)
+    (target / "amux-probe" / "package.json").write_text("{}")
+    (target / "amux-probe" / "setuid").write_text("")
+    (target / "amux-probe" / "setuid").chmod(0o4700)
+    (target / ".package-lock.json").write_text(json.dumps(
+        {"name": "runtimes", "lockfileVersion": 3,
+         "packages": {"node_modules/left-pad": LEFT_PAD}}))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no npm needed
+    assert runtimes_install.ensure(target).state == "adopted"
+    _assert_open(target)
+    assert (target / "amux-probe" / "setuid").stat().st_mode & 0o7777 == 0o755  # no set-id
+    assert _run_as_runtime_user(target / "amux-probe" / "cli.js").stdout == "probe-ran\n"
+
+
+def test_a_failed_install_still_opens_the_runtimes_it_keeps(tmp_path, offline):
+    before = os.umask(0o077)
+    try:
+        target = write_project(tmp_path / "proj", "1.0.0")
+        assert runtimes_install.ensure(target).state == "installed"
+        (target / "kept.js").write_text("the runtimes of before")
+        for entry in (target, target / "kept.js", target / runtimes_install.STAMP):
+            entry.chmod(0o700 if entry.is_dir() else 0o600)  # as an older amux left them
+        write_project(tmp_path / "proj", "2.0.0", deps=True)  # needs the registry
+        assert runtimes_install.ensure(target).state == "failed"
+    finally:
+        os.umask(before)
+    modes = _modes(target)
+    assert (modes["."], modes["kept.js"], modes[runtimes_install.STAMP]) == (
+        0o755, 0o644, 0o644)

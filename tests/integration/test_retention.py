@@ -32,7 +32,7 @@ def _ticket(source, n: int, ended_at, events: int = 3, session=None) -> Ticket:
                                thread__title=f"t{n}", external_id=f"c{n}", text="")
     ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title=f"Ticket {n}")
     if session is None:
-        session = f.SessionFactory(workdir=f"/tmp/w{n}", lifecycle="archived")
+        session = f.SessionFactory(lifecycle="archived")
         TimelineEvent.objects.bulk_create(
             TimelineEvent(session=session, seq=i, type="agent_message") for i in range(events))
     Ticket.objects.filter(pk=ticket.pk).update(session=session, ended_at=ended_at,

@@ -18,6 +18,7 @@ from intake.sources import github as github_plugin
 from intake.sources.base import ConfigError
 from intake.sources.webchat import WebChat
 from tests import factories as f
+from tests.support.asgi_thread import AsgiThread
 from tests.support.git_server import GitServer, git
 from tests.support.recording_server import RecordingServer
 from tickets import worker, workspace
@@ -47,6 +48,14 @@ def servers(settings, tmp_path):
 
 
 @pytest.fixture
+def amux_server(settings):
+    """amux's real ASGI app (the git gateway with Django) where the worker reaches amux."""
+    with AsgiThread() as amux:
+        settings.AMUX_URL = amux.url
+        yield amux
+
+
+@pytest.fixture
 def source(servers):
     _git, api = servers
     return f.SourceFactory(
@@ -70,14 +79,16 @@ def _files_containing(root: Path, needle: str) -> list[Path]:
     return found
 
 
-def test_a_ticket_works_in_a_clone_on_its_own_branch(servers, source):
+def test_a_ticket_works_in_a_clone_on_its_own_branch(servers, source, settings):
     git_server, _api = servers
     ticket = _ticket(source, 1)
     workdir = workspace.prepare(ticket)
     assert workdir == Path(worker.work_dir(ticket))
     assert (workdir / "README.md").read_text() == "hello\n"
     assert git("branch", "--show-current", cwd=workdir).strip() == f"amux/{ticket.short_name}"
-    assert git("remote", "get-url", "origin", cwd=workdir).strip() == git_server.clone_url(REPO)
+    # The worker's remote is amux's git gateway, never the upstream itself.
+    assert git("remote", "get-url", "origin", cwd=workdir).strip() == (
+        f"{settings.AMUX_URL}/gateway/git/{REPO}.git")
     assert git("config", "user.name", cwd=workdir).strip() == "amux-bot"
     assert git("config", "user.email", cwd=workdir).strip() == (
         "amux-bot@users.noreply.github.com")
@@ -171,31 +182,48 @@ def _ask(token: str, **body):
     return api.post("/api/v1/tools/git_credential/", body, format="json")
 
 
-def test_the_credential_is_given_for_the_tickets_repository_only(servers, source):
+def test_the_credential_is_the_assignment_token_for_the_gateway_only(servers, source,
+                                                                     settings):
     git_server, _api = servers
     ticket = _ticket(source, 1)
     _assignment, token = _assignment_token(ticket)
-    host = git_server.url.split("//", 1)[1]
-    ok = _ask(token, protocol="http", host=host, path=f"{REPO}.git")
+    amux = settings.AMUX_URL.split("//", 1)[1]
+    ok = _ask(token, protocol="http", host=amux, path=f"gateway/git/{REPO}.git")
     assert ok.status_code == 200, ok.content
-    assert ok.json()["password"] == TOKEN and ok.json()["username"] == "x-access-token"
-    for other in ({"protocol": "http", "host": host, "path": "octo/other.git"},
+    assert ok.json()["password"] == token and TOKEN not in ok.content.decode()
+    upstream = git_server.url.split("//", 1)[1]
+    for other in ({"protocol": "http", "host": upstream, "path": f"{REPO}.git"},
+                  {"protocol": "http", "host": amux, "path": "gateway/git/octo/other.git"},
                   {"protocol": "http", "host": "github.com", "path": f"{REPO}.git"},
-                  {"protocol": "https", "host": host, "path": f"{REPO}.git"}):
+                  {"protocol": "https", "host": amux, "path": f"gateway/git/{REPO}.git"}):
         refused = _ask(token, **other)
         assert refused.status_code == 403, other
-        assert TOKEN not in refused.content.decode()
+        assert TOKEN not in refused.content.decode() and token not in refused.content.decode()
     assert _ask(token, protocol="http").status_code == 400
 
 
-def test_an_ended_assignment_gets_no_credential(servers, source):
-    git_server, _api = servers
+def test_an_ended_assignment_gets_no_credential(servers, source, settings):
     ticket = _ticket(source, 1)
     assignment, token = _assignment_token(ticket)
     executor.assignment_ended(assignment_id=assignment.pk, reason="done")
-    refused = _ask(token, protocol="http", host=git_server.url.split("//", 1)[1],
-                   path=f"{REPO}.git")
+    refused = _ask(token, protocol="http", host=settings.AMUX_URL.split("//", 1)[1],
+                   path=f"gateway/git/{REPO}.git")
     assert refused.status_code == 403 and TOKEN not in refused.content.decode()
+
+
+def test_a_revived_clone_made_before_the_gateway_is_pointed_at_it(servers, source, settings):
+    git_server, _api = servers
+    ticket = _ticket(source, 1)
+    workdir = workspace.prepare(ticket)
+    git("remote", "set-url", "origin", git_server.clone_url(REPO), cwd=workdir)
+    assert workspace.prepare(ticket) == workdir
+    assert git("remote", "get-url", "origin", cwd=workdir).strip() == (
+        f"{settings.AMUX_URL}/gateway/git/{REPO}.git")
+    # A remote of the worker's own making (a local path) is left alone.
+    git("remote", "set-url", "origin", str(git_server.path(REPO)), cwd=workdir)
+    workspace.prepare(ticket)
+    assert git("remote", "get-url", "origin", cwd=workdir).strip() == str(
+        git_server.path(REPO))
 
 
 def test_a_github_app_mints_a_token_for_the_one_repository_and_keeps_it(servers):
@@ -250,16 +278,43 @@ def test_amux_pr_pushes_a_branch_the_remote_lacks_then_links_the_issue(servers, 
 
 def test_a_branch_that_exists_nowhere_is_refused_and_github_is_not_asked(servers, source):
     _git, api = servers
-    ticket = _ticket(source, 1)
-    workspace.prepare(ticket)
+    ticket = _ticket(source, 1)  # no work directory: its branch is nowhere
     _assignment, token = _assignment_token(ticket)
     api_client = APIClient()
     api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    branch = f"amux/{ticket.short_name}"
     answer = api_client.post("/api/v1/tools/pull_request/",
-                             {"title": "Fix", "head": "amux/nothing-here"}, format="json")
+                             {"title": "Fix", "head": branch}, format="json")
     assert answer.status_code == 409 and answer.json()["error"]["code"] == "not_pushed"
-    assert "amux/nothing-here" in answer.json()["error"]["message"]
+    assert branch in answer.json()["error"]["message"]
     assert not api.matching("POST", rf"/repos/{REPO}/pulls")
+
+
+def test_a_pull_request_from_another_branch_than_the_tickets_own_is_409_naming_head(
+        servers, source):
+    git_server, api = servers
+    mine, theirs = _ticket(source, 1), _ticket(source, 2)
+    api.state.issues[(REPO, 2)] = {"title": "Crash"}
+    their_branch = f"amux/{theirs.short_name}"
+    git("push", "-q", str(git_server.path(REPO)), f"HEAD:{their_branch}",
+        cwd=workspace.prepare(theirs))
+    _assignment, token = _assignment_token(mine)
+    api_client = APIClient()
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    for head in (their_branch, "main", f"octo:amux/{mine.short_name}"):
+        answer = api_client.post("/api/v1/tools/pull_request/",
+                                 {"title": "Fix", "head": head}, format="json")
+        assert answer.status_code in (400, 409), answer.content
+        error = answer.json()["error"]
+        assert "head" in error["fields"], error
+    answer = api_client.post("/api/v1/tools/pull_request/",
+                             {"title": "Fix", "head": their_branch}, format="json")
+    assert answer.status_code == 409
+    assert answer.json()["error"]["code"] == "not_own_branch"
+    assert f"amux/{mine.short_name}" in answer.json()["error"]["fields"]["head"][0]
+    assert not api.matching("POST", rf"/repos/{REPO}/pulls")
+    mine.refresh_from_db()
+    assert not mine.pr_url
 
 
 def test_github_refuses_a_pull_request_from_a_branch_it_does_not_have(servers, source):
@@ -308,13 +363,12 @@ def test_the_worker_environment_and_gitconfig_hold_no_credential(servers, source
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_workers_git_and_gh_act_through_amux(servers, source, live_server, tmp_path,
+def test_the_workers_git_and_gh_act_through_amux(servers, source, amux_server, tmp_path,
                                                  monkeypatch, settings):
     """Outside any runtime: the worker's commands with the worker's environment. `gh pr
     create` opens the PR through amux (which pushes the branch), and a plain `git push`
-    authenticates through git-credential-amux."""
+    goes through amux's git gateway, authenticated by git-credential-amux."""
     git_server, api = servers
-    settings.AMUX_URL = live_server.url
     api.state.issues[(REPO, 1)] = {"title": "Crash"}
     ticket = _ticket(source, 1)
     worker.setup()
@@ -344,7 +398,7 @@ def test_the_workers_git_and_gh_act_through_amux(servers, source, live_server, t
     pushed = run("git", "push", "-q")
     assert pushed.returncode == 0, pushed.stderr
     assert git_server.show(REPO, branch, "fix.txt") == "fixed better\n"
-    # Another repository's URL gets no credential from amux.
+    # The upstream's own URL gets no credential from amux.
     other = run("git", "ls-remote", git_server.clone_url("octo/other"))
     assert other.returncode != 0 and "credentials are given only for" in other.stderr
     assert _files_containing(workdir, TOKEN) == []

@@ -107,3 +107,70 @@ def test_linux_dac_refuses_an_unreachable_directory(tmp_path):
 def test_auto_backend_is_linux_dac_for_root_only():
     assert isolation.auto_backend(0) == isolation.LINUX_DAC
     assert isolation.auto_backend(1000) == isolation.PRIVATE_HOME
+
+
+def test_a_launch_never_shares_a_work_directory_outside_its_roots(tmp_path):
+    """A session stored with a work directory outside work/ (an older amux accepted any),
+    or one whose path leads out through a symbolic link planted since, is refused before
+    anything there is created or re-permissioned."""
+    if os.geteuid() != 0:
+        pytest.skip("linux-dac needs root")
+    os.chmod(tmp_path, 0o711)
+    work = tmp_path / "work"
+    work.mkdir()
+    work.chmod(0o711)
+    outside = tmp_path / "root-only"
+    outside.mkdir(mode=0o700)
+    (outside / "secret").write_text("x")
+    (work / "session-1").symlink_to(outside)
+    for workdir in (outside, work / "session-1", work / "session-1" / "sub", work):
+        with pytest.raises(Exception, match="is not under") as caught:
+            isolation.Launch.prepare(isolation.LINUX_DAC, isolation.DEFAULT_USER,
+                                     tmp_path / "state", workdir, workdir_roots=(work,))
+        assert "refusing" in str(caught.value)
+    for path in (outside, outside / "secret"):
+        st = path.lstat()
+        assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0o700 if path.is_dir() else 0o600)
+    assert not (outside / "sub").exists()
+
+    inside = work / "session-2"
+    launch = isolation.Launch.prepare(isolation.LINUX_DAC, isolation.DEFAULT_USER,
+                                      tmp_path / "state", inside, workdir_roots=(work,))
+    assert inside.stat().st_gid == launch.principal.gid
+
+
+def test_sharing_a_work_directory_changes_only_what_is_in_it(tmp_path):
+    """What amux made in a work directory joins the runtime user's group (group read/write,
+    setgid directories), through descriptors that never follow a link: links to a
+    root-only directory and file outside leave those as they were, and a FIFO or a socket
+    in it neither blocks nor stops the walk."""
+    import socket
+
+    if os.geteuid() != 0:
+        pytest.skip("linux-dac needs root")
+    principal = isolation.verified_principal(isolation.DEFAULT_USER)
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o700)
+    (outside / "secret").write_text("x")
+    (outside / "secret").chmod(0o600)
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "main.py").write_text("print()\n")
+    (work / "run.sh").write_text("#!/bin/sh\n")
+    (work / "run.sh").chmod(0o700)
+    (work / "to-dir").symlink_to(outside)
+    (work / "to-file").symlink_to(outside / "secret")
+    os.mkfifo(work / "fifo", 0o600)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(work / "sock"))
+    try:
+        isolation.share_workdir(work, principal)
+    finally:
+        listener.close()
+    for path, mode in {work: 0o2770, work / "src": 0o2770, work / "src" / "main.py": 0o660,
+                       work / "run.sh": 0o770, work / "fifo": 0o660}.items():
+        st = path.lstat()
+        assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (principal.gid, mode), path
+    for path, mode in {outside: 0o700, outside / "secret": 0o600}.items():
+        st = path.lstat()
+        assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (0, mode), path

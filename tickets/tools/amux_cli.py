@@ -39,8 +39,9 @@ examples:
   amux reply "Reproduced; a fix is on its way."
   amux pr "Fix the login crash" --head amux/t12-login --body "Fixes #12"
 
-Commit and `git push` as usual: git asks amux for a credential for your ticket's
-repository. `amux pr` pushes your branch first when the remote does not have it.
+Commit and `git push` as usual: your remote is amux's git gateway, which takes pushes
+of your ticket's branch (amux/<ticket short name>) only. `amux pr` pushes your branch
+first when the remote does not have it.
 """
 
 
@@ -259,7 +260,8 @@ def run(args: argparse.Namespace) -> dict:
 
 def credential_main(argv: list[str]) -> int:
     """git's credential-helper protocol: on `get`, read protocol/host/path from stdin and
-    answer the credential amux gives for this ticket's repository (nothing is stored)."""
+    answer what amux gives: for its own git gateway, this assignment's token; for any
+    other host nothing (the refusal goes to stderr). Nothing is stored."""
     request = {}
     for line in sys.stdin:
         line = line.rstrip("\n")

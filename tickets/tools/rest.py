@@ -180,11 +180,14 @@ class GitCredentialView(ToolView):
     """For the worker's git credential helper (`git-credential-amux`), not for the model."""
 
     @extend_schema(request=GitCredentialSerializer, responses=dict,
-                   description="A git credential for the ticket's own repository (git's "
-                   "credential-helper `get`); any other host or path answers 403.")
+                   description="The worker's git credential (git's credential-helper "
+                   "`get`): its assignment token, for amux's git gateway "
+                   "(/gateway/git/<owner>/<repo>.git of the ticket's repository) only; "
+                   "any other host or path answers 403. Never an upstream token.")
     def post(self, request):
         return self._run(request, lambda a, d: service.git_credential(
-            a, protocol=d.get("protocol"), host=d.get("host"), path=d.get("path")))
+            a, request.auth, protocol=d.get("protocol"), host=d.get("host"),
+            path=d.get("path")))
 
 
 class ContextView(ToolView):

@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass, field
 
 from intake.send import open_pull_request
-from intake.sources import plugin
 from intake.sources.base import ConfigError
 from tickets import workspace
 from tickets.actions import executor, pull_requests
@@ -48,9 +47,10 @@ DESCRIPTIONS = {
     ),
     "pull_request": (
         "Open the pull request of your ticket on its GitHub repository, from your branch "
-        "(head, e.g. amux/<ticket short name>) into base (the default branch when omitted), "
-        "with a title and body. If the remote does not have the branch yet, amux pushes it "
-        "from your work directory first. The body gets 'Fixes #N' for the ticket's issue. "
+        "(head: your ticket's branch amux/<ticket short name>, no other) into base (the "
+        "default branch when omitted), with a title and body. If the remote does not have "
+        "the branch yet, amux pushes it from your work directory first. The body gets "
+        "'Fixes #N' for the ticket's issue. "
         "Opening it again for the same branch returns the same pull request. The ticket "
         "then waits for review; it ends when the pull request is merged or closed."
     ),
@@ -282,6 +282,11 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
         raise _invalid("head", f"{head!r} is not a branch name")
     _ticket_open(assignment)
     ticket = assignment.ticket
+    own = workspace.branch_name(ticket)
+    if head != own:
+        # Another ticket's PR linked here would bring its reviews, CI and merge to this one.
+        message = f"the pull request's head must be this ticket's branch {own}, not {head}"
+        raise ToolRefused(409, "not_own_branch", f"head: {message}", {"head": [message]})
     try:
         found = workspace.repository_of(ticket)
     except workspace.WorkspaceError as exc:
@@ -314,32 +319,26 @@ def pull_request(assignment: Assignment, *, title, head, base=None, body=None) -
             "created": pr["created"]}
 
 
-def git_credential(assignment: Assignment, *, protocol, host, path) -> dict:
-    """A git credential for the ticket's own repository, for the worker's credential
-    helper (git's `get` request: protocol, host, path). Any other host or path: 403."""
+def git_credential(assignment: Assignment, token: str, *, protocol, host, path) -> dict:
+    """The worker's git credential, for its credential helper (git's `get` request:
+    protocol, host, path): its own assignment token, for amux's git gateway and the
+    ticket's repository there only. No upstream credential is ever given out: amux adds
+    it inside the gateway. Any other host or path: 403 (the helper answers git nothing)."""
     protocol = _text(protocol, "protocol", required=True).strip().lower()
     host = _text(host, "host", required=True).strip().lower()
     path = _text(path, "path", required=False).strip()
     _ticket_open(assignment)
-    ticket = assignment.ticket
     try:
-        found = workspace.repository_of(ticket)
-        if found is None:
-            raise ToolRefused(403, "no_repository", "this ticket has no repository")
-        source, repo = found
-        origin = workspace.origin_for(source, repo)
-    except workspace.WorkspaceError as exc:  # GitHub did not describe the repository
+        found = workspace.repository_of(assignment.ticket)
+    except workspace.WorkspaceError as exc:
         raise ToolRefused(503, "repository_unavailable", str(exc)) from exc
-    if not workspace.same_repository(origin.clone_url, protocol, host, path):
+    if found is None:
+        raise ToolRefused(403, "no_repository", "this ticket has no repository")
+    gateway = workspace.gateway_url(found[1])
+    if not workspace.same_repository(gateway, protocol, host, path):
         raise ToolRefused(403, "permission_denied",
-                          f"credentials are given only for {origin.clone_url}")
-    try:
-        username, password = plugin(source.kind, source.config, source.secrets
-                                    ).git_credential(repo)
-    except Exception as exc:  # an App token could not be minted: GitHub down or refusing
-        raise ToolRefused(503, "credential_unavailable",
-                          f"no credential for {repo} now; try again") from exc
-    return {"protocol": protocol, "host": host, "username": username, "password": password}
+                          f"credentials are given only for amux's git gateway, {gateway}")
+    return {"protocol": protocol, "host": host, "username": "amux", "password": token}
 
 
 def _input(item: Input) -> dict:

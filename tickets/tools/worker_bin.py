@@ -1,10 +1,11 @@
 """The worker's command directory (first on its PATH) and its git configuration.
 
 Seed 002's setup: amux writes the commands a worker may use into one directory — `amux`
-(its tools), `git-credential-amux` (git asks amux for a credential scoped to the ticket's
-repository) and a `gh` shim that acts through amux or says plainly that it cannot — and a
-gitconfig that replaces the operator's. A file in that directory that amux did not write
-fails the setup: nobody slips a command in front of the worker.
+(its tools), `git-credential-amux` (git's credential for amux's git gateway: the
+assignment token, never an upstream one) and a `gh` shim that acts through amux or says
+plainly that it cannot — and a gitconfig that replaces the operator's. A file in that
+directory that amux did not write fails the setup: nobody slips a command in front of the
+worker.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ SHIMS = {
     "gh": '#!/bin/sh\nexec "$(dirname "$0")/amux" gh "$@"\n',
 }
 MANAGED = frozenset({"amux", *SHIMS})
+GITCONFIG_MODE = 0o644  # no secret in it; a linux-dac worker's git reads it as another user
 
 
 class WorkerSetupError(RuntimeError):
@@ -96,7 +98,7 @@ def write_gitconfig(path: str | os.PathLike, bin_directory: str | os.PathLike,
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     partial.write_text(gitconfig_text(bin_directory, hosts))
-    partial.chmod(0o644)
+    partial.chmod(GITCONFIG_MODE)
     os.replace(partial, target)
     return target
 

@@ -215,7 +215,9 @@ class Command(BaseCommand):
         try:
             port = _port()
             operations.clear_stopped(data_dir)
-            operations.make_private(data_dir)
+            from amux_site import session_paths
+
+            session_paths.make_private()  # not what sessions need (resumed ones too)
             self.stdout.write(f"amux: data directory {data_dir}")
             self._install_runtimes()
             call_command("migrate", interactive=False, verbosity=0)

@@ -3,10 +3,11 @@ GitHub webhooks signed as GitHub signs them, PyGithub against a recording server
 real git server (git http-backend over smart HTTP, the source's token as its password):
 
 "@amux-bot please fix …" from an allowed login → explicit ticket → the worker starts in a
-clone of the repository on amux/<short name>, commits, `git push`es (its git asks amux for
-the credential), opens the PR with `amux pr` and reports done → awaiting review → PR
-merged → ended, with one notice to the chat channel → a later comment revives it under
-the same mandate, in the same directory and branch. The source's token is never in the
+clone of the repository on amux/<short name>, commits, `git push`es through amux's git
+gateway (its credential helper answers the assignment token), opens the PR with `amux pr`
+and reports done → awaiting review → PR merged → ended, with one notice to the chat
+channel → a later comment revives it under the same mandate, in the same directory and
+branch. The source's token is never in the
 work directory, the worker's environment, the timeline or the logs."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from intake.sources.github import GitHub
 from policy import services as policy
 from sessions.models import ProviderProfile, Session, TimelineEvent
 from sessions.runtimes.base import tagged_pids
+from tests.support.asgi_thread import AsgiThread
 from tests.support.git_server import GitServer, git
 from tests.support.github_payloads import example, signed
 from tests.support.intake import drained, processed
@@ -57,17 +59,19 @@ def comment(text: str, n: int) -> dict:
 
 
 @pytest.fixture
-def world(settings, tmp_path, live_server, monkeypatch):
+def world(settings, tmp_path, monkeypatch):
     settings.DATA_DIR = tmp_path / "data"
     settings.WORK_DIR = settings.DATA_DIR / "work"
     settings.WORK_DIR.mkdir(parents=True)
     settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    # The worker's `amux` command reaches this test's live server.
-    settings.AMUX_URL = live_server.url
-    monkeypatch.setenv("AMUX_URL", live_server.url)  # and the workers this test starts
     # The operator's own GitHub token must never reach a worker.
     monkeypatch.setenv("GH_TOKEN", "ghp_operator_e2e")
-    with RecordingServer() as github, ModelServer() as model, GitServer(TOKEN) as git_server:
+    with RecordingServer() as github, ModelServer() as model, GitServer(TOKEN) as git_server, \
+            AsgiThread() as amux:
+        # The worker's `amux` command and its git reach amux's real ASGI app (its git
+        # gateway is not a Django view: pytest-django's WSGI live server lacks it).
+        settings.AMUX_URL = amux.url
+        monkeypatch.setenv("AMUX_URL", amux.url)  # and the workers this test starts
         git_server.create(REPO, {"README.md": "Hello World\n"})
         github.git = git_server
         issue = comment("", 0)["issue"]
@@ -91,7 +95,7 @@ def world(settings, tmp_path, live_server, monkeypatch):
             "worker_runtime": "pi", "worker_provider": provider,
             "worker_model": "scripted-model"})
         yield {"github": github, "model": model, "chat": chat, "issue": issue,
-               "git": git_server}
+               "git": git_server, "amux": amux}
 
 
 def _containing(root: Path, needle: str) -> list[Path]:
@@ -133,11 +137,12 @@ def test_from_comment_to_merged_pr_then_revival(client, world, settings, caplog)
     assert git_server.log(REPO, branch)[0] == (
         "amux-bot <amux-bot@users.noreply.github.com>|Fix the crash")
     assert git("branch", "--show-current", cwd=workdir).strip() == branch
-    # The worker pushed it, not amux: git met the server's 401 on receive-pack and asked
-    # its credential helper (amux's own git sends the header unasked and never sees a 401).
+    # The worker pushed it through amux's git gateway: its git met the gateway's 401 and
+    # answered with its assignment token; the git host only ever saw amux's credential.
     pushes = [status for method, path, status, _ in git_server.requests
               if "git-receive-pack" in path]
-    assert pushes[:1] == ["401"] and "200" in pushes
+    assert pushes and set(pushes) == {"200"}
+    assert not [r for r in git_server.requests if r[2] == "401"]
     created = github.matching("POST", rf"/repos/{REPO}/pulls")
     assert len(created) == 1 and created[0].body["head"] == branch
     assert created[0].body["base"] == "main"
@@ -151,6 +156,7 @@ def test_from_comment_to_merged_pr_then_revival(client, world, settings, caplog)
     seen_by_worker = str([r.body for r in model.requests])
     assert "AMUX_ASSIGNMENT_TOKEN_FILE=" in seen_by_worker  # the env listing did run
     assert "credential.helper=" in seen_by_worker
+    assert f"remote.origin.url={world['amux'].url}/gateway/git/{REPO}.git" in seen_by_worker
     session = Session.objects.get(pk=ticket.session_id)
     for text in (seen_by_worker, str(session.runtime_env), str(session.snapshot),
                  str(list(TimelineEvent.objects.values_list("payload", flat=True))),

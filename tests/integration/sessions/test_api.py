@@ -140,3 +140,72 @@ def test_runtime_env_is_stored_encrypted_and_never_shown(api, openai_provider, s
     with connection.cursor() as cur:
         cur.execute("SELECT runtime_env FROM agent_sessions_session WHERE id=%s", [session.pk])
         assert "tok-secret" not in cur.fetchone()[0]
+
+
+def test_a_workdir_outside_work_is_refused_and_nothing_there_is_touched(
+        api, openai_provider, session_dirs, settings, tmp_path):
+    """linux-dac shares a session's work directory with the runtime user, so a workdir is
+    only ever a directory under the data directory's work/: `/etc`, the data directory,
+    work/ itself, a `..` and a symbolic link out of it are refused with a 400 naming
+    workdir, and the directory named keeps its owner and mode."""
+    import json
+    import os
+    from pathlib import Path
+
+    work = Path(settings.WORK_DIR)
+    root_only = tmp_path / "root-only"
+    root_only.mkdir(mode=0o700)
+    (work / "escape").symlink_to(root_only)
+    (work / "file").write_text("not a directory")
+    before = root_only.stat()
+    refused = {"/etc": "must be a directory under", str(settings.DATA_DIR): "under",
+               str(work): "under", str(root_only): "under",
+               f"{work}/../root-only": "'..'", f"{work}/escape": f"leads to {root_only}",
+               f"{work}/escape/deeper": f"leads to {root_only}/deeper",
+               "relative/dir": "absolute", f"{work}/file": "not a directory",
+               f"{work}/\udc80": "Surrogate", f"{work}/{'x' * 300}": "File name too long",
+               f"{work}/{'/'.join(['x' * 200] * 3)}": "no more than 500"}
+    for workdir, says in refused.items():
+        body = json.dumps({"runtime": "codex", "provider": "scripted", "model": "gpt-5.5",
+                           "workdir": workdir})  # ASCII: a lone surrogate as JSON sends it
+        response = api.post("/api/v1/sessions/", body, content_type="application/json")
+        assert response.status_code == 400, (workdir, response.content)
+        error = response.json()["error"]
+        assert error["code"] == "invalid" and list(error["fields"]) == ["workdir"], error
+        assert says in error["fields"]["workdir"][0], (workdir, error)
+    assert not Session.objects.exists()
+    after = root_only.stat()
+    assert (after.st_uid, after.st_gid, after.st_mode) == (
+        before.st_uid, before.st_gid, before.st_mode)
+    assert os.listdir(root_only) == []
+
+    # the service refuses the same for every other caller (a 400 lists all faults at once)
+    with pytest.raises(services.CommandError) as caught:
+        services.create_session(runtime="codex", provider="scripted", model="gpt-5.5",
+                                workdir="/etc")
+    assert caught.value.field == "workdir"
+    response = api.post("/api/v1/sessions/", {"runtime": "codex", "provider": "scripted",
+                                              "model": "gpt-5.5", "workdir": "/etc",
+                                              "idle_timeout_s": 1}, format="json")
+    assert set(response.json()["error"]["fields"]) == {"workdir", "idle_timeout_s"}
+
+    # under work/: accepted, stored with its symbolic links followed
+    (work / "projects").mkdir()
+    (work / "current").symlink_to(work / "projects")
+    response = api.post("/api/v1/sessions/", {"runtime": "codex", "provider": "scripted",
+                                              "model": "gpt-5.5",
+                                              "workdir": f"{work}/current/app"},
+                        format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["workdir"] == str((work / "projects" / "app").resolve())
+    assert (work / "projects" / "app").is_dir()
+
+
+def test_an_app_server_workspace_follows_the_workdir_rule(api, openai_provider,
+                                                          session_dirs):
+    response = api.post("/api/v1/attachable-sessions/", {
+        "provider": "scripted", "model": "gpt-5.5", "workspace": "/root"}, format="json")
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert list(error["fields"]) == ["workspace"]
+    assert "workspace must be a directory under" in error["fields"]["workspace"][0]

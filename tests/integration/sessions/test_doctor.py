@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from amux_site import runtimes_install
 from sessions import doctor
 from sessions.models import ProviderProfile
+from sessions.runtimes import isolation
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(240)]
 
@@ -27,3 +31,41 @@ def test_provider_reachable_and_unreachable(model_server):
     assert doctor.provider_check(good).ok
     check = doctor.provider_check(bad)
     assert not check.ok and "unreachable" in check.detail
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="linux-dac needs root")
+def test_runtimes_out_of_the_runtime_users_reach_fail_the_check_until_opened(tmp_path,
+                                                                               settings):
+    """A clone under root's 0700 home, then an install made under amux's umask 077: each
+    fails the check with what to do; opened as `amux run` opens it, it passes."""
+    isolation.provision("amux-agent")
+    settings.AMUX_ISOLATION, settings.AMUX_RUNTIME_USER = "linux-dac", "amux-agent"
+    home = tmp_path / "root-home"
+    target = home / "amux" / "node_modules"
+    before = os.umask(0o077)
+    try:
+        (target / "pkg").mkdir(parents=True)
+        (target / "pkg" / "cli.js").write_text("#!/bin/sh\n")
+        (target / "pkg" / "cli.js").chmod(0o700)
+    finally:
+        os.umask(before)
+    settings.AMUX_RUNTIMES_DIR = target
+
+    check = doctor.runtimes_access_check()
+    assert not check.ok
+    assert f"{home} is not searchable by 'amux-agent'" in check.detail
+    assert f"chmod o+x {home}" in check.detail
+
+    (home).chmod(0o711)
+    (home / "amux").chmod(0o711)
+    check = doctor.runtimes_access_check()
+    assert not check.ok and f"{target} is not readable and searchable" in check.detail
+
+    runtimes_install.open_tree(target)
+    check = doctor.runtimes_access_check()
+    assert check.ok, check.detail
+    assert check.detail == f"{target} readable and runnable by amux-agent"
+
+    (target / "pkg" / "cli.js").chmod(0o757)  # one session could change every session's
+    check = doctor.runtimes_access_check()
+    assert not check.ok and "cli.js is writable by 'amux-agent'" in check.detail

@@ -1,0 +1,53 @@
+"""Where a session may work: a directory under the data directory's `work/`
+(settings.WORK_DIR), never that directory itself, named without `..` and still inside it
+once its symbolic links are followed.
+
+Under linux-dac a session's work directory is shared with the runtime user (group
+read/write, setgid, walked recursively), so a work directory anywhere would hand that user
+whatever a caller names — `/etc`, `/root`, amux's own data directory. One rule for every
+way in (the REST API, app-server spawns, whatever calls ``create_session``), and the launch
+checks it again (``RuntimeConfig.workdir_roots``) before it re-permissions anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+
+MAX_LENGTH = 500  # Session.workdir
+
+
+def roots() -> tuple[Path, ...]:
+    return (Path(settings.WORK_DIR).resolve(),)
+
+
+def problem(workdir: object, field: str = "workdir") -> str | None:
+    """Why ``workdir`` may not be a session's work directory, or None."""
+    if not isinstance(workdir, str) or not workdir.strip():
+        return f"{field} must be an absolute path"
+    try:
+        workdir.encode()  # stored as text: a lone surrogate would fail there, not here
+    except UnicodeEncodeError:
+        return f"{field} must be valid Unicode text"
+    path = Path(workdir)
+    if not path.is_absolute():
+        return f"{field} must be an absolute path"
+    if ".." in path.parts:
+        return f"{field} must not contain '..'"
+    try:
+        resolved = path.resolve()
+        is_file = resolved.exists() and not resolved.is_dir()
+    except (OSError, RuntimeError, ValueError) as exc:  # a link loop, a NUL, too long
+        return f"{field} cannot be resolved: {getattr(exc, 'strerror', None) or exc}"
+    allowed = roots()
+    if not any(root in resolved.parents for root in allowed):
+        where = " or ".join(str(root) for root in allowed)
+        linked = f" (it leads to {resolved})" if resolved != path else ""
+        return (f"{field} must be a directory under {where}, the data directory's work/"
+                f"{linked}")
+    if is_file:
+        return f"{field} is not a directory"
+    if len(str(resolved)) > MAX_LENGTH:  # stored resolved: a link may have made it longer
+        return f"{field} must be at most {MAX_LENGTH} characters once its links are followed"
+    return None
