@@ -82,19 +82,12 @@ def share_tree_read_only(path: Path) -> None:
         return
     principal = isolation.verified_principal(runtime_user())
     _open_ancestors(path)
-    for root, _dirs, files in os.walk(path):
-        for entry in [Path(root), *(Path(root) / f for f in files)]:
-            try:
-                st = entry.lstat()
-            except FileNotFoundError:
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                continue
-            if st.st_gid != principal.gid:
-                os.chown(entry, -1, principal.gid, follow_symlinks=False)
-            mode = stat.S_IMODE(st.st_mode)
-            want = mode | stat.S_IRGRP
-            if stat.S_ISDIR(st.st_mode) or mode & stat.S_IXUSR:
-                want |= stat.S_IXGRP
-            if want != mode:
-                os.chmod(entry, want)
+    for entry, st in isolation.tree_entries(path):
+        if st.st_gid != principal.gid:
+            os.chown(entry, -1, principal.gid, follow_symlinks=False)
+        mode = stat.S_IMODE(st.st_mode)
+        want = mode | stat.S_IRGRP
+        if stat.S_ISDIR(st.st_mode) or mode & stat.S_IXUSR:
+            want |= stat.S_IXGRP
+        if want != mode:
+            os.chmod(entry, want)

@@ -26,6 +26,7 @@ import pwd
 import shutil
 import stat
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,24 +151,30 @@ def runtimes_problem(runtimes_dir: Path, principal: Principal) -> str | None:
         return (f"{blocked} is not searchable by {principal.user!r}, so the runtimes under "
                 f"it are out of its reach (chmod o+x {blocked}, or install the runtimes "
                 "somewhere it can reach with AMUX_RUNTIMES_DIR)")
-    for base, dirs, files in os.walk(root):
-        for entry in [Path(base), *(Path(base) / name for name in dirs + files)]:
+    for entry, st in tree_entries(root):
+        is_dir = stat.S_ISDIR(st.st_mode)
+        need = 0o5 if is_dir or st.st_mode & stat.S_IXUSR else 0o4
+        if not _may(st, principal, need):
+            return (f"{entry} is not {'readable and searchable' if is_dir else 'readable'}"
+                    f" by {principal.user!r} (`amux run` and `make runtimes` open the "
+                    f"tree; by hand: chmod -R a+rX {root})")
+        if _may(st, principal, 0o2):
+            return (f"{entry} is writable by {principal.user!r}: one session could change "
+                    f"every session's runtime (chmod -R o-w {root})")
+    return None
+
+
+def tree_entries(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
+    """Every directory and file of the tree at ``root`` (itself included) with its lstat;
+    symbolic links, and entries gone meanwhile, are left out."""
+    for base, _dirs, files in os.walk(root):
+        for entry in [Path(base), *(Path(base) / name for name in files)]:
             try:
                 st = entry.lstat()
             except FileNotFoundError:
                 continue
-            if stat.S_ISLNK(st.st_mode):
-                continue
-            is_dir = stat.S_ISDIR(st.st_mode)
-            need = 0o5 if is_dir or st.st_mode & stat.S_IXUSR else 0o4
-            if not _may(st, principal, need):
-                return (f"{entry} is not {'readable and searchable' if is_dir else 'readable'}"
-                        f" by {principal.user!r} (`amux run` and `make runtimes` open the "
-                        f"tree; by hand: chmod -R a+rX {root})")
-            if _may(st, principal, 0o2):
-                return (f"{entry} is writable by {principal.user!r}: one session could change "
-                        f"every session's runtime (chmod -R o-w {root})")
-    return None
+            if not stat.S_ISLNK(st.st_mode):
+                yield entry, st
 
 
 def _require_reachable(path: Path, principal: Principal, what: str) -> None:
