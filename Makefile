@@ -47,11 +47,13 @@ test: venv browser
 	@$(BIN)/python -m amux_site.runtimes_install || true  # the runtime tests say what is missing
 	@$(BIN)/ruff check .
 	@$(BIN)/lint-imports --no-cache
-	@parallel=0; serial=0; \
-	  $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not serial" --durations=30 \
-	    --junitxml=$(AMUX_DATA_DIR)/junit.xml $(PYTEST_ARGS) || parallel=$$?; \
-	  $(BIN)/pytest -n 0 -m serial --durations=30 \
-	    --junitxml=$(AMUX_DATA_DIR)/junit-serial.xml $(PYTEST_ARGS) || serial=$$?; \
+	@parallel=0; serial=0; list=$(AMUX_DATA_DIR)/serial-tests.txt; rm -f $$list; \
+	  AMUX_TEST_SERIAL_LIST=$$list $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup \
+	    -m "not serial" --durations=30 --junitxml=$(AMUX_DATA_DIR)/junit.xml $(PYTEST_ARGS) \
+	    || parallel=$$?; \
+	  if [ -s $$list ]; then $(BIN)/pytest -n 0 -m serial --durations=30 \
+	    --junitxml=$(AMUX_DATA_DIR)/junit-serial.xml $(PYTEST_ARGS) $$(cat $$list) \
+	    || serial=$$?; else serial=5; fi; \
 	  if [ -z "$$REDIS_URL" ]; then for dir in $(AMUX_DATA_DIR) $(AMUX_DATA_DIR)/gw*; do \
 	    AMUX_DATA_DIR=$$dir $(BIN)/python -m amux_site.embedded_redis stop; done; fi; \
 	  $(BIN)/python -c 'import sys; codes = [c for c in map(int, sys.argv[1:]) if c != 5]; \

@@ -10,6 +10,7 @@ from tests.support import parallel
 pytest_xdist_setupnodes = parallel.pytest_xdist_setupnodes
 pytest_collection_modifyitems = parallel.pytest_collection_modifyitems
 pytest_runtest_makereport = parallel.pytest_runtest_makereport
+pytest_deselected = parallel.pytest_deselected
 
 
 @pytest.fixture(autouse=True)

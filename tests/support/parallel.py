@@ -60,6 +60,19 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
 
 
+def pytest_deselected(items):
+    """The parallel run names the serial tests it left out (AMUX_TEST_SERIAL_LIST, set by
+    `make test`), so the serial run collects only their files, not the whole suite again."""
+    target = os.environ.get("AMUX_TEST_SERIAL_LIST")
+    serial = [item.nodeid for item in items if item.get_closest_marker("serial")]
+    if not target or not serial:
+        return
+    path = Path(target)
+    scratch = path.with_name(f"{path.name}.{os.getpid()}")
+    scratch.write_text("".join(f"{nodeid}\n" for nodeid in serial))
+    os.replace(scratch, path)  # every worker collects the same suite: the last one wins
+
+
 _TOTAL = pytest.StashKey[float]()
 
 
