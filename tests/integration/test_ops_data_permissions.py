@@ -7,7 +7,6 @@ state stay amux's alone."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,10 +19,11 @@ from sessions import services
 from sessions.runtimes import isolation
 from tests.integration import test_workspace
 from tests.integration.test_workspace import REPO, _ticket
+from tests.support.isolation import as_root
 from tickets import worker, workspace
 
 pytestmark = [pytest.mark.django_db,
-              pytest.mark.skipif(os.geteuid() != 0, reason="linux-dac needs root")]
+              as_root]
 
 USER = "amux-agent"
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"

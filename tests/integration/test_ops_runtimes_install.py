@@ -15,7 +15,7 @@ import pytest
 
 from amux_site import runtimes_install
 from sessions.runtimes import isolation
-from tests.support.isolation import reachable
+from tests.support.isolation import as_root, reachable
 
 pytestmark = pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
 
@@ -113,7 +113,6 @@ def test_the_runtimes_directory_follows_amux_runtimes_dir(tmp_path, monkeypatch)
 
 RUNTIME_USER = "amux-agent"
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
-as_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching to the runtime user needs root")
 
 
 def write_probe_project(root: Path) -> Path:

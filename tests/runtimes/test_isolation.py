@@ -13,6 +13,7 @@ import pytest
 from sessions.runtimes import isolation
 from sessions.runtimes.events import MessageCompleted
 from tests.runtimes.conftest import require_runtime
+from tests.support.isolation import as_root
 from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import adapter_for, collect, make_config, run_async, terminals
 
@@ -50,7 +51,7 @@ def _run(runtime, cfg, model_server, tool=True):
     return run_async(main())
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="linux-dac needs root to switch users")
+@as_root
 def test_linux_dac_runs_the_runtime_as_the_unprivileged_user(runtime, tmp_path, model_server):
     cfg = make_config(runtime, tmp_path, model_server.base_url, isolation=isolation.LINUX_DAC)
     adapter, env, euid, events = _run(runtime, cfg, model_server)
@@ -109,12 +110,11 @@ def test_auto_backend_is_linux_dac_for_root_only():
     assert isolation.auto_backend(1000) == isolation.PRIVATE_HOME
 
 
+@as_root
 def test_a_launch_never_shares_a_work_directory_outside_its_roots(tmp_path):
     """A session stored with a work directory outside work/ (an older amux accepted any),
     or one whose path leads out through a symbolic link planted since, is refused before
     anything there is created or re-permissioned."""
-    if os.geteuid() != 0:
-        pytest.skip("linux-dac needs root")
     os.chmod(tmp_path, 0o711)
     work = tmp_path / "work"
     work.mkdir()
@@ -139,6 +139,7 @@ def test_a_launch_never_shares_a_work_directory_outside_its_roots(tmp_path):
     assert inside.stat().st_gid == launch.principal.gid
 
 
+@as_root
 def test_sharing_a_work_directory_changes_only_what_is_in_it(tmp_path):
     """What amux made in a work directory joins the runtime user's group (group read/write,
     setgid directories), through descriptors that never follow a link: links to a
@@ -146,8 +147,6 @@ def test_sharing_a_work_directory_changes_only_what_is_in_it(tmp_path):
     in it neither blocks nor stops the walk."""
     import socket
 
-    if os.geteuid() != 0:
-        pytest.skip("linux-dac needs root")
     principal = isolation.verified_principal(isolation.DEFAULT_USER)
     outside = tmp_path / "outside"
     outside.mkdir(mode=0o700)

@@ -10,6 +10,7 @@ from amux_site import runtimes_install
 from sessions import doctor
 from sessions.models import ProviderProfile
 from sessions.runtimes import isolation
+from tests.support.isolation import as_root
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(240)]
 
@@ -33,7 +34,7 @@ def test_provider_reachable_and_unreachable(model_server):
     assert not check.ok and "unreachable" in check.detail
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="linux-dac needs root")
+@as_root
 def test_runtimes_out_of_the_runtime_users_reach_fail_the_check_until_opened(tmp_path,
                                                                                settings):
     """A clone under root's 0700 home, then an install made under amux's umask 077: each
