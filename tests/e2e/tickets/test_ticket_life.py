@@ -109,6 +109,10 @@ def test_from_comment_to_merged_pr_then_revival(client, world, settings, caplog)
         ToolCall("env | sort; git config --show-origin --list"),
         ToolCall("echo fixed > fix.txt && git add fix.txt && git commit -qm 'Fix the crash' "
                  "&& git push -q && git log -1 --format=%an"),
+        # a worker trying its way out: main, another ticket's branch, the upstream token
+        ToolCall("git push origin HEAD:main 2>&1; git push origin HEAD:refs/heads/amux/other "
+                 "2>&1; printf 'protocol=https\\nhost=github.com\\npath=" + REPO + ".git\\n\\n' "
+                 "| git credential fill 2>&1; echo escape-attempts-done"),
         ToolCall("amux pr 'Fix the crash' --head \"$(git branch --show-current)\" "
                  "--body 'Guards the nil session.'"),
         ToolCall("amux report done 'Opened the pull request'"),
@@ -157,6 +161,15 @@ def test_from_comment_to_merged_pr_then_revival(client, world, settings, caplog)
     assert "AMUX_ASSIGNMENT_TOKEN_FILE=" in seen_by_worker  # the env listing did run
     assert "credential.helper=" in seen_by_worker
     assert f"remote.origin.url={world['amux'].url}/gateway/git/{REPO}.git" in seen_by_worker
+    # From inside the runtime, pushes past the ticket's branch were refused by the gateway
+    # (nothing reached the git host: every receive-pack it saw is the branch's, above) and
+    # the credential helper had nothing to give for the git host itself.
+    assert "escape-attempts-done" in seen_by_worker
+    assert "! [remote rejected] HEAD -> main (amux: " in seen_by_worker
+    assert "! [remote rejected] HEAD -> amux/other (amux: " in seen_by_worker
+    assert "password=" not in seen_by_worker
+    assert not any(entry.endswith("|Fix the crash") for entry in git_server.log(REPO, "main"))
+    assert not git_server.has_branch(REPO, "amux/other")
     session = Session.objects.get(pk=ticket.session_id)
     for text in (seen_by_worker, str(session.runtime_env), str(session.snapshot),
                  str(list(TimelineEvent.objects.values_list("payload", flat=True))),
