@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export AMUX_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: venv run runtimes runtime-user browser test lint clean chaos bench
+.PHONY: venv run runtimes runtime-user sandbox browser test lint clean chaos bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,17 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "browser tests need /usr/bin/chromium: sudo apt-get install chromium"; fi; fi
 
-run: venv
+# Debian's bubblewrap, and the system Python its network relay runs on, for the bwrap
+# isolation backend (AMUX_ISOLATION=bwrap; picked by itself as root when a probe works).
+sandbox:
+	@if [ ! -x /usr/bin/bwrap ] || [ ! -x /usr/bin/python3 ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      bubblewrap python3-minimal >/dev/null; \
+	  else echo "the bwrap sandbox needs /usr/bin/bwrap and /usr/bin/python3:" \
+	    "sudo apt-get install bubblewrap python3-minimal (amux uses linux-dac meanwhile)"; fi; fi
+
+run: venv sandbox
 	@$(BIN)/python manage.py amux run
 
 lint: venv
@@ -43,7 +53,7 @@ lint: venv
 # its 30 slowest tests and writes a JUnit report under var/test/.
 TEST_WORKERS ?= 4
 test: export AMUX_DATA_DIR := $(CURDIR)/var/test
-test: venv browser
+test: venv browser sandbox
 	@$(BIN)/python -m amux_site.runtimes_install || true  # the runtime tests say what is missing
 	@$(BIN)/ruff check .
 	@$(BIN)/lint-imports --no-cache
@@ -75,7 +85,8 @@ bench: venv runtimes
 clean:
 	rm -rf $(VENV) node_modules var
 
-# The unprivileged user linux-dac runtimes run as (AMUX_RUNTIME_USER, default amux-agent):
-# created when missing (root only; amux also creates it at the first linux-dac launch).
+# The base runtime user (AMUX_RUNTIME_USER, default amux-agent), whose group the
+# per-session runtime users share: created when missing (root only; amux also creates it,
+# and each session's own user, at the first linux-dac or bwrap launch).
 runtime-user: venv
 	@$(BIN)/python manage.py shell -c "from sessions import isolation; print(isolation.provision())"

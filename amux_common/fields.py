@@ -50,19 +50,33 @@ def type_error(field, value) -> str | None:
     return None
 
 
-# Serializer mixin: refuse body values whose JSON type is not the documented one. (No
-# docstring: the schema would show it as every serializer's description.)
+UNKNOWN = "unknown field"
+
+
+# Serializer mixin for request bodies: a field the serializer does not have is refused
+# (400 naming it: a typo never becomes a silent default), a value whose JSON type is not
+# the documented one too, and every faulty field is named at once, with DRF's own checks.
+# (No docstring: the schema would show it as every serializer's description.)
 class JsonTyped:
 
     def to_internal_value(self, data):
+        errors = {}
         if isinstance(data, dict):
-            errors = {}
+            errors.update({str(key): [UNKNOWN] for key in data if key not in self.fields})
             for name, field in self.fields.items():
                 if field.read_only or field.field_name not in data:
                     continue
                 problem = type_error(field, data[field.field_name])
                 if problem:
                     errors[name] = [problem]
-            if errors:
-                raise serializers.ValidationError(errors)
-        return super().to_internal_value(data)
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if not errors:
+                raise
+            found = exc.detail if isinstance(exc.detail, dict) else {
+                "non_field_errors": exc.detail}
+            raise serializers.ValidationError({**found, **errors}) from None
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value

@@ -48,3 +48,21 @@ def http_app(server: MCPServer):
         # know; amux's own ALLOWED_HOSTS guard the rest of the site.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
+
+
+def close_arguments(server: MCPServer) -> MCPServer:
+    """Every tool of ``server`` refuses an argument it does not declare (the API's rule: a
+    typo is an error naming it, never a silently dropped argument), and its published
+    input schema says so (``additionalProperties: false``). The SDK builds each tool's
+    argument model with pydantic's default, which ignores extras; it offers no option, so
+    the built models are replaced here, once, after the tools are registered."""
+    from pydantic import ConfigDict
+
+    for tool in server._tool_manager.list_tools():  # noqa: SLF001 - no public way
+        loose = tool.fn_metadata.arg_model
+        strict = type(loose.__name__, (loose,), {
+            "model_config": ConfigDict(**loose.model_config, extra="forbid"),
+            "__module__": loose.__module__})
+        tool.fn_metadata.arg_model = strict
+        tool.parameters = strict.model_json_schema(by_alias=True)
+    return server

@@ -11,6 +11,7 @@ from django.http import JsonResponse
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
+from amux_common import bounded_json
 from amux_common.request_hooks import RequestHook
 
 NUL_MESSAGE = "NUL characters (U+0000) are not accepted"
@@ -27,8 +28,14 @@ def holds_nul(value) -> bool:
 
 
 class NulFreeJSONParser(JSONParser):
+    """DRF's JSON parser, bounded in depth (amux_common.bounded_json) and refusing NUL."""
+
     def parse(self, stream, media_type=None, parser_context=None):
-        data = super().parse(stream, media_type, parser_context)
+        try:
+            data = bounded_json.check(super().parse(stream, media_type, parser_context))
+        except (RecursionError, bounded_json.TooDeep):
+            raise ParseError(f"the JSON body is nested deeper than {bounded_json.MAX_DEPTH} "
+                             "levels") from None
         if holds_nul(data):
             raise ParseError(f"{NUL_MESSAGE} in the body")
         return data

@@ -34,6 +34,7 @@ _DESCRIPTIONS = {
     "403": "The caller may not do this.",
     "404": "Nothing is found under this path.",
     "409": "The request contradicts the current state; nothing was written.",
+    "413": "The body is over the upload limit (DATA_UPLOAD_MAX_MEMORY_SIZE).",
     "415": "The body is not JSON.",
     "429": "Too many requests; try again later.",
 }
@@ -49,7 +50,7 @@ class AmuxAutoSchema(AutoSchema):
         if any(p["in"] == "query" for p in parameters) or "requestBody" in operation:
             codes.append("400")
         if "requestBody" in operation:
-            codes.append("415")
+            codes += ["413", "415"]
         if any(p["in"] == "path" for p in parameters):
             codes.append("404")
         if self.method not in ("GET", "HEAD", "OPTIONS"):
@@ -83,3 +84,12 @@ class PageQuery(serializers.Serializer):
     offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET,
                                       help_text="The initial index from which to return "
                                                 "the results.")
+
+
+def closed_request_bodies(result, generator, request, public):
+    """Every object the API reads is closed (``additionalProperties: false``): a field it
+    does not document is refused with 400 naming it (amux_common.fields.JsonTyped)."""
+    for name, schema in result.get("components", {}).get("schemas", {}).items():
+        if name.endswith("Request") and schema.get("type") == "object":
+            schema["additionalProperties"] = False
+    return result

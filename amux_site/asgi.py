@@ -1,7 +1,8 @@
 """ASGI entry point: HTTP through Django, websockets through Channels, amux's MCP server at
 /mcp (and /mcp/; worker and caller tools, amux_site/mcp.py) with its ASGI lifespan, and the
 webhooks (/hooks/<kind>/<slug>) answered below Django's handler (intake/hooks_asgi.py), and
-the git gateway (/gateway/git/<owner>/<repo>.git/…, tickets/git_gateway.py), streamed."""
+the git gateway (/gateway/git/<owner>/<repo>.git/…, tickets/git_gateway.py) and the model
+gateway (/gateway/model/<api>/…, sessions/model_gateway.py), streamed."""
 
 import os
 from importlib import import_module
@@ -21,6 +22,7 @@ from amux_site.mcp import McpApp, is_mcp_path  # noqa: E402
 from amux_site.routing import websocket_urlpatterns  # noqa: E402
 from amux_site.ws_security import OriginValidator, TokenAuthMiddleware  # noqa: E402
 from intake import hooks_asgi  # noqa: E402
+from sessions import model_gateway  # noqa: E402
 from tickets import git_gateway  # noqa: E402
 
 
@@ -53,10 +55,13 @@ mcp_app = McpApp()
 
 async def application(scope, receive, send):
     """/mcp goes to the MCP server; the ASGI lifespan runs its session manager; webhooks
-    are answered by intake; git by the git gateway; everything else goes to Channels
+    are answered by intake; git by the git gateway; model requests by the model gateway
+    (first: the hottest path); everything else goes to Channels
     (Django for http, consumers for websockets)."""
     kind = scope["type"]
-    if kind == "lifespan" or (kind == "http" and is_mcp_path(scope["path"])):
+    if kind == "http" and model_gateway.is_gateway_path(scope["path"]):
+        await model_gateway.answer(scope, receive, send)
+    elif kind == "lifespan" or (kind == "http" and is_mcp_path(scope["path"])):
         await mcp_app(scope, receive, send)
     elif kind == "http" and hooks_asgi.hook_of(scope["path"]):
         await hooks_asgi.answer(scope, receive, send)

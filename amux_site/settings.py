@@ -2,7 +2,8 @@
 
 Only DATABASE_URL, REDIS_URL, AMUX_SECRET_KEY, AMUX_DATA_DIR, AMUX_ALLOWED_HOSTS,
 AMUX_DEBUG, AMUX_TLS, AMUX_LOG_FORMAT, AMUX_RETENTION_DAYS, AMUX_DB_POOL_SIZE, AMUX_URL,
-AMUX_RUNTIMES_DIR, AMUX_HOSTNAME, AMUX_ISOLATION, AMUX_RUNTIME_USER, AMUX_MEMORY, the session
+AMUX_RUNTIMES_DIR, AMUX_HOSTNAME, AMUX_ISOLATION, AMUX_RUNTIME_USER, AMUX_RUNTIME_POOL,
+AMUX_RUNTIME_IDENTITIES, AMUX_MEMORY, AMUX_METRICS_TOKEN, the session
 host's AMUX_SESSION_* knobs and the outbox's AMUX_OUTBOX_* tuning knobs are read here;
 everything else is data managed in the panel, API or admin. No other module reads the
 environment for configuration.
@@ -11,6 +12,7 @@ environment for configuration.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 from datetime import timedelta
@@ -105,6 +107,7 @@ INSTALLED_APPS = [
     "knox",
     "axes",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served by amux itself
     "django_htmx",
     "channels",
     "amux_site",
@@ -309,13 +312,30 @@ AMUX_RUNTIMES_DIR = Path(os.environ.get("AMUX_RUNTIMES_DIR") or BASE_DIR / "node
 AMUX_HOSTNAME = os.environ.get("AMUX_HOSTNAME", "").strip() or socket.gethostname()
 
 # How runtime processes are isolated (sessions/runtimes/isolation.py): "private-home" (a
-# private HOME per session, amux's own user) or "linux-dac" (a dedicated unprivileged user,
-# AMUX_RUNTIME_USER, created when missing); unset: linux-dac when amux runs as root.
+# private HOME per session, amux's own user), "linux-dac" (a dedicated unprivileged user,
+# AMUX_RUNTIME_USER, created when missing) or "bwrap" (that user inside a bubblewrap
+# namespace sandbox, sessions/runtimes/sandbox.py; `make sandbox` installs it); unset: as
+# root bwrap when a probe of it works, else linux-dac; private-home when not root.
 AMUX_ISOLATION = os.environ.get("AMUX_ISOLATION", "").strip()
-if AMUX_ISOLATION not in ("", "private-home", "linux-dac"):
+if AMUX_ISOLATION not in ("", "private-home", "linux-dac", "bwrap"):
     raise ImproperlyConfigured(
-        f"AMUX_ISOLATION must be private-home or linux-dac, not {AMUX_ISOLATION!r}")
+        f"AMUX_ISOLATION must be bwrap, linux-dac or private-home, not {AMUX_ISOLATION!r}")
 AMUX_RUNTIME_USER = os.environ.get("AMUX_RUNTIME_USER", "").strip() or "amux-agent"
+# linux-dac and bwrap: each session runs as a user of its own, leased from a pool named
+# <AMUX_RUNTIME_POOL>-<n> (created on first use, members of AMUX_RUNTIME_USER's group,
+# which carries what every runtime may read); at most AMUX_RUNTIME_IDENTITIES sessions
+# that are not archived hold one at a time. Two amux installations on one host give
+# themselves different pool names.
+AMUX_RUNTIME_POOL = os.environ.get("AMUX_RUNTIME_POOL", "").strip() or AMUX_RUNTIME_USER
+AMUX_RUNTIME_IDENTITIES = _positive_int("AMUX_RUNTIME_IDENTITIES", 400)
+for _name, _user in (("AMUX_RUNTIME_USER", AMUX_RUNTIME_USER),
+                     ("AMUX_RUNTIME_POOL", f"{AMUX_RUNTIME_POOL}-{AMUX_RUNTIME_IDENTITIES}")):
+    if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", _user):
+        raise ImproperlyConfigured(
+            f"{_name} must make user names of lowercase letters, digits, - and _ of at "
+            f"most 32 characters ({_user!r} is not one)")
+# GET /metrics: a scraper sends it as a Bearer token; unset, only the loopback is answered
+AMUX_METRICS_TOKEN = os.environ.get("AMUX_METRICS_TOKEN", "").strip()
 # On-demand memory (sessions/memory.py): off unless AMUX_MEMORY=1; new Codex, Claude and Pi
 # sessions then get the memory protocol and the memory tools.
 AMUX_MEMORY = os.environ.get("AMUX_MEMORY", "").strip().lower() in ("1", "true", "yes", "on")
@@ -418,6 +438,12 @@ SPECTACULAR_SETTINGS = {
     # Requests and responses are distinct shapes: write-only secrets appear only in
     # requests, read-only fields only in responses.
     "COMPONENT_SPLIT_REQUEST": True,
+    # /api/v1/docs/ loads Swagger UI from amux's own static files (pinned with the
+    # package): it works offline and its CSP names no other origin
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "amux_common.schema.closed_request_bodies"],
 }
 
 # AMUX_LOG_FORMAT=json: one JSON object per line (time, level, logger, message,

@@ -7,7 +7,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView, TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from amux_site import favicon, health, root
+from amux_site import favicon, health, metrics, root
 from goals import urls as goals_urls
 from intake import urls as intake_urls
 from policy import urls as policy_urls
@@ -15,11 +15,10 @@ from prompts_app import urls as prompts_urls
 from sessions import urls as sessions_urls
 from tickets import urls as tickets_urls
 
-# The API docs page is Swagger UI from its CDN (not the panel): its CSP names that CDN, and
-# the split view serves Swagger's start-up script as a file rather than inline.
-_CDN = "https://cdn.jsdelivr.net"
-_SWAGGER_CSP = csp_update({"script-src": [_CDN], "style-src": [_CDN, "'unsafe-inline'"],
-                           "img-src": [_CDN]})
+# The API docs page is Swagger UI from amux's own static files (drf-spectacular-sidecar):
+# the split view serves its start-up script as a file rather than inline; Swagger UI sets
+# inline styles as it renders, which its page alone allows.
+_SWAGGER_CSP = csp_update({"style-src": ["'unsafe-inline'"]})
 
 api_patterns = [
     path("", root.api_root, name="api-root"),
@@ -53,6 +52,7 @@ panel_patterns = [
 urlpatterns = [
     path("", RedirectView.as_view(url="/panel/"), name="home"),
     path("healthz/", health.healthz, name="healthz"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("hooks/", include(intake_urls.hook_urlpatterns)),
     path("api/v1/", include(api_patterns)),
     path("panel/", include(panel_patterns)),
@@ -64,5 +64,6 @@ urlpatterns = [
 admin.site.site_header = "amux audit"
 admin.site.site_title = "amux"
 
+handler400 = "amux_site.errors.bad_request"
 handler404 = "amux_site.errors.not_found"
 handler500 = "amux_site.errors.server_error"

@@ -57,6 +57,8 @@ def origin_allowed(scope) -> bool:
     parts = urlsplit(origin.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return False  # includes the literal "null" of sandboxed and file pages
+    if parts.scheme != _served_scheme(scope):
+        return False  # https://amux is another origin than http://amux
     try:
         origin_port = parts.port or _DEFAULT_PORTS[parts.scheme]
     except ValueError:
@@ -72,14 +74,22 @@ def origin_allowed(scope) -> bool:
     return origin_port == served_port and origin_host == host.strip("[]").lower()
 
 
+def host_allowed(scope) -> bool:
+    """The handshake's Host is one of ALLOWED_HOSTS, as Django checks it for HTTP."""
+    host, _port = split_domain_port(_header(scope, b"host") or "")
+    return bool(host) and validate_host(host, settings.ALLOWED_HOSTS)
+
+
 class OriginValidator:
-    """Refuses a handshake whose Origin is not amux's own (403 before any consumer runs)."""
+    """Refuses a handshake whose Host is not one of amux's or whose Origin is not amux's
+    own (403 before any consumer runs)."""
 
     def __init__(self, application):
         self.application = application
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "websocket" and not origin_allowed(scope):
+        if scope["type"] == "websocket" and not (host_allowed(scope)
+                                                 and origin_allowed(scope)):
             return await WebsocketDenier()(scope, receive, send)
         return await self.application(scope, receive, send)
 

@@ -42,6 +42,8 @@ BENCHES: dict[str, tuple[str, list[str], int]] = {
     "sessions": ("bench.sessions",
                  ["session_rss_mb", "sleeping_session_processes", "wake_p95_ms"], 600),
     "first_action": ("bench.first_action", ["first_action_p50_ms", "first_action_p95_ms"], 420),
+    "gateway": ("bench.gateway", ["gateway_added_ms_p50", "gateway_added_ms_p95",
+                                  "gateway_first_byte_added_ms_p50"], 300),
 }
 
 

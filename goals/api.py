@@ -60,7 +60,7 @@ def _agent(slug: str, agent: str) -> Agent:
 # ------------------------------------------------------------------------------ goals
 class QuotaField(JsonTyped, serializers.Serializer):
     unit = serializers.ChoiceField(choices=["turns", "tokens"], required=False)
-    limit = serializers.IntegerField(min_value=0, required=False)
+    limit = serializers.IntegerField(min_value=0)
     spent = serializers.IntegerField(read_only=True)
 
 

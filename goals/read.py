@@ -122,3 +122,32 @@ def attached_state(agent: Agent, binding) -> dict[str, Any]:
                 choices.append({"value": f"{row.ref}:{thread['id']}",
                                 "label": f"{row.name} · thread {thread['id']}"})
     return {"attached": None, "attachable": choices}
+
+
+def model_request_refusal(session_id: int) -> str | None:
+    """Why a model request of `session_id` may not go out now (the model gateway asks before
+    each one; registered in goals/wiring.py): the goal of the agent working in the session
+    has spent its token quota. A quota in turns is held where turns start; no limit set
+    (0) holds nothing here."""
+    from django.db import connection
+
+    # a plain statement: this runs before every model request of every session
+    with connection.cursor() as cursor:
+        cursor.execute(_SPENT_GOAL_SQL, [session_id])
+        goal = cursor.fetchone()
+    if goal is None:
+        return None
+    return f"amux: the goal {goal[0]}'s token quota ({goal[1]:,}) is spent"
+
+
+def _spent_goal_sql() -> str:
+    from goals.models import WorkingSession
+
+    return (f"SELECT g.slug, g.quota_limit FROM {Goal._meta.db_table} g "
+            f"JOIN {Agent._meta.db_table} a ON a.goal_id = g.id "
+            f"JOIN {WorkingSession._meta.db_table} w ON w.agent_id = a.id "
+            f"WHERE w.session_id = %s AND w.active AND g.quota_unit = 'tokens' "
+            f"AND g.quota_limit > 0 AND g.quota_spent >= g.quota_limit LIMIT 1")
+
+
+_SPENT_GOAL_SQL = _spent_goal_sql()

@@ -27,7 +27,9 @@ def run_turn(turn_pk: int) -> str:
         supervise.apply_async(kwargs={"agent_pk": turn.agent_id})
         return turn.state
     turns.touch(turn_pk)  # this chain is alive: the stalled sweep leaves it alone
-    turns.enqueue(turn_pk, countdown=settings.AMUX_GOAL_POLL_SECONDS)
+    queue = turns.check_queue(turn)  # the check runs where the work directory is
+    turns.enqueue(turn_pk, countdown=0 if queue else settings.AMUX_GOAL_POLL_SECONDS,
+                  queue=queue)
     return turn.state
 
 

@@ -17,8 +17,6 @@ is found again rather than repeated."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from datetime import timedelta
 from typing import Any
 
@@ -54,12 +52,14 @@ def _facts(goal: Goal) -> list[rules.TodoFact]:
     return [rules.TodoFact(t.pk, t.state, t.claimed_by_id) for t in goal.todos.all()]
 
 
-def enqueue(turn_pk: int, countdown: float = 0) -> None:
-    """Send the envelope to the supervisor task, by name (tasks sit above this module)."""
+def enqueue(turn_pk: int, countdown: float = 0, queue: str | None = None) -> None:
+    """Send the envelope to the supervisor task, by name (tasks sit above this module):
+    on the default queue, or ``queue`` (a session's machine, for its check)."""
     from celery import current_app
 
     def send():
-        current_app.send_task(TURN_TASK, args=[turn_pk], queue="default", countdown=countdown)
+        current_app.send_task(TURN_TASK, args=[turn_pk], queue=queue or "default",
+                              countdown=countdown)
 
     transaction.on_commit(send)
 
@@ -228,25 +228,35 @@ def _attempt(turn: GoalTurn) -> dict[str, Any] | None:
                 turn.attempt.get("interrupted"))}
 
 
-def run_check(command: str, workdir: str) -> dict[str, Any]:
-    """amux's own validation: the goal's check_command in the session's work directory,
-    bounded in time, output capped; a clean environment (no amux secrets)."""
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}
-    env["HOME"] = workdir
-    try:
-        done = subprocess.run(["/bin/sh", "-c", command], cwd=workdir, env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=check_timeout_s(),
-                              check=False)
-    except subprocess.TimeoutExpired as exc:
-        out = (exc.stdout or b"").decode("utf-8", "replace")
-        return {"passed": False, "exit_code": None, "timed_out": True,
-                "output": rules.cap(out + f"\n[timed out after {check_timeout_s()} s]")}
-    except OSError as exc:  # no such work directory, no shell
+def run_check(turn: GoalTurn) -> dict[str, Any]:
+    """amux's own validation: the goal's check_command in the session's work directory, as
+    the session's identity in its sandbox (what it runs was written by the agent), with a
+    clean environment, bounded in time, output capped (sessions.session_commands)."""
+    from sessions import session_commands
+
+    done = session_commands.run_shell(turn.session, turn.goal.check_command,
+                                      timeout=check_timeout_s(), cap=rules.OUTPUT_CAP * 4)
+    if done.error:  # the backend refused it, or the directory is not on this machine
         return {"passed": False, "exit_code": None, "timed_out": False,
-                "output": rules.cap(f"the check could not run: {exc}")}
-    return {"passed": done.returncode == 0, "exit_code": done.returncode, "timed_out": False,
-            "output": rules.cap(done.stdout.decode("utf-8", "replace"))}
+                "output": rules.cap(f"the check could not run: {done.error}")}
+    if done.timed_out:
+        return {"passed": False, "exit_code": None, "timed_out": True,
+                "output": rules.cap(done.output + f"\n[timed out after {check_timeout_s()} s]")}
+    return {"passed": done.exit_code == 0, "exit_code": done.exit_code, "timed_out": False,
+            "output": rules.cap(done.output)}
+
+
+def check_queue(turn: GoalTurn) -> str | None:
+    """Where the envelope's next step must run: the runtime queue of the machine holding
+    the session's work directory when the check is due and that is another machine."""
+    from sessions import session_commands
+    from sessions.models import Turn
+    from sessions.timeline import ENDED
+
+    if turn.state != rules.RUNNING or turn.session_id is None or not Turn.objects.filter(
+            pk=turn.session_turn_id, state__in=ENDED).exists():
+        return None
+    return session_commands.home_queue(turn.session)
 
 
 def _validate(turn: GoalTurn) -> bool:
@@ -254,8 +264,9 @@ def _validate(turn: GoalTurn) -> bool:
     if attempt is None:
         return False  # still running: the supervisor task looks again
     # a cancelled attempt is not validated: it ends cancelled (under the lock, below)
-    result = None if turn.attempt.get("cancel_requested") else run_check(
-        turn.goal.check_command, turn.session.workdir)
+    if not turn.attempt.get("cancel_requested") and check_queue(turn) is not None:
+        return False  # the chain moves to the session's machine (tasks.run_turn)
+    result = None if turn.attempt.get("cancel_requested") else run_check(turn)
     # the check runs outside any lock (it may take minutes); only its record is locked
     with transaction.atomic():
         row = _locked(turn, rules.RUNNING)

@@ -1,13 +1,15 @@
 """Everything goals plugs into the apps below it (called once from GoalsConfig.ready):
 intake's consumer of the Lark sources a Lark Bot connector listens on, and the session
-queue's crash-safe dispatch, and replies back through a connector."""
+queue's crash-safe dispatch, replies back through a connector, and the goal's token quota
+checked before each model request of its sessions."""
 
 from __future__ import annotations
 
 from effects import outbox
-from goals import queue, replies
+from goals import queue, read, replies
 from goals.consumer import GoalsConsumer, claims
 from intake import consumers
+from sessions import hooks as session_hooks
 
 
 def wire() -> None:
@@ -16,3 +18,5 @@ def wire() -> None:
     outbox.register(queue.EFFECT_KIND)(queue.dispatch)
     # a connector's reply (an inbox settle's, a steered turn's answer), read back
     outbox.register(replies.EFFECT_KIND)(replies.deliver)
+    # before each model request of a goal's session (sessions/model_gateway.py)
+    session_hooks.model_request_caps.register(read.model_request_refusal)

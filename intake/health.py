@@ -10,22 +10,26 @@ from intake import rules as intake_core
 from intake.models import Source
 
 
-def note_rejection(source_id: int, reason: str, *, error: bool = False, n: int = 1) -> None:
+def note_rejection(source_id: int, reason: str, *, error: bool = False, n: int = 1,
+                   message: str = "") -> None:
     """Keep one content-free reason in the source's health (in the caller's transaction,
-    if any)."""
+    if any); an error of amux's own keeps what failed (``message``)."""
     with transaction.atomic():
         source = Source.objects.select_for_update().filter(pk=source_id).first()
         if source is None:
             return
-        source.health = intake_core.note_rejection(source.health, reason, clock(), error, n)
+        source.health = intake_core.note_rejection(source.health, reason, clock(), error, n,
+                                                   message)
         source.save(update_fields=["health"])
 
 
-def source_event_rejected(*, source_id: int, reason: str, error: bool = False) -> None:
+def source_event_rejected(*, source_id: int, reason: str, error: bool = False,
+                          message: str = "") -> None:
     """Fact: a request for this source was refused before anything was stored (or its
-    processing failed); kept as one content-free reason in the source's health."""
+    processing failed); kept as one content-free reason in the source's health, and, for
+    a failure of amux's own (a poll), what failed."""
     with transaction.atomic(durable=True):
-        note_rejection(source_id, reason, error=error)
+        note_rejection(source_id, reason, error=error, message=message)
 
 
 def source_rejections_counted(*, source_id: int, created_us: int,

@@ -75,9 +75,9 @@ def poll_documents(source: Source, plug: DocumentPolling | None = None) -> int:
             acks.advance(source, name)
         except Exception as exc:
             log.warning("polling comments of %s on %s failed: %s", name, source.slug,
-                        type(exc).__name__)
+                        failure(exc), exc_info=exc)
             health.source_event_rejected(source_id=source.pk, reason="doc_poll_failed",
-                                         error=True)
+                                         error=True, message=failure(exc))
     return stored
 
 
@@ -104,6 +104,12 @@ def poll_soon(source_id: int) -> None:
                     exc_info=True)
 
 
+def failure(exc: BaseException) -> str:
+    """What failed, for the source's health and the log: the exception's kind and text."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def poll_all() -> int:
     """Poll every enabled source that catches up by polling; one failing source never
     stops the others (its error is kept in its health)."""
@@ -114,7 +120,7 @@ def poll_all() -> int:
         try:
             total += poll(source)
         except Exception as exc:
-            log.warning("polling %s failed: %s", source.slug, type(exc).__name__)
+            log.warning("polling %s failed: %s", source.slug, failure(exc), exc_info=exc)
             health.source_event_rejected(source_id=source.pk, reason="poll_failed",
-                                         error=True)
+                                         error=True, message=failure(exc))
     return total

@@ -72,7 +72,14 @@ def trigger_fields(facts: TriggerFacts, decision: dict) -> dict:
     }
 
 
-def note_rejection(health: dict, reason: str, now, error: bool, n: int = 1) -> dict:
+ERROR_MESSAGE_CHARS = 300
+
+
+def note_rejection(health: dict, reason: str, now, error: bool, n: int = 1,
+                   message: str = "") -> dict:
+    """Count one more refusal for ``reason``; an error also becomes the source's last
+    error, with what failed in one clipped line (``message``: amux's own failure, e.g. a
+    poll's exception, never a request's content)."""
     health = dict(health or {})
     rejected = dict(health.get("rejected") or {})
     if reason in rejected or len(rejected) < MAX_REASONS:
@@ -80,6 +87,9 @@ def note_rejection(health: dict, reason: str, now, error: bool, n: int = 1) -> d
     health["rejected"] = rejected
     if error:
         health["last_error"] = {"reason": reason, "at": now.isoformat()}
+        line = " ".join(message.split())
+        if line:
+            health["last_error"]["message"] = line[:ERROR_MESSAGE_CHARS]
     return health
 
 

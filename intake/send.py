@@ -27,6 +27,14 @@ def send(source: Source, *, message_id: str, thread: str, text: str,
                              dict(meta.first() or {})), ctx)
 
 
+def thread_context(source: Source, thread: str) -> list[dict]:
+    """The messages of a thread as its platform has them (the issue and its comments, the
+    chat's messages), oldest first: [{"author", "text", "at"}] (triage reads them)."""
+    plug = plugin(source.kind, source.config, source.secrets)
+    meta = Thread.objects.filter(source=source, key=thread).values_list("meta", flat=True)
+    return plug.thread_context(thread, dict(meta.first() or {}), Context())
+
+
 def outgoing_stored(*, source_id: int, thread: str, message_id: str, text: str) -> bool:
     """Fact: a reply kept by amux itself (web chat) was written; once per message id."""
     try:

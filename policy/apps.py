@@ -10,3 +10,4 @@ class PolicyConfig(AppConfig):
         from prompts_app import service as prompts
 
         prompts.policy_part.provide(services.prompt_part)  # the policy part of each prompt
+        prompts.policy_reading.provide(services.prompt_reading)  # … of each model request

@@ -7,6 +7,9 @@ of tickets: the dependency points tickets -> policy). tickets/wiring.py provides
 - `worker_configured()`: whether agent settings name a worker provider and model (the
   Policy tab warns while the policy admits work and none is configured); None when nobody
   provided it (then it warns about nothing);
+- `sources_stamp()`: scalar SQL expressions whose values change whenever a source is
+  added, removed or changed (the per-request policy part keeps the sources' kinds by
+  them); nobody provided: the sources are read for every request;
 - `new_version`: told `(old_version, new_version)` (hashes; `old_version` is None for the
   first save) after a new version is committed. tickets' `policy_changed` listens.
 """
@@ -18,6 +21,7 @@ from amux_common.ports import Event, Port
 sources = Port("policy.sources", default=dict)
 live_mandates = Port("policy.live_mandates", default=list)
 worker_configured = Port("policy.worker_configured")
+sources_stamp = Port("policy.sources_stamp", default=tuple)
 new_version = Event("policy.new_version")
 
 

@@ -9,6 +9,7 @@ tickets get one input each.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from django.db import transaction
 
@@ -26,6 +27,7 @@ from policy.effects import Affected, policy_effects
 from policy.gate import SCOPES, Facts, Policy, Verdict, gate
 from policy.models import PolicyHead, PolicyVersion
 from policy.prompt import describe
+from prompts_app.service import Reading
 
 
 class StaleBase(Exception):  # noqa: N818 - reads as "the base is stale"
@@ -241,7 +243,7 @@ def facts_from(data) -> Facts:
         flags[name] = value
     for key in data:
         if key not in ("source", "scope", "actor", "version", *BOOL_FACTS):
-            errors[str(key)] = "unknown fact"
+            errors[str(key)] = "unknown field"
     if errors:
         raise BadFacts(errors)
     is_bot = bool(flags["is_bot"])
@@ -268,6 +270,42 @@ def prompt_part(role: str = "main", **context) -> str:
     cur = current()
     kinds = {slug: info.kind for slug, info in sources().items()}
     return describe(cur.document, cur.version, kinds, role)
+
+
+def prompt_reading() -> Reading:
+    """`prompt_part` for one model request, from values read in the statement the model
+    gateway makes anyway (prompts_app.service.policy_reading): the head's version, then the
+    sources' stamp."""
+    return Reading((_HEAD_VERSION_SQL, *hooks.sources_stamp()), _part_read)
+
+
+_HEAD_VERSION_SQL = f"(SELECT version FROM {PolicyHead._meta.db_table} WHERE id = 1)"
+_KINDS: dict[tuple, dict[str, str]] = {}
+
+
+def _part_read(values: tuple, role: str = "main", **context) -> str:
+    version, *stamp = values
+    version = version or None
+    return describe(_document(version), version, _kinds(tuple(stamp)), role)
+
+
+@lru_cache(maxsize=16)
+def _document(version: str | None) -> dict:
+    """A version's document by its hash (content-addressed: never stale)."""
+    return document_of(version)
+
+
+def _kinds(stamp: tuple) -> dict[str, str]:
+    """The sources' kinds, kept by the stamp read with the request (a stamp names one state
+    of the sources: any change gives a new one)."""
+    found = _KINDS.get(stamp) if stamp else None
+    if found is None:
+        found = {slug: info.kind for slug, info in sources().items()}
+        if stamp:
+            if len(_KINDS) > 8:
+                _KINDS.clear()
+            _KINDS[stamp] = found
+    return found
 
 
 __all__ = ["BadFacts", "PolicyInvalid", "StaleBase", "check", "current", "facts_from",

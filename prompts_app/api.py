@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
+from amux_common.fields import UNKNOWN
 from amux_common.pagination import paginate
 from amux_common.schema import PageQuery, page_of
 from prompts_app import assembly, core, service
@@ -15,7 +16,10 @@ from prompts_app.models import PromptVersion
 
 
 def _invalid(exc: core.Invalid):
-    return error_response(400, "invalid", str(exc), exc.fields)
+    """The API's one shape: each faulty field with a list of messages."""
+    return error_response(400, "invalid", str(exc), {
+        name: problem if isinstance(problem, list) else [problem]
+        for name, problem in exc.fields.items()})
 
 
 def _stale(exc: service.Stale, key: str | None = None):
@@ -33,9 +37,13 @@ def _stale(exc: service.Stale, key: str | None = None):
     return response
 
 
-def _body(request) -> dict:
+def _body(request, serializer: type[serializers.Serializer]) -> dict:
+    """The JSON object, holding only the fields ``serializer`` documents."""
     if not isinstance(request.data, dict):
         raise core.Invalid({"body": "Expected a JSON object."})
+    unknown = {str(k): UNKNOWN for k in request.data if k not in serializer().fields}
+    if unknown:
+        raise core.Invalid(unknown)
     return request.data
 
 
@@ -103,7 +111,7 @@ class FragmentDetail(APIView):
     def put(self, request, key):
         try:
             core.check_editable(key)
-            body = _body(request)
+            body = _body(request, WriteSerializer)
             if "text" not in body:
                 raise core.Invalid({"text": "The text is required."})
             service.save(key, body.get("text"), body.get("base_revision"), origin="api",
@@ -124,7 +132,8 @@ class FragmentAction(APIView):
     def post(self, request, key):
         do = service.restore if self.action == "restore" else service.keep_mine
         try:
-            do(key, _body(request).get("base_revision"), origin="api", author=_author(request))
+            base = _body(request, BaseSerializer).get("base_revision")
+            do(key, base, origin="api", author=_author(request))
         except core.Invalid as exc:
             return _invalid(exc)
         except service.Stale as exc:
@@ -175,8 +184,9 @@ class VersionRestore(APIView):
         "revision": serializers.IntegerField(), "created": serializers.BooleanField()}))
     def post(self, request, revision):
         try:
-            saved = service.restore_version(revision, _body(request).get("base_revision"),
-                                            origin="api", author=_author(request))
+            base = _body(request, BaseSerializer).get("base_revision")
+            saved = service.restore_version(revision, base, origin="api",
+                                            author=_author(request))
         except core.Invalid as exc:
             return _invalid(exc)
         except service.Stale as exc:

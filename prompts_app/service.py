@@ -13,6 +13,7 @@ Sessions record the revisions each turn used (`note_revision`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,7 +29,8 @@ from prompts_app.models import ONE_PER_REVISION, BuiltinText, PromptVersion
 ORIGINS = ("panel", "api", "tool")
 
 __all__ = ["Invalid", "Stale", "current", "for_turn", "save", "restore", "keep_mine",
-           "restore_version", "fragments", "fragment", "note_revision", "policy_part"]
+           "restore_version", "fragments", "fragment", "note_revision", "policy_part",
+           "policy_reading", "request_sql", "for_request"]
 
 
 class Stale(Exception):
@@ -60,7 +62,17 @@ def defaults_dir() -> Path:
 
 
 def defaults() -> dict[str, library.Default]:
-    return library.load(defaults_dir())
+    directory = defaults_dir()
+    if directory == library.PACKAGED:
+        return _packaged()
+    return library.load(directory)
+
+
+@cache
+def _packaged() -> dict[str, library.Default]:
+    """The packaged files are part of the installed code: read once per process (a
+    `PROMPTS_DEFAULTS_DIR` is read every time: tests and installations change its files)."""
+    return library.load(library.PACKAGED)
 
 
 def _remember(defs: dict[str, library.Default]) -> None:
@@ -191,6 +203,55 @@ def preview(role: str, revision: int | None = None, policy: str | None = None):
         policy = PREVIEW_POLICY
     result = assembly.assemble(role, head.config if head else {}, defs, policy)
     return result, head.revision if head else 0
+
+
+class Reading(NamedTuple):
+    """The per-request form of a part of the prompt: `sql`, scalar SQL expressions reading
+    what the part depends on (the model gateway reads them in the one statement it makes
+    per request), and `part(values, role=..., **context)`, the part made from exactly the
+    values read (what it caches is cached by those values, so it is never stale)."""
+
+    sql: tuple[str, ...]
+    part: Callable[..., str]
+
+
+# `provider() -> Reading` of the policy part; the policy app provides it (without it a
+# request asks `policy_part`).
+policy_reading: Port[Callable[[], Reading]] = Port("prompts.policy_reading")
+
+_TABLE = PromptVersion._meta.db_table
+# the latest revision and when it was saved: a revision number alone may name another
+# version after a database is reset or restored (a test's rollback), its time does not
+_LATEST_SQL = (f"(SELECT MAX(revision) FROM {_TABLE})",
+               f"(SELECT at FROM {_TABLE} ORDER BY revision DESC LIMIT 1)")
+
+
+def request_sql() -> tuple[str, ...]:
+    """Scalar SQL expressions whose values (read at one model request, in one statement)
+    `for_request` makes that request's prompt from: the latest version's, then what the
+    policy part depends on."""
+    return (*_LATEST_SQL, *(policy_reading().sql if policy_reading.provided else ()))
+
+
+def for_request(role: str, values, **context) -> tuple[str, list[int]]:
+    """`for_turn` for one model request, from the `request_sql()` values read for it: the
+    prompt as it reads at that moment, without an ORM query (the model gateway's budget)."""
+    revision, saved_at, *policy_values = values
+    revision = revision or 0
+    if policy_reading.provided:
+        policy = policy_reading().part(tuple(policy_values), role=role, **context)
+    else:
+        policy = policy_part(role=role, **context) if policy_part.provided else None
+    result = assembly.assemble(role, _config(revision, saved_at), defaults(), policy)
+    return result.text, note_revision(None, revision)
+
+
+@lru_cache(maxsize=16)
+def _config(revision: int, saved_at) -> dict:
+    """A version's configuration (versions are immutable), by its revision and the time
+    it was saved."""
+    found = version(revision)
+    return found.config if found else {}
 
 
 def note_revision(revisions: list | None, revision: int) -> list[int]:

@@ -18,7 +18,6 @@ sleeping or archiving that session closes only its connection.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import os
@@ -26,7 +25,6 @@ import secrets
 import signal
 import socket
 import subprocess
-import threading
 import time
 import urllib.request
 import uuid
@@ -37,11 +35,21 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions import control, services, timeline, workdirs
+from amux_common import aio
+from sessions import (
+    control,
+    identities,
+    isolation,
+    model_credentials,
+    services,
+    timeline,
+    workdirs,
+)
 from sessions.models import AppServer, ProviderProfile, Session
 from sessions.runtimes import codex_attached, errors
 from sessions.runtimes.base import PROVIDER_KEY_ENV, SYSTEM_PATH
 from sessions.runtimes.codex import codex_binary, render_config
+from sessions.runtimes.isolation import BWRAP, LINUX_DAC, Launch
 
 ATTACHED_RUNTIME = codex_attached.CodexAttachedAdapter.name
 HOST_KIND = "codex_app_server"
@@ -71,22 +79,7 @@ def redact(path: str) -> str:
 
 
 def _run(coro: Any) -> Any:
-    """``asyncio.run`` on a fresh thread (a caller may already run a loop)."""
-    out: list[Any] = []
-    failure: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            out.append(asyncio.run(coro))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            failure.append(exc)
-
-    thread = threading.Thread(target=target, name="amux-app-server")
-    thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
-    return out[0]
+    return aio.run(coro, name="amux-app-server")
 
 
 # ---------------------------------------------------------------------- liveness
@@ -200,28 +193,43 @@ def spawn(*, provider: str, model: str, workspace: str = "", name: str = "",
     work = (Path(workspace).resolve() if workspace
             else Path(settings.WORK_DIR) / f"app-server-{ref}")
     work.mkdir(parents=True, exist_ok=True)
-    # the managed Codex's configuration: same provider table, policies of a bypass launch
+    # the managed Codex's configuration: same provider table, policies of a bypass launch;
+    # its provider is amux's model gateway and its key a credential of its own (the
+    # provider's key never enters the process its agent's commands run under)
+    model_token, model_token_hash = model_credentials.new_token()
     (codex_home / "config.toml").write_text(render_config(
-        model, provider_row.base_url, "never", "danger-full-access"))
+        model, model_credentials.gateway_url(provider_row.platform), "never",
+        "danger-full-access"))
     token = secrets.token_urlsafe(32)
     token_file = state / "ws-token"
     token_file.touch(mode=0o600)
     token_file.write_text(token)
+    # its agent runs commands in the workspace: as the runtime user under the selected
+    # backend, like a session's runtime (its state directory becomes that user's)
+    launch = _launch(state, work)
     env = {"HOME": str(state / "home"), "CODEX_HOME": str(codex_home), "PATH": SYSTEM_PATH,
            "TMPDIR": str(state / "tmp"), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
            "TERM": "dumb", "NO_COLOR": "1", TAG_ENV: ref,
            API_URL_ENV: f"{settings.AMUX_URL.rstrip('/')}/api/v1",
            AGENT_TOKEN_ENV: str(state / AGENT_TOKEN_FILE),
-           PROVIDER_KEY_ENV: (provider_row.secrets or {}).get("api_key") or "amux-no-key"}
+           PROVIDER_KEY_ENV: model_token}
     for _attempt in range(3):  # a free port may be taken between the probe and the bind
         port = _free_port()
         with open(state / "app-server.log", "ab") as log:
             proc = subprocess.Popen(  # noqa: S603 - our pinned binary, argv only
-                [str(binary), "app-server", "--listen", f"ws://127.0.0.1:{port}",
-                 "--ws-auth", "capability-token", "--ws-token-file", str(token_file)],
-                cwd=str(work), env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True, close_fds=True)
+                launch.command([str(binary), "app-server", "--listen",
+                                f"ws://127.0.0.1:{port}", "--ws-auth", "capability-token",
+                                "--ws-token-file", str(token_file)]),
+                cwd=str(work), env=launch.environment(env, work), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log, start_new_session=True, close_fds=True,
+                **launch.spawn_kwargs())
         _children[proc.pid] = proc
+        try:
+            launch.verify(proc.pid)
+        except errors.RuntimeAdapterError as exc:
+            _kill(proc.pid, ref)
+            raise refused(str(exc), code="start_failed", status=409,
+                          field="runtime") from exc
         if _ready(port, proc, READY_SECONDS):
             break
         _kill(proc.pid, ref)
@@ -233,7 +241,8 @@ def spawn(*, provider: str, model: str, workspace: str = "", name: str = "",
         ref=ref, name=name or f"app-server {ref}", origin="spawned",
         url=f"ws://127.0.0.1:{port}", secrets={"token": token}, provider=provider_row,
         model=model, workspace=str(work), goal=goal, agent=agent, pid=proc.pid,
-        state_dir=str(state), state="live", checked_at=now, last_live_at=now)
+        state_dir=str(state), state="live", checked_at=now, last_live_at=now,
+        model_token_hash=model_token_hash)
 
 
 def register(*, url: str, token: str = "", name: str = "", workspace: str = "",
@@ -295,11 +304,30 @@ def stop(app_server: AppServer) -> AppServer:
         _kill(app_server.pid, app_server.ref)
     app_server.state = "stopped"
     app_server.checked_at = timezone.now()
-    app_server.save(update_fields=["state", "checked_at"])
+    app_server.model_token_hash = None  # its model credential stops working
+    app_server.save(update_fields=["state", "checked_at", "model_token_hash"])
     return app_server
 
 
 # ---------------------------------------------------------------------- agent token
+def _launch(state: Path, work: Path) -> Launch:
+    """The selected isolation backend prepared for a spawned app-server (refused with 409
+    naming the backend's reason when it cannot run here). An app-server listens on the
+    host's loopback for amux and calls its provider itself (attached mode is the gateways'
+    documented exception), which bwrap's private network forbids: under bwrap it runs as
+    linux-dac's runtime user, without the namespace sandbox."""
+    isolation.open_paths(Path(settings.DATA_DIR), state.parent, Path(settings.WORK_DIR))
+    backend = isolation.selected_backend()
+    if backend == BWRAP:
+        backend = LINUX_DAC
+    try:
+        return Launch.prepare(backend, identities.app_server_user(), state,
+                              work, Path(settings.AMUX_RUNTIMES_DIR), workdirs.roots(),
+                              shared_group=identities.shared_group())
+    except errors.RuntimeAdapterError as exc:
+        raise refused(str(exc), code="start_failed", status=409, field="runtime") from exc
+
+
 def write_agent_token(app_server: AppServer, token: str) -> bool:
     """Hand an attached agent its binding's token (an empty token takes it back). Only an
     app-server amux started has the file in its environment; a registered one: False."""
@@ -309,6 +337,9 @@ def write_agent_token(app_server: AppServer, token: str) -> bool:
     partial = path.with_suffix(".partial")
     partial.touch(mode=0o600)
     partial.write_text(token)
+    owner = path.parent.stat()  # the app-server's identity (linux-dac: the runtime user)
+    if os.geteuid() == 0:
+        os.chown(partial, owner.st_uid, owner.st_gid)
     os.replace(partial, path)
     return True
 

@@ -85,17 +85,28 @@ def runtime_check(name: str, start: bool = True) -> Check:
 
 
 def isolation_check() -> Check:
-    """The backend new sessions get; under linux-dac, whether its runtime user exists (it
-    is created at the first launch, or by `make runtime-user`)."""
+    """The backend new sessions get and why; under linux-dac and bwrap, whether its runtime
+    user exists (it is created at the first launch, or by `make runtime-user`); under
+    bwrap, whether a sandbox starts here (a probe as that user). A configured bwrap that
+    cannot start fails every session clearly: amux never downgrades it."""
     info = isolation.status()
-    if info["backend"] != "linux-dac":
-        return Check("isolation", True, f"{info['backend']} (runtimes run as amux's user)")
+    why = info.get("reason", "")
+    backend = info["backend"]
+    if backend == runtime_isolation.PRIVATE_HOME:
+        return Check("isolation", True, f"private-home (runtimes run as amux's user; {why})")
     if not info["user_exists"]:
-        return Check("isolation", False, f"linux-dac: runtime user {info['user']!r} does not "
-                     "exist yet (created at the first launch; `make runtime-user`)",
+        return Check("isolation", False, f"{backend}: runtime user {info['user']!r} does not "
+                     f"exist yet (created at the first launch; `make runtime-user`); {why}",
                      required=False)
-    return Check("isolation", True,
-                 f"linux-dac: runtimes run as {info['user']} (uid {info['uid']})")
+    who = f"runtimes run as {info['user']} (uid {info['uid']})"
+    if backend == runtime_isolation.BWRAP:
+        if info.get("sandbox_problem"):
+            return Check("isolation", False, f"bwrap: the sandbox cannot start here: "
+                         f"{info['sandbox_problem']} (`make sandbox` as root, or "
+                         f"AMUX_ISOLATION=linux-dac); {why}")
+        return Check("isolation", True, f"bwrap: {who} in a namespace sandbox "
+                     f"({info.get('bwrap')} probe works; network: amux's port only); {why}")
+    return Check("isolation", True, f"linux-dac: {who}; {why}")
 
 
 def runtimes_access_check() -> Check:
@@ -103,7 +114,7 @@ def runtimes_access_check() -> Check:
     runtimes and not change them (an install made under amux's umask 077, or a clone under
     root's 0700 home, fails every turn with `Permission denied` otherwise)."""
     where = Path(settings.AMUX_RUNTIMES_DIR)
-    if isolation.selected_backend() != runtime_isolation.LINUX_DAC:
+    if not isolation.uses_principal():
         return Check("runtimes:access", True, "runtimes run as amux's user", required=False)
     if not where.is_dir():
         return Check("runtimes:access", True, f"nothing installed at {where}", required=False)

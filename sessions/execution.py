@@ -112,18 +112,24 @@ def native_permission(runtime: str, mode: str, isolation: str) -> tuple[dict[str
     sandbox under the isolation backend. ``ask`` and the policy modes turn native approvals
     on (amux answers them); ``bypass`` turns them off."""
     approvals = mode != BYPASS
+    # under bwrap the namespace sandbox is the boundary (the frozen ``sandbox`` names it);
+    # the runtime keeps the settings it has under linux-dac, so that its approvals mean the
+    # same in both: Codex asks before it leaves its workspace sandbox ("on-request"), and a
+    # sandbox of its own that cannot nest inside bwrap's costs nothing but that layer
+    outer = isolation == "bwrap"
     if runtime in ("codex", "acp"):
-        sandbox = "workspace-write" if approvals else "danger-full-access"
+        native_sandbox = "workspace-write" if approvals else "danger-full-access"
         native = {"approval_policy": "on-request" if approvals else "never",
-                  "sandbox_mode": sandbox}
+                  "sandbox_mode": native_sandbox}
         if runtime == "acp":
             native["mode"] = "auto" if approvals else "full-access"
-        return native, sandbox
+        return native, "bwrap" if outer else native_sandbox
     if runtime == "claude":
-        return {"permission_mode": "default" if approvals else "bypassPermissions"}, "none"
+        return ({"permission_mode": "default" if approvals else "bypassPermissions"},
+                "bwrap" if outer else "none")
     # Pi (and any other runtime) has no native approvals: tools run as the isolation
     # backend's user, which is all the sandbox there is
-    return {}, "none"
+    return {}, "bwrap" if outer else "none"
 
 
 # ----------------------------------------------------------------------- resolution

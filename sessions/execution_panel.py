@@ -11,7 +11,7 @@ import json
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 
-from amux_common import roles
+from amux_common import bounded_json, roles
 from amux_common.pager import paged
 from sessions import execution, instances, profiles, services, task_runs
 from sessions.models import AgentInstance, AgentProfile, LaunchPreset, ProviderProfile, TaskRun
@@ -62,7 +62,7 @@ def profile_list(request):
 
 def _json(text: str):
     try:
-        return json.loads(text)
+        return bounded_json.loads(text)
     except ValueError as exc:
         raise services.CommandError(f"the manifest is not JSON: {exc}",
                                     field="manifest") from exc

@@ -36,7 +36,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from effects import outbox
-from sessions import capacity, control, goal_host, goals, services, timeline
+from sessions import capacity, control, goal_host, goals, identities, services, timeline
 from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
 from sessions.runtimes import TurnInput, errors, get_adapter
 from sessions.runtimes.base import RuntimeAdapter, tagged_pids
@@ -367,6 +367,12 @@ class SessionHost:
         finally:
             if self.adapter is not None:
                 await self.adapter.close()
+            if self.outcome == "archived":  # nothing of it runs again: its uid goes back
+                try:
+                    await self.db(identities.release, self.session_id)
+                except Exception:
+                    log.exception("session %s: its runtime user could not be released",
+                                  self.session_id)
             if not self.lost:
                 with contextlib.suppress(Exception):
                     await self.db(release_lease, self.session_id, self.owner)

@@ -13,7 +13,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from amux_common.mcp_http import bearer
+from amux_common.mcp_http import bearer, close_arguments
 from sessions import caller_tools
 from sessions.caller_tools import DESCRIPTIONS
 from sessions.services import CommandError
@@ -131,4 +131,4 @@ def build_server() -> MCPServer:
                           model=model, provider=provider, profile=profile,
                           extra_args=extra_args, permission_policy=permission_policy)
 
-    return server
+    return close_arguments(server)

@@ -110,6 +110,9 @@ class Session(models.Model):
     sleep_reason = models.CharField(max_length=20, choices=SleepReason.choices, blank=True)
     idle_timeout_s = models.PositiveIntegerField(default=300)
     usage = models.JSONField(default=dict, blank=True)
+    # its model requests pass amux's model gateway, which counts their usage per request
+    # (sessions/model_credentials.py): the runtime's own reports are then not added again
+    usage_metered = models.BooleanField(default=False)
     lease_owner = models.CharField(max_length=120, blank=True)
     lease_host = models.CharField(max_length=120, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -215,6 +218,19 @@ class TimelineEvent(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["session", "seq"], name="event_unique_seq")
         ]
+
+
+class ModelCredential(models.Model):
+    """The key a session's runtime presents to amux's model gateway in place of the
+    provider's (sessions/model_credentials.py). Only its hash is kept; a new one is issued
+    at each runtime launch, and it is revoked (hash cleared) when the session is archived
+    or its ticket's assignment ends."""
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE,
+                                   related_name="model_credential")
+    token_hash = models.CharField(max_length=64, null=True, unique=True, editable=False)
+    issued_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
 
 
 class UsageDay(models.Model):
@@ -512,6 +528,9 @@ class AppServer(models.Model):
     goal = models.CharField(max_length=60, blank=True)
     agent = models.CharField(max_length=60, blank=True)
     pid = models.PositiveIntegerField(null=True, blank=True)  # spawned only
+    # a spawned app-server calls its provider through amux's model gateway with this
+    # credential (only its hash kept; cleared when stopped), never with the provider's key
+    model_token_hash = models.CharField(max_length=64, null=True, unique=True, editable=False)
     state_dir = models.CharField(max_length=1000, blank=True)
     # live | lost (did not answer when last checked) | stopped (by the operator)
     state = models.CharField(max_length=10, default="live")
@@ -524,3 +543,23 @@ class AppServer(models.Model):
 
     def __str__(self):
         return f"app-server {self.ref} ({self.origin}, {self.state})"
+
+
+class RuntimeIdentity(models.Model):
+    """A user of the runtime pool (``<AMUX_RUNTIME_POOL>-<slot>``) leased to one session
+    from its first launch under linux-dac or bwrap until it is archived: its runtime, its
+    commands and its goal checks run as this uid, its work directory is this user's
+    group's alone (``sessions.identities``)."""
+
+    slot = models.PositiveIntegerField(primary_key=True)
+    session = models.OneToOneField(Session, on_delete=models.CASCADE,
+                                   related_name="runtime_identity")
+    user = models.CharField(max_length=32)
+    uid = models.PositiveIntegerField()
+    leased_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slot"]
+
+    def __str__(self):
+        return f"{self.user} (uid {self.uid}) → session {self.session_id}"

@@ -11,14 +11,18 @@ from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from amux_common.pager import paged
-from sessions import goal_commands, goals, services, timeline
+from sessions import goal_commands, goals, isolation, services, timeline
 from sessions.models import Lifecycle, Session
 
 
 @roles.read_page
 def sessions_tab(request):
     sessions = paged(request, Session.objects.select_related("provider").order_by("-id"))
-    return render(request, "panel/sessions.html", {"tab": "sessions", "sessions": sessions})
+    return render(request, "panel/sessions.html", {
+        "tab": "sessions", "sessions": sessions,
+        # the backend new sessions get and why; each session shows the one frozen with it
+        "isolation": isolation.selected_backend(), "isolation_reason":
+            isolation.selection_reason()})
 
 
 @roles.read_page

@@ -15,7 +15,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions import control, isolation, timeline, workdirs
+from sessions import (
+    control,
+    gateway_rules,
+    identities,
+    isolation,
+    model_credentials,
+    timeline,
+    workdirs,
+)
 from sessions.execution import DIRECT, CallerSettings, ExecutionSettings
 from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
 from sessions.runtimes import (
@@ -264,7 +272,8 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
     }
     # the backend is frozen with the session: a restart or resume runs the same way
     snapshot["execution"] = {**(snapshot.get("execution") or {}),
-                             "isolation": isolation.selected_backend(), "role": role,
+                             "isolation": isolation.selected_backend(),
+                             "isolation_reason": isolation.selection_reason(), "role": role,
                              "memory": memory.binding(runtime, memory_owner)}
     with transaction.atomic():
         session = Session.objects.create(
@@ -278,15 +287,33 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
             session.workdir = str(Path(settings.WORK_DIR) / f"session-{session.pk}")
             session.save(update_fields=["workdir"])
         Path(session.workdir).mkdir(parents=True, exist_ok=True)
+        if isolation.uses_principal(snapshot["execution"]["isolation"]):
+            # one identity per session, frozen with the rest of its execution settings
+            try:
+                identities.for_session(session)
+            except errors.RuntimeStartFailed as exc:
+                raise CommandError(str(exc), code="no_runtime_identity", status=409) from exc
         timeline.note(session.pk, "session.created", {"runtime": runtime, "model": model,
                                                       "provider": provider_row.slug})
     return session
 
 
-def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
+def runtime_config(session: Session, *, launch: bool = True,
+                   **overrides: Any) -> RuntimeConfig:
+    """How the session's runtime starts. ``launch``: a runtime starts with it, so a fresh
+    model credential is issued (replacing the running one's); False for a command run in
+    the session beside its runtime (a goal's check), which must leave that credential be."""
     snap = session.snapshot or {}
     execution = snap.get("execution") or {}
     isolation.open_paths(Path(settings.DATA_DIR), runtime_root(), Path(settings.WORK_DIR))
+    backend = execution.get("isolation") or isolation.selected_backend()
+    if isolation.uses_principal(backend):  # one identity per session
+        runtime_user, runtime_group = identities.for_session(session), \
+            identities.shared_group()
+        snap = session.snapshot or {}
+    else:
+        runtime_user, runtime_group = isolation.runtime_user(), None
+    token = (session.runtime_env or {}).get("AMUX_ASSIGNMENT_TOKEN_FILE")
     provider = session.provider
     from sessions import app_servers
 
@@ -295,7 +322,9 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         raise errors.ProviderUnsupported("the session has no provider")
     return RuntimeConfig(
         workdir=Path(session.workdir), state_dir=state_dir(session),
-        provider=(provider_spec(provider) if attach is None
+        # the runtime reaches its provider only through amux's model gateway, with a
+        # credential of its own; an attached app-server keeps its own identity
+        provider=(model_credentials.gateway_spec(session, issue=launch) if attach is None
                   else app_servers.codex_attached.ATTACHED_PROVIDER), attach=attach,
         model=catalog.launch_model(snap.get("model") or session.model),
         effort=snap.get("effort"), permission_mode=snap.get("permission_mode", "bypass"),
@@ -309,11 +338,19 @@ def runtime_config(session: Session, **overrides: Any) -> RuntimeConfig:
         background_shell_after=snap.get("background_shell_after"),
         extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
         runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR), workdir_roots=workdirs.roots(),
-        isolation=execution.get("isolation") or isolation.selected_backend(),
+        isolation=backend,
+        sandbox_read_only=isolation.sandbox_read_only(
+            Path(session.workdir), dict(session.runtime_env or {}),
+            list(snap.get("extra_path") or [])),
+        amux_url=settings.AMUX_URL,
         role=execution.get("role") or (
             "worker" if snap.get("prompt_role") == "worker" else "session"),
         memory=bool((execution.get("memory") or {}).get("enabled")),
-        runtime_user=isolation.runtime_user(), **overrides)
+        runtime_user=runtime_user, runtime_group=runtime_group,
+        private_files=(Path(token),) if token else (),
+        # the gateway applies the current prompt to every request: a changed prompt never
+        # needs a runtime restart
+        prompt_per_request=attach is None, **overrides)
 
 
 @dataclass(frozen=True)
@@ -330,34 +367,59 @@ def turn_prompt(session: Session) -> TurnPrompt:
     every turn and at runtime start; never cached across turns)."""
     snap = session.snapshot or {}
     role = snap.get("prompt_role")
-    static = (snap.get("developer_instructions") or "").strip()
-    parts: list[str] = []
-    revisions: list[int] = []
+    role_text, revisions = None, []
     if role:
         from prompts_app import service as prompts
 
-        text, revisions = prompts.for_turn(role)
-        parts.append(text.strip())
-    if static:
-        parts.append(static)
-    expert = _expert_text(snap.get("profile"))
-    if expert:
-        parts.append(expert)
-    return TurnPrompt("\n\n".join(parts) + "\n" if parts else None, role, revisions)
+        role_text, revisions = prompts.for_turn(role)
+    recorded = snap.get("profile")
+    return composed_prompt(snap, gateway_routed(session), role_text, revisions,
+                           expert_text(recorded, _live_profile(recorded)))
 
 
-def _expert_text(recorded: dict[str, Any] | None) -> str | None:
-    """The expert's instructions and skills, as the profile reads now (an edit reaches the
-    next turn; the execution settings frozen at launch stay as they are). A profile deleted
-    since launch leaves the content recorded then."""
+def composed_prompt(snap: dict[str, Any], routed: bool, role_text: str | None,
+                    revisions: list[int], expert: str | None) -> TurnPrompt:
+    """The turn's prompt from its parts: the role's prompt, the fixed instructions, the
+    expert's text (also what the model gateway makes each request's prompt with)."""
+    static = (snap.get("developer_instructions") or "").strip()
+    parts = [p for p in ((role_text or "").strip(), static, expert) if p]
+    role = snap.get("prompt_role")
+    if not parts:
+        return TurnPrompt(None, role, revisions)
+    text = "\n\n".join(parts) + "\n"
+    if routed:
+        # marked, so amux's model gateway can put the prompt current at each request in
+        # its place (sessions/request_prompts.py)
+        text = gateway_rules.mark(text)
+    return TurnPrompt(text, role, revisions)
+
+
+def gateway_routed(session: Session) -> bool:
+    """Whether the session's model requests pass amux's model gateway (all but an attached
+    app-server's, which runs on its own identity)."""
+    from sessions.app_servers import ATTACHED_RUNTIME
+
+    return session.runtime != ATTACHED_RUNTIME
+
+
+def _live_profile(recorded: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not recorded:
+        return None
+    from sessions.models import AgentProfile
+
+    return (AgentProfile.objects.filter(pk=recorded.get("id"), slug=recorded["slug"])
+            .values("name", "instructions", "skills").first())
+
+
+def expert_text(recorded: dict[str, Any] | None, live: dict[str, Any] | None) -> str | None:
+    """The expert's instructions and skills, as the profile reads now (``live``: an edit
+    reaches the next turn; the execution settings frozen at launch stay as they are). A
+    profile deleted since launch leaves the content recorded then."""
     if not recorded:
         return None
     from sessions.manifest import prompt_text
-    from sessions.models import AgentProfile
 
-    live = AgentProfile.objects.filter(pk=recorded.get("id"), slug=recorded["slug"]).first()
-    source = ({"name": live.name, "instructions": live.instructions, "skills": live.skills}
-              if live is not None else recorded)
+    source = live if live is not None else recorded
     if not (source.get("instructions") or "").strip() and not source.get("skills"):
         return None  # a native expert as it comes (the built-in pack): nothing to add
     return prompt_text(source["name"], source.get("instructions") or "",
@@ -555,8 +617,12 @@ def archive(session_id: int) -> None:
             raise Conflict("the session has work in flight; interrupt it first", code="busy")
         session.lifecycle = Lifecycle.ARCHIVED
         session.save(update_fields=["lifecycle", "updated_at"])
+        model_credentials.revoke(session_id)
         timeline.note(session_id, "session.archived", {})
+        hosted = _lease_alive(session)
     control.send(session_id, "archive")
+    if not hosted:  # else the host retires the runtime, then hands its identity back
+        identities.release(session_id)
 
 
 

@@ -309,7 +309,14 @@ def _nothing_to_store(event: rt.Event, turn_id: int | None) -> bool:
 
 def _count_usage(session: Session, payload: dict[str, Any]) -> None:
     """Add what a usage report spent to the session's record of today (UTC), in the same
-    transaction as the report, before the session's latest usage is replaced by it."""
+    transaction as the report, before the session's latest usage is replaced by it.
+
+    Not for a session whose model requests go through amux's model gateway: the gateway
+    counts each request's tokens from the provider's own answer (model_credentials.
+    usage_counted), and the runtime's report of the same requests would count them twice.
+    The report still replaces the session's latest ``usage`` (context window, display)."""
+    if session.usage_metered:
+        return
     added = usage_rules.increase(session.usage, payload, _native_cumulative(session.runtime))
     if added <= 0:
         return

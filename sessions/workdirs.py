@@ -50,4 +50,23 @@ def problem(workdir: object, field: str = "workdir") -> str | None:
         return f"{field} is not a directory"
     if len(str(resolved)) > MAX_LENGTH:  # stored resolved: a link may have made it longer
         return f"{field} must be at most {MAX_LENGTH} characters once its links are followed"
+    holder = held_by(resolved)
+    if holder is not None:
+        return (f"{field} is session {holder}'s work directory (or inside or around it): "
+                "each session works in a directory of its own, open to its runtime user "
+                "alone")
     return None
+
+
+def held_by(path: Path) -> int | None:
+    """The session that is not archived whose work directory is ``path``, lies inside it
+    or contains it, if any."""
+    from sessions.models import Lifecycle, Session
+
+    root = roots()[0]
+    around = [str(p) for p in [path, *path.parents] if root in p.parents]
+    inside = Session.objects.exclude(lifecycle=Lifecycle.ARCHIVED)
+    found = (inside.filter(workdir__in=around).values_list("pk", flat=True).first()
+             or inside.filter(workdir__startswith=f"{path}/").values_list("pk", flat=True)
+             .first())
+    return found

@@ -3,11 +3,22 @@ and the embedded Redis; never mocks of our own database, Redis or Celery."""
 
 from __future__ import annotations
 
+import os
+import zlib
+
 import pytest
 
 from tests.support import parallel
 
 pytest_xdist_setupnodes = parallel.pytest_xdist_setupnodes
+
+# Each test process leases runtime users from a pool of its own (every test database hands
+# out slot 1 again, and releasing a slot kills what runs as its uid), per checkout (two
+# suites running at once on one machine must not end each other's runtimes) and stable
+# (a rerun reuses its users): worker processes a test starts inherit it.
+_checkout = zlib.crc32(os.path.abspath(__file__).encode()) % 10000
+os.environ["AMUX_RUNTIME_POOL"] = \
+    f"amux-t{_checkout}-{os.environ.get('PYTEST_XDIST_WORKER') or 'main'}"
 pytest_collection_modifyitems = parallel.pytest_collection_modifyitems
 pytest_runtest_makereport = parallel.pytest_runtest_makereport
 pytest_deselected = parallel.pytest_deselected
@@ -61,7 +72,7 @@ def tmp_path(request, tmp_path_factory):
     from tests.support.isolation import backend
 
     name = re.sub(r"[\W]", "_", request.node.name)[:30]
-    if backend() != "linux-dac":
+    if backend() not in ("linux-dac", "bwrap"):  # the backends with a runtime user
         yield tmp_path_factory.mktemp(name, numbered=True)
         return
     import shutil
@@ -74,7 +85,15 @@ def tmp_path(request, tmp_path_factory):
     path = Path(tempfile.mkdtemp(prefix=name + "-", dir=root))
     path.chmod(0o711)
     yield path
-    shutil.rmtree(path, ignore_errors=True)
+    if not os.environ.get("AMUX_KEEP_TEST_DIRS"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_runtime_pool():
+    from django.conf import settings
+
+    settings.AMUX_RUNTIME_POOL = os.environ["AMUX_RUNTIME_POOL"]
 
 
 @pytest.fixture(autouse=True, scope="session")

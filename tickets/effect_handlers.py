@@ -13,6 +13,7 @@ from datetime import datetime
 
 from amux_common.clock import now as clock
 from effects import outbox
+from intake.send import thread_context
 from prompts_app import service as prompts
 from sessions import services as sessions
 from sessions.models import Session, TimelineEvent
@@ -40,11 +41,25 @@ def assess_candidate(effect_id: int, payload: dict) -> None:
         verdict = triage.assess(
             evaluation,
             system_prompt=prompts.current("triage").text,
+            context=_thread_context(evaluation),
             idempotency_key=f"amux-effect-{effect_id}",
         )
     except triage.TriageUnavailable:
         verdict = triage.Verdict("needs_person", "No triage model is configured.")
     routing.eval_finished(eval_id=evaluation.pk, result=verdict.result, note=verdict.note)
+
+
+def _thread_context(evaluation: Eval) -> str:
+    """The candidate's thread as its platform has it, bounded (triage.context_text); a
+    platform that cannot be read now leaves triage with the message alone."""
+    trigger = evaluation.trigger
+    try:
+        messages = thread_context(trigger.source, trigger.thread.key)
+    except Exception as exc:  # noqa: BLE001 - any platform fault: triage goes on without
+        log.warning("triage of eval %s: the thread %s could not be read (%s)",
+                    evaluation.pk, trigger.thread.key, type(exc).__name__)
+        return ""
+    return triage.context_text(messages)
 
 
 def dispatch_assignment(effect_id: int, payload: dict) -> None:

@@ -2,7 +2,13 @@
 
 Tokens come from the sessions app's own records: a ticket's spend is its worker session's
 cumulative figure as the runtime reported it (or, for a runtime that reports none, the sum
-of its daily records); a day's spend is every session's daily record of that day.
+of its daily records); a day's spend is every session's daily record of that day. A session
+whose model requests go through amux's model gateway has its daily records counted there,
+per request, from the provider's answers: its ticket spend is their sum (the runtime's own
+figure is about the same requests and is not added).
+
+`model_request_refusal` is what the model gateway asks before each model request of a
+session (registered in tickets/wiring.py): the cap a ticket's worker session has reached.
 """
 
 from __future__ import annotations
@@ -33,8 +39,10 @@ def spends(tickets: Iterable[Ticket], now: datetime) -> dict[int, guards.Spend]:
     tickets = list(tickets)
     ids = [t.pk for t in tickets]
     sessions = {t.session_id for t in tickets if t.session_id}
-    reported = {pk: cumulative_total(usage) for pk, usage in
-                Session.objects.filter(pk__in=sessions).values_list("pk", "usage")}
+    rows = Session.objects.filter(pk__in=sessions).values_list("pk", "usage", "usage_metered")
+    # a metered session's tokens are the gateway's per-request counts (its daily records)
+    reported = {pk: None if metered else cumulative_total(usage)
+                for pk, usage, metered in rows}
     summed = dict(UsageDay.objects.filter(session_id__in=sessions).values("session_id")
                   .annotate(n=Sum("tokens")).values_list("session_id", "n"))
     held = dict(TicketMessage.objects.filter(ticket_id__in=ids, released_at__isnull=True)
@@ -69,3 +77,26 @@ def reached(tickets: Iterable[Ticket], now: datetime) -> dict[int, guards.Reache
         out[t.pk] = guards.reached(limits, spend[t.pk], now,
                                    guards.Waiver.from_dict(t.guard_waiver))
     return out
+
+
+def model_request_refusal(session_id: int) -> str | None:
+    """Why a model request of `session_id` may not go out now: the cap its ticket has
+    reached (the ticket's stage shows it blocked with the same text), or None."""
+    from django.db import connection
+
+    from amux_common.clock import now as clock
+
+    # before every model request: most sessions have no live ticket, and a plain statement
+    # says so without the ORM compiling a query (about 0.5 ms each time)
+    with connection.cursor() as cursor:
+        cursor.execute(_LIVE_TICKET_SQL, [session_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    ticket = Ticket.objects.get(pk=row[0])
+    found = reached([ticket], clock())[ticket.pk]
+    return f"amux: {found.text}" if found is not None else None
+
+
+_LIVE_TICKET_SQL = (f"SELECT id FROM {Ticket._meta.db_table} WHERE session_id = %s "
+                    f"AND ended_at IS NULL ORDER BY id LIMIT 1")

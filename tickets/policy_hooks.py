@@ -34,6 +34,13 @@ def source_infos() -> dict[str, SourceInfo]:
     }
 
 
+def sources_stamp() -> tuple[str, ...]:
+    """SQL naming the sources' state (policy.hooks.sources_stamp): every change saves its
+    source, which moves `updated_at`; a removal lowers the count."""
+    table = Source._meta.db_table
+    return (f"(SELECT COUNT(*) FROM {table})", f"(SELECT MAX(updated_at) FROM {table})")
+
+
 def worker_configured() -> bool:
     """Agent settings name the worker's provider and model (without them admitted work
     cannot run)."""

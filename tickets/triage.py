@@ -51,6 +51,30 @@ def parse(content: str) -> Verdict:
     return Verdict(result, clip_routing_note(data.get("note", "")))
 
 
+CONTEXT_CHARS = 6000  # the thread's messages triage reads, newest kept first
+MESSAGE_CHARS = 1500  # of one message
+
+
+def context_text(messages: list[dict], limit: int = CONTEXT_CHARS) -> str:
+    """The thread's messages for the triage model, oldest first, within ``limit``
+    characters: the newest are kept whole (each clipped to MESSAGE_CHARS), the oldest
+    dropped first, and the text says how many were left out."""
+    lines: list[str] = []
+    used = 0
+    for item in reversed(messages):
+        text = " ".join(str(item.get("text") or "").split())
+        if len(text) > MESSAGE_CHARS:
+            text = text[:MESSAGE_CHARS] + "…"
+        line = f"- {item.get('author') or '?'} ({item.get('at') or 'unknown time'}): {text}"
+        if used + len(line) > limit:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    left_out = len(messages) - len(lines)
+    head = [f"({left_out} earlier messages left out)"] if left_out else []
+    return "\n".join(head + lines[::-1])
+
+
 def candidate_text(evaluation: Eval, context: str = "") -> str:
     trigger = evaluation.trigger
     lines = [

@@ -87,8 +87,10 @@ def reshare() -> None:
     if gitconfig_path().is_file():
         gitconfig_path().chmod(GITCONFIG_MODE)
     if tokens_dir().is_dir():
+        tokens = {f"ticket-{pk}": session for pk, session in
+                  Ticket.objects.filter(session__isnull=False).values_list("pk", "session")}
         for token in tokens_dir().glob("ticket-*"):
-            isolation.share_with_runtime(token)
+            isolation.share_with_session(token, tokens.get(token.name))
 
 
 def amux_url() -> str:
@@ -101,13 +103,31 @@ def session_name(ticket: Ticket) -> str:
 
 
 def write_token(ticket: Ticket, token: str) -> Path:
+    """The ticket's token file. A file already there is rewritten in place (its inode
+    kept): a bwrap worker is shown this one file, bound into its sandbox, and a replaced
+    file would leave it the former token (a token is one short write, so a reader sees
+    the whole old or new one)."""
     path = token_file(ticket)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = None
+    if fd is not None:
+        try:
+            data = token.encode()
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
+        finally:
+            os.close(fd)
+        isolation.share_with_session(path, ticket.session_id)
+        return path
     partial = path.with_suffix(".partial")
     partial.write_text(token)
     partial.chmod(0o600)
-    isolation.share_with_runtime(partial)  # the worker's `amux` reads it (linux-dac)
     os.replace(partial, path)
+    # the worker's `amux` reads it: its session's runtime user alone (linux-dac, bwrap)
+    isolation.share_with_session(path, ticket.session_id)
     return path
 
 

@@ -49,6 +49,17 @@ ORIGIN_TTL = 300.0  # seconds a repository's clone_url is trusted before asking 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
+# Settings with which a repository's own configuration makes git run a program: a worker
+# can write them into its clone (and its `include.path` files) for amux's next git command.
+# Given on amux's command line they win over every configuration file.
+HARDENED = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+            "-c", "core.sshCommand=ssh", "-c", "core.pager=cat", "-c", "core.editor=false",
+            "-c", "credential.helper=", "-c", "protocol.ext.allow=never")
+# Reading a worker's repository (fetching its branch into the mirror) starts git's
+# upload-pack in it, which reads that repository's configuration: hardened the same way.
+WORKER_UPLOAD_PACK = " ".join(["git", *HARDENED, "upload-pack"])
+
+
 class WorkspaceError(RuntimeError):
     """The working copy cannot be made or pushed; the message is safe to show."""
 
@@ -178,7 +189,7 @@ def _git(args: list[str], *, cwd: Path | None = None, auth: dict | None = None) 
            "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": "",
            **(auth or {})}
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True,
+        done = subprocess.run(["git", *HARDENED, *args], cwd=cwd, env=env, capture_output=True,
                               text=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise WorkspaceError(f"git {args[0]} did not finish: {type(exc).__name__}") from exc
@@ -331,8 +342,11 @@ def push_if_missing(ticket: Ticket, branch: str) -> bool:
     if _git(["ls-remote", "--heads", origin.clone_url, ref], auth=auth).strip():
         return False
     workdir = work_dir(ticket)
-    if not (workdir / ".git").exists():
-        raise WorkspaceError(f"{branch} is not on the remote and there is no work directory")
+    dot_git = workdir / ".git"
+    if dot_git.is_symlink() or not dot_git.is_dir():
+        # a link or a `gitdir:` file would have amux read (and push) another repository
+        raise WorkspaceError(f"{branch} is not on the remote and the work directory holds "
+                             "no repository of its own")
     mirror = mirror_dir(origin.clone_url)
     if not (mirror / "HEAD").exists():
         refresh_mirror(source, origin)
@@ -340,8 +354,8 @@ def push_if_missing(ticket: Ticket, branch: str) -> bool:
     with _locked(mirror):
         try:
             # Reading the worker's repository runs no hook of it; pushing runs none of ours.
-            _git(["fetch", "--quiet", "--no-tags", str(workdir), f"+{ref}:{staging}"],
-                 cwd=mirror)
+            _git(["fetch", "--quiet", "--no-tags", f"--upload-pack={WORKER_UPLOAD_PACK}",
+                  str(workdir), f"+{ref}:{staging}"], cwd=mirror)
         except WorkspaceError as exc:
             raise WorkspaceError(
                 f"{branch} is neither on the remote nor in the work directory") from exc

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import threading
 import time
 from datetime import datetime
 from urllib.parse import parse_qs
 
+from amux_common import bounded_json
 from intake.sources.base import (
     NOTICE_CHANNEL,
     ConfigError,
@@ -551,7 +551,9 @@ def _decode(incoming: Incoming) -> tuple[dict, bytes]:
         if "application/x-www-form-urlencoded" in ctype:
             form = parse_qs(body.decode("utf-8"), strict_parsing=True)
             body = form["payload"][0].encode()
-        payload = json.loads(body)
+        payload = bounded_json.loads(body)
+    except bounded_json.TooDeep as exc:
+        raise Malformed("bad_json", str(exc)) from None
     except (ValueError, KeyError, UnicodeDecodeError):
         raise Malformed("bad_json", "the body is not a JSON payload") from None
     if not isinstance(payload, dict):

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from amux_common import bounded_json
 from intake.sources.base import (
     CardSent,
     Context,
@@ -160,9 +161,9 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards, RepliesInC
         key = self.secrets.get("encrypt_key") or ""
         if not token:
             raise Unauthorized("no_token", "this source has no verification token set")
-        body = _json(incoming.body)
         signed = False
         if key:
+            # the signature covers the raw body: checked before anything parses it
             sig = incoming.header("x-lark-signature")
             ts = incoming.header("x-lark-request-timestamp")
             nonce = incoming.header("x-lark-request-nonce")
@@ -174,6 +175,8 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards, RepliesInC
                 if not ts.isdigit() or abs((now or time.time()) - int(ts)) > window:
                     raise Unauthorized("stale_signature", "X-Lark-Request-Timestamp is stale")
                 signed = True
+        body = _json(incoming.body)
+        if key:
             if not isinstance(body.get("encrypt"), str):
                 raise Unauthorized("not_encrypted", "the source expects an encrypted body")
             try:
@@ -892,7 +895,9 @@ def _iso(seconds) -> str:
 
 def _json(body: bytes) -> dict:
     try:
-        value = json.loads(body)
+        value = bounded_json.loads(body)
+    except bounded_json.TooDeep as exc:
+        raise Malformed("bad_json", str(exc)) from None
     except (ValueError, UnicodeDecodeError):
         raise Malformed("bad_json", "the body is not JSON") from None
     if not isinstance(value, dict):

@@ -188,9 +188,18 @@ class RuntimeConfig:
     # the isolation backend (``isolation.BACKENDS``) and, for linux-dac, the runtime user
     isolation: str = PRIVATE_HOME
     runtime_user: str = DEFAULT_USER
+    # a pool user's supplementary group (``isolation.Principal``); files amux wrote for
+    # this session alone (its assignment token), handed to its own group at launch
+    runtime_group: str | None = None
+    private_files: tuple[Path, ...] = ()
     # where a work directory may be (amux's `work/`): a launch refuses one outside them
     # before it re-permissions anything; empty: anywhere (a runtime driven without amux)
     workdir_roots: tuple[Path, ...] = ()
+    # bwrap only: what the sandbox shows read-only besides the system, the runtimes and the
+    # session's own directories (a worker's commands, gitconfig, mirror, its token file),
+    # and amux's own URL, whose port is relayed into it (``sandbox.relayed_ports``)
+    sandbox_read_only: tuple[Path, ...] = ()
+    amux_url: str | None = None
     # who the agent is (``launch_context.ROLES``: a task's child session gets the restricted
     # entry and no session/schedule channel) and whether the memory protocol is bound
     role: str = "session"
@@ -198,6 +207,9 @@ class RuntimeConfig:
     # an attached session (runtime codex-attached): the app-server it drives, {"url",
     # "token", "thread"}; never set for a runtime amux launches
     attach: dict[str, Any] | None = None
+    # the model requests pass amux's gateway, which puts the current prompt into each of
+    # them: a SESSION_START runtime is not restarted when the prompt changes
+    prompt_per_request: bool = False
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -327,6 +339,9 @@ class RuntimeAdapter(ABC):
     pause_idle_during_tools: ClassVar[bool] = False
     retire_after_watchdog: ClassVar[bool] = False
     accepts_extra_args: ClassVar[bool] = True  # ``config.extra_args`` reach the command line
+    # amux's own files the runtime loads (a sidecar, extensions): shown read-only in a
+    # bwrap sandbox
+    sandbox_paths: ClassVar[tuple[Path, ...]] = ()
 
     def policy_answer(self) -> str | None:
         """How a native permission request is answered without a person: "allow", "deny",
@@ -401,6 +416,8 @@ class RuntimeAdapter(ABC):
         for task in self._tasks:
             task.cancel()
         await kill_process_group(self.proc, self.tag)
+        if self.launch is not None:
+            self.launch.close()
         for task in self._tasks:
             with contextlib.suppress(BaseException):
                 await task
@@ -454,6 +471,7 @@ class RuntimeAdapter(ABC):
                 s.token() for s in self.config.mcp_servers) != self._started_tokens:
             return "mcp_token_changed"
         if self.system_prompt_channel == SESSION_START and \
+                not self.config.prompt_per_request and \
                 (system_prompt or None) != (self._started_prompt or None):
             return "system_prompt_changed"
         return None
@@ -508,8 +526,16 @@ class RuntimeAdapter(ABC):
         provider code overrides it afterwards) and says as whom the process runs."""
         cfg = self.config
         launch = Launch.prepare(cfg.isolation, cfg.runtime_user, cfg.state_dir, cfg.workdir,
-                                cfg.runtimes_dir, cfg.workdir_roots)
+                                cfg.runtimes_dir, cfg.workdir_roots,
+                                read_only=(*self.sandbox_paths, *cfg.sandbox_read_only),
+                                amux_url=cfg.amux_url, provider_url=cfg.provider.base_url,
+                                mcp_urls=tuple(s.url for s in cfg.mcp_servers),
+                                shared_group=cfg.runtime_group,
+                                private_files=cfg.private_files)
+        if self.launch is not None:
+            self.launch.close()  # a restart's former relay
         self.launch = launch
+        await launch.start()
         if self.takes_launch_entries():
             env = {**env, launch_context.CONTEXT_ENV: launch_context.context(
                 cfg.role, self.launch_channel)}
@@ -517,8 +543,8 @@ class RuntimeAdapter(ABC):
             # Claude's own auto memory is off on every managed launch (resumes included),
             # whatever starts it: amux's memory is the only one
             env = {**env, "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}
-        proc = await spawn(argv, launch.environment(env, cfg.workdir), cfg.workdir,
-                           **launch.spawn_kwargs())
+        proc = await spawn(launch.command(argv), launch.environment(env, cfg.workdir),
+                           cfg.workdir, **launch.spawn_kwargs())
         try:
             launch.verify(proc.pid)
         except errors.RuntimeAdapterError:

@@ -138,6 +138,7 @@ class _QuestionBatch:
 @register
 class ClaudeAdapter(RuntimeAdapter):
     name = "claude"
+    sandbox_paths = (SIDECAR.parent,)  # amux's sidecar
     accepts_extra_args = False  # the sidecar takes no native command-line settings
     platforms = frozenset({"anthropic-compat"})
     # the SDK takes the appended system prompt when the query starts: the host restarts

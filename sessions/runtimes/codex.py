@@ -172,8 +172,10 @@ name = "amux"
 base_url = {_toml_str(base_url)}
 env_key = "{PROVIDER_KEY_ENV}"
 wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
+# Codex's own retries ride out a provider's 5xx and amux's gateway while it restarts
+# (~13 s of backoff); a turn that fails is one a person sees fail
+request_max_retries = 6
+stream_max_retries = 6
 {render_mcp_servers(mcp_servers or [])}"""
 
 
@@ -334,8 +336,10 @@ class CodexAdapter(RuntimeAdapter):
                 launch.verify(proc.pid)
 
         try:
+            argv = [str(binary), "features", "list"]
             return await codex_features.run_probe(
-                [str(binary), "features", "list"], probe_env, cfg.workdir, self.probe_tag,
+                launch.command(argv) if launch is not None else argv, probe_env,
+                cfg.workdir, self.probe_tag,
                 launch.spawn_kwargs() if launch is not None else {},
                 timeout=self.features_probe_timeout, started=started)
         except errors.RuntimeAdapterError as exc:

@@ -14,6 +14,19 @@ isolated from anything. ``IS_SANDBOX=1`` (Claude's compatibility marker, it enab
 permission mode) is set only here, after checking the target UID is a separate non-root
 UID, and the started process is checked to run as it.
 
+``bwrap``: linux-dac's identity and directories, and the runtime inside a namespace sandbox
+(``sandbox``: bubblewrap; what the runtime sees of the file system and the network).
+Chosen automatically as root when a probe of bwrap as the runtime user succeeds.
+
+One identity per session: amux leases each session a user of its own from a pool
+(``<base>-<n>``, e.g. ``amux-agent-7``: own uid, own group, created on first use) and the
+session's work directory joins that user's group alone, so one session cannot enter
+another's. What amux shares with every runtime read-only (the worker's commands, its
+gitconfig, repository mirrors) goes through the base user's group (``amux-agent``), the
+pool users' one supplementary group; what belongs to one session (its assignment token)
+is handed to its own group at launch. The lease itself lives in the database
+(``sessions.identities``); ``retire`` ends what a released identity left running.
+
 Pure: no Django.
 """
 
@@ -31,35 +44,68 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import errors
+from . import errors, sandbox
 
 PRIVATE_HOME = "private-home"
 LINUX_DAC = "linux-dac"
-BACKENDS = (PRIVATE_HOME, LINUX_DAC)
+BWRAP = "bwrap"
+BACKENDS = (PRIVATE_HOME, LINUX_DAC, BWRAP)
+# the backends whose runtime runs as the unprivileged runtime user
+WITH_PRINCIPAL = (LINUX_DAC, BWRAP)
 DEFAULT_USER = "amux-agent"
 CHILD_UMASK = 0o002  # the work directory stays group-writable
 
 
-def auto_backend(euid: int | None = None) -> str:
-    """The backend amux picks when none is configured: linux-dac when it runs as root."""
-    return LINUX_DAC if (os.geteuid() if euid is None else euid) == 0 else PRIVATE_HOME
+def auto_backend(euid: int | None = None, user: str = DEFAULT_USER) -> str:
+    """The backend amux picks when none is configured: as root, bwrap when a probe of it
+    (as the runtime user, cached) succeeds, else linux-dac; private-home otherwise."""
+    if (os.geteuid() if euid is None else euid) != 0:
+        return PRIVATE_HOME
+    return BWRAP if auto_reason(user) is None else LINUX_DAC
+
+
+def auto_reason(user: str = DEFAULT_USER) -> str | None:
+    """Why amux (as root) does not pick bwrap by itself, or None when it does."""
+    principal = lookup(user) or lookup("nobody")  # created at the first launch; until
+    if principal is None:                           # then any unprivileged uid tells
+        return "neither the runtime user nor `nobody` exists to probe bwrap as"
+    return sandbox.probe(principal.uid, principal.gid)
 
 
 @dataclass(frozen=True)
 class Principal:
-    """The unprivileged user a linux-dac runtime runs as."""
+    """The unprivileged user a linux-dac runtime runs as, with the supplementary groups it
+    is given (a pool user: the base user's group, through which amux shares read-only
+    trees with every runtime; none otherwise)."""
 
     user: str
     uid: int
     gid: int
+    groups: tuple[int, ...] = ()
+
+    def in_group(self, gid: int) -> bool:
+        return gid == self.gid or gid in self.groups
 
 
-def lookup(user: str) -> Principal | None:
+def lookup(user: str, shared: str | None = None) -> Principal | None:
+    """The user, with ``shared``'s group as its supplementary group when it is a member."""
     try:
         entry = pwd.getpwnam(user)
     except KeyError:
         return None
-    return Principal(user, entry.pw_uid, entry.pw_gid)
+    groups: tuple[int, ...] = ()
+    if shared and shared != user:
+        with contextlib.suppress(KeyError):
+            group = grp.getgrnam(shared)
+            if user in group.gr_mem and group.gr_gid != entry.pw_gid:
+                groups = (group.gr_gid,)
+    return Principal(user, entry.pw_uid, entry.pw_gid, groups)
+
+
+def pool_user(base: str, slot: int | str) -> str:
+    """The name of the pool's ``slot``-th user (system account names are at most 32
+    characters; a base name that leaves no room is refused in settings)."""
+    return f"{base}-{slot}"
 
 
 def provision(user: str = DEFAULT_USER) -> Principal:
@@ -87,10 +133,50 @@ def provision(user: str = DEFAULT_USER) -> Principal:
     return found
 
 
-def verified_principal(user: str) -> Principal:
-    """The runtime user, provisioned if missing, refused unless it is a separate non-root
-    UID (and not amux's own, which would isolate nothing)."""
-    principal = provision(user)
+def provision_member(user: str, shared: str) -> Principal:
+    """A pool user (own uid and group, member of ``shared``'s group, no login, no home),
+    created if missing; an existing user is added to ``shared`` when it is not in it.
+    Idempotent and race-safe like ``provision``."""
+    base = provision(shared)
+    found = lookup(user, shared)
+    if found is not None and found.groups:
+        return found
+    if os.geteuid() != 0:
+        raise errors.RuntimeStartFailed(
+            f"linux-dac: the session's runtime user {user!r} does not exist (or is not in "
+            f"the group {shared!r}) and only root can create it (run `make runtime-user` "
+            "as root, or set AMUX_ISOLATION=private-home)")
+    if found is None:
+        tool = shutil.which("useradd", path="/usr/sbin:/usr/bin:/sbin:/bin")
+        argv = [tool or "useradd", "--system", "--user-group", "--no-create-home",
+                "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
+                "--groups", shared, user]
+    else:
+        tool = shutil.which("usermod", path="/usr/sbin:/usr/bin:/sbin:/bin")
+        argv = [tool or "usermod", "--append", "--groups", shared, user]
+    if tool is None:
+        raise errors.RuntimeStartFailed(f"linux-dac: {argv[0]} not found; create the "
+                                        f"runtime user {user!r} in group {shared!r} by hand")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    found = lookup(user, shared)
+    if found is None or not found.groups:
+        raise errors.RuntimeStartFailed(
+            f"linux-dac: {' '.join(argv[-3:])} failed: "
+            f"{(done.stderr or done.stdout).strip()[:300]}")
+    if found.gid == base.gid or found.uid == base.uid:
+        raise errors.RuntimeStartFailed(
+            f"linux-dac: {user!r} shares its uid or group with {shared!r}; it would "
+            "isolate nothing from the other sessions")
+    return found
+
+
+def verified_principal(user: str, shared: str | None = None) -> Principal:
+    """The runtime user, provisioned if missing (a pool user: as a member of ``shared``),
+    refused unless it is a separate non-root UID (and not amux's own, which would isolate
+    nothing)."""
+    principal = (provision_member(user, shared) if shared and shared != user
+                 else provision(user))
     if principal.uid == 0 or principal.gid == 0:
         raise errors.RuntimeStartFailed(f"linux-dac: {user!r} is root (uid/gid 0)")
     if principal.uid == os.geteuid():
@@ -113,7 +199,7 @@ def process_euid(pid: int) -> int | None:
 
 def _searchable(path: Path, principal: Principal) -> Path | None:
     """The first directory on the way to ``path`` that ``principal`` cannot enter."""
-    groups = {principal.gid}
+    groups = {principal.gid, *principal.groups}
     for directory in [*reversed(path.parents), path]:
         try:
             st = directory.stat()
@@ -135,7 +221,7 @@ def _may(st: os.stat_result, principal: Principal, bits: int) -> bool:
     with this stat, by its owner, group or other class (as the kernel picks it)."""
     if st.st_uid == principal.uid:
         return (st.st_mode >> 6) & bits == bits
-    if st.st_gid == principal.gid:
+    if principal.in_group(st.st_gid):
         return (st.st_mode >> 3) & bits == bits
     return st.st_mode & bits == bits
 
@@ -208,6 +294,82 @@ def hand_over(path: Path, principal: Principal | None) -> None:
             raise errors.RuntimeStartFailed(f"linux-dac: refusing the symbolic link {path}")
         if (st.st_uid, st.st_gid) != (principal.uid, principal.gid):
             os.chown(path, principal.uid, principal.gid, follow_symlinks=False)
+
+
+def hand_private(path: Path, principal: Principal) -> None:
+    """A file amux wrote for one session alone (its assignment token): readable by that
+    session's own group and by amux, by nobody else (the pool's other users share only
+    the base group). A symbolic link is refused, never followed."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise errors.RuntimeStartFailed(f"linux-dac: refusing {path}: {exc}") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise errors.RuntimeStartFailed(f"linux-dac: {path} is not a regular file")
+        if st.st_gid != principal.gid:
+            os.chown(f"/proc/self/fd/{fd}", -1, principal.gid)
+        if stat.S_IMODE(st.st_mode) != 0o640:
+            os.chmod(f"/proc/self/fd/{fd}", 0o640)
+    finally:
+        os.close(fd)
+
+
+# Where any user may leave files that outlive its processes; a released identity's are
+# removed there, so whoever holds the uid next finds none of them.
+SHARED_SCRATCH = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+
+
+def retire(principal: Principal, private_dirs: tuple[Path, ...] = (),
+           scratch: tuple[Path, ...] = SHARED_SCRATCH) -> None:
+    """An identity handed back to the pool: every process still running as it is killed
+    (a background job the agent left), the directories it owned for its session are
+    closed to it (amux's again, 0700: the next holder of the uid cannot enter them, so
+    the files inside, still the uid's, stay out of its reach), and what it left in the
+    machine's shared scratch directories is removed."""
+    if principal.uid == 0 or principal.uid == os.geteuid():
+        return
+    for pid in uid_processes(principal.uid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, 9)
+    for directory in private_dirs:
+        with contextlib.suppress(FileNotFoundError):
+            if directory.is_symlink():
+                continue
+            os.chown(directory, os.geteuid(), os.getegid(), follow_symlinks=False)
+            os.chmod(directory, 0o700)
+    for root in scratch:
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(root):
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid != principal.uid:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
+
+
+def uid_processes(uid: int) -> list[int]:
+    """The pids of the live processes whose real or effective uid is ``uid``."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as fh:
+                for line in fh:
+                    if line.startswith("Uid:"):
+                        real, effective = line.split()[1:3]
+                        if uid in (int(real), int(effective)):
+                            out.append(int(name))
+                        break
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def own_state_dir(state_dir: Path, principal: Principal) -> None:
@@ -295,11 +457,24 @@ class Launch:
 
     backend: str
     principal: Principal | None = None
+    sandbox: sandbox.Sandbox | None = None
+    relay: sandbox.Relay | None = None
 
     @classmethod
     def prepare(cls, backend: str, user: str, state_dir: Path, workdir: Path,
                 runtimes_dir: Path | None = None,
-                workdir_roots: tuple[Path, ...] = ()) -> Launch:
+                workdir_roots: tuple[Path, ...] = (), *,
+                read_only: tuple[Path, ...] = (), amux_url: str | None = None,
+                provider_url: str | None = None, mcp_urls: tuple[str, ...] = (),
+                shared_group: str | None = None,
+                private_files: tuple[Path, ...] = ()) -> Launch:
+        """``shared_group``: a pool user's supplementary group (the base user's);
+        ``private_files``: files amux wrote for this session alone (its assignment token),
+        handed to the session's own group. The other keywords matter to bwrap only: what
+        the sandbox shows besides the system, the runtimes and the session's own
+        directories, and the URLs whose loopback ports are relayed into it
+        (``sandbox.relayed_ports``; a provider elsewhere cannot be reached yet, and the
+        launch says so)."""
         if backend not in BACKENDS:
             raise errors.RuntimeStartFailed(
                 f"unknown isolation backend {backend!r} (known: {', '.join(BACKENDS)})")
@@ -307,14 +482,48 @@ class Launch:
             require_inside(workdir, workdir_roots)
         if backend == PRIVATE_HOME:
             return cls(backend)
-        principal = verified_principal(user)
+        principal = verified_principal(user, shared_group)
+        if backend == BWRAP:
+            # what the kernel allows an unprivileged uid does not depend on which one: the
+            # base user's probe (cached) stands for every pool user's
+            probed = (lookup(shared_group) if shared_group else None) or principal
+            why = sandbox.unreachable_provider(provider_url) or \
+                sandbox.probe(probed.uid, probed.gid)
+            if why is not None:
+                raise errors.RuntimeStartFailed(
+                    why if why.startswith("bwrap") else f"bwrap: cannot start a sandbox "
+                    f"as {principal.user!r}: {why} (run `make sandbox` as root, or set "
+                    "AMUX_ISOLATION=linux-dac)")
         _require_reachable(state_dir.parent, principal, "state directory")
         _require_reachable(workdir.parent, principal, "work directory")
         if runtimes_dir is not None:  # it runs the binaries and scripts installed there
             _require_reachable(Path(runtimes_dir).resolve(), principal, "runtimes directory")
         own_state_dir(state_dir, principal)
         share_workdir(workdir, principal)
-        return cls(backend, principal)
+        for path in private_files:
+            hand_private(path, principal)
+        if backend != BWRAP:
+            return cls(backend, principal)
+        box = sandbox.Sandbox(workdir=workdir, state_dir=state_dir, runtimes_dir=runtimes_dir,
+                              read_only=tuple(read_only),
+                              ports=sandbox.relayed_ports(amux_url, provider_url, mcp_urls))
+        return cls(backend, principal, box,
+                   sandbox.Relay(box, owner=(principal.uid, principal.gid)))
+
+    def command(self, argv: list[str]) -> list[str]:
+        """The command line that starts ``argv`` under the backend."""
+        if self.sandbox is None:
+            return list(argv)
+        return sandbox.command(self.sandbox, argv)
+
+    async def start(self) -> None:
+        """What must run beside the process (bwrap: amux's side of the network relay)."""
+        if self.relay is not None:
+            await self.relay.start()
+
+    def close(self) -> None:
+        if self.relay is not None:
+            self.relay.close()
 
     def environment(self, env: dict[str, str], workdir: Path) -> dict[str, str]:
         env = dict(env)
@@ -331,7 +540,7 @@ class Launch:
         if self.principal is None:
             return {}
         return {"user": self.principal.uid, "group": self.principal.gid,
-                "extra_groups": [], "umask": CHILD_UMASK}
+                "extra_groups": list(self.principal.groups), "umask": CHILD_UMASK}
 
     def verify(self, pid: int) -> None:
         """The started process runs as the runtime user (a process already gone is the
@@ -341,17 +550,21 @@ class Launch:
         euid = process_euid(pid)
         if euid is not None and euid != self.principal.uid:
             raise errors.RuntimeStartFailed(
-                f"linux-dac: the runtime runs as uid {euid}, not {self.principal.uid}")
+                f"{self.backend}: the runtime runs as uid {euid}, not {self.principal.uid}")
 
 
 def describe(backend: str, user: str) -> dict[str, Any]:
     """What doctor and the runtimes API say about the backend."""
     out: dict[str, Any] = {"backend": backend}
-    if backend == LINUX_DAC:
+    if backend in WITH_PRINCIPAL:
         principal = lookup(user)
         out.update(user=user, user_exists=principal is not None,
                    uid=principal.uid if principal else None)
         with contextlib.suppress(KeyError):
             if principal is not None:
                 out["group"] = grp.getgrgid(principal.gid).gr_name
+        if backend == BWRAP:
+            out["bwrap"] = sandbox.bwrap_path()
+            out["sandbox_problem"] = (sandbox.probe(principal.uid, principal.gid)
+                                      if principal else "the runtime user does not exist")
     return out

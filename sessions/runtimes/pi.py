@@ -73,12 +73,14 @@ def _last_usage(usage: dict[str, Any]) -> dict[str, int]:
 @register
 class PiAdapter(RuntimeAdapter):
     name = "pi"
+    sandbox_paths = (SYSTEM_PROMPT.parent,)  # amux's extensions
     platforms = frozenset({"openai-compat"})
 
     def __init__(self, config):
         super().__init__(config)
         self._rpc: JsonLines | None = None
         self._last_assistant: dict[str, Any] | None = None
+        self._retrying = False  # Pi announced an automatic retry of the last failed attempt
         self._text_item = 0
 
     @classmethod
@@ -183,6 +185,7 @@ class PiAdapter(RuntimeAdapter):
 
     async def _begin_turn(self, turn_input: TurnInput) -> None:
         self._last_assistant = None
+        self._retrying = False
         if turn_input.command == "compact":
             self.emit(TurnStarted())
             self._tasks.append(asyncio.create_task(self._compact()))
@@ -282,13 +285,29 @@ class PiAdapter(RuntimeAdapter):
                                     status="failed" if msg.get("isError") else "completed",
                                     output=_text_of(msg.get("result"))))
         elif kind == "auto_retry_start":
+            self._retrying = True
             self.emit(ErrorObserved(code="provider_error", will_retry=True,
                                     message=str(msg.get("errorMessage", ""))))
+        elif kind == "auto_retry_end" and self._retrying and not msg.get("success"):
+            # the retry was called off while it waited (an abort): no agent_end follows
+            self._retrying = False
+            if self._cancel_requested:
+                self.emit(TurnCancelled(reason="interrupted"))
+            else:
+                self.emit(TurnFailed(code="provider_error",
+                                     message=str(msg.get("finalError", ""))))
         elif kind == "agent_end":
+            self._retrying = False
             self._tasks.append(asyncio.create_task(self._finish()))
 
     async def _finish(self) -> None:
-        """After ``agent_end``: the native cumulative snapshot, then the one terminal."""
+        """After ``agent_end``: the native cumulative snapshot, then the one terminal.
+
+        Pi announces an automatic retry of a failed model request (``auto_retry_start``)
+        right after the failed attempt's ``agent_end``, before it reads its next command:
+        once the snapshot's answer is in, ``_retrying`` says whether the turn goes on. A
+        retried turn ends with the retry's own ``agent_end``; a provider (or amux's gateway,
+        restarting) that is back within Pi's retries costs the turn nothing."""
         last = self._last_assistant or {}
         stop = last.get("stopReason")
         with contextlib.suppress(errors.RuntimeAdapterError):
@@ -303,6 +322,8 @@ class PiAdapter(RuntimeAdapter):
                 self.emit(UsageObserved(cumulative=cumulative or None,
                                         context_window=ctx.get("contextWindow"),
                                         context_used=ctx.get("tokens")))
+        if self._retrying and not self._cancel_requested:
+            return
         if self._cancel_requested or stop == "aborted":
             self.emit(TurnCancelled(reason="interrupted"))
         elif stop == "error":

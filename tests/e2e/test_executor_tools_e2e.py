@@ -134,13 +134,18 @@ def test_mcp_tools_act_on_the_tokens_ticket_only(server):
         ("hand_back", {"trigger": Trigger.objects.get(external_id="comment-2").pk,
                        "reason": "not mine"}),
         ("pull_request", {"title": "Take theirs", "head": f"amux/{other.short_name}"}),
+        ("report", {"status": "progress", "txt": "a typo"}),
     ]))
     names = {t.name for t in tools.tools}
     assert {"report", "ask", "hand_back", "reply", "context"} <= names
     described = {t.name: t.description for t in tools.tools}
     assert "progress, done, blocked, failed" in described["report"]
 
-    context, progress, asked, empty_ask, bad_status, replied, foreign, their_pr = results
+    (context, progress, asked, empty_ask, bad_status, replied, foreign, their_pr,
+     typo) = results
+    # an argument a tool does not declare is refused by name, and its schema says so
+    assert typo.is_error and "txt" in _text(typo)
+    assert all(t.input_schema.get("additionalProperties") is False for t in tools.tools)
     assert not context.is_error
     assert context.structured_content["ticket"]["id"] == ticket.pk
     assert context.structured_content["mandate"]["requester"] == "octocat"

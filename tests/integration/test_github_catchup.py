@@ -78,6 +78,19 @@ def test_the_cursor_stays_when_the_poll_fails(gh, server):
     assert gh.health["cursors"]["poll"]["value"] == "2026-10-15T00:00:00+00:00"
 
 
+def test_a_failed_poll_says_what_failed_in_the_sources_health(gh, server, client, operator):
+    for _ in range(4):  # a 502 each time PyGithub tries
+        server.state.fail_next.append(("GET", rf"/repos/{REPO}/issues/comments", 502))
+    assert poll.poll_all() == 0
+    gh.refresh_from_db()
+    error = gh.health["last_error"]
+    assert error["reason"] == "poll_failed"
+    assert error["message"].startswith("GithubException:") and "502" in error["message"]
+    client.force_login(operator)
+    page = client.get("/panel/sources/").content.decode()
+    assert "poll_failed" in page and "GithubException:" in page
+
+
 # --- what a ticket missed on its pull request while amux was down ----------------------
 
 HEAD = "a1" * 20

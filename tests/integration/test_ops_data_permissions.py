@@ -12,11 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from django.conf import settings as conf
 
 from amux_site import operations, session_paths
 from sessions import services
+from sessions.models import ProviderProfile
 from sessions.runtimes import isolation
+from tests import factories as f
 from tests.integration import test_workspace
 from tests.integration.test_workspace import REPO, _ticket
 from tests.support.isolation import as_root
@@ -33,19 +34,23 @@ servers = test_workspace.servers
 source = test_workspace.source
 
 
-def _as_runtime_user(command: str, env: dict[str, str], cwd: Path | None = None):
-    return subprocess.run([SETPRIV, f"--reuid={USER}", f"--regid={USER}", "--clear-groups",
+def _as(user: str, command: str, env: dict[str, str], cwd: Path | None = None):
+    """``command`` as ``user`` with the groups the system gives it (a pool user: its own
+    and the shared runtime group), as a session's runtime runs."""
+    return subprocess.run([SETPRIV, f"--reuid={user}", f"--regid={user}", "--init-groups",
                            "/bin/sh", "-c", command], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=60)
 
 
-def _launch(workdir: Path) -> isolation.Launch:
+def _launch(session) -> isolation.Launch:
     """What a session's (re)start does before its runtime runs: services.runtime_config
-    opens the directories on the way, the backend prepares the state and work dirs."""
-    services.isolation.open_paths(Path(conf.DATA_DIR), services.runtime_root(),
-                                  Path(conf.WORK_DIR))
-    return isolation.Launch.prepare(isolation.LINUX_DAC, USER,
-                                    services.runtime_root() / "session-1", workdir)
+    opens the directories on the way and leases the session's identity, the backend
+    prepares the state and work dirs and hands the session its token."""
+    config = services.runtime_config(session, launch=False)
+    return isolation.Launch.prepare(isolation.LINUX_DAC, config.runtime_user,
+                                    config.state_dir, config.workdir,
+                                    shared_group=config.runtime_group,
+                                    private_files=config.private_files)
 
 
 def _mode(path: Path) -> int:
@@ -73,7 +78,19 @@ def test_a_restart_leaves_what_sessions_need_and_closes_the_rest(settings, serve
     workdir = workspace.prepare(ticket)  # mirror + clone borrowing its objects
     worker.setup()  # worker-bin, gitconfig
     token = worker.write_token(ticket, "amux_at_token")
-    launch = _launch(workdir)
+    provider = ProviderProfile.objects.create(slug="p", platform="openai-compat",
+                                              base_url="http://127.0.0.1:9/v1",
+                                              model_names=["m"])
+    session = f.SessionFactory(workdir=str(workdir), provider=provider,
+                               runtime_env={"AMUX_ASSIGNMENT_TOKEN_FILE": str(token)})
+    ticket.session = session
+    ticket.save(update_fields=["session"])
+    launch = _launch(session)
+    user = launch.principal.user
+    assert user.startswith(f"{settings.AMUX_RUNTIME_POOL}-") and launch.principal.groups
+
+    def _as_runtime_user(command: str, env: dict[str, str], cwd: Path | None = None):
+        return _as(user, command, env, cwd)
 
     env = launch.environment({
         "PATH": f"{worker.bin_dir()}:/usr/bin:/bin", "HOME": "/nonexistent",
@@ -85,7 +102,8 @@ def test_a_restart_leaves_what_sessions_need_and_closes_the_rest(settings, serve
 
     session_paths.make_private()  # this amux restarts: what sessions need is open again
     session_paths.make_private()  # and again: nothing drifts
-    launch = _launch(workdir)  # the worker's session resumes
+    launch = _launch(session)  # the worker's session resumes
+    assert launch.principal.user == user  # as the same identity
     # the worker's command is on its PATH and runs
     done = _as_runtime_user("amux --help", env)
     assert done.returncode == 0 and "usage: amux" in done.stdout, done.stderr
@@ -115,3 +133,12 @@ def test_a_restart_leaves_what_sessions_need_and_closes_the_rest(settings, serve
     assert _mode(worker.bin_dir()) == 0o750
     assert _mode(worker.gitconfig_path()) == 0o644
     assert _mode(worker.tokens_dir()) == 0o710 and _mode(token) == 0o640
+    # another session's runtime user reads neither its token nor its work directory, and
+    # cannot even list the mirror's owner's directories
+    other = _launch(f.SessionFactory(provider=provider))
+    assert other.principal.user != user and other.principal.uid != launch.principal.uid
+    for command in (f"cat {token}", f"ls {workdir}", f"cat {workdir}/README.md"):
+        done = _as(other.principal.user, command, env)
+        assert done.returncode != 0 and "amux_at_token" not in done.stdout, command
+    done = _as(other.principal.user, "amux --help", env)  # the shared tools: for all
+    assert done.returncode == 0, done.stderr

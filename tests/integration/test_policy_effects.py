@@ -147,3 +147,53 @@ def test_effects_lost_after_commit_are_applied_by_the_sweep(api, live):
     assert PolicyHead.objects.get(pk=1).applied_version == v2
     assert services.apply_pending() is None
     assert Input.objects.filter(kind="policy").count() == 2
+
+
+def _failed(ticket):
+    from tickets.models import Assignment
+
+    Assignment.objects.filter(ticket=ticket).update(state="failed", failure_code="crashed",
+                                                    failure_message="the runtime crashed")
+
+
+def test_a_retry_resumes_only_while_the_source_still_listens_to_the_thread(api, gh, live):
+    from tickets.models import Assignment, TicketMessage
+
+    ticket = live["comment"]
+    _failed(ticket)
+    runs = Assignment.objects.filter(ticket=ticket).count()
+    # receiving everything switched off: still watched, so the retry is a new run
+    Source.objects.filter(pk=gh.pk).update(config={"repo": "acme/app", "receive_all": False})
+    assert api.post(f"/api/v1/tickets/{ticket.pk}/retry/").status_code == 200
+    assert Assignment.objects.filter(ticket=ticket).count() == runs + 1
+    # the repository is no longer watched: the next retry ends the ticket, saying why
+    _failed(ticket)
+    Source.objects.filter(pk=gh.pk).update(config={"repo": ["acme/other"]})
+    answer = api.post(f"/api/v1/tickets/{ticket.pk}/retry/")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["end_reason"] == "not_resumable:not_listening"
+    assert Assignment.objects.filter(ticket=ticket).count() == runs + 1
+    told = [m.payload["text"] for m in TicketMessage.objects.filter(ticket=ticket)
+            if m.kind == "relay" and m.key.startswith(f"ticket:{ticket.pk}:not-resumable")]
+    assert len(told) == 1 and "no longer one amux watches" in told[0]
+    # ended: a second retry is refused, and the thread is not told again
+    assert api.post(f"/api/v1/tickets/{ticket.pk}/retry/").status_code == 409
+    assert TicketMessage.objects.filter(ticket=ticket, kind="relay").count() == 1
+
+
+def test_a_persons_input_does_not_restart_a_ticket_whose_source_is_disabled(api, gh, live):
+    from tickets.actions import commands
+    from tickets.models import Assignment
+
+    ticket = live["comment"]
+    _failed(ticket)
+    runs = Assignment.objects.filter(ticket=ticket).count()
+    Source.objects.filter(pk=gh.pk).update(enabled=False)
+    item = commands.add_input(ticket_id=ticket.pk, text="any news?", author="octocat")
+    ticket.refresh_from_db()
+    assert ticket.ended_at is not None
+    assert ticket.end_reason == "not_resumable:source_disabled"
+    assert Assignment.objects.filter(ticket=ticket).count() == runs  # no new run
+    item.refresh_from_db()
+    assert item.failed_at is not None and item.failure == "not_resumable:source_disabled"
+    assert not Effect.objects.filter(kind="deliver", key=f"input:{item.pk}").exists()

@@ -176,6 +176,13 @@ def _assignment_token(ticket) -> tuple[Assignment, str]:
     return assignment, executor.issue_assignment_token(assignment_id=assignment.pk)
 
 
+def _pull_request(token: str, body: dict):
+    """The worker's `tools/pull_request` call with its assignment token."""
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return api.post("/api/v1/tools/pull_request/", body, format="json")
+
+
 def _ask(token: str, **body):
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
@@ -260,10 +267,7 @@ def test_amux_pr_pushes_a_branch_the_remote_lacks_then_links_the_issue(servers, 
     hook.chmod(0o755)
     assert not git_server.has_branch(REPO, branch)
     _assignment, token = _assignment_token(ticket)
-    api_client = APIClient()
-    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    answer = api_client.post("/api/v1/tools/pull_request/",
-                             {"title": "Fix the crash", "head": branch}, format="json")
+    answer = _pull_request(token, {"title": "Fix the crash", "head": branch})
     assert answer.status_code == 201, answer.content
     assert git_server.show(REPO, branch, "fix.txt") == "fixed\n"
     created = api.matching("POST", rf"/repos/{REPO}/pulls")
@@ -280,11 +284,8 @@ def test_a_branch_that_exists_nowhere_is_refused_and_github_is_not_asked(servers
     _git, api = servers
     ticket = _ticket(source, 1)  # no work directory: its branch is nowhere
     _assignment, token = _assignment_token(ticket)
-    api_client = APIClient()
-    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     branch = f"amux/{ticket.short_name}"
-    answer = api_client.post("/api/v1/tools/pull_request/",
-                             {"title": "Fix", "head": branch}, format="json")
+    answer = _pull_request(token, {"title": "Fix", "head": branch})
     assert answer.status_code == 409 and answer.json()["error"]["code"] == "not_pushed"
     assert branch in answer.json()["error"]["message"]
     assert not api.matching("POST", rf"/repos/{REPO}/pulls")
@@ -414,13 +415,69 @@ def test_github_failing_to_open_the_pull_request_is_a_clear_503(servers, source)
     git("commit", "-qm", "Fix", cwd=workdir)
     api.state.fail_next.append(("POST", rf"/repos/{REPO}/pulls", 502))
     _assignment, token = _assignment_token(ticket)
-    api_client = APIClient()
-    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    answer = api_client.post("/api/v1/tools/pull_request/",
-                             {"title": "Fix", "head": branch}, format="json")
+    answer = _pull_request(token, {"title": "Fix", "head": branch})
     assert answer.status_code == 503, answer.content
     assert answer.json()["error"]["code"] == "github_unavailable"
     assert git_server.has_branch(REPO, branch)  # pushed; the retry only opens the PR
-    again = api_client.post("/api/v1/tools/pull_request/",
-                            {"title": "Fix", "head": branch}, format="json")
+    again = _pull_request(token, {"title": "Fix", "head": branch})
     assert again.status_code == 201 and again.json()["created"] is True
+
+
+# --- what the worker plants for amux's own git ------------------------------------------------
+
+
+def _plant(workdir: Path, marker: Path) -> None:
+    """Everything a worker can write into its clone to make the next git command that
+    reads it run a program: hooks, a hooks path of its own, an fsmonitor, a pager, an ssh
+    command, and an included config file that sets them again."""
+    run = f"#!/bin/sh\necho \"$0 $*\" >> {marker}\n"
+    hooks = workdir / "my-hooks"
+    hooks.mkdir()
+    for name in ("pre-push", "post-checkout", "reference-transaction", "post-merge",
+                 "pre-auto-gc", "post-index-change", "fsmonitor-watchman"):
+        for place in (workdir / ".git/hooks" / name, hooks / name):
+            place.write_text(run)
+            place.chmod(0o755)
+    program = workdir / "run.sh"
+    program.write_text(run)
+    program.chmod(0o755)
+    for key, value in (("core.hooksPath", str(hooks)), ("core.fsmonitor", str(program)),
+                       ("core.pager", str(program)), ("core.sshCommand", str(program)),
+                       ("core.editor", str(program)), ("credential.helper", f"!{program}"),
+                       ("include.path", str(workdir / "extra.cfg"))):
+        git("config", key, value, cwd=workdir)
+    (workdir / "extra.cfg").write_text(f"[core]\n\tfsmonitor = {program}\n")
+
+
+def test_nothing_the_worker_plants_in_its_clone_runs_in_amuxs_git(servers, source,
+                                                                   tmp_path):
+    git_server, api = servers
+    ticket = _ticket(source, 1)
+    api.state.issues[(REPO, 1)] = {"title": "Crash"}
+    workdir = workspace.prepare(ticket)
+    (workdir / "fix.txt").write_text("fixed\n")
+    git("add", "fix.txt", cwd=workdir)
+    git("commit", "-qm", "Fix", cwd=workdir)
+    marker = tmp_path / "ran.txt"
+    _plant(workdir, marker)
+    assert workspace.prepare(ticket) == workdir  # revived: amux reads its config
+    _assignment, token = _assignment_token(ticket)
+    branch = f"amux/{ticket.short_name}"
+    answer = _pull_request(token, {"title": "Fix", "head": branch})
+    assert answer.status_code == 201, answer.content  # amux fetched it and pushed it
+    assert git_server.show(REPO, branch, "fix.txt") == "fixed\n"
+    assert not marker.exists(), marker.read_text()
+
+
+def test_a_clone_whose_git_directory_points_elsewhere_is_not_read(servers, source, tmp_path):
+    _git, api = servers
+    ticket = _ticket(source, 1)
+    workdir = workspace.prepare(ticket)
+    elsewhere = tmp_path / "elsewhere.git"
+    shutil.move(str(workdir / ".git"), elsewhere)
+    (workdir / ".git").write_text(f"gitdir: {elsewhere}\n")
+    _assignment, token = _assignment_token(ticket)
+    answer = _pull_request(token, {"title": "Fix", "head": f"amux/{ticket.short_name}"})
+    assert answer.status_code == 409 and answer.json()["error"]["code"] == "not_pushed"
+    assert "no repository of its own" in answer.json()["error"]["message"]
+    assert not api.matching("POST", rf"/repos/{REPO}/pulls")

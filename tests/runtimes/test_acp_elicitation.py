@@ -41,7 +41,9 @@ SCHEMA = {"type": "object", "required": ["color", "pin"], "properties": {
 
 
 def scripted_agent(base: Path, schema: dict = SCHEMA) -> tuple[Path, Path, dict[str, str]]:
-    """A runtimes directory whose ACP agent is the scripted one: (dir, frame log, env)."""
+    """A runtimes directory whose ACP agent is the scripted one: (dir, frame log, env); the
+    log is the agent's ``frames.log`` in its work directory (``base``/work for a runtime
+    test's config)."""
     runtimes = base / "runtimes"
     launcher = codex_acp_binary(runtimes)
     launcher.parent.mkdir(parents=True)
@@ -56,10 +58,14 @@ def scripted_agent(base: Path, schema: dict = SCHEMA) -> tuple[Path, Path, dict[
             break
         path.chmod(path.stat().st_mode | stat.S_IXOTH | stat.S_IROTH)
     isolation.reachable(launcher.parent)
-    log = base / "frames.log"
+    # in the work directory: what the agent writes there is seen by amux under every
+    # backend (bwrap shows the agent a /tmp of its own)
+    log = base / "work" / "frames.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
     log.touch()
     log.chmod(0o666)
-    env = {"ELICIT_SCHEMA": json.dumps(schema), "ELICIT_LOG": str(log),
+    # relative: the agent writes it in its own work directory, wherever that is
+    env = {"ELICIT_SCHEMA": json.dumps(schema), "ELICIT_LOG": log.name,
            "ELICIT_MESSAGE": "Before I paint", "ELICIT_SECRET_KEY": "pin",
            "ELICIT_SECRET_SHA256": hashlib.sha256(SECRET.encode()).hexdigest()}
     return runtimes, log, env

@@ -62,6 +62,17 @@ def _installed():
     require_runtime("codex")
 
 
+def wrapped(**overrides):
+    """make_config's settings for a session whose codex is the logging wrapper: under
+    bwrap the wrapper could neither run the real codex (outside the wrapper's runtimes
+    directory) nor append to the log (the sandbox shows /tmp as its own), so these runs
+    take linux-dac's user, which is what the probe's logic needs; the probe inside bwrap
+    is the one every other Codex test runs."""
+    if isolation.backend() == "bwrap":
+        overrides.setdefault("isolation", "linux-dac")
+    return overrides
+
+
 def wrapped_runtimes(base: Path) -> tuple[Path, Path]:
     """A runtimes directory whose codex is the logging wrapper; (directory, log file)."""
     runtimes = base / "runtimes"
@@ -145,7 +156,8 @@ def test_the_probe_declares_the_feature_and_a_question_reaches_amux(tmp_path, mo
 def test_an_explicit_flag_skips_the_probe(tmp_path, model_server):
     runtimes, log = wrapped_runtimes(tmp_path)
     wire: list = []
-    cfg = make_config("codex", tmp_path, model_server.base_url, runtimes_dir=runtimes,
+    cfg = make_config("codex", tmp_path, model_server.base_url,
+                      **wrapped(runtimes_dir=runtimes),
                       extra_args=("-c", f"{codex_features.THREAD_CONFIG_KEY}=true"),
                       wire_observer=lambda d, m: wire.append((d, m)))
     model_server.script(ToolCall("", tool="request_user_input", arguments=QUESTIONS),
@@ -171,7 +183,8 @@ def test_an_explicit_flag_skips_the_probe(tmp_path, model_server):
 
 def test_a_hanging_probe_is_reaped_and_the_agent_keeps_running(tmp_path, model_server):
     runtimes, log = wrapped_runtimes(tmp_path)
-    cfg = make_config("codex", tmp_path, model_server.base_url, runtimes_dir=runtimes,
+    cfg = make_config("codex", tmp_path, model_server.base_url,
+                      **wrapped(runtimes_dir=runtimes),
                       extra_env={"WRAP_HANG_FEATURES": "1"})
     model_server.script(ToolCall("", tool="request_user_input", arguments=QUESTIONS),
                         Text("went on without asking"))
@@ -208,7 +221,8 @@ def test_a_hanging_probe_is_reaped_and_the_agent_keeps_running(tmp_path, model_s
 
 def test_a_failed_initialize_cancels_and_reaps_the_probe(tmp_path, model_server):
     runtimes, log = wrapped_runtimes(tmp_path)
-    cfg = make_config("codex", tmp_path, model_server.base_url, runtimes_dir=runtimes,
+    cfg = make_config("codex", tmp_path, model_server.base_url,
+                      **wrapped(runtimes_dir=runtimes),
                       extra_env={"WRAP_HANG_FEATURES": "1", "WRAP_FAIL_APP_SERVER": "1"})
 
     async def main():
@@ -237,7 +251,7 @@ def test_probe_results_are_not_shared_between_sessions(tmp_path, model_server):
 
     def config(name: str, **extra):
         base = tmp_path / name
-        return make_config("codex", base, model_server.base_url, runtimes_dir=runtimes,
+        return make_config("codex", base, model_server.base_url, **wrapped(runtimes_dir=runtimes),
                            wire_observer=lambda d, m: wires[name].append((d, m)), **extra)
 
     async def one(cfg):

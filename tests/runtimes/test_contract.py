@@ -13,7 +13,7 @@ from sessions.runtimes.base import tagged_pids
 from sessions.runtimes.events import MessageCompleted, ToolStarted, UsageObserved
 from sessions.runtimes.watchdog import WatchdogConfig
 from tests.runtimes.conftest import require_runtime
-from tests.support.model_server import Text, ToolCall
+from tests.support.model_server import Fail, Text, ToolCall
 from tests.support.runtimes import (
     adapter_for,
     assert_no_leak,
@@ -107,6 +107,30 @@ def test_interrupt_mid_turn_gives_exactly_one_cancelled_terminal(runtime, tmp_pa
     assert events[-1].type == "turn.cancelled"
     # the next turn is unaffected by the interrupt
     assert [e.type for e in terminals(after)] == ["turn.completed"]
+    assert_no_leak([adapter.tag])
+
+
+def test_a_provider_briefly_unavailable_costs_the_turn_nothing(runtime, tmp_path, model_server):
+    """A 503 (a provider's hiccup, or amux's gateway while it restarts) is retried by the
+    runtime itself; the turn goes on and ends once, completed, with the answer that came
+    after. Pi reports its failed attempt's agent_end before it retries: that is no end."""
+    cfg = make_config(runtime, tmp_path, model_server.base_url)
+    # three in a row: more than Pi's HTTP client retries itself (2), so Pi's own retry runs
+    model_server.script(*[Fail("overloaded, try again", status=503)] * 3,
+                        Text("answered after all"))
+
+    async def main():
+        adapter = adapter_for(runtime, cfg)
+        try:
+            await adapter.start()
+            return adapter, await collect(adapter, "are you there?")
+        finally:
+            await adapter.close()
+
+    adapter, events = run_async(main())
+    assert [e.type for e in terminals(events)] == ["turn.completed"]
+    assert [e.text for e in events if isinstance(e, MessageCompleted)] == ["answered after all"]
+    assert len(model_server.tool_requests()) == 4
     assert_no_leak([adapter.tag])
 
 

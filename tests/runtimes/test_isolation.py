@@ -105,9 +105,43 @@ def test_linux_dac_refuses_an_unreachable_directory(tmp_path):
                                  tmp_path / "state", locked / "work")
 
 
-def test_auto_backend_is_linux_dac_for_root_only():
-    assert isolation.auto_backend(0) == isolation.LINUX_DAC
+def test_auto_backend_as_root_is_bwrap_when_its_probe_works_else_linux_dac():
+    expected = isolation.BWRAP if isolation.auto_reason() is None else isolation.LINUX_DAC
+    assert isolation.auto_backend(0) == expected
     assert isolation.auto_backend(1000) == isolation.PRIVATE_HOME
+
+
+@as_root
+def test_bwrap_runs_the_runtime_in_its_sandbox_as_the_unprivileged_user(
+        runtime, tmp_path, model_server):
+    """Under bwrap the runtime (and its tools) runs as the runtime user in its own pid
+    namespace, with the work directory writable and the scripted model reached through
+    the relay; the model's reply comes back."""
+    from sessions.runtimes import sandbox
+
+    principal = isolation.provision(isolation.DEFAULT_USER)
+    why = sandbox.probe(principal.uid, principal.gid)
+    if why is not None:
+        pytest.skip(f"bwrap cannot start here: {why}")
+    cfg = make_config(runtime, tmp_path, model_server.base_url, isolation=isolation.BWRAP)
+    model_server.script(ToolCall("id -u > uid.txt; ls /proc | grep -c '^[0-9]' > pids.txt"),
+                        Text("done"))
+
+    async def main():
+        adapter = adapter_for(runtime, cfg)
+        try:
+            await adapter.start()
+            euid = isolation.process_euid(adapter.proc.pid)
+            return euid, await collect(adapter, "who are you")
+        finally:
+            await adapter.close()
+
+    euid, events = run_async(main())
+    assert euid == principal.uid
+    assert [e.type for e in terminals(events)] == ["turn.completed"], events
+    assert [e.text for e in events if isinstance(e, MessageCompleted)] == ["done"]
+    assert (cfg.workdir / "uid.txt").read_text().strip() == str(principal.uid)
+    assert int((cfg.workdir / "pids.txt").read_text()) < 30  # its own pid namespace
 
 
 @as_root

@@ -39,6 +39,7 @@ class Text:
     text: str
     delay: float = 0.0
     usage: dict[str, int] | None = None
+    stall: float = 0.0  # seconds the stream pauses after its first text delta (streaming)
 
 
 @dataclass
@@ -70,6 +71,7 @@ class LoggedRequest:
     at: float
     reply: Any = None
     disconnected: bool = False
+    headers: dict[str, str] | None = None  # as sent (lower-case names)
 
     @property
     def tool_names(self) -> list[str]:
@@ -306,6 +308,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(chunk.encode())
         self.wfile.flush()
 
+    def _stall(self, reply: Any, index: int) -> None:
+        """A Text's `stall`: after the first delta went out, before the second."""
+        if index == 1 and getattr(reply, "stall", 0):
+            self.model_server._sleep(reply.stall)
+
     def do_GET(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0]
         if self.model_server.anthropic and path.rstrip("/").endswith("/models"):
@@ -392,7 +399,8 @@ class _Handler(BaseHTTPRequestHandler):
                 or path.endswith("/messages")):
             self._json(404, {"error": {"message": f"unknown path {path}"}})
             return
-        logged = LoggedRequest(path=path, body=body, at=time.time())
+        logged = LoggedRequest(path=path, body=body, at=time.time(),
+                               headers={k.lower(): v for k, v in self.headers.items()})
         reply = srv._next_reply(logged)
         if not srv._sleep(reply.delay):
             return
@@ -474,7 +482,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._sse("response.content_part.added", {
                 "type": "response.content_part.added", "sequence_number": next(seq),
                 "item_id": item["id"], "output_index": 0, "content_index": 0, "part": part})
-            for piece in _pieces(reply.text):
+            for i, piece in enumerate(_pieces(reply.text)):
+                self._stall(reply, i)
                 self._sse("response.output_text.delta", {
                     "type": "response.output_text.delta", "sequence_number": next(seq),
                     "item_id": item["id"], "output_index": 0, "content_index": 0,
@@ -535,7 +544,8 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(reply, ToolCall):
             self._sse(None, chunk({"tool_calls": [{"index": 0, **call}]}))
         else:
-            for piece in _pieces(reply.text):
+            for i, piece in enumerate(_pieces(reply.text)):
+                self._stall(reply, i)
                 self._sse(None, chunk({"content": piece}))
         self._sse(None, chunk({}, finish))
         self._sse(None, {"id": cid, "object": "chat.completion.chunk", "created": created,
@@ -582,7 +592,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._sse("content_block_start", {"type": "content_block_start", "index": 0,
                                               "content_block": {"type": "text", "text": ""}})
-            for piece in _pieces(block["text"]):
+            for i, piece in enumerate(_pieces(block["text"])):
+                self._stall(reply, i)
                 self._sse("content_block_delta", {"type": "content_block_delta", "index": 0,
                                                   "delta": {"type": "text_delta",
                                                             "text": piece}})

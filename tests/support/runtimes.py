@@ -72,22 +72,9 @@ def assert_no_leak(tags: list[str]) -> None:
 def run_async(coro):
     """``asyncio.run`` in a fresh thread: safe even when this thread already runs an event
     loop (Playwright's sync API keeps one for the rest of the test session)."""
-    import threading
+    from amux_common import aio
 
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["value"] = asyncio.run(coro)
-        except BaseException as exc:  # re-raised in the caller
-            result["error"] = exc
-
-    thread = threading.Thread(target=target, name="run-async")
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result.get("value")
+    return aio.run(coro, name="run-async")
 
 
 def one_turn(runtime: str, config: RuntimeConfig, text: str

@@ -137,3 +137,19 @@ def test_a_runtime_named_without_a_model_takes_only_the_model_of_its_own_shortcu
     with pytest.raises(ExecutionError, match="model is required"):
         resolve(launch=DIRECT, caller=CallerSettings(runtime="codex"),
                 isolation="private-home", runtime_preset=pi)
+
+
+def test_the_native_sandbox_follows_the_isolation_backend():
+    from sessions.execution import native_permission
+
+    # approvals on: the same native settings under both; the sandbox in force is named
+    assert native_permission("codex", "ask", "linux-dac") == (
+        {"approval_policy": "on-request", "sandbox_mode": "workspace-write"},
+        "workspace-write")
+    assert native_permission("codex", "ask", "bwrap") == (
+        {"approval_policy": "on-request", "sandbox_mode": "workspace-write"}, "bwrap")
+    assert native_permission("acp", "policy-allow", "bwrap")[0]["mode"] == "auto"
+    assert native_permission("claude", "bypass", "bwrap") == (
+        {"permission_mode": "bypassPermissions"}, "bwrap")
+    assert native_permission("pi", "ask", "bwrap") == ({}, "bwrap")
+    assert native_permission("pi", "ask", "private-home") == ({}, "none")

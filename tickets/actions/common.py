@@ -9,6 +9,7 @@ from datetime import datetime
 
 from effects import outbox
 from intake.models import Channel, Thread, Trigger
+from sessions import model_credentials
 from tickets.actions import messages
 from tickets.core import answers, rules
 from tickets.core import failure as failures
@@ -31,7 +32,22 @@ def apply(row, plan: rules.Plan) -> None:
         for name, value in plan.changes.items():
             setattr(row, name, value)
         row.save(update_fields=list(plan.changes))
+        _revoke_if_run_ended(row, plan.changes)
     enqueue(*plan.effects)
+
+
+def _revoke_if_run_ended(row, changes: dict) -> None:
+    """A run that ends takes its worker session's model-gateway credential with it, as it
+    takes its assignment token (read.assignment_for_token answers only live runs): the
+    runtime's next model request is refused. A new run launches the runtime again, with a
+    new credential."""
+    if not isinstance(row, Assignment) or changes.get("state") in (None, "dispatching",
+                                                                   "running"):
+        return
+    session_id = Ticket.objects.filter(pk=row.ticket_id).values_list(
+        "session_id", flat=True).first()
+    if session_id is not None:
+        model_credentials.revoke(session_id)
 
 
 def save_changes(row, changes: dict | None) -> bool:
@@ -40,6 +56,7 @@ def save_changes(row, changes: dict | None) -> bool:
     for name, value in changes.items():
         setattr(row, name, value)
     row.save(update_fields=list(changes))
+    _revoke_if_run_ended(row, changes)
     return True
 
 
@@ -79,11 +96,35 @@ def new_run(ticket: Ticket, attempt: int = 1) -> Assignment:
     return assignment
 
 
+NOT_RESUMABLE = "not_resumable"  # end reason: f"{NOT_RESUMABLE}:<why>"
+
+
+def resumable(ticket: Ticket) -> bool:
+    """Revalidation before a run resumes a ticket (seed 002): its source must still exist,
+    be enabled and listen to the ticket's thread (receiving every message there is not
+    needed). A ticket that may not resume ends here, its end reason naming why, and, when
+    its source still sends but no longer watches the thread, the thread is told once."""
+    from amux_common.clock import now as clock
+    from tickets.policy_hooks import revalidate_ticket
+
+    check = revalidate_ticket(ticket.pk)
+    if check.ok:
+        return True
+    now = clock()
+    save_changes(ticket, {"ended_at": now, "end_reason": f"{NOT_RESUMABLE}:{check.reason}"})
+    if check.reason == "not_listening":
+        messages.relay(ticket, f"not-resumable:{ticket.assignments.count()}",
+                       "amux: this thread is no longer one amux watches, so the work here "
+                       "has ended; ask again where amux listens.", now)
+    return False
+
+
 def redispatch(ticket: Ticket, cause: failures.Cause) -> Assignment | None:
-    """A failed run is dispatched again (same mandate, a new run) when the rule says so;
-    inputs shown as not delivered go back in line for the new run."""
+    """A failed run is dispatched again (same mandate, a new run) when the rule says so and
+    the ticket may still resume (`resumable`); inputs shown as not delivered go back in
+    line for the new run."""
     attempt = failures.redispatch(run_facts(ticket), cause)
-    if attempt is None:
+    if attempt is None or not resumable(ticket):
         return None
     assignment = new_run(ticket, attempt=attempt)
     stranded = Input.objects.filter(ticket=ticket, delivered_at__isnull=True,
@@ -101,6 +142,9 @@ def deliver(ticket: Ticket, item: Input, *, person_first: bool) -> None:
     a new run of a failed ticket, so the input finds its session)."""
     if person_first:
         redispatch(ticket, failures.Cause.INPUT)
+    if ticket.ended_at is not None:  # it may not resume (`resumable`): nowhere to deliver
+        save_changes(item, {"failed_at": ticket.ended_at, "failure": ticket.end_reason})
+        return
     enqueue(rules.deliver(item.pk, ticket.pk))
 
 

@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from amux_common.mcp_http import bearer
+from amux_common.mcp_http import bearer, close_arguments
 from tickets.core.messages import REPORT_STATUSES
 from tickets.tools import service
 from tickets.tools.service import ToolRefused
@@ -124,7 +124,7 @@ def build_server() -> MCPServer:
     ) -> dict[str, Any]:
         return await _run(ctx, service.memory, entry_id=id)
 
-    return server
+    return close_arguments(server)
 
 
 def check_token(token: str | None) -> None:

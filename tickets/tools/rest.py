@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import bearer_token, error_response
+from amux_common.fields import UNKNOWN
 from tickets.tools import service
 from tickets.tools.service import ToolRefused
 
@@ -72,11 +73,17 @@ class ToolView(APIView):
     authentication_classes = [AssignmentTokenAuthentication]
     permission_classes = [IsAssignment]
     tool = ""
+    body: type[serializers.Serializer] | None = None  # the documented body: nothing else
 
     def _data(self, request) -> dict:
         data = request.data if request.method != "GET" else request.query_params
         if not hasattr(data, "get"):
             raise ToolRefused(400, "invalid", "the body must be a JSON object")
+        if self.body is not None:
+            unknown = sorted(str(k) for k in data if k not in self.body().fields)
+            if unknown:
+                raise ToolRefused(400, "invalid", f"unknown field: {', '.join(unknown)}",
+                                  {name: [UNKNOWN] for name in unknown})
         return data
 
     def _run(self, request, call, status: int = 200) -> Response:
@@ -89,28 +96,49 @@ class ToolView(APIView):
             return error_response(refused.status, refused.code, refused.message, refused.fields)
 
 
-class ReportSerializer(serializers.Serializer):
+class ToolBody(serializers.Serializer):
+    assignment = serializers.IntegerField(
+        required=False, help_text="the token's own assignment id (any other answers 403)")
+
+
+class ReportSerializer(ToolBody):
     status = serializers.ChoiceField(choices=["progress", "done", "blocked", "failed"])
     text = serializers.CharField(required=False, allow_blank=True)
 
 
-class AskSerializer(serializers.Serializer):
+class AskSerializer(ToolBody):
     question = serializers.CharField()
     options = serializers.ListField(child=serializers.CharField(), required=False)
     multi = serializers.BooleanField(required=False)
     message_ref = serializers.CharField(required=False, allow_blank=True)
 
 
-class HandBackSerializer(serializers.Serializer):
+class HandBackSerializer(ToolBody):
     trigger = serializers.IntegerField()
     reason = serializers.CharField()
 
 
-class ReplySerializer(serializers.Serializer):
+class ReplySerializer(ToolBody):
     text = serializers.CharField()
 
 
+class PullRequestSerializer(ToolBody):
+    title = serializers.CharField()
+    head = serializers.CharField(help_text="the ticket's own branch, amux/<short name>")
+    base = serializers.CharField(required=False)
+    body = serializers.CharField(required=False, allow_blank=True)
+
+
+class MemorySearchSerializer(ToolBody):
+    query = serializers.CharField()
+
+
+class MemoryReadSerializer(ToolBody):
+    id = serializers.CharField()
+
+
 class ReportView(ToolView):
+    body = ReportSerializer
     @extend_schema(request=ReportSerializer, responses=dict,
                    description=service.DESCRIPTIONS["report"])
     def post(self, request):
@@ -119,6 +147,8 @@ class ReportView(ToolView):
 
 
 class AskView(ToolView):
+    body = AskSerializer
+
     @extend_schema(request=AskSerializer, responses=dict, description=service.DESCRIPTIONS["ask"])
     def post(self, request):
         return self._run(request, lambda a, d: service.ask(
@@ -127,6 +157,8 @@ class AskView(ToolView):
 
 
 class HandBackView(ToolView):
+    body = HandBackSerializer
+
     @extend_schema(request=HandBackSerializer, responses=dict,
                    description=service.DESCRIPTIONS["hand_back"])
     def post(self, request):
@@ -134,12 +166,14 @@ class HandBackView(ToolView):
             a, trigger=d.get("trigger"), reason=d.get("reason")))
 
 
-@extend_schema(exclude=True)
 class HandBackDashView(HandBackView):
-    """`hand-back`, the spelling of the command, answers the same."""
+    """`hand-back`, the spelling of the command, answers the same (and is documented: the
+    published document lists every route amux serves)."""
 
 
 class ReplyView(ToolView):
+    body = ReplySerializer
+
     @extend_schema(request=ReplySerializer, responses=dict,
                    description=service.DESCRIPTIONS["reply"])
     def post(self, request):
@@ -148,7 +182,9 @@ class ReplyView(ToolView):
 
 
 class PullRequestView(ToolView):
-    @extend_schema(request=dict, responses=dict,
+    body = PullRequestSerializer
+
+    @extend_schema(request=PullRequestSerializer, responses=dict,
                    description=service.DESCRIPTIONS["pull_request"])
     def post(self, request):
         return self._run(request, lambda a, d: service.pull_request(
@@ -157,20 +193,24 @@ class PullRequestView(ToolView):
 
 
 class MemorySearchView(ToolView):
-    @extend_schema(request=dict, responses=dict,
+    body = MemorySearchSerializer
+
+    @extend_schema(request=MemorySearchSerializer, responses=dict,
                    description=service.DESCRIPTIONS["memory_search"])
     def post(self, request):
         return self._run(request, lambda a, d: service.memory(a, query=d.get("query")))
 
 
 class MemoryReadView(ToolView):
-    @extend_schema(request=dict, responses=dict,
+    body = MemoryReadSerializer
+
+    @extend_schema(request=MemoryReadSerializer, responses=dict,
                    description=service.DESCRIPTIONS["memory_read"])
     def post(self, request):
         return self._run(request, lambda a, d: service.memory(a, entry_id=d.get("id")))
 
 
-class GitCredentialSerializer(serializers.Serializer):
+class GitCredentialSerializer(ToolBody):
     protocol = serializers.CharField()
     host = serializers.CharField()
     path = serializers.CharField(required=False, allow_blank=True)
@@ -178,6 +218,8 @@ class GitCredentialSerializer(serializers.Serializer):
 
 class GitCredentialView(ToolView):
     """For the worker's git credential helper (`git-credential-amux`), not for the model."""
+
+    body = GitCredentialSerializer
 
     @extend_schema(request=GitCredentialSerializer, responses=dict,
                    description="The worker's git credential (git's credential-helper "

@@ -22,13 +22,12 @@ from intake.sources.github import GitHub
 from policy import services as policy
 from sessions.models import ProviderProfile, Session, TimelineEvent
 from sessions.runtimes.base import tagged_pids
-from tests.support.asgi_thread import AsgiThread
 from tests.support.git_server import GitServer, git
 from tests.support.github_payloads import example, signed
 from tests.support.intake import drained, processed
 from tests.support.model_server import ModelServer, Text, ToolCall
 from tests.support.recording_server import RecordingServer
-from tests.support.sessions import run_host
+from tests.support.sessions import gateway_served, run_host
 from tickets.models import AgentSettings, Assignment, Eval, Mandate, Ticket
 from tickets.read import stages
 
@@ -67,9 +66,10 @@ def world(settings, tmp_path, monkeypatch):
     # The operator's own GitHub token must never reach a worker.
     monkeypatch.setenv("GH_TOKEN", "ghp_operator_e2e")
     with RecordingServer() as github, ModelServer() as model, GitServer(TOKEN) as git_server, \
-            AsgiThread() as amux:
-        # The worker's `amux` command and its git reach amux's real ASGI app (its git
-        # gateway is not a Django view: pytest-django's WSGI live server lacks it).
+            gateway_served(settings, monkeypatch) as amux:
+        # The worker's `amux` command, its git and its runtime's model requests reach
+        # amux's real ASGI app (its gateways are not Django views: pytest-django's WSGI
+        # live server lacks them).
         settings.AMUX_URL = amux.url
         monkeypatch.setenv("AMUX_URL", amux.url)  # and the workers this test starts
         git_server.create(REPO, {"README.md": "Hello World\n"})

@@ -22,6 +22,7 @@ from sessions.models import ProviderProfile, Session, Turn
 from sessions.runtimes.base import tagged_pids
 from sessions.tasks import sweep_sessions
 from tests.support.model_server import ModelServer, Text
+from tests.support.sessions import gateway_served
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
 from tickets.actions import commands as ticket_commands
 from tickets.models import AgentSettings, Assignment
@@ -35,8 +36,9 @@ ENDED = ("completed", "failed", "cancelled")
 
 
 @pytest.fixture
-def model():
-    with ModelServer() as server:
+def model(settings, monkeypatch):
+    # the worker's runtime reaches the provider through amux's model gateway
+    with ModelServer() as server, gateway_served(settings, monkeypatch):
         yield server
 
 
@@ -110,7 +112,10 @@ def test_a_host_killed_right_after_the_turn_end_commits_loses_nothing(ticket, mo
 
         drainer = Worker("turn-drainer", env, queues="default", beat=True,
                          log=tmp_path / "drainer.log")
-        within(lambda: live_assignment(ticket).last_turn_at is not None, 90, drainer)
+        # the fact applied, and its outbox row settled (deleted after the handler's
+        # transaction: a drainer stopped between the two would leave it to run again)
+        within(lambda: live_assignment(ticket).last_turn_at is not None
+               and not turn_end_facts(ticket.session_id), 90, drainer)
     finally:
         for w in (host, drainer):
             if w is not None:
@@ -159,7 +164,10 @@ def test_a_turn_cut_by_a_lost_host_reaches_the_ticket_after_a_second_crash(
 
         drainer = Worker("turn-drainer", env, queues="default", beat=True,
                          log=tmp_path / "drainer.log")
-        within(lambda: live_assignment(ticket).last_turn_at is not None, 90, drainer)
+        # the fact applied, and its outbox row settled (deleted after the handler's
+        # transaction: a drainer stopped between the two would leave it to run again)
+        within(lambda: live_assignment(ticket).last_turn_at is not None
+               and not turn_end_facts(ticket.session_id), 90, drainer)
     finally:
         for w in (first, second, drainer):
             if w is not None:

@@ -20,7 +20,7 @@ from sessions.models import ProviderProfile, Session, TimelineEvent, Turn
 from sessions.runtimes.base import tagged_pids
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import ModelServer, Text, ToolCall
-from tests.support.sessions import run_host, wait_for
+from tests.support.sessions import gateway_served, run_host, wait_for
 from tickets import worker
 from tickets.actions import commands as ticket_commands
 from tickets.models import AgentSettings
@@ -29,13 +29,14 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.m
 
 
 @pytest.fixture
-def model(settings, tmp_path):
+def model(settings, tmp_path, monkeypatch):
     settings.DATA_DIR = tmp_path / "data"
     settings.WORK_DIR = settings.DATA_DIR / "work"
     settings.WORK_DIR.mkdir(parents=True)
     settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
     require_runtime("pi")
-    with ModelServer() as server:
+    # the worker's runtime reaches the provider through amux's model gateway
+    with ModelServer() as server, gateway_served(settings, monkeypatch):
         provider = ProviderProfile(slug="scripted", platform="openai-compat",
                                    base_url=server.base_url, model_names=["scripted-model"])
         provider.secrets = {"api_key": "sk-test"}
@@ -78,6 +79,19 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
+def _host_pid(tag: str, pid: int) -> int:
+    """The host's pid of a process of the session that the agent knows as ``pid``: under
+    bwrap the agent has a pid namespace of its own (NSpid's last entry is its number)."""
+    for candidate in tagged_pids(tag):
+        with contextlib.suppress(OSError):
+            status = Path(f"/proc/{candidate}/status").read_text()
+            nspid = next(line.split()[1:] for line in status.splitlines()
+                         if line.startswith("NSpid:"))
+            if int(nspid[-1]) == pid:
+                return candidate
+    raise AssertionError(f"no process of the session is pid {pid} to its agent")
+
+
 def test_a_slow_command_moves_to_the_background_and_dies_with_the_session(model):
     session = _worker_session()
     workdir = Path(session.workdir)
@@ -98,20 +112,20 @@ def test_a_slow_command_moves_to_the_background_and_dies_with_the_session(model)
         output = completed.payload["output"]
         assert completed.payload["status"] == "completed"
         assert "moved to the background" in output
-        pid = int(re.search(r"pid (\d+)", output).group(1))
         log = Path(re.search(r"output goes to (\S+\.log)", output).group(1))
+        tag = Session.objects.get(pk=session.pk).runtime_tag
+        # one of the session's own processes (the pid the agent was told, as it sees it)
+        pid = _host_pid(tag, int(re.search(r"pid (\d+)", output).group(1)))
 
         # The turn ends while the command still runs.
         wait_for(lambda: _events(session.pk, "turn.completed"), timeout=30)
         assert _alive(pid) and not (workdir / "out.txt").exists()
-        tag = Session.objects.get(pk=session.pk).runtime_tag
-        assert pid in tagged_pids(tag)
 
         # A second turn, while the first command still runs: another slow one.
         services.post_message(session.pk, "start the server too")
         wait_for(lambda: len(_events(session.pk, "turn.completed")) == 2, timeout=60)
         second = _events(session.pk, "tool.completed")[1].payload["output"]
-        server_pid = int(re.search(r"pid (\d+)", second).group(1))
+        server_pid = _host_pid(tag, int(re.search(r"pid (\d+)", second).group(1)))
         assert _alive(server_pid)
 
         # The first command finishes on its own, in the work directory.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pwd
 import signal
 import threading
 import time
@@ -17,12 +18,13 @@ from pathlib import Path
 import pytest
 
 from goals.models import Goal, Todo, WorkingSession
-from sessions import app_servers, services
+from sessions import app_servers, identities, services
 from sessions.models import AppServer, Session, TimelineEvent, Turn
-from sessions.runtimes import wsrpc
+from sessions.runtimes import isolation, wsrpc
 from sessions.runtimes.base import CANCEL_GRACE_SECONDS
 from sessions.runtimes.codex import CLIENT_INFO
 from tests.integration.goals.conftest import add_agent
+from tests.support.isolation import backend, runtime_user
 from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import run_async
 from tests.support.sessions import run_host, wait_for
@@ -183,6 +185,12 @@ def test_attaching_to_a_running_session_starts_no_second_agent_process(
     row, thread = running_app_server(api, model_server)
     before = codex_processes()
     assert row.pid in before
+    # its agent's commands never run as amux: the app-server runs as the app-servers' own
+    # runtime user, none of the sessions' and not the base user whose group they share
+    if backend() in (isolation.LINUX_DAC, isolation.BWRAP):
+        user = identities.app_server_user()
+        assert user != runtime_user()
+        assert isolation.process_euid(row.pid) == pwd.getpwnam(user).pw_uid
     attached = attach(api, row)
     assert attached.status_code == 201, attached.content
     session_id = attached.json()["session"]
@@ -201,6 +209,31 @@ def test_attaching_to_a_running_session_starts_no_second_agent_process(
     session = Session.objects.get(pk=session_id)
     assert (session.runtime, session.native_ref) == ("codex-attached", thread)
     assert OperatorClient(row).threads() == [thread]  # no second upstream session
+
+
+def test_a_spawned_app_server_reaches_its_provider_only_through_the_gateway(
+        api, attached_agent, model_server, settings):
+    """The provider's key never enters the app-server (its agent's commands run under it):
+    its config names amux's model gateway, its key is a credential of its own, which
+    stops working when the operator stops it."""
+    import httpx
+
+    row, _thread = running_app_server(api, model_server)
+    state = Path(row.state_dir)
+    config = (state / "home" / ".codex" / "config.toml").read_text()
+    environ = Path(f"/proc/{row.pid}/environ").read_bytes().decode(errors="replace")
+    for seen in (config, environ):
+        assert "sk-test-secret" not in seen
+    assert f"{settings.AMUX_URL}/gateway/model/openai" in config
+    key = next(v for k, _, v in (e.partition("=") for e in environ.split("\0"))
+               if k == "AMUX_PROVIDER_KEY")
+    assert key.startswith("amxm_")
+    # the operator's turn went out through the gateway, which added the provider's key
+    assert model_server.tool_requests()[-1].headers["authorization"] == "Bearer sk-test-secret"
+    models = f"{settings.AMUX_URL}/gateway/model/openai/models"
+    assert httpx.get(models, headers={"authorization": f"Bearer {key}"}).status_code == 200
+    assert api.delete(f"/api/v1/attachable-sessions/{row.ref}/").status_code in (200, 204)
+    assert httpx.get(models, headers={"authorization": f"Bearer {key}"}).status_code == 401
 
 
 def test_three_consecutive_user_messages_use_the_same_upstream_thread(
@@ -323,12 +356,13 @@ def agent_curl(todo_id: int, body: str) -> str:
 
 
 def test_automation_prompt_driven_work_updates_loopx_state_and_is_projected_without_a_managed_turn_launch(  # noqa: E501
-        api, operator, attached_agent, model_server, live_server, settings):
+        api, operator, attached_agent, model_server):
     from django.test import Client
 
     from goals.models import GoalTurn
 
-    settings.AMUX_URL = live_server.url  # where the app-server's agent reaches amux
+    # the app-server's agent reaches amux's API (and its provider, through the model
+    # gateway) at settings.AMUX_URL, served by model_server's fixture
     todo_id = api.post("/api/v1/goals/ship/todos/", {"title": "cut the release"}).json()["id"]
     row, thread = running_app_server(api, model_server)
     session_id = attach(api, row, thread).json()["session"]

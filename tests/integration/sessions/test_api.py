@@ -133,7 +133,11 @@ def test_runtime_env_is_stored_encrypted_and_never_shown(api, openai_provider, s
     assert config.extra_env == {"AMUX_ASSIGNMENT_TOKEN": "tok-secret"}
     assert config.extra_path == ["/opt/amux-shim"]
     assert config.background_shell_after is None  # only ticket workers move commands away
-    assert config.provider.api_key == "sk-test-secret"
+    # the runtime gets amux's model gateway and a session credential, never the provider's
+    # own URL or key (sessions/model_gateway.py)
+    assert config.provider.api_key.startswith("amxm_")
+    assert config.provider.api_key != "sk-test-secret"
+    assert config.provider.base_url.endswith("/gateway/model/openai")
     assert "tok-secret" not in api.get(f"/api/v1/sessions/{session.pk}").content.decode()
     from django.db import connection
 

@@ -70,3 +70,28 @@ def test_runtimes_out_of_the_runtime_users_reach_fail_the_check_until_opened(tmp
     (target / "pkg" / "cli.js").chmod(0o757)  # one session could change every session's
     check = doctor.runtimes_access_check()
     assert not check.ok and "cli.js is writable by 'amux-agent'" in check.detail
+
+
+def test_isolation_check_names_the_backend_and_why(settings):
+    """doctor says which backend new sessions get and why; for bwrap whether its probe
+    works here (as the runtime user)."""
+    settings.AMUX_ISOLATION = "private-home"
+    check = doctor.isolation_check()
+    assert check.ok and check.detail.startswith("private-home") and \
+        "AMUX_ISOLATION=private-home" in check.detail
+    settings.AMUX_ISOLATION = ""
+    check = doctor.isolation_check()
+    if os.geteuid() != 0:
+        assert check.detail.startswith("private-home") and "not run as root" in check.detail
+        return
+    isolation.provision("amux-agent")
+    reason = isolation.auto_reason("amux-agent")
+    if reason is None:
+        assert check.ok and check.detail.startswith("bwrap:") and "probe works" in check.detail
+        assert "amux runs as root and the bwrap probe succeeded" in check.detail
+    else:
+        assert check.detail.startswith("linux-dac") and reason in check.detail
+    settings.AMUX_ISOLATION = "bwrap"
+    check = doctor.isolation_check()
+    assert check.detail.startswith("bwrap") and "AMUX_ISOLATION=bwrap" in check.detail
+    assert check.ok == (reason is None)

@@ -42,3 +42,27 @@ def test_operator_queues_a_message_and_is_told_when_nothing_runs(client, operato
     response = client.post(f"/panel/sessions/{session.pk}/question/nope/", {"q:a": "x"})
     assert "already answered" in response.content.decode() or \
         "no open question" in response.content.decode()
+
+
+def test_each_session_shows_the_isolation_backend_it_runs_under_and_why(
+        client, viewer, openai_provider, session_dirs, settings):
+    from sessions import isolation
+
+    settings.AMUX_ISOLATION = "private-home"
+    first = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5",
+                                     name="home session")
+    settings.AMUX_ISOLATION = "bwrap"
+    services.create_session(runtime="codex", provider="scripted", model="gpt-5.5",
+                            name="sandboxed session")
+    client.force_login(viewer)
+    page = client.get("/panel/sessions/").content.decode()
+    # new sessions' backend with its reason; each row the backend frozen with the session
+    assert "New sessions run under the <strong>bwrap</strong>" in page
+    assert "AMUX_ISOLATION=bwrap" in page
+    cells = [c.split(">", 1)[1].split("<", 1)[0] for c in page.split('class="isolation"')[1:]]
+    assert cells == ["bwrap", "private-home"], cells
+    detail = client.get(f"/panel/sessions/{first.pk}/").content.decode()
+    assert "Runs under the <strong>private-home</strong> isolation backend " \
+        "(AMUX_ISOLATION=private-home)" in detail
+    settings.AMUX_ISOLATION = ""
+    assert isolation.selection_reason().startswith("automatic")

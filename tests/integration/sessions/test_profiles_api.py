@@ -130,8 +130,9 @@ def test_a_direct_session_without_permission_runs_with_the_native_bypass(
                                     "policy": None,
                                     "native": {"approval_policy": "never",
                                                "sandbox_mode": "danger-full-access"}}
-    assert (frozen["isolation"], frozen["sandbox"]) == (isolation.selected_backend(),
-                                                        "danger-full-access")
+    assert (frozen["isolation"], frozen["sandbox"]) == (
+        isolation.selected_backend(),
+        "bwrap" if isolation.selected_backend() == "bwrap" else "danger-full-access")
     explicit = api.post("/api/v1/sessions", {"runtime": "codex", "provider": "scripted",
                                              "model": "gpt-5.5", "permission_mode": "ask"},
                         format="json").json()["snapshot"]["execution"]["permission"]

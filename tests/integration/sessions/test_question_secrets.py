@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_a_sensitive_answer_is_never_echoed_or_logged(api, openai_provider, sess
                  timeout=90)
     finally:
         thread.join(90)
-    [sent] = answers_sent(log)
+    [sent] = answers_sent(Path(session.workdir) / log.name)
     assert sent["result"] == {"action": "accept", "content": {"user": "ann", "pin": SECRET}}
     said = TimelineEvent.objects.get(session=session, type="message.completed").payload
     assert said["text"] == 'form accept {"pin": "matched", "user": "ann"}'

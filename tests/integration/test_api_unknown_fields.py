@@ -1,0 +1,76 @@
+"""One request-parsing rule for the API: a field an operation does not document is refused
+with 400 naming it (a typo never becomes a silent default), a nested object's required
+members are required, and every faulty field is named at once, in the one error shape."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def fields_of(response) -> dict:
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "invalid"
+    return error["fields"]
+
+
+def test_a_goal_quota_with_a_typo_is_refused_not_a_quota_of_zero(api):
+    answer = api.post("/api/v1/goals/", {"slug": "ship", "title": "Ship",
+                                         "quota": {"turns": 1}}, format="json")
+    assert fields_of(answer) == {"quota": {"turns": ["unknown field"],
+                                           "limit": ["This field is required."]}}
+    answer = api.post("/api/v1/goals/", {"slug": "ship", "title": "Ship",
+                                         "quota": {"unit": "turns"}}, format="json")
+    assert fields_of(answer) == {"quota": {"limit": ["This field is required."]}}
+    assert api.get("/api/v1/goals/").json()["count"] == 0
+
+
+def test_unknown_top_level_fields_are_named_with_every_other_fault(api):
+    answer = api.post("/api/v1/goals/", {"slug": "ship", "title": 5, "titel": "Ship",
+                                         "colour": "red"}, format="json")
+    assert fields_of(answer) == {"title": ["Must be a string."],
+                                 "titel": ["unknown field"], "colour": ["unknown field"]}
+
+
+def test_a_read_only_field_sent_back_is_not_unknown(api):
+    made = api.post("/api/v1/goals/", {"slug": "ship", "title": "Ship"}, format="json")
+    assert made.status_code == 201, made.content
+    body = api.get("/api/v1/goals/ship/").json()
+    patched = api.patch("/api/v1/goals/ship/", {"title": "Shipped"}, format="json")
+    assert patched.status_code == 200, patched.content
+    assert set(body) >= {"slug", "title"}
+
+
+def test_a_session_with_an_unknown_field_is_refused(api):
+    answer = api.post("/api/v1/sessions/", {"runtime": "pi", "model": "m",
+                                            "provider": "nope", "idle_timeout": 5},
+                      format="json")
+    assert fields_of(answer)["idle_timeout"] == ["unknown field"]
+
+
+def test_a_prompt_write_with_an_unknown_field_is_refused(api):
+    key = api.get("/api/v1/prompts/").json()["results"][0]["key"]
+    answer = api.put(f"/api/v1/prompts/{key}/", {"text": "x", "base_revision": 0,
+                                                 "revison": 1}, format="json")
+    assert fields_of(answer) == {"revison": ["unknown field"]}
+
+
+def test_a_worker_tool_with_an_unknown_field_is_refused(db):
+    from rest_framework.test import APIClient
+
+    from tests import factories as f
+    from tickets.actions import commands, executor
+    from tickets.models import Assignment
+
+    trigger = f.TriggerFactory(thread__key="octo/app#1", external_id="c1", text="fix",
+                               addressed=False, rule="")
+    ticket = commands.open_ticket(trigger_id=trigger.pk, title="Fix")
+    token = executor.issue_assignment_token(
+        assignment_id=Assignment.objects.get(ticket=ticket).pk)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    answer = client.post("/api/v1/tools/report/", {"status": "progress", "txt": "typo"},
+                         format="json")
+    assert fields_of(answer) == {"txt": ["unknown field"]}
