@@ -73,8 +73,10 @@ def record(used: Used) -> None:
     """The turn that was running when the request was admitted keeps every revision its
     requests used (by its id: it may have ended since the answer was passed back)."""
     with transaction.atomic():
-        turn = Turn.objects.select_for_update().filter(pk=used.turn_id).only(
-            "prompt_revisions").first()
+        # only the turn's row: Turn's default ordering joins its session, whose row the
+        # host locks before the turn's when a turn ends (the other order deadlocks)
+        turn = (Turn.objects.select_for_update(of=("self",)).filter(pk=used.turn_id)
+                .order_by().only("prompt_revisions").first())
         if turn is None:
             return
         merged = sorted({*(turn.prompt_revisions or []), *used.revisions})

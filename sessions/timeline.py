@@ -524,7 +524,9 @@ def open_async_questions(session_id: int) -> dict[str, dict[str, Any]]:
 def note_interrupt_requested(turn_id: int) -> None:
     """Keep on a running turn that an interrupt was asked for (reconcile_running reads it)."""
     with transaction.atomic():
-        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
+        # the turn's row alone (Turn's default ordering would join and lock its session)
+        turn = (Turn.objects.select_for_update(of=("self",)).filter(pk=turn_id)
+                .order_by().first())
         if turn is not None and not (turn.input or {}).get("interrupt_requested"):
             turn.input = {**(turn.input or {}), "interrupt_requested": True}
             turn.save(update_fields=["input"])

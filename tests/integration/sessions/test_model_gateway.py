@@ -312,3 +312,43 @@ def test_each_request_carries_the_prompt_as_it_reads_at_that_moment(
     text = sent()
     assert "Marker-expert-two." in text and "Marker-expert-one." not in text
     assert "Marker-prompt-two." in text and f"Policy version {saved[:12]}" in text
+
+
+def test_recording_a_turns_prompt_revisions_locks_the_turn_alone(session_dirs, openai_provider):
+    """The record of a request's revisions waits for no lock on the session: the host
+    locks the session's row before its turn's when a turn ends, and a record that also
+    took the session's row (Turn's default ordering joins it) deadlocked with it."""
+    import threading
+
+    from django.db import connection, transaction
+
+    from sessions import request_prompts
+    from sessions.models import Session, Turn
+
+    session, _ = _session(openai_provider)
+    turn = Turn.objects.create(session=session, seq=1, key="t1", state="running",
+                               prompt_revisions=[1])
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_session():
+        try:
+            with transaction.atomic():
+                Session.objects.select_for_update().get(pk=session.pk)
+                locked.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_session)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        recorder = threading.Thread(target=lambda: (
+            request_prompts.record(request_prompts.Used(turn.pk, (2,))), connection.close()))
+        recorder.start()
+        recorder.join(10)
+        assert not recorder.is_alive(), "the record waited for the session's row"
+    finally:
+        release.set()
+        holder.join(30)
+    assert Turn.objects.get(pk=turn.pk).prompt_revisions == [1, 2]
