@@ -31,14 +31,16 @@ browser:
 	  else echo "browser tests need /usr/bin/chromium: sudo apt-get install chromium"; fi; fi
 
 # Debian's bubblewrap, and the system Python its network relay runs on, for the bwrap
-# isolation backend (AMUX_ISOLATION=bwrap; picked by itself as root when a probe works).
+# isolation backend (AMUX_ISOLATION=bwrap; picked by itself as root when a probe works);
+# iptables for linux-dac's loopback fence (AMUX_LOOPBACK_FENCE).
 sandbox:
-	@if [ ! -x /usr/bin/bwrap ] || [ ! -x /usr/bin/python3 ]; then \
+	@if [ ! -x /usr/bin/bwrap ] || [ ! -x /usr/bin/python3 ] || [ ! -x /usr/sbin/iptables ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      bubblewrap python3-minimal >/dev/null; \
-	  else echo "the bwrap sandbox needs /usr/bin/bwrap and /usr/bin/python3:" \
-	    "sudo apt-get install bubblewrap python3-minimal (amux uses linux-dac meanwhile)"; fi; fi
+	      bubblewrap python3-minimal iptables >/dev/null; \
+	  else echo "the bwrap sandbox needs /usr/bin/bwrap and /usr/bin/python3, linux-dac's" \
+	    "loopback fence iptables: sudo apt-get install bubblewrap python3-minimal iptables" \
+	    "(amux uses linux-dac meanwhile)"; fi; fi
 
 run: venv sandbox
 	@$(BIN)/python manage.py amux run

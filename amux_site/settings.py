@@ -3,7 +3,7 @@
 Only DATABASE_URL, REDIS_URL, AMUX_SECRET_KEY, AMUX_DATA_DIR, AMUX_ALLOWED_HOSTS,
 AMUX_DEBUG, AMUX_TLS, AMUX_LOG_FORMAT, AMUX_RETENTION_DAYS, AMUX_DB_POOL_SIZE, AMUX_URL,
 AMUX_RUNTIMES_DIR, AMUX_HOSTNAME, AMUX_ISOLATION, AMUX_RUNTIME_USER, AMUX_RUNTIME_POOL,
-AMUX_RUNTIME_IDENTITIES, AMUX_MEMORY, AMUX_METRICS_TOKEN, the session
+AMUX_RUNTIME_IDENTITIES, AMUX_LOOPBACK_FENCE, AMUX_MEMORY, AMUX_METRICS_TOKEN, the session
 host's AMUX_SESSION_* knobs and the outbox's AMUX_OUTBOX_* tuning knobs are read here;
 everything else is data managed in the panel, API or admin. No other module reads the
 environment for configuration.
@@ -334,6 +334,15 @@ for _name, _user in (("AMUX_RUNTIME_USER", AMUX_RUNTIME_USER),
         raise ImproperlyConfigured(
             f"{_name} must make user names of lowercase letters, digits, - and _ of at "
             f"most 32 characters ({_user!r} is not one)")
+# linux-dac's loopback fence (sessions/runtimes/loopback_fence.py): a session's runtime
+# user reaches, of this host's own addresses, only amux's port, DNS and the endpoints it is
+# configured with on this host. "auto": set up where amux can (root with CAP_NET_ADMIN and
+# iptables; `amux doctor` says when not), "on": a session that cannot have it fails to
+# start, "off": none.
+AMUX_LOOPBACK_FENCE = os.environ.get("AMUX_LOOPBACK_FENCE", "").strip().lower() or "auto"
+if AMUX_LOOPBACK_FENCE not in ("auto", "on", "off"):
+    raise ImproperlyConfigured(
+        f"AMUX_LOOPBACK_FENCE must be auto, on or off, not {AMUX_LOOPBACK_FENCE!r}")
 # GET /metrics: a scraper sends it as a Bearer token; unset, only the loopback is answered
 AMUX_METRICS_TOKEN = os.environ.get("AMUX_METRICS_TOKEN", "").strip()
 # On-demand memory (sessions/memory.py): off unless AMUX_MEMORY=1; new Codex, Claude and Pi

@@ -46,7 +46,7 @@ from sessions import (
     workdirs,
 )
 from sessions.models import AppServer, ProviderProfile, Session
-from sessions.runtimes import codex_attached, errors
+from sessions.runtimes import codex_attached, errors, loopback_fence
 from sessions.runtimes.base import PROVIDER_KEY_ENV, SYSTEM_PATH
 from sessions.runtimes.codex import codex_binary, render_config
 from sessions.runtimes.isolation import BWRAP, LINUX_DAC, Launch
@@ -323,7 +323,9 @@ def _launch(state: Path, work: Path) -> Launch:
     try:
         return Launch.prepare(backend, identities.app_server_user(), state,
                               work, Path(settings.AMUX_RUNTIMES_DIR), workdirs.roots(),
-                              shared_group=identities.shared_group())
+                              shared_group=identities.shared_group(),
+                              # it calls its provider itself, wherever that is
+                              loopback_fence=loopback_fence.OFF)
     except errors.RuntimeAdapterError as exc:
         raise refused(str(exc), code="start_failed", status=409, field="runtime") from exc
 

@@ -17,7 +17,7 @@ from django.conf import settings
 from amux_common.doctor import Check, Probe
 from sessions import isolation
 from sessions.keys import api_key_problem
-from sessions.runtimes import ProviderSpec, RuntimeConfig, errors, registered
+from sessions.runtimes import ProviderSpec, RuntimeConfig, errors, loopback_fence, registered
 from sessions.runtimes import isolation as runtime_isolation
 
 # a provider that is never contacted: starting a native session makes no model call
@@ -106,7 +106,18 @@ def isolation_check() -> Check:
                          f"AMUX_ISOLATION=linux-dac); {why}")
         return Check("isolation", True, f"bwrap: {who} in a namespace sandbox "
                      f"({info.get('bwrap')} probe works; network: amux's port only); {why}")
-    return Check("isolation", True, f"linux-dac: {who}; {why}")
+    mode = settings.AMUX_LOOPBACK_FENCE
+    problem = (None if mode == loopback_fence.OFF else loopback_fence.problem())
+    if mode == loopback_fence.OFF:
+        fenced = "loopback open to runtimes (AMUX_LOOPBACK_FENCE=off)"
+    elif problem:
+        fenced = (f"loopback open to runtimes: its fence cannot be set up ({problem}); "
+                  "PostgreSQL, Redis and every local port are reachable from sessions")
+    else:
+        fenced = "loopback fenced (amux's port and DNS only)"
+    return Check("isolation", mode != loopback_fence.OFF and not problem,
+                 f"linux-dac: {who}; {fenced}; {why}",
+                 required=mode == loopback_fence.ON)
 
 
 def runtimes_access_check() -> Check:

@@ -348,6 +348,7 @@ def runtime_config(session: Session, *, launch: bool = True,
         memory=bool((execution.get("memory") or {}).get("enabled")),
         runtime_user=runtime_user, runtime_group=runtime_group,
         private_files=(Path(token),) if token else (),
+        loopback_fence=settings.AMUX_LOOPBACK_FENCE,
         # the gateway applies the current prompt to every request: a changed prompt never
         # needs a runtime restart
         prompt_per_request=attach is None, **overrides)

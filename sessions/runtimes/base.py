@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -29,7 +30,7 @@ from typing import Any, ClassVar
 
 from amux_common.processes import die_with_parent
 
-from . import errors, launch_context
+from . import errors, launch_context, loopback_fence
 from .events import (
     ErrorObserved,
     Event,
@@ -57,6 +58,9 @@ PROVIDER_KEY_ENV = "AMUX_PROVIDER_KEY"
 STREAM_LIMIT = 64 * 1024 * 1024
 CANCEL_GRACE_SECONDS = 10.0
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+log = logging.getLogger(__name__)
+_said_unfenced: set[str] = set()  # each reason logged once per process
 
 
 def default_runtimes_dir() -> Path:
@@ -192,6 +196,8 @@ class RuntimeConfig:
     # this session alone (its assignment token), handed to its own group at launch
     runtime_group: str | None = None
     private_files: tuple[Path, ...] = ()
+    # linux-dac: the runtime user's loopback fence (``loopback_fence.MODES``)
+    loopback_fence: str = loopback_fence.AUTO
     # where a work directory may be (amux's `work/`): a launch refuses one outside them
     # before it re-permissions anything; empty: anywhere (a runtime driven without amux)
     workdir_roots: tuple[Path, ...] = ()
@@ -531,10 +537,15 @@ class RuntimeAdapter(ABC):
                                 amux_url=cfg.amux_url, provider_url=cfg.provider.base_url,
                                 mcp_urls=tuple(s.url for s in cfg.mcp_servers),
                                 shared_group=cfg.runtime_group,
-                                private_files=cfg.private_files)
+                                private_files=cfg.private_files,
+                                loopback_fence=cfg.loopback_fence)
         if self.launch is not None:
             self.launch.close()  # a restart's former relay
         self.launch = launch
+        if launch.unfenced and launch.unfenced not in _said_unfenced:
+            _said_unfenced.add(launch.unfenced)
+            log.warning("linux-dac: runtimes reach every port of this host's loopback: %s",
+                        launch.unfenced)
         await launch.start()
         if self.takes_launch_entries():
             env = {**env, launch_context.CONTEXT_ENV: launch_context.context(

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from . import errors, sandbox
+from . import loopback_fence as fence
 
 PRIVATE_HOME = "private-home"
 LINUX_DAC = "linux-dac"
@@ -329,12 +330,15 @@ def retire(principal: Principal, private_dirs: tuple[Path, ...] = (),
     (a background job the agent left), the directories it owned for its session are
     closed to it (amux's again, 0700: the next holder of the uid cannot enter them, so
     the files inside, still the uid's, stay out of its reach), and what it left in the
-    machine's shared scratch directories is removed."""
+    machine's shared scratch directories is removed; the loopback ports its fence was
+    opened on are closed."""
     if principal.uid == 0 or principal.uid == os.geteuid():
         return
     for pid in uid_processes(principal.uid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, 9)
+    with contextlib.suppress(errors.RuntimeStartFailed, OSError):
+        fence.reset(principal.uid)
     for directory in private_dirs:
         with contextlib.suppress(FileNotFoundError):
             if directory.is_symlink():
@@ -459,6 +463,8 @@ class Launch:
     principal: Principal | None = None
     sandbox: sandbox.Sandbox | None = None
     relay: sandbox.Relay | None = None
+    # linux-dac: why the runtime user's loopback is not fenced (None: it is, or n/a)
+    unfenced: str | None = None
 
     @classmethod
     def prepare(cls, backend: str, user: str, state_dir: Path, workdir: Path,
@@ -467,14 +473,15 @@ class Launch:
                 read_only: tuple[Path, ...] = (), amux_url: str | None = None,
                 provider_url: str | None = None, mcp_urls: tuple[str, ...] = (),
                 shared_group: str | None = None,
-                private_files: tuple[Path, ...] = ()) -> Launch:
+                private_files: tuple[Path, ...] = (),
+                loopback_fence: str = fence.AUTO) -> Launch:
         """``shared_group``: a pool user's supplementary group (the base user's);
         ``private_files``: files amux wrote for this session alone (its assignment token),
-        handed to the session's own group. The other keywords matter to bwrap only: what
-        the sandbox shows besides the system, the runtimes and the session's own
-        directories, and the URLs whose loopback ports are relayed into it
-        (``sandbox.relayed_ports``; a provider elsewhere cannot be reached yet, and the
-        launch says so)."""
+        handed to the session's own group. ``read_only`` matters to bwrap only: what the
+        sandbox shows besides the system, the runtimes and the session's own directories.
+        The URLs say which loopback ports the runtime reaches (``sandbox.relayed_ports``):
+        relayed into bwrap's sandbox, the only local ports linux-dac's fence leaves open
+        (``fence``, in the mode ``loopback_fence`` names)."""
         if backend not in BACKENDS:
             raise errors.RuntimeStartFailed(
                 f"unknown isolation backend {backend!r} (known: {', '.join(BACKENDS)})")
@@ -502,11 +509,12 @@ class Launch:
         share_workdir(workdir, principal)
         for path in private_files:
             hand_private(path, principal)
+        ports = sandbox.relayed_ports(amux_url, provider_url, mcp_urls)
         if backend != BWRAP:
-            return cls(backend, principal)
+            return cls(backend, principal,
+                       unfenced=fence.ensure(principal.uid, ports, loopback_fence))
         box = sandbox.Sandbox(workdir=workdir, state_dir=state_dir, runtimes_dir=runtimes_dir,
-                              read_only=tuple(read_only),
-                              ports=sandbox.relayed_ports(amux_url, provider_url, mcp_urls))
+                              read_only=tuple(read_only), ports=ports)
         return cls(backend, principal, box,
                    sandbox.Relay(box, owner=(principal.uid, principal.gid)))
 

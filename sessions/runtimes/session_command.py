@@ -61,7 +61,12 @@ async def run(config: RuntimeConfig, argv: list[str], *, timeout: float,
     try:
         launch = Launch.prepare(config.isolation, config.runtime_user, config.state_dir,
                                 config.workdir, None, config.workdir_roots,
-                                shared_group=config.runtime_group)
+                                shared_group=config.runtime_group,
+                                # the runtime's own fence: a check reaches what it does
+                                amux_url=config.amux_url,
+                                provider_url=config.provider.base_url,
+                                mcp_urls=tuple(s.url for s in config.mcp_servers),
+                                loopback_fence=config.loopback_fence)
         env = launch.environment(clean_env(config, tag), config.workdir)
         proc = await asyncio.create_subprocess_exec(
             *launch.command(argv), stdin=asyncio.subprocess.DEVNULL,

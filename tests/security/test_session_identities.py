@@ -7,9 +7,12 @@ Then what an archived session leaves is out of reach of the next holder of its u
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -241,3 +244,94 @@ def test_a_work_directory_is_one_sessions_only(api, settings, session_dirs, open
                                            "model": "gpt-5.5", "workdir": workdir},
                      format="json")
     assert again.status_code == 201, again.content
+
+
+LOOPBACK = escapes.PREAMBLE + r"""
+tcp='exec 3<>/dev/tcp/$1/$2 && printf "GET / HTTP/1.0\r\n\r\n" >&3 && timeout 2 head -c 64 <&3'
+try postgres bash -c "$tcp" - 127.0.0.1 5432
+try redis bash -c "$tcp" - 127.0.0.1 6379
+try redis_v6 bash -c "$tcp" - ::1 6379
+try other_port bash -c "$tcp" - 127.0.0.1 {forbidden}
+try other_port_host_address bash -c "$tcp" - {host_address} {forbidden}
+try amux_port bash -c "$tcp" - 127.0.0.1 {amux_port}
+"""
+
+
+def _listening(host: str) -> tuple[socket.socket, int]:
+    """A local service the session must not reach (it answers whoever connects)."""
+    server = socket.create_server((host, 0))
+    server.settimeout(0.2)
+
+    def answer():
+        while server.fileno() != -1:
+            with contextlib.suppress(OSError):
+                conn, _ = server.accept()
+                conn.sendall(b"a-local-service-answered\n")
+                conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def _host_address() -> str:
+    """One of this host's own addresses that is not on the loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.123", 9))  # no packet is sent: only the route is looked up
+        return probe.getsockname()[0]
+
+
+def test_a_linux_dac_session_reaches_amux_and_nothing_else_on_this_hosts_addresses(
+        settings, session_dirs, model_server):
+    """The loopback fence, tried from inside a real Pi turn: PostgreSQL, Redis (IPv4 and
+    IPv6) and a local service on the loopback and on the host's other address refuse the
+    session's runtime user, while amux's own port (the model gateway the turn itself goes
+    through) answers; once the session is archived, its uid reaches amux's port no more."""
+    from urllib.parse import urlsplit
+
+    from sessions.runtimes import loopback_fence
+    from tests.runtimes.conftest import require_runtime
+
+    require_runtime("pi")
+    why = loopback_fence.problem()
+    if why is not None:
+        pytest.skip(f"the loopback fence cannot be set up here ({why}); amux doctor says so")
+    _backend(settings, isolation.LINUX_DAC)
+    provider = _provider(model_server, "pi")
+    session = services.create_session(runtime="pi", provider=provider.slug,
+                                      model="scripted-model")
+    server, forbidden = _listening("0.0.0.0")  # noqa: S104 (every address of the host)
+    amux_port = urlsplit(settings.AMUX_URL).port
+    try:
+        script = LOOPBACK
+        for key, value in {"forbidden": forbidden, "host_address": _host_address(),
+                           "amux_port": amux_port}.items():
+            script = script.replace("{" + key + "}", str(value))
+        (Path(session.workdir) / "escapes.sh").write_text(script)
+        model_server.script(ToolCall("bash escapes.sh"), Text("done"))
+        config = services.runtime_config(Session.objects.get(pk=session.pk))
+
+        async def main():
+            adapter = get_adapter("pi")(config)
+            try:
+                await adapter.start()
+                return await collect(adapter, "try the loopback", timeout=180)
+            finally:
+                await adapter.close()
+
+        events = run_async(main())
+        # the same service answers amux's own user: only the session's is refused
+        with socket.create_connection(("127.0.0.1", forbidden), timeout=5) as conn:
+            assert conn.recv(64).startswith(b"a-local-service")
+    finally:
+        server.close()
+    assert [e.type for e in terminals(events)] == ["turn.completed"], events
+    found = escapes.attempts(Path(session.workdir))
+    reached = {name: found[name] for name in ("postgres", "redis", "redis_v6", "other_port",
+                                              "other_port_host_address")
+               if found[name][0] == 0 or "refused" not in found[name][1].lower()}
+    assert reached == {}, reached
+    assert found["amux_port"][0] == 0 and found["amux_port"][1].startswith("HTTP/1."), found
+    user = RuntimeIdentity.objects.get(session=session).user
+    services.archive(session.pk)
+    done = _as(user, f"bash -c 'exec 3<>/dev/tcp/127.0.0.1/{amux_port}'")
+    assert done.returncode != 0 and "refused" in done.stderr.lower(), done

@@ -20,7 +20,9 @@ attach='import ctypes, sys; sys.exit(ctypes.CDLL(None).ptrace(16, int(sys.argv[1
 def attempts(workdir: Path) -> dict[str, tuple[int, str]]:
     """{name: (exit status, output)} of the attempts the script recorded."""
     found = {}
-    for line in (Path(workdir) / "escapes.txt").read_text().splitlines():
+    # one attempt a line: an output's carriage returns (an HTTP answer's) are not breaks
+    text = (Path(workdir) / "escapes.txt").read_bytes().decode(errors="replace")
+    for line in filter(None, text.split("\n")):
         name, rc, output = (line.split("\t", 2) + ["", ""])[:3]
         found[name] = (int(rc), output)
     return found
