@@ -51,6 +51,12 @@ try data_list ls -A {data}
 try work_list ls -A {data}/work
 try write_data touch {data}/escape
 try token_dir_list ls -A {tokens}
+try write_etc touch /etc/amux-escape
+try write_runtimes touch {runtimes}/escape
+try setuid_su su -c 'id -u' root
+try sudo sudo -n id -u
+try shadow cat /etc/shadow
+try root_home ls -A /root
 try own_token cat {own_token}
 try own_write bash -c 'echo written > written.txt && cat written.txt'
 try who id -un
@@ -58,7 +64,8 @@ try who id -un
 ESCAPES = ("other_read", "other_list", "other_write", "other_home", "other_home_file",
            "other_token", "other_environ", "other_signal", "other_ptrace", "amux_environ",
            "amux_signal", "amux_ptrace", "secret_key", "data_list", "work_list",
-           "write_data", "token_dir_list")
+           "write_data", "token_dir_list", "write_etc", "write_runtimes", "setuid_su", "sudo",
+           "shadow", "root_home")
 
 
 def _provider(model_server, runtime):
@@ -144,7 +151,8 @@ def test_a_session_cannot_reach_another_session_or_amux(runtime, backend, settin
         for key, value in {"other": b.workdir, "other_state": b_state,
                            "other_token": other_token, "other_pid": other.pid,
                            "pid": os.getpid(), "data": data,
-                           "tokens": own_token.parent, "own_token": own_token}.items():
+                           "tokens": own_token.parent, "own_token": own_token,
+                           "runtimes": Path(settings.AMUX_RUNTIMES_DIR).resolve()}.items():
             script = script.replace("{" + key + "}", str(value))
         (Path(a.workdir) / "escapes.sh").write_text(script)
         model_server.script(ToolCall("bash escapes.sh"), Text("done"))
@@ -183,6 +191,8 @@ def test_a_session_cannot_reach_another_session_or_amux(runtime, backend, settin
     assert found["own_token"] == (0, "own-token")
     assert found["own_write"] == (0, "written")
     assert not (Path(b.workdir) / "planted").exists() and not (data / "escape").exists()
+    assert not Path("/etc/amux-escape").exists()
+    assert not (Path(settings.AMUX_RUNTIMES_DIR) / "escape").exists()
 
 
 def test_an_archived_sessions_identity_goes_to_the_next_session_with_nothing_of_it(

@@ -95,3 +95,21 @@ def test_isolation_check_names_the_backend_and_why(settings):
     check = doctor.isolation_check()
     assert check.detail.startswith("bwrap") and "AMUX_ISOLATION=bwrap" in check.detail
     assert check.ok == (reason is None)
+
+
+@as_root
+def test_under_linux_dac_the_isolation_check_says_whether_the_loopback_is_fenced(settings):
+    from sessions.runtimes import loopback_fence
+
+    isolation.provision("amux-agent")
+    settings.AMUX_ISOLATION, settings.AMUX_RUNTIME_USER = "linux-dac", "amux-agent"
+    problem = loopback_fence.problem()
+    check = doctor.isolation_check()
+    if problem is None:
+        assert check.ok and "loopback fenced (amux's port and DNS only)" in check.detail
+    else:
+        assert not check.ok and problem in check.detail and "reachable" in check.detail
+    settings.AMUX_LOOPBACK_FENCE = "off"
+    check = doctor.isolation_check()
+    assert not check.ok and not check.required
+    assert "loopback open to runtimes (AMUX_LOOPBACK_FENCE=off)" in check.detail
