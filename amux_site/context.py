@@ -3,6 +3,7 @@
 from django.urls import reverse
 
 from amux_common import roles
+from amux_site.version import version
 
 TABS = [
     ("tickets", "Tickets", "panel-tickets"),
@@ -17,4 +18,5 @@ TABS = [
 def panel(request):
     return {"panel_tabs": [(key, label, reverse(name)) for key, label, name in TABS],
             # the panel shows change controls only to those the shared role rule lets change
-            "is_operator": roles.is_operator(getattr(request, "user", None))}
+            "is_operator": roles.is_operator(getattr(request, "user", None)),
+            "amux_version": version()}

@@ -10,6 +10,8 @@ from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
+from amux_site.version import version
+
 
 def check_database() -> dict:
     started = time.monotonic()
@@ -62,7 +64,8 @@ def run_checks() -> dict[str, dict]:
 def healthz(request):
     checks = run_checks()
     healthy = all(c["ok"] for c in checks.values() if c["required"])
-    body = {"status": "ok" if healthy else "failing", "checks": checks}
+    body = {"status": "ok" if healthy else "failing", "version": version(),
+            "checks": checks}
     degraded = [name for name, c in checks.items() if not c["required"] and not c["ok"]]
     if healthy and degraded:
         body["degraded"] = degraded

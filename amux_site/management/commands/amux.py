@@ -1,5 +1,5 @@
-"""`manage.py amux run|status|stop|restart|backup|upgrade|doctor|token|user|task` —
-everything an operator runs."""
+"""`manage.py amux run|status|stop|restart|backup|restore|upgrade|doctor|token|user|task`
+— everything an operator runs (`--version`: amux's version)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,13 @@ RESTART = -1
 
 
 class Command(BaseCommand):
-    help = "Operate amux: run, status, stop, restart, backup, upgrade, doctor, token, user."
+    help = ("Operate amux: run, status, stop, restart, backup, restore, upgrade, doctor, "
+            "token, user.")
+
+    def get_version(self):
+        from amux_site.version import version
+
+        return version()
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -56,6 +62,11 @@ class Command(BaseCommand):
                                                "the file it wrote")
         backup.add_argument("--to", dest="to", default=None,
                             help="directory for the copy (default DATA_DIR/backups)")
+        restore = sub.add_parser(
+            "restore", help="put a backup from `amux backup` back as the database of this "
+                            "stopped installation (the database as it was is kept as a "
+                            "backup first); refuses one made by a newer amux")
+        restore.add_argument("file", help="the .sqlite3 or .pgdump file `amux backup` wrote")
         upgrade = sub.add_parser(
             "upgrade", help="after updating the code: wait until no turn runs, back up, "
                             "migrate, restart")
@@ -112,6 +123,17 @@ class Command(BaseCommand):
         except backup.BackupError as exc:
             raise CommandError(str(exc), returncode=1) from None
         self.stdout.write(str(path))
+
+    def do_restore(self, file, **options):
+        from amux_site import restore
+
+        if operations.is_running(settings.DATA_DIR):
+            raise CommandError("amux is running: stop it first (`amux stop`), then restore",
+                               returncode=1)
+        try:
+            restore.restore(file, self.stdout.write)
+        except restore.RestoreError as exc:
+            raise CommandError(f"{exc}; nothing was changed", returncode=1) from None
 
     def do_upgrade(self, timeout=600.0, **options):
         from amux_site import backup
