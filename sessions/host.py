@@ -54,6 +54,14 @@ def min_idle_seconds() -> float:
     return float(settings.AMUX_SESSION_MIN_IDLE_SECONDS)
 
 
+def idle_after(timeout_s: float) -> float:
+    """How long a host with nothing to do stays awake: the session's idle timeout, at least
+    seed 000's floor; 0 for a session amux made for one task or one schedule firing, whose
+    runtime nobody watches, which sleeps as soon as its turn has settled (its queue empty,
+    no turn in flight, no question pending) and wakes again on new input."""
+    return 0.0 if timeout_s == 0 else max(timeout_s, min_idle_seconds())
+
+
 def should_sleep(*, now: float, last_active: float, idle_timeout: float, queue_empty: bool,
                  turn_in_flight: bool, pending_permission: bool, minimum: float = 60) -> bool:
     """Seed 000's auto-sleep rule: idle past max(timeout, minimum), queue empty, no turn in
@@ -442,7 +450,7 @@ class SessionHost:
             return "start_failed"
         loop = asyncio.get_running_loop()
         last_active = loop.time()
-        idle_timeout = max(session.idle_timeout_s, min_idle_seconds())
+        idle_timeout = idle_after(session.idle_timeout_s)
         while not self.lost:
             await self._keep_facts()
             await goal_host.observe(self)
@@ -475,8 +483,7 @@ class SessionHost:
                 await goal_host.refuse_waiting(self, "during_input", during_turn=True)
                 last_active = loop.time()
                 # A timeout changed while the host was awake applies from this turn on.
-                idle_timeout = max(await self.db(_idle_timeout, self.session_id),
-                                   min_idle_seconds())
+                idle_timeout = idle_after(await self.db(_idle_timeout, self.session_id))
                 continue
             if await goal_host.admit_waiting(self, session):
                 last_active = loop.time()
@@ -497,11 +504,11 @@ class SessionHost:
                 continue
             if goal_host.goal_active(self):
                 last_active = loop.time()  # the runtime works on the goal: not idle
-            if loop.time() - last_active < max(idle_timeout, min_idle_seconds()):
+            if loop.time() - last_active < idle_timeout:
                 continue
             facts = await self.db(sleep_facts, self.session_id)
             if should_sleep(now=loop.time(), last_active=last_active,
-                            idle_timeout=idle_timeout, minimum=min_idle_seconds(), **facts) \
+                            idle_timeout=idle_timeout, minimum=0, **facts) \
                     and await self.db(try_retire, self.session_id, self.owner,
                                       SleepReason.IDLE_TIMEOUT):
                 return "slept"

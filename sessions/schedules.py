@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 MAX_NAME = 120
 MAX_PROMPT = 65_536
-SESSION_IDLE_TIMEOUT = 60  # a schedule's session sleeps soon after its firing's turn
+SESSION_IDLE_TIMEOUT = 0  # a schedule's session sleeps once its firing's turn has settled
 # a run not set going this long after it was written lost its message: send it again
 RESEND_AFTER = timedelta(seconds=60)
 MODES = tuple(ScheduleMode.values)

@@ -42,6 +42,12 @@ from sessions.runtimes.base import McpServer
 MIN_IDLE_TIMEOUT = 60
 
 
+def settled_or_at_least(idle_timeout_s: int) -> int:
+    """A session's idle timeout: at least the floor, or 0 (``host.idle_after``: a task's
+    or a schedule's own session, asleep once its turn has settled)."""
+    return 0 if int(idle_timeout_s) == 0 else max(MIN_IDLE_TIMEOUT, int(idle_timeout_s))
+
+
 class CommandError(Exception):
     """A refused command: ``status`` is the HTTP status the API answers with."""
 
@@ -278,7 +284,7 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
     with transaction.atomic():
         session = Session.objects.create(
             name=name, runtime=runtime, provider=provider_row, model=model, snapshot=snapshot,
-            workdir=workdir or "", idle_timeout_s=max(MIN_IDLE_TIMEOUT, int(idle_timeout_s)),
+            workdir=workdir or "", idle_timeout_s=settled_or_at_least(idle_timeout_s),
             runtime_env={str(k): str(v) for k, v in (env or {}).items()})
         # a new session inherits nothing a former row with its id left queued in Redis (a
         # database reset or restore keeps Redis): an old "archive" would end its first host

@@ -35,7 +35,7 @@ from sessions.services import CommandError
 
 EFFECT_KIND = "task.turn_ended"
 MAX_PROMPT = 65_536
-TASK_IDLE_TIMEOUT = 60  # a task's own session sleeps soon after its one turn
+TASK_IDLE_TIMEOUT = 0  # a task's own session sleeps once its turn has settled
 OUTCOME = {TurnState.COMPLETED: TaskRunState.SUCCEEDED, TurnState.FAILED: TaskRunState.FAILED,
            TurnState.CANCELLED: TaskRunState.CANCELLED}
 _RESUMED = ":resumed"  # sessions.timeline.RESUME_SUFFIX: a continuation of the same input

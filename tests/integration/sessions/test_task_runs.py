@@ -170,3 +170,26 @@ def test_a_failed_turn_fails_its_run_with_the_turn_s_words(session_dirs, openai_
         ("failed", "rate_limited", "slow down")
     outbox.drain(seconds=1)  # a replayed effect changes nothing
     assert TaskRun.objects.get(pk=run.pk).ended_at == failed.ended_at
+
+
+@pytest.mark.host_idle(60)
+def test_a_tasks_session_sleeps_as_soon_as_its_turn_has_settled(session_dirs, model_server,
+                                                                openai_provider, operator):
+    """A one-turn task keeps no runtime awake for the idle floor (60 s here, as in
+    production): its host ends its runtime once the turn has settled, and the session
+    wakes again for a follow-up."""
+    require_runtime("pi")
+    model_server.script(Text("Done at once."), Text("Again."))
+    run = task_runs.submit_task(owner=operator, prompt="Quick one", runtime="pi",
+                                model="scripted-model", provider="scripted")
+    assert Session.objects.get(pk=run.session_id).idle_timeout_s == 0
+    for _turn in range(2):
+        outcome: dict = {}
+        host = threading.Thread(
+            target=lambda box=outcome: box.setdefault("v", run_host(run.session_id)))
+        host.start()
+        host.join(40)  # well inside the 60 s floor an interactive session waits
+        assert not host.is_alive() and outcome.get("v") == "slept"
+        assert Session.objects.get(pk=run.session_id).lifecycle == "sleeping"
+        services.post_message(run.session_id, "and again?")
+    assert _settled(run.pk).result == "Done at once."
