@@ -8,6 +8,7 @@ from django.db.models import Max
 
 from amux_common.clock import now as clock
 from sessions.capacity import waiting_for_capacity
+from sessions.models import Turn, TurnState
 from tickets import guarding
 from tickets.core import answers, tokens
 from tickets.core.failure import Failure, last_failure
@@ -44,6 +45,7 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
     )
     assignment: dict[int, str] = {}
     failure: dict[int, str] = {}
+    turned: set[int] = set()  # tickets whose current run has ended a turn
     for ticket_id, state, ended, last_turn, code in Assignment.objects.filter(
         ticket_id__in=ids
     ).order_by("ticket_id", "id").values_list("ticket_id", "state", "ended_at", "last_turn_at",
@@ -51,6 +53,13 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
         assignment[ticket_id] = state
         word_times.setdefault(ticket_id, []).extend((ended, last_turn))
         failure[ticket_id] = code
+        if last_turn is None:
+            turned.discard(ticket_id)
+        else:
+            turned.add(ticket_id)
+    busy = set(Turn.objects.filter(
+        session_id__in=[t.session_id for t in tickets if t.session_id],
+        state__in=(TurnState.QUEUED, TurnState.RUNNING)).values_list("session_id", flat=True))
     caps = guarding.reached(tickets, clock())
     no_room = waiting_for_capacity(t.session_id for t in tickets)
     facts = {}
@@ -69,6 +78,7 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
             failure=failure.get(t.pk, ""),
             cap=caps[t.pk].text if caps[t.pk] else "",
             waiting_for_capacity=t.session_id in no_room,
+            turn_settled=t.pk in turned and t.session_id not in busy,
         )
     return facts
 

@@ -140,3 +140,31 @@ def test_an_operator_answers_a_question_on_the_ticket_page(client, operator, tic
                         follow=True)
     assert b"already been answered" in again.content
     assert Question.objects.get().answer == "SSO"
+
+
+def test_a_worker_that_ended_its_turn_without_a_report_is_not_shown_working(api, ticket):
+    """Stage facts from the rows: a running assignment whose session ended a turn and has
+    none open reads `idle` (it needs a person); with its pull request open, `awaiting_review`;
+    with a turn queued again, `working`."""
+    from django.utils import timezone
+
+    from sessions.models import Turn
+    from tickets.models import Assignment
+
+    session = f.SessionFactory()
+    ticket.session = session
+    ticket.save(update_fields=["session"])
+    Assignment.objects.create(ticket=ticket, state="running", last_turn_at=timezone.now())
+    Turn.objects.create(session=session, seq=1, key="t1", state="completed")
+
+    def stage():
+        row = api.get(f"/api/v1/tickets/{ticket.pk}/").json()
+        return row["stage"], row["label"]
+
+    assert stage() == ("idle", "Agent stopped without a report — tell it what's next")
+    Turn.objects.create(session=session, seq=2, key="t2", state="queued")
+    assert stage() == ("working", "Agent working")
+    Turn.objects.filter(session=session, seq=2).update(state="completed")
+    ticket.pr_state = "open"
+    ticket.save(update_fields=["pr_state"])
+    assert stage() == ("awaiting_review", "Awaiting your review")

@@ -1,6 +1,6 @@
 """The stage is derived from facts, first match wins (seed 002's seven stages)."""
 
-from tickets.core.stage import LABELS, Stage, StageFacts, derive
+from tickets.core.stage import LABELS, Stage, StageFacts, derive, label
 
 
 def test_a_new_ticket_is_queued():
@@ -61,3 +61,25 @@ def test_a_run_whose_session_finds_no_free_slot_waits_for_capacity():
                              open_question=True)) is Stage.WAITING_FOR_PERSON
     assert derive(StageFacts(assignment="running")) is Stage.WORKING
     assert derive(StageFacts(assignment="ended", waiting_for_capacity=True)) is Stage.QUEUED
+
+
+def test_a_worker_that_stopped_says_so_instead_of_working_for_ever():
+    from tickets.core.stage import NEEDS_ME
+
+    running = {"assignment": "running", "turn_settled": True}
+    # stopped with its pull request open, with or without `done`: the review is next
+    assert derive(StageFacts(**running, pr_open=True)) is Stage.AWAITING_REVIEW
+    assert derive(StageFacts(**running, pr_open=True, latest_report="progress")) is \
+        Stage.AWAITING_REVIEW
+    # stopped with neither a pull request nor a report: it waits on a person
+    idle = derive(StageFacts(**running))
+    assert idle is Stage.IDLE and idle in NEEDS_ME
+    assert "without a report" in label(idle, StageFacts(**running))
+    assert derive(StageFacts(**running, latest_report="progress")) is Stage.IDLE
+    # a person wrote after its `done` and it stopped again without a new one
+    assert derive(StageFacts(**running, latest_report="done",
+                             person_spoke_since_report=True)) is Stage.IDLE
+    # a turn queued or running, or no turn ended yet: working
+    assert derive(StageFacts(assignment="running")) is Stage.WORKING
+    # blocked and failed reports keep their own stages
+    assert derive(StageFacts(**running, latest_report="blocked")) is Stage.BLOCKED

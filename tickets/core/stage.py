@@ -19,6 +19,7 @@ class Stage(StrEnum):
     FAILED = "failed"
     BLOCKED = "blocked"
     AWAITING_REVIEW = "awaiting_review"
+    IDLE = "idle"
     WORKING = "working"
     WAITING_FOR_CAPACITY = "waiting_for_capacity"
     QUEUED = "queued"
@@ -32,12 +33,14 @@ LABELS = {
     Stage.FAILED: "Failed — needs a look",
     Stage.BLOCKED: "Blocked — needs a person",
     Stage.AWAITING_REVIEW: "Awaiting your review",
+    Stage.IDLE: "Agent stopped without a report — tell it what's next",
     Stage.WORKING: "Agent working",
     Stage.WAITING_FOR_CAPACITY: "Waiting for capacity — every agent slot is busy",
     Stage.QUEUED: "Queued for the agent",
 }
 
-NEEDS_ME = (Stage.WAITING_FOR_PERSON, Stage.INPUT_NOT_DELIVERED, Stage.FAILED, Stage.BLOCKED)
+NEEDS_ME = (Stage.WAITING_FOR_PERSON, Stage.INPUT_NOT_DELIVERED, Stage.FAILED, Stage.BLOCKED,
+            Stage.IDLE)
 MOVING = (Stage.WORKING, Stage.WAITING_FOR_CAPACITY, Stage.QUEUED, Stage.AWAITING_REVIEW)
 
 
@@ -55,6 +58,9 @@ class StageFacts:
     # the worker session has input waiting and no host: every runtime slot is held by
     # another awake session (sessions/capacity.py); it starts when one frees
     waiting_for_capacity: bool = False
+    # the worker ended a turn and has none queued or running: nothing moves until someone
+    # acts (an agent that stopped without `amux report done` or `blocked`)
+    turn_settled: bool = False
 
 
 def derive(f: StageFacts) -> Stage:
@@ -76,6 +82,11 @@ def derive(f: StageFacts) -> Stage:
             return Stage.AWAITING_REVIEW
     if f.waiting_for_capacity and f.assignment in ("dispatching", "running"):
         return Stage.WAITING_FOR_CAPACITY
+    if f.assignment == "running" and f.turn_settled:
+        if f.pr_open:  # it stopped with its pull request open: the review is next
+            return Stage.AWAITING_REVIEW
+        if f.latest_report != "done" or f.person_spoke_since_report:
+            return Stage.IDLE
     if f.assignment == "running":
         return Stage.WORKING
     return Stage.QUEUED
