@@ -105,6 +105,27 @@ def _as(user: str, command: str) -> subprocess.CompletedProcess:
                           timeout=30, cwd="/")
 
 
+def _run_escapes(session: Session, runtime: str, script: str, values: dict,
+                 model_server) -> tuple:
+    """One real turn of ``session``'s runtime in which the scripted model has the agent run
+    ``script`` (its ``{name}`` placeholders filled from ``values``): (config, events)."""
+    for key, value in values.items():
+        script = script.replace("{" + key + "}", str(value))
+    (Path(session.workdir) / "escapes.sh").write_text(script)
+    model_server.script(ToolCall("bash escapes.sh"), Text("done"))
+    config = services.runtime_config(Session.objects.get(pk=session.pk))
+
+    async def main():
+        adapter = get_adapter(runtime)(config)
+        try:
+            await adapter.start()
+            return await collect(adapter, "try to get out", timeout=180)
+        finally:
+            await adapter.close()
+
+    return config, run_async(main())
+
+
 def _backend(settings, backend: str) -> None:
     settings.AMUX_ISOLATION = backend
     if backend == isolation.BWRAP:
@@ -147,26 +168,11 @@ def test_a_session_cannot_reach_another_session_or_amux(runtime, backend, settin
     other = subprocess.Popen(["sleep", "600"], env={"B_SESSION_KEY": SECRET},  # noqa: S607
                              **b_launch.spawn_kwargs())
     try:
-        script = SCRIPT
-        for key, value in {"other": b.workdir, "other_state": b_state,
-                           "other_token": other_token, "other_pid": other.pid,
-                           "pid": os.getpid(), "data": data,
-                           "tokens": own_token.parent, "own_token": own_token,
-                           "runtimes": Path(settings.AMUX_RUNTIMES_DIR).resolve()}.items():
-            script = script.replace("{" + key + "}", str(value))
-        (Path(a.workdir) / "escapes.sh").write_text(script)
-        model_server.script(ToolCall("bash escapes.sh"), Text("done"))
-        config = services.runtime_config(Session.objects.get(pk=a.pk))
-
-        async def main():
-            adapter = get_adapter(runtime)(config)
-            try:
-                await adapter.start()
-                return await collect(adapter, "try to get out", timeout=180)
-            finally:
-                await adapter.close()
-
-        events = run_async(main())
+        config, events = _run_escapes(a, runtime, SCRIPT, {
+            "other": b.workdir, "other_state": b_state, "other_token": other_token,
+            "other_pid": other.pid, "pid": os.getpid(), "data": data,
+            "tokens": own_token.parent, "own_token": own_token,
+            "runtimes": Path(settings.AMUX_RUNTIMES_DIR).resolve()}, model_server)
     finally:
         other.kill()
     assert [e.type for e in terminals(events)] == ["turn.completed"], events
@@ -312,23 +318,9 @@ def test_a_linux_dac_session_reaches_amux_and_nothing_else_on_this_hosts_address
     server, forbidden = _listening("0.0.0.0")  # noqa: S104 (every address of the host)
     amux_port = urlsplit(settings.AMUX_URL).port
     try:
-        script = LOOPBACK
-        for key, value in {"forbidden": forbidden, "host_address": _host_address(),
-                           "amux_port": amux_port}.items():
-            script = script.replace("{" + key + "}", str(value))
-        (Path(session.workdir) / "escapes.sh").write_text(script)
-        model_server.script(ToolCall("bash escapes.sh"), Text("done"))
-        config = services.runtime_config(Session.objects.get(pk=session.pk))
-
-        async def main():
-            adapter = get_adapter("pi")(config)
-            try:
-                await adapter.start()
-                return await collect(adapter, "try the loopback", timeout=180)
-            finally:
-                await adapter.close()
-
-        events = run_async(main())
+        _, events = _run_escapes(session, "pi", LOOPBACK, {
+            "forbidden": forbidden, "host_address": _host_address(),
+            "amux_port": amux_port}, model_server)
         # the same service answers amux's own user: only the session's is refused
         with socket.create_connection(("127.0.0.1", forbidden), timeout=5) as conn:
             assert conn.recv(64).startswith(b"a-local-service")
