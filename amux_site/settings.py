@@ -3,7 +3,8 @@
 Only DATABASE_URL, REDIS_URL, AMUX_SECRET_KEY, AMUX_DATA_DIR, AMUX_ALLOWED_HOSTS,
 AMUX_DEBUG, AMUX_TLS, AMUX_LOG_FORMAT, AMUX_RETENTION_DAYS, AMUX_DB_POOL_SIZE, AMUX_URL,
 AMUX_RUNTIMES_DIR, AMUX_HOSTNAME, AMUX_ISOLATION, AMUX_RUNTIME_USER, AMUX_RUNTIME_POOL,
-AMUX_RUNTIME_IDENTITIES, AMUX_LOOPBACK_FENCE, AMUX_MEMORY, AMUX_METRICS_TOKEN, the session
+AMUX_RUNTIME_IDENTITIES, AMUX_LOOPBACK_FENCE, AMUX_RUN_RESTART_LIMIT, AMUX_MEMORY,
+AMUX_METRICS_TOKEN, the session
 host's AMUX_SESSION_* knobs and the outbox's AMUX_OUTBOX_* tuning knobs are read here;
 everything else is data managed in the panel, API or admin. No other module reads the
 environment for configuration.
@@ -343,6 +344,11 @@ AMUX_LOOPBACK_FENCE = os.environ.get("AMUX_LOOPBACK_FENCE", "").strip().lower() 
 if AMUX_LOOPBACK_FENCE not in ("auto", "on", "off"):
     raise ImproperlyConfigured(
         f"AMUX_LOOPBACK_FENCE must be auto, on or off, not {AMUX_LOOPBACK_FENCE!r}")
+# `amux run` starts a child that exited on its own again (after 1 s, doubling to 30 s); more
+# than this many exits of one child within 5 minutes is a crash loop, which stops everything
+# (exit 1, for a process manager). 0: the first exit stops everything.
+AMUX_RUN_RESTART_LIMIT = (_positive_int("AMUX_RUN_RESTART_LIMIT", 5)
+                          if os.environ.get("AMUX_RUN_RESTART_LIMIT", "").strip() != "0" else 0)
 # GET /metrics: a scraper sends it as a Bearer token; unset, only the loopback is answered
 AMUX_METRICS_TOKEN = os.environ.get("AMUX_METRICS_TOKEN", "").strip()
 # On-demand memory (sessions/memory.py): off unless AMUX_MEMORY=1; new Codex, Claude and Pi

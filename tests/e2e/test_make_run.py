@@ -220,23 +220,40 @@ def test_amux_stop_is_a_stop_on_purpose(data_dir, tmp_path):
     assert "stopped by an operator" in respecting.stderr
 
 
-def test_a_process_that_dies_stops_everything_and_run_fails(data_dir, tmp_path):
+def _web_pid(root: int) -> int | None:
+    return next((pid for pid in _descendants(root) if b"uvicorn" in _cmdline(pid)), None)
+
+
+def test_a_crashed_child_starts_again_and_a_crash_loop_stops_everything(data_dir, tmp_path):
+    """The web server killed once comes back by itself (logged, `amux run` goes on); killed
+    again within the window (AMUX_RUN_RESTART_LIMIT=1 here) it is a crash loop: everything
+    stops and `amux run` exits 1 for a process manager to take over."""
     port = embedded_redis.free_port()
-    env = _env(data_dir, port)
+    env = {**_env(data_dir, port), "AMUX_RUN_RESTART_LIMIT": "1"}
     log = tmp_path / "run.log"
     proc = _start(env, log)
+    tree: set[int] = set()
     try:
         _wait_healthz(proc, port, log, within=60)
+        first = _web_pid(proc.pid)
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while (_web_pid(proc.pid) in (None, first)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        second = _web_pid(proc.pid)
+        assert second not in (None, first), log.read_text()[-3000:]
+        _wait_healthz(proc, port, log, within=30)  # served again, by the same `amux run`
+        assert "web exited on its own (rc=-9); starting it again in 1 s" in log.read_text()
         tree = _descendants(proc.pid)
-        web = next(pid for pid in tree
-                   if b"uvicorn" in Path(f"/proc/{pid}/cmdline").read_bytes())
-        os.kill(web, signal.SIGKILL)
+        os.kill(second, signal.SIGKILL)
         assert proc.wait(timeout=60) == 1
     finally:
         if proc.poll() is None:
             proc.kill()
     assert [pid for pid in tree if _alive(pid)] == []
-    assert "a process exited on its own" in log.read_text()
+    text = log.read_text()
+    assert "web exited on its own 2 times within 300 s: a crash loop" in text
+    assert "web kept exiting on its own (a crash loop); everything was stopped" in text
     assert _amux(env, "status").returncode == 1
 
 

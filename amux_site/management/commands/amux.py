@@ -252,8 +252,10 @@ class Command(BaseCommand):
         if code == RESTART:
             self._reexec()
         if code:
-            raise CommandError("a process exited on its own; everything was stopped",
-                               returncode=code)
+            crashed = getattr(getattr(self, "manager", None), "crash_loop", None)
+            raise CommandError(
+                f"{crashed or 'a process'} kept exiting on its own (a crash loop); "
+                "everything was stopped", returncode=code)
 
     def _install_runtimes(self):
         """After the lock: a second `make run` is refused before it touches the runtimes."""
@@ -304,6 +306,7 @@ class Command(BaseCommand):
         from honcho.printer import Printer
 
         from amux_site import db_pool, embedded_redis
+        from amux_site.supervisor import CrashPolicy, Supervisor
 
         env = os.environ.copy()
         env.pop("AMUX_EMBEDDED_REDIS", None)
@@ -318,7 +321,8 @@ class Command(BaseCommand):
             printer = json_printer(sys.stdout)
         else:
             printer = Printer(sys.stdout)
-        manager = honcho.manager.Manager(printer)
+        manager = Supervisor(printer, CrashPolicy(limit=settings.AMUX_RUN_RESTART_LIMIT))
+        self.manager = manager
         honcho.manager.KILL_WAIT = KILL_WAIT
         python = shlex.quote(sys.executable)
         host = socket.gethostname()
