@@ -362,9 +362,6 @@ AMUX_MEMORY = os.environ.get("AMUX_MEMORY", "").strip().lower() in ("1", "true",
 AMUX_SESSION_LEASE_SECONDS = _positive_int("AMUX_SESSION_LEASE_SECONDS", 30)
 AMUX_SESSION_MIN_IDLE_SECONDS = _positive_seconds("AMUX_SESSION_MIN_IDLE_SECONDS", 60)
 AMUX_SESSION_CONTROL_POLL_SECONDS = _positive_seconds("AMUX_SESSION_CONTROL_POLL_SECONDS", 1.0)
-# How soon goals look again at a session turn that is still running (goals/tasks.py,
-# goals/queue.py, goals/replies.py).
-AMUX_GOAL_POLL_SECONDS = _positive_seconds("AMUX_GOAL_POLL_SECONDS", 2.0)
 # How many sessions one runtime worker keeps awake at once (sessions/capacity.py): set
 # AMUX_SESSION_CAPACITY, or it is derived when the settings load from the memory available
 # then and AMUX_SESSION_MEMORY_MB, what one awake session costs (its runtime process and

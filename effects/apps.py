@@ -8,6 +8,7 @@ class EffectsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from effects import outbox
+        from effects import events, outbox
 
         outbox.check_lease_rule()  # refuse to start with leases a handler could outlive
+        events.wire()

@@ -25,8 +25,8 @@ KINDS: dict[str, KindPolicy] = {
     "relay": KindPolicy(16, 2, 300, 15, 300, ordered=True),
     "notice": KindPolicy(16, 2, 300, 15, 300, ordered=True),
     "assess": KindPolicy(2, 10, 900, 8, 900, batch=1),
+    # a fact (effects/events.py): one row per subscriber (tickets, goals, tasks)
     "session.turn_ended": KindPolicy(16, 2, 300, 15, 300),
-    "task.turn_ended": KindPolicy(16, 2, 300, 15, 300),
     # conversations/: the one Lark card of a turn (coalesced: the latest state supersedes),
     # and the card of a question, permission request or goal state (create, then patches)
     "conversation.reply": KindPolicy(8, 1, 120, 20, 300),

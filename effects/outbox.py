@@ -95,8 +95,9 @@ Handler = Callable[[int, dict], None]
 _handlers: dict[str, Handler] = {}
 
 
-def register(kind: str) -> Callable[[Handler], Handler]:
-    """Declare the handler of one effect kind: `fn(effect_id, payload)`.
+def register(kind: str, *, replace: bool = False) -> Callable[[Handler], Handler]:
+    """Declare the handler of one effect kind: `fn(effect_id, payload)`. A kind has one
+    handler: a second one is an error unless `replace` says so (a test's stand-in).
 
     It must be idempotent per effect id (a replay after a crash may call it again). Rows
     of a kind without a handler are not claimed: they wait, visible in the admin. The app
@@ -105,10 +106,22 @@ def register(kind: str) -> Callable[[Handler], Handler]:
     _check_kind(kind)
 
     def decorate(fn: Handler) -> Handler:
+        known = _handlers.get(str(kind))
+        if known is not None and not replace and handler_name(known) != handler_name(fn):
+            raise ImproperlyConfigured(
+                f"effect kind {kind!r} already has a handler ({handler_name(known)});"
+                f" {handler_name(fn)} would silently replace it. A fact several apps act"
+                f" on is published through effects.events, one subscriber each.")
         _handlers[str(kind)] = fn
         return fn
 
     return decorate
+
+
+def handler_name(fn: Handler) -> str:
+    # by name, not identity: a ready() that runs twice (or a reloaded module) registers
+    # the same handler again as a new function object
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def handlers() -> dict[str, Handler]:
@@ -152,10 +165,13 @@ def enqueue(kind: str, key: str, payload: dict, *, channel: str = "", delay: flo
     Returns the effect with the id of its row (the existing row's when it replaced one)
     and the payload now stored; read the row again for the rest of a replaced row.
     """
+    return enqueue_many(kind, [(key, payload)], channel=channel, delay=delay)[0]
+
+
+def enqueue_many(kind: str, rows: list[tuple[str, dict]], *, channel: str = "",
+                 delay: float = 0) -> list[Effect]:
+    """`enqueue` for several keys of one kind in one statement (a fact's subscribers)."""
     _check_kind(kind)
-    payload = _check_payload(payload)
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY:
-        raise EffectError(f"effect key must be a string of 1 to {MAX_KEY} characters")
     if not isinstance(channel, str) or len(channel) > MAX_CHANNEL:
         raise EffectError(f"effect channel must be a string of at most {MAX_CHANNEL} characters")
     if channel and not KINDS[kind].ordered:
@@ -168,19 +184,37 @@ def enqueue(kind: str, key: str, payload: dict, *, channel: str = "", delay: flo
     ):
         raise EffectError("effect delay must be a number of seconds, 0 or more")
     now = timezone.now()
-    effect = Effect(
-        kind=str(kind), key=key, payload=payload, channel=channel, version=new_version(),
-        attempts=0, due_at=now + timedelta(seconds=delay), created_at=now,
-    )
+    effects = []
+    for key, payload in rows:
+        if not isinstance(key, str) or not key or len(key) > MAX_KEY:
+            raise EffectError(f"effect key must be a string of 1 to {MAX_KEY} characters")
+        effects.append(Effect(
+            kind=str(kind), key=key, payload=_check_payload(payload), channel=channel,
+            version=new_version(), attempts=0, due_at=now + timedelta(seconds=delay),
+            created_at=now,
+        ))
     # One statement: insert, or replace the pending row of this (kind, key) in place (its
     # id, hence its place in line, and its channel stay; `line` is NULL on dead letters,
     # so they never conflict).
     fast_writes.insert(
-        [effect], unique_fields=["kind", "key", "line"],
+        effects, unique_fields=["kind", "key", "line"],
         update_fields=["payload", "version", "due_at", "attempts"],
     )
-    _schedule_kick()
-    return effect
+    if effects:
+        _schedule_kick()
+    return effects
+
+
+def wake(kind: str, key: str) -> bool:
+    """Make the pending row of (kind, key) due now, as if enqueued again with its payload;
+    False when there is none. A handler that is running it meanwhile and answers `Later`
+    finds its version replaced, so the row runs again at once: a wake-up is never lost."""
+    _check_kind(kind)
+    woken = Effect.objects.filter(kind=kind, key=key, state=EffectState.PENDING).update(
+        version=new_version(), due_at=timezone.now())
+    if woken:
+        _schedule_kick()
+    return bool(woken)
 
 
 def retry_dead(ids: Iterable[int]) -> int:

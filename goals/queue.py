@@ -4,13 +4,13 @@ session is idle, one at a time, through the same serialized ingress as web chat.
 
 Each delivery is a turn whose key is the item's receipt (``ingress-<id>``), written in the
 same transaction that marks the item delivered, so a replay after a crash finds it
-delivered and sends nothing twice. A busy session answers ``Later`` (not a failure). An
+delivered and sends nothing twice. A busy session answers ``Later`` (not a failure) and the
+end of its turn wakes the row (goals/turn_end.py). An
 item whose session is no longer its agent's working session becomes a dead letter
 (``session_replaced``) until an explicit rebind (goals.actions.rebind) queues it again."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -22,8 +22,12 @@ from goals.models import QueuedIngress, WorkingSession
 EFFECT_KIND = "goals.queue_dispatch"
 
 
+def key_of(session_id: int) -> str:
+    return f"session:{session_id}"
+
+
 def schedule(session_id: int) -> None:
-    outbox.enqueue(EFFECT_KIND, f"session:{session_id}", {"session": session_id})
+    outbox.enqueue(EFFECT_KIND, key_of(session_id), {"session": session_id})
 
 
 def _end(items, state: str, reason: str, now) -> None:
@@ -75,4 +79,5 @@ def dispatch(effect_id: int, payload: dict) -> None:
             if more:
                 schedule(session_id)  # replaces this running row: it runs again after
     if busy:
-        raise outbox.Later(settings.AMUX_GOAL_POLL_SECONDS, "session busy")
+        # the end of the session's turn wakes this row (goals/turn_end.py); a floor only
+        raise outbox.Later(replies.WAKE_FLOOR_S, "session busy")

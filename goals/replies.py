@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -25,6 +24,8 @@ from intake.acks import ReplyNotReadBack
 log = logging.getLogger(__name__)
 
 EFFECT_KIND = "goals.connector_reply"
+# a row waiting for a turn to end is woken by the turn-ended fact; this is only a floor
+WAKE_FLOOR_S = 300
 # a chat message's turn answers there (in its thread, or in the configured mirror chat)
 TURN_REPLY_MODES = ("source_thread", "topic_reply", "configured_mirror")
 MIRROR = "chat:"  # a reply_to that names a chat: a new message there, not a reply
@@ -50,12 +51,17 @@ def request(receipt: IngressReceipt, text: str, reply_to: str, in_thread: bool) 
     outbox.enqueue(EFFECT_KIND, f"reply:{receipt.pk}", {"receipt": receipt.pk})
 
 
+def turn_key_of(receipt_id: int) -> str:
+    """The outbox key of the reply that waits for a receipt's turn to end."""
+    return f"turn:{receipt_id}"
+
+
 def expect_turn(receipt: IngressReceipt) -> None:
     """In the transaction that started the receipt's turn: its final answer goes back
     through the connector once the turn ends (when the connector replies at all)."""
     connector = receipt.connector
     if connector.reply_mode in TURN_REPLY_MODES and connector.source_id:
-        outbox.enqueue(EFFECT_KIND, f"turn:{receipt.pk}", {"receipt": receipt.pk,
+        outbox.enqueue(EFFECT_KIND, turn_key_of(receipt.pk), {"receipt": receipt.pk,
                                                            "turn": True})
 
 
@@ -81,7 +87,8 @@ def deliver(effect_id: int, payload: dict) -> None:
     if payload.get("turn"):
         answer = _turn_answer(receipt)
         if answer is None:
-            raise outbox.Later(settings.AMUX_GOAL_POLL_SECONDS, "the turn has not ended")
+            # the turn's session.turn_ended fact wakes this row (goals/turn_end.py)
+            raise outbox.Later(WAKE_FLOOR_S, "the turn has not ended")
         if not answer.strip():
             return  # failed, cancelled or silent: nothing to say
         reply_to, in_thread = target(receipt.connector, receipt)

@@ -1,18 +1,18 @@
 """The managed-mode supervisor, as Celery tasks on the default queue (never a thread, never
 an endless loop in one task):
 
-- ``goals.turn`` advances one envelope (goals.turns.advance). While its session turn runs
-  it hands over to a later run of itself (after ``AMUX_GOAL_POLL_SECONDS``) instead of
-  sleeping in a default worker, which also serves webhooks and the outbox; the attempt
-  timeout interrupts a session turn that runs too long, so the chain always ends.
+- ``goals.turn`` advances one envelope (goals.turns.advance) as far as it can go now. While
+  its session turn runs it ends: the turn's ``session.turn_ended`` fact sends it again
+  (goals/turn_end.py), so nothing polls a running turn. The check runs on the machine
+  that holds the session's work directory (its runtime queue).
 - ``goals.supervise`` (beat, and after every turn) resumes envelopes nobody advanced
-  lately (a lost task, a worker that died between steps) and, for agents set to
-  ``autorun``, starts the next bounded turn when the last one said ``continue``."""
+  lately (a lost task, a worker that died between steps), interrupts an attempt past its
+  timeout and, for agents set to ``autorun``, starts the next bounded turn when the last
+  one said ``continue``."""
 
 from __future__ import annotations
 
 from celery import shared_task
-from django.conf import settings
 
 from goals import turns
 from goals.core import turns as rules
@@ -26,10 +26,9 @@ def run_turn(turn_pk: int) -> str:
     if turn.state not in rules.IN_FLIGHT:
         supervise.apply_async(kwargs={"agent_pk": turn.agent_id})
         return turn.state
-    turns.touch(turn_pk)  # this chain is alive: the stalled sweep leaves it alone
     queue = turns.check_queue(turn)  # the check runs where the work directory is
-    turns.enqueue(turn_pk, countdown=0 if queue else settings.AMUX_GOAL_POLL_SECONDS,
-                  queue=queue)
+    if queue is not None:
+        turns.enqueue(turn_pk, queue=queue)
     return turn.state
 
 
@@ -37,7 +36,7 @@ def run_turn(turn_pk: int) -> str:
 def supervise(agent_pk: int | None = None) -> int:
     """One bounded pass: stalled envelopes are sent on again, then each autorun agent (or
     the one named) is asked whether another turn is eligible. Returns turns started."""
-    for turn_pk in turns.stalled().values_list("pk", flat=True)[:100]:
+    for turn_pk in turns.stalled()[:100]:
         turns.enqueue(turn_pk)
     agents = Agent.objects.filter(autorun=True)
     if agent_pk is not None:

@@ -217,8 +217,7 @@ def _attempt(turn: GoalTurn) -> dict[str, Any] | None:
     if session_turn is None:  # the session was deleted under the turn
         return {"turn_state": "lost", "error_code": "session_turn_lost", "tokens": 0}
     if session_turn.state not in ENDED:
-        overdue = turn.dispatched_at and timezone.now() - turn.dispatched_at > timedelta(
-            seconds=attempt_timeout_s())
+        overdue = _overdue(turn.dispatched_at, timezone.now())
         if (overdue or turn.attempt.get("cancel_requested")) and not turn.attempt.get(
                 "interrupted"):
             _interrupt(turn, session_turn.pk)
@@ -262,10 +261,12 @@ def check_queue(turn: GoalTurn) -> str | None:
 def _validate(turn: GoalTurn) -> bool:
     attempt = _attempt(turn)
     if attempt is None:
-        return False  # still running: the supervisor task looks again
+        return False  # still running: its turn-ended fact (goals/turn_end.py) comes back
     # a cancelled attempt is not validated: it ends cancelled (under the lock, below)
     if not turn.attempt.get("cancel_requested") and check_queue(turn) is not None:
         return False  # the chain moves to the session's machine (tasks.run_turn)
+    if not turn.attempt.get("cancel_requested"):
+        touch(turn.pk)  # the check may take minutes: the stalled sweep leaves it alone
     result = None if turn.attempt.get("cancel_requested") else run_check(turn)
     # the check runs outside any lock (it may take minutes); only its record is locked
     with transaction.atomic():
@@ -412,10 +413,26 @@ def touch(turn_pk: int) -> None:
         updated_at=timezone.now())
 
 
-def stalled(older_than_s: float = 30.0):
-    """Envelopes in flight that nobody advanced lately (a worker died, a task was lost)."""
-    cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    return GoalTurn.objects.filter(state__in=rules.IN_FLIGHT, updated_at__lt=cutoff)
+def stalled(older_than_s: float = 30.0) -> list[int]:
+    """Envelopes in flight that nobody advanced lately (a worker died, a task was lost, an
+    interrupt is due), leaving out those that only wait for their session turn to end:
+    that turn's ``session.turn_ended`` fact advances them (goals/turn_end.py)."""
+    from sessions.timeline import ENDED
+
+    now = timezone.now()
+    rows = (GoalTurn.objects.filter(state__in=rules.IN_FLIGHT,
+                                    updated_at__lt=now - timedelta(seconds=older_than_s))
+            .values_list("pk", "state", "session_turn__state", "dispatched_at", "attempt"))
+    return [pk for pk, state, turn_state, dispatched_at, attempt in rows
+            if not rules.waits_for_turn_end(
+                state, attempt_running=turn_state is not None and turn_state not in ENDED,
+                overdue=_overdue(dispatched_at, now),
+                cancel_requested=bool(attempt.get("cancel_requested")),
+                interrupted=bool(attempt.get("interrupted")))]
+
+
+def _overdue(dispatched_at, now) -> bool:
+    return bool(dispatched_at) and now - dispatched_at > timedelta(seconds=attempt_timeout_s())
 
 
 def supervise(agent_pk: int) -> GoalTurn | None:

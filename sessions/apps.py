@@ -11,11 +11,13 @@ class AgentSessionsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from effects import outbox
+        from effects import events
+        from effects.models import EffectKind
         from sessions import task_runs
 
-        # a task run takes the outcome of its turn (written with the terminal event)
-        outbox.register(task_runs.EFFECT_KIND)(task_runs.turn_ended)
+        # a task run takes the outcome of its turn (stated with the terminal event)
+        events.subscribe(EffectKind.TURN_ENDED, task_runs.SUBSCRIBER,
+                         wants=task_runs.wants_turn_end)(task_runs.turn_ended)
 
         # The timeline fans out through Redis pub/sub: one PUBLISH per event, received once
         # per process and session (sessions.fanout) and handed in memory to that process's

@@ -14,8 +14,8 @@ writes nothing then. ``wait_for_result(task_run_id, timeout_s) -> TaskRun`` retu
 once it has ended (``state`` in ``TaskRun.TERMINAL``: ``succeeded``/``failed``/``cancelled``,
 ``result`` the agent's final answer) or, at the timeout, as it is then (``queued`` or
 ``running``). ``visible_to(user)`` is the queryset a caller may read (its own runs).
-The state follows the turn: ``running`` is written with the turn's start, the outcome by the
-``task.turn_ended`` effect that the terminal event's transaction enqueues (a continuation
+The state follows the turn: ``running`` is written with the turn's start, the outcome when
+the ``session.turn_ended`` fact reaches this module's subscriber (``tasks``; a continuation
 after a lost host keeps the run going).
 """
 
@@ -27,13 +27,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from effects import outbox
 from sessions import services
 from sessions.execution import TASK, CallerSettings
 from sessions.models import AgentInstance, TaskRun, TaskRunState, TimelineEvent, Turn, TurnState
 from sessions.services import CommandError
 
-EFFECT_KIND = "task.turn_ended"
+SUBSCRIBER = "tasks"  # of session.turn_ended, for sessions that have task runs
 MAX_PROMPT = 65_536
 TASK_IDLE_TIMEOUT = 0  # a task's own session sleeps once its turn has settled
 OUTCOME = {TurnState.COMPLETED: TaskRunState.SUCCEEDED, TurnState.FAILED: TaskRunState.FAILED,
@@ -125,12 +124,9 @@ def turn_started(session_id: int, turn_key: str) -> None:
         state=TaskRunState.RUNNING, started_at=timezone.now())
 
 
-def announce_turn_end(session_id: int, turn_id: int, turn_key: str) -> None:
-    """In the terminal event's transaction: settle the turn's run after commit (the
-    messages of the turn are all stored by then)."""
-    if TaskRun.objects.filter(session_id=session_id, turn_key=_base_key(turn_key)).exists():
-        outbox.enqueue(EFFECT_KIND, f"turn:{turn_id}", {"session": session_id,
-                                                        "turn": turn_id})
+def wants_turn_end(fact: dict) -> bool:
+    """Only a session that has task runs needs its turn ends settled here."""
+    return bool(fact.get("task_runs"))
 
 
 def final_answer(turn_id: int) -> str:
@@ -152,7 +148,8 @@ def _failure(turn_id: int) -> str:
 
 
 def turn_ended(effect_id: int, payload: dict) -> None:
-    """The ``task.turn_ended`` handler (idempotent): the run takes the turn's outcome."""
+    """The ``tasks`` subscriber of ``session.turn_ended`` (idempotent): the run takes the
+    turn's outcome (its messages are all stored by then)."""
     turn = Turn.objects.filter(pk=payload.get("turn")).first()
     if turn is None or turn.state not in OUTCOME:
         return

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from amux_common import fast_writes
 from amux_common.clock import now as clock
-from effects import outbox
+from effects import events
 from effects.models import EffectKind
 from sessions import hooks, publisher
 from sessions import usage as usage_rules
@@ -354,16 +354,13 @@ def _native_cumulative(runtime: str) -> bool:
 
 def _announce_turn_end(session_id: int, turn_id: int, state: str, error_code: str,
                        ended_at: datetime, turn_key: str, has_task_runs: bool) -> None:
-    """Write the turn-ended fact as an effect in the terminal event's own transaction, so it
-    outlives a crash right after the commit. Whoever needs it registers the handler of
-    `session.turn_ended` (tickets does, for its workers); sessions knows no consumer."""
-    outbox.enqueue(EffectKind.TURN_ENDED, f"turn:{turn_id}", {
-        "session": session_id, "turn": turn_id, "state": str(state),
-        "error_code": error_code, "ended_at": ended_at.isoformat()})
-    if has_task_runs:
-        from sessions import task_runs
-
-        task_runs.announce_turn_end(session_id, turn_id, turn_key)
+    """State the turn-ended fact in the terminal event's own transaction, so it outlives a
+    crash right after the commit. Sessions knows no consumer: tickets, goals and task runs
+    subscribe to it (effects.events), each with its own durable row."""
+    events.publish(EffectKind.TURN_ENDED, f"turn:{turn_id}", {
+        "session": session_id, "turn": turn_id, "turn_key": turn_key, "state": str(state),
+        "error_code": error_code, "ended_at": ended_at.isoformat(),
+        "task_runs": bool(has_task_runs)})
 
 
 def _late_terminal(turn_id: int, type_: str, payload: dict[str, Any]) -> None:

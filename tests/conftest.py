@@ -34,7 +34,6 @@ def fast_idle(settings, request):
     settings.AMUX_SESSION_MIN_IDLE_SECONDS = marker.args[0] if marker else 1
     settings.AMUX_SESSION_CONTROL_POLL_SECONDS = 0.2
     settings.AMUX_SESSION_LEASE_SECONDS = 6
-    settings.AMUX_GOAL_POLL_SECONDS = 0.5
 
 
 @pytest.fixture

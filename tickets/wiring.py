@@ -9,7 +9,7 @@ below tickets imports it.
 
 from __future__ import annotations
 
-from effects import outbox
+from effects import events, outbox
 from effects.models import EffectKind
 from intake import consumers
 from policy import hooks
@@ -22,7 +22,6 @@ EFFECT_HANDLERS = {
     "assess": effect_handlers.assess_candidate,
     "dispatch": effect_handlers.dispatch_assignment,
     "deliver": effect_handlers.deliver_input,
-    EffectKind.TURN_ENDED: effect_handlers.worker_turn_ended,  # written by sessions/timeline
     "relay": reply_handlers.relay,  # through the sources
     "notice": reply_handlers.notice,
 }
@@ -35,6 +34,8 @@ def _policy_version_saved(old_version: str | None, new_version: str) -> None:
 def wire() -> None:
     for kind, handler in EFFECT_HANDLERS.items():
         outbox.register(kind)(handler)
+    # stated by sessions/timeline with the terminal event; ignored for non-worker sessions
+    events.subscribe(EffectKind.TURN_ENDED, "tickets")(effect_handlers.worker_turn_ended)
     consumers.register(TicketsConsumer())  # what intake records, tickets takes
     hooks.sources.provide(policy_hooks.source_infos)
     hooks.sources_stamp.provide(policy_hooks.sources_stamp)

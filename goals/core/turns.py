@@ -136,6 +136,16 @@ def supervise_next(*, autorun: bool, managed: bool, live: bool, goal_state: str,
             and not in_flight and last_hint in (None, "continue"))
 
 
+def waits_for_turn_end(state: str, *, attempt_running: bool, overdue: bool,
+                       cancel_requested: bool, interrupted: bool) -> bool:
+    """Whether an envelope needs nobody until its session turn ends: the ``session.turn_ended``
+    fact moves it on then (goals/turn_end.py). Not while something must still be asked of
+    that turn — an interrupt for an overdue attempt or a cancel, not yet given."""
+    if state != RUNNING or not attempt_running:
+        return False
+    return interrupted or not (overdue or cancel_requested)
+
+
 def cancel_step(state: str, *, cancel_requested: bool, attempt_running: bool) -> str:
     """What cancelling a turn at ``state`` does — ``attempt_running``: its session turn was
     posted and has not ended (queued in the session or running):

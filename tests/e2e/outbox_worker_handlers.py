@@ -18,6 +18,6 @@ _client = redis.Redis.from_url(settings.REDIS_URL)
 _prefix = os.environ["AMUX_TEST_PREFIX"]
 
 
-@outbox.register("deliver")
+@outbox.register("deliver", replace=True)
 def handle(effect_id: int, payload: dict) -> None:
     _client.hset(f"{_prefix}:handled", effect_id, json.dumps(payload))

@@ -70,7 +70,7 @@ def make_handler(kind: str):
 
 def main() -> int:
     for kind in outbox.KINDS:
-        outbox.register(kind)(make_handler(kind))
+        outbox.register(kind, replace=True)(make_handler(kind))
     r.rpush(f"{PREFIX}:started", OWNER)
     deadline = time.monotonic() + float(os.environ.get("AMUX_TEST_SECONDS", "240"))
     finished = 0

@@ -78,8 +78,8 @@ def test_rows_written_before_the_move_survive_it_and_still_run(old_schema, handl
     assert view.content_type == ContentType.objects.get_for_model(Effect)
 
     ran = []
-    outbox.register("relay")(lambda effect_id, payload: ran.append(effect_id))
-    outbox.register("deliver")(lambda effect_id, payload: ran.append(effect_id))
+    outbox.register("relay", replace=True)(lambda effect_id, payload: ran.append(effect_id))
+    outbox.register("deliver", replace=True)(lambda effect_id, payload: ran.append(effect_id))
     assert outbox.retry_dead([dead.pk]) == 1
     later = outbox.enqueue("session.turn_ended", "turn:1", {"session": 1, "turn": 1,
                                                             "state": "completed",
@@ -88,3 +88,28 @@ def test_rows_written_before_the_move_survive_it_and_still_run(old_schema, handl
     assert outbox.drain(seconds=10) == 2
     assert sorted(ran) == sorted([relay.pk, dead.pk])
     assert list(Effect.objects.values_list("kind", flat=True)) == ["session.turn_ended"]
+
+
+def test_turn_end_rows_written_before_the_fact_had_subscribers_become_their_rows():
+    """Before effects 0009 tickets took `session.turn_ended` rows and task runs their own
+    `task.turn_ended`; after it each is the row of its subscriber, and runs."""
+    before = [("effects", "0008_goals_connector_reply_kind")]
+    old = migrate(before).loader.project_state(before[0]).apps.get_model("effects", "Effect")
+    try:
+        now = timezone.now()
+        old.objects.create(kind="session.turn_ended", key="turn:5", due_at=now, payload={
+            "session": 2, "turn": 5, "state": "completed", "error_code": ""})
+        old.objects.create(kind="task.turn_ended", key="turn:6", due_at=now,
+                           payload={"session": 3, "turn": 6})
+    finally:
+        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    rows = {row.key: (row.kind, row.payload) for row in Effect.objects.all()}
+    assert rows == {
+        "tickets:turn:5": ("session.turn_ended", {
+            "session": 2, "turn": 5, "state": "completed", "error_code": "",
+            "fact": "session.turn_ended", "subscriber": "tickets"}),
+        "tasks:turn:6": ("session.turn_ended", {
+            "session": 3, "turn": 6, "fact": "session.turn_ended", "subscriber": "tasks"}),
+    }
+    assert outbox.drain(seconds=10) == 2  # no such session or turn: both no-ops, done
+    assert not Effect.objects.exists()

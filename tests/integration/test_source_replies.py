@@ -60,7 +60,7 @@ def crashing_notice_handler():
     saved = outbox.handlers()
     calls = {"n": 0}
 
-    @outbox.register("notice")
+    @outbox.register("notice", replace=True)
     def handler(effect_id, payload):
         source = Source.objects.get(slug=payload["source"])
         result = send(source, message_id=f"effect-{effect_id}", thread=payload["thread"],

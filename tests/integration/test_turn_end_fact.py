@@ -49,14 +49,17 @@ def test_the_fact_is_written_with_the_terminal_event_and_reaches_the_ticket(work
     turn = running_turn(session)
     timeline.record(session.pk, turn.pk, [rt.TurnCompleted()])
     turn.refresh_from_db()
-    (fact,) = Effect.objects.filter(kind="session.turn_ended")
-    assert (fact.key, fact.payload) == (f"turn:{turn.pk}", {
-        "session": session.pk, "turn": turn.pk, "state": "completed", "error_code": "",
-        "ended_at": turn.ended_at.isoformat()})
+    facts = {row.key: row.payload for row in Effect.objects.filter(kind="session.turn_ended")}
+    stated = {"session": session.pk, "turn": turn.pk, "turn_key": turn.key,
+              "state": "completed", "error_code": "", "ended_at": turn.ended_at.isoformat(),
+              "task_runs": False, "fact": "session.turn_ended"}
+    # one row per subscriber that wants it: tickets and goals (a session with no task runs)
+    assert facts == {f"tickets:turn:{turn.pk}": {**stated, "subscriber": "tickets"},
+                     f"goals:turn:{turn.pk}": {**stated, "subscriber": "goals"}}
     assignment.refresh_from_db()
     assert assignment.last_turn_at is None, "nothing reached the ticket before a drain"
 
-    assert outbox.drain(seconds=10) == 1
+    assert outbox.drain(seconds=10) == 2
     assignment.refresh_from_db()
     assert assignment.state == "running" and assignment.last_turn_at == turn.ended_at
     assert not Effect.objects.exists()
@@ -86,12 +89,13 @@ def test_a_late_duplicate_terminal_writes_no_second_fact(worker_session):
     turn = running_turn(session)
     timeline.record(session.pk, turn.pk, [rt.TurnCompleted()])
     timeline.record(session.pk, turn.pk, [rt.TurnFailed(code="late")])
-    assert list(Effect.objects.values_list("payload__state", flat=True)) == ["completed"]
+    assert sorted(Effect.objects.values_list("payload__subscriber", "payload__state")) == [
+        ("goals", "completed"), ("tickets", "completed")]
 
 
 def test_the_end_of_a_session_that_is_no_ticket_s_worker_is_drained_as_a_no_op():
     session = Session.objects.create(runtime="pi", workdir="/tmp/w", name="chat")
     turn = running_turn(session)
     timeline.record(session.pk, turn.pk, [rt.TurnCompleted()])
-    assert outbox.drain(seconds=10) == 1
+    assert outbox.drain(seconds=10) == 2  # tickets' row and goals' row, both no-ops
     assert not Effect.objects.exists()

@@ -79,7 +79,17 @@ def within(predicate, timeout, *workers, interval=0.1):
 
 
 def turn_end_facts(session_id):
-    return list(Effect.objects.filter(kind="session.turn_ended").values_list("key", "payload"))
+    """The tickets subscriber's rows of the turn-ended fact (goals and tasks have theirs)."""
+    return list(Effect.objects.filter(kind="session.turn_ended", key__startswith="tickets:")
+                .values_list("key", "payload"))
+
+
+def tickets_fact(turn):
+    return (f"tickets:turn:{turn.pk}", {
+        "session": turn.session_id, "turn": turn.pk, "turn_key": turn.key,
+        "state": turn.state, "error_code": turn.error_code,
+        "ended_at": turn.ended_at.isoformat(), "task_runs": False,
+        "fact": "session.turn_ended", "subscriber": "tickets"})
 
 
 def live_assignment(ticket):
@@ -104,9 +114,7 @@ def test_a_host_killed_right_after_the_turn_end_commits_loses_nothing(ticket, mo
 
         assert turn.state == "completed"
         # The fact was committed with the terminal event; the ticket has not heard of it.
-        assert turn_end_facts(ticket.session_id) == [(f"turn:{turn.pk}", {
-            "session": ticket.session_id, "turn": turn.pk, "state": "completed",
-            "error_code": "", "ended_at": turn.ended_at.isoformat()})]
+        assert turn_end_facts(ticket.session_id) == [tickets_fact(turn)]
         assignment = live_assignment(ticket)
         assert assignment.state == "running" and assignment.last_turn_at is None
 
@@ -155,9 +163,7 @@ def test_a_turn_cut_by_a_lost_host_reaches_the_ticket_after_a_second_crash(
         second.proc.wait(10)
 
         assert turn.state == "cancelled"
-        assert turn_end_facts(ticket.session_id) == [(f"turn:{turn.pk}", {
-            "session": ticket.session_id, "turn": turn.pk, "state": "cancelled",
-            "error_code": turn.error_code, "ended_at": turn.ended_at.isoformat()})]
+        assert turn_end_facts(ticket.session_id) == [tickets_fact(turn)]
         assignment = live_assignment(ticket)
         assert assignment.state == "running" and assignment.last_turn_at is None
         assert Turn.objects.filter(session_id=ticket.session_id, seq=2).exists()  # continued

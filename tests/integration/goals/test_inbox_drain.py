@@ -229,7 +229,7 @@ def test_a_crash_between_effect_and_reply_replays_without_a_second_effect(
     saved = outbox.handlers()
     calls = {"n": 0}
 
-    @outbox.register(replies.EFFECT_KIND)
+    @outbox.register(replies.EFFECT_KIND, replace=True)
     def crashing(effect_id, payload):
         calls["n"] += 1
         if calls["n"] == 1:

@@ -258,8 +258,28 @@ def test_an_envelope_nobody_advanced_is_found_for_resuming(api, session_id):
     todo(api, "one")
     api.post(TURNS, {"key": "lost"})
     turn = GoalTurn.objects.get(key="lost")
-    assert list(turns.stalled()) == []
+    assert turns.stalled() == []
     GoalTurn.objects.filter(pk=turn.pk).update(updated_at=timezone.now() - timedelta(minutes=1))
-    assert [t.pk for t in turns.stalled()] == [turn.pk]
+    assert turns.stalled() == [turn.pk]
     turns.touch(turn.pk)  # a live supervisor chain keeps it out of the sweep
-    assert list(turns.stalled()) == []
+    assert turns.stalled() == []
+
+
+def test_an_envelope_waiting_for_its_session_turn_is_left_to_the_turn_end(api, session_id,
+                                                                          settings):
+    """Running with its session turn not ended: the turn's end advances it, the sweep does
+    not look; past the attempt timeout (its interrupt is due) the sweep takes it again."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    check(api, "true")
+    todo(api, "one")
+    api.post(TURNS, {"key": "w1"})
+    pk = GoalTurn.objects.get(key="w1").pk
+    assert turns.advance(pk).state == "running"  # posted; the host has not run it
+    old = timezone.now() - timedelta(minutes=5)
+    GoalTurn.objects.filter(pk=pk).update(updated_at=old, dispatched_at=old)
+    assert turns.stalled() == []
+    settings.AMUX_GOAL_TURN_TIMEOUT_S = 60
+    assert turns.stalled() == [pk]

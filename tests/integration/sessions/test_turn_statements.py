@@ -96,7 +96,8 @@ def test_two_terminals_in_one_batch_end_the_turn_once(session):
     assert [e["type"] for e in stored] == ["turn.completed"]
     accepted = TimelineEvent.objects.get(turn=turn, type="turn.completed")
     assert [late["type"] for late in accepted.provenance["late"]] == ["turn.failed"]
-    assert Effect.objects.filter(kind="session.turn_ended", key=f"turn:{turn.pk}").count() == 1
+    assert sorted(Effect.objects.filter(kind="session.turn_ended").values_list(
+        "key", flat=True)) == [f"goals:turn:{turn.pk}", f"tickets:turn:{turn.pk}"]
     turn.refresh_from_db()
     assert turn.state == "completed"
 

@@ -1,0 +1,65 @@
+"""A managed turn moves on when its session turn ends, not when someone looks again
+(issue 31, item 4: events reach every subscriber, goal turns advance on `session.turn_ended`
+with no polling loop).
+
+Real Celery workers as `amux run` starts them (a runtime worker hosting the session's real
+Pi against the scripted model, a default worker for the supervisor and the outbox), and no
+beat: nothing sweeps. The envelope is posted through the REST API; the supervisor task
+posts the todo and lets go; Pi's turn ends; the fact reaches goals through its own outbox
+row; the supervisor runs once more and the envelope is done. The supervisor task runs
+exactly twice — a poll would have run it every few seconds while Pi worked."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.core.cache import cache
+
+from effects import outbox
+from goals.models import GoalTurn
+from tests.support.model_server import Text, ToolCall
+from tests.support.workers import amux_workers, purge_queues, wait_for, worker_env
+
+pytestmark = [pytest.mark.xdist_group("processes"), pytest.mark.e2e,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+
+TURNS = "/api/v1/goals/ship/agents/builder/turns/"
+
+
+@pytest.fixture
+def workers(settings, session_id, tmp_path):
+    purge_queues()
+    cache.delete(outbox.KICK_FLAG)
+    started = amux_workers("goals", worker_env(settings.DATA_DIR), sessions=2, logs=tmp_path)
+    yield started
+    for worker in started:
+        worker.stop()
+    purge_queues()
+
+
+def supervisor_runs(log: str) -> int:
+    return len(re.findall(r"Task goals\.turn\[[^\]]+\] received", log))
+
+
+def test_the_end_of_the_session_turn_sends_the_envelope_on(api, session_id, model_server,
+                                                            workers):
+    assert api.patch("/api/v1/goals/ship/", {"check_command": "test -f done.txt"}
+                     ).status_code == 200
+    todo = api.post("/api/v1/goals/ship/todos/", {"title": "write done.txt"}).json()["id"]
+    # the agent works a while: a poll every 2 s would have looked several times
+    model_server.script(ToolCall("sleep 6 && touch done.txt"), Text("done"))
+    posted = api.post(TURNS, {"key": "ev1"})
+    assert posted.status_code == 202, posted.content
+
+    runtime, default = workers
+    try:
+        turn = wait_for(lambda: GoalTurn.objects.filter(key="ev1", state="done").first(),
+                        timeout=150, interval=0.2)
+    except TimeoutError:
+        pytest.fail(f"the envelope did not settle:\n{runtime.log()[-3000:]}\n"
+                    f"{default.log()[-3000:]}")
+    assert turn.validation["passed"] is True and turn.quota_spent == 1
+    assert api.get(f"/api/v1/goals/ship/todos/{todo}/").json()["state"] == "done"
+    # one run posted the todo, one ran the check after the fact arrived; none in between
+    assert supervisor_runs(default.log()) == 2, default.log()[-4000:]
