@@ -7,9 +7,11 @@ by the ORM each statement cost about 1 ms of Python (compiling the query, the pe
 checks of ``bulk_create``) on the session host's database thread, which shares the
 interpreter with the loop pumping the runtime. Here the fields' own
 ``pre_save``/``get_db_prep_save`` make the values, so defaults, ``auto_now``/``auto_now_add``
-and JSON encoding are what the ORM would store. No signals are sent (amux connects none).
+and JSON encoding are what the ORM would store, and a field added to a model needs nothing
+here. No signals are sent (amux connects none).
 
-PostgreSQL only; elsewhere (SQLite) the ORM does it.
+One path on every database: the statements are standard SQL that PostgreSQL and SQLite
+(3.35 or later: ``RETURNING``) both run, so the suite run on either covers them.
 """
 
 from __future__ import annotations
@@ -46,11 +48,6 @@ def insert(objs: Sequence[Model], *, unique_fields: Sequence[str] = (),
     if not objs:
         return
     model = type(objs[0])
-    if connection.vendor != "postgresql":
-        extra = ({"update_conflicts": True, "unique_fields": list(unique_fields),
-                  "update_fields": list(update_fields)} if unique_fields else {})
-        model.objects.bulk_create(list(objs), **extra)
-        return
     head, tail, (row, fields) = _statement(model, tuple(unique_fields), tuple(update_fields))
     params: list = []
     for obj in objs:
@@ -65,15 +62,16 @@ def insert(objs: Sequence[Model], *, unique_fields: Sequence[str] = (),
 
 
 @functools.cache
-def _update_sql(model: type[Model], names: tuple[str, ...], guard: str | None, negate: bool
-                ) -> tuple[str, tuple]:
+def _update_sql(model: type[Model], names: tuple[str, ...], guard: str | None, negate: bool,
+                values: int) -> tuple[str, tuple]:
     meta = model._meta
     q = connection.ops.quote_name
     fields = tuple(meta.get_field(name) for name in names)
     sql = (f"UPDATE {q(meta.db_table)} SET {', '.join(f'{q(f.column)} = %s' for f in fields)}"
            f" WHERE {q(meta.pk.column)} = %s")
     if guard:
-        sql += f" AND {'NOT ' if negate else ''}{q(meta.get_field(guard).column)} = ANY(%s)"
+        listed = ", ".join(["%s"] * values)
+        sql += f" AND {q(meta.get_field(guard).column)} {'NOT ' if negate else ''}IN ({listed})"
     return sql, fields
 
 
@@ -84,20 +82,14 @@ def update(obj: Model, fields: Sequence[str], *,
     while the row's ``only_if`` field holds one of the values (``unless``: none of them);
     True when the row was updated."""
     guard, negate = (only_if, False) if only_if else (unless, True) if unless else (None, False)
-    if connection.vendor != "postgresql":
-        rows = type(obj)._base_manager.filter(pk=obj.pk)
-        if guard:
-            lookup = {f"{guard[0]}__in": list(guard[1])}
-            rows = rows.exclude(**lookup) if negate else rows.filter(**lookup)
-        meta = type(obj)._meta
-        values = {meta.get_field(name).attname: meta.get_field(name).pre_save(obj, False)
-                  for name in fields}
-        return bool(rows.update(**values))
-    sql, prepared = _update_sql(type(obj), tuple(fields), guard[0] if guard else None, negate)
+    listed = [str(v) for v in guard[1]] if guard else []
+    if guard and not listed:
+        raise ValueError("a guard needs at least one value")
+    sql, prepared = _update_sql(type(obj), tuple(fields), guard[0] if guard else None, negate,
+                                len(listed))
     params = [f.get_db_prep_save(f.pre_save(obj, False), connection) for f in prepared]
     params.append(obj.pk)
-    if guard:
-        params.append([str(v) for v in guard[1]])
+    params += listed
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount > 0

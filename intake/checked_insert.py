@@ -2,13 +2,14 @@
 holds exactly what the delivery was verified against (INSERT … SELECT … WHERE EXISTS), so
 the check and the write are one round trip with nothing to race.
 
-On PostgreSQL the statement goes out with its parameters bound on the server: the raw body
-travels as binary bytea instead of being escaped into the query text (twice its size in
-hex, built on every request), and the fields a new delivery leaves at their defaults are
-constants in the text, built once. With no model instance made either, this halved what
-a signed delivery costs the web process beyond a bare one-INSERT request (about 1.1 ms →
-0.55 ms of CPU per request, bench/ingest.py on 2 cores). Elsewhere (SQLite) the same check
-runs through the ORM's field preparation.
+One statement for every database, made from the model: a field added to `Delivery` is
+stored at its default, as the ORM would store it, with nothing to edit here. On PostgreSQL
+it goes out with its parameters bound on the server: the raw body travels as binary bytea
+instead of being escaped into the query text (twice its size in hex, built on every
+request), and the defaults are prepared once. With no model instance made either, this
+halved what a signed delivery costs the web process beyond a bare one-INSERT request (about
+1.1 ms → 0.55 ms of CPU per request, bench/ingest.py on 2 cores). Elsewhere (SQLite) the
+given values go through the ORM's field preparation.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import functools
 import json
 
 from django.db import connection
+from django.db.models import Field
 
 from amux_common.clock import now as clock
 from intake.models import Delivery, Source
@@ -46,73 +48,67 @@ def inserted(*, source_id: int, delivery_id: str, event: str, mailbox: str, head
              body: bytes, seen: SourceSeen) -> int | None:
     """The new delivery's id, or None when the source row is no longer `seen` (nothing
     stored). A delivery id stored before raises the database's IntegrityError."""
+    sql, rest = _statement(connection.vendor)
+    defaults = [prep() if callable(prep) else prep for prep in _defaults(rest)]
     if connection.vendor == "postgresql":
-        return _postgresql(source_id, delivery_id, event, mailbox, headers, body, seen)
-    return _orm(Delivery(source_id=source_id, delivery_id=delivery_id, event=event,
-                         mailbox=mailbox, headers=headers, body=body), seen)
-
-
-def _literal(value) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise TypeError(f"no SQL constant for a default of {value!r}")
-    if isinstance(value, int):
-        return str(value)
-    return "'" + value.replace("'", "''").replace("%", "%%") + "'"  # %% is a literal %
+        # bound on the server: the body as binary bytea, the headers cast from their JSON
+        given = [source_id, delivery_id, event, mailbox, json.dumps(headers), body, clock()]
+        return _on_postgresql(sql, [*given, *defaults, *_source_params(seen, seen.config_json)])
+    fields = [Delivery._meta.get_field(name) for name in GIVEN]
+    row = Delivery(source_id=source_id, delivery_id=delivery_id, event=event, mailbox=mailbox,
+                   headers=headers, body=body)
+    given = [f.get_db_prep_save(f.pre_save(row, True), connection) for f in fields]
+    config = Source._meta.get_field("config").get_db_prep_save(seen.config, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*given, *defaults, *_source_params(seen, config)])
+        found = cursor.fetchone()
+    return None if found is None else found[0]
 
 
 @functools.cache
-def _postgresql_sql() -> str:
+def _statement(vendor: str) -> tuple[str, tuple[Field, ...]]:
+    """The statement, made from the model once per database: the given columns, then every
+    other column at its field's default (so a field added to Delivery is stored as the ORM
+    would store it), then the source check."""
     meta, q = Delivery._meta, connection.ops.quote_name
     given = [meta.get_field(name) for name in GIVEN]
-    rest = [f for f in meta.concrete_fields if not f.primary_key and f not in given]
-    casts = {"headers": "::jsonb"}
-    values = [f"%s{casts.get(f.name, '')}" for f in given] + [
-        _literal(f.get_default()) for f in rest]
+    rest = tuple(f for f in meta.concrete_fields
+                 if not f.primary_key and not f.generated and f not in given)
+    jsonb = "::jsonb" if vendor == "postgresql" else ""
+    values = [f"%s{jsonb if f.name == 'headers' else ''}" for f in given] + ["%s"] * len(rest)
     columns = ", ".join(q(f.column) for f in [*given, *rest])
-    return (f"INSERT INTO {q(meta.db_table)} ({columns}) SELECT {', '.join(values)} "
-            f"{_unchanged_source('::jsonb')} RETURNING {q(meta.pk.column)}")
+    source = Source._meta
+    check = (f"WHERE EXISTS (SELECT 1 FROM {q(source.db_table)} WHERE {q(source.pk.column)} = %s"
+             f" AND {q('enabled')} AND {q('kind')} = %s AND {q('slug')} = %s"
+             f" AND {q('config')} = %s{jsonb} AND {q('secrets')} = %s)")
+    return (f"INSERT INTO {q(meta.db_table)} ({columns}) SELECT {', '.join(values)} {check}"
+            f" RETURNING {q(meta.pk.column)}"), rest
 
 
-def _unchanged_source(config_cast: str = "") -> str:
-    source, q = Source._meta, connection.ops.quote_name
-    return (f"WHERE EXISTS (SELECT 1 FROM {q(source.db_table)} WHERE {q(source.pk.column)} = %s "
-            f"AND {q('enabled')} AND {q('kind')} = %s AND {q('slug')} = %s "
-            f"AND {q('config')} = %s{config_cast} AND {q('secrets')} = %s)")
+@functools.cache
+def _defaults(rest: tuple[Field, ...]) -> tuple:
+    """Each remaining column's value as the database takes it: prepared once for a constant
+    default, a function called per delivery for a callable one (a time, a new token)."""
+    def prepared(field: Field):
+        if field.has_default() and callable(field.default):
+            return lambda: field.get_db_prep_save(field.get_default(), connection)
+        return field.get_db_prep_save(field.get_default(), connection)
+
+    return tuple(prepared(f) for f in rest)
 
 
-def _postgresql(source_id, delivery_id, event, mailbox, headers, body, seen) -> int | None:
+def _source_params(seen: SourceSeen, config) -> list:
+    return [seen.id, seen.kind, seen.slug, config, seen.secrets_stored]
+
+
+def _on_postgresql(sql: str, params: list) -> int | None:
     import psycopg
 
     connection.ensure_connection()
-    params = (source_id, delivery_id, event, mailbox, json.dumps(headers), body, clock(),
-              seen.id, seen.kind, seen.slug, seen.config_json, seen.secrets_stored)
     raw = psycopg.Cursor(connection.connection)  # bound on the server, unlike Django's own
     # wrapped as Django wraps its cursors: execute wrappers, query logging, its exceptions
     wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
     with wrap(raw) as cursor:
-        cursor.execute(_postgresql_sql(), params)
-        row = cursor.fetchone()
-    return None if row is None else row[0]
-
-
-@functools.cache
-def _orm_sql() -> tuple[str, tuple]:
-    meta, q = Delivery._meta, connection.ops.quote_name
-    fields = tuple(f for f in meta.concrete_fields if not f.primary_key)
-    sql = (f"INSERT INTO {q(meta.db_table)} ({', '.join(q(f.column) for f in fields)}) "
-           f"SELECT {', '.join(['%s'] * len(fields))} {_unchanged_source()} "
-           f"RETURNING {q(meta.pk.column)}")
-    return sql, fields
-
-
-def _orm(delivery: Delivery, seen: SourceSeen) -> int | None:
-    sql, fields = _orm_sql()
-    params = [f.get_db_prep_save(f.pre_save(delivery, True), connection) for f in fields]
-    config = Source._meta.get_field("config").get_db_prep_save(seen.config, connection)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, seen.id, seen.kind, seen.slug, config,
-                             seen.secrets_stored])
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     return None if row is None else row[0]

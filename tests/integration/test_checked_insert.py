@@ -8,6 +8,7 @@ import pytest
 from django.db import IntegrityError
 from django.db.models import TextField
 from django.db.models.functions import Cast
+from django.utils import timezone
 
 from amux_common.integrity import violates
 from intake import checked_insert
@@ -75,9 +76,45 @@ def test_a_delivery_id_stored_before_is_the_unique_constraint(source):
     assert violates(caught.value, "delivery_unique_id")
 
 
-def test_defaults_become_constants_only_when_they_can():
-    assert checked_insert._literal(None) == "NULL" and checked_insert._literal(0) == "0"
-    assert checked_insert._literal("it's 5%") == "'it''s 5%%'"
-    for odd in (True, 1.5, {}):
-        with pytest.raises(TypeError):
-            checked_insert._literal(odd)
+@pytest.fixture
+def added_fields():
+    """Delivery grown by three fields (with a constant, a callable and a JSON default), in
+    the model and in its table, for one test; the model and table as they were after."""
+    from django.db import connection, models
+
+    fields = {"flagged": models.BooleanField(default=False),
+              "noted_at": models.DateTimeField(default=timezone.now),
+              "labels": models.JSONField(default=list)}
+
+    def forget():
+        checked_insert._statement.cache_clear()
+        checked_insert._defaults.cache_clear()
+
+    for name, field in fields.items():
+        Delivery.add_to_class(name, field)
+        with connection.schema_editor() as editor:
+            editor.add_field(Delivery, field)
+    forget()
+    try:
+        yield fields
+    finally:
+        for name, field in fields.items():
+            with connection.schema_editor() as editor:
+                editor.remove_field(Delivery, field)
+            Delivery._meta.local_fields.remove(field)
+            delattr(Delivery, name)
+        Delivery._meta._expire_cache()
+        forget()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_field_added_to_delivery_is_stored_at_its_default(source, added_fields):
+    """What broke the first webhook on PostgreSQL only (issue 31): a default that was no SQL
+    constant (False) could not be written into the statement's text."""
+    before = timezone.now()
+    pk = insert(source, "d-1")
+    row = Delivery.objects.values("flagged", "noted_at", "labels", "body").get(pk=pk)
+    assert (row["flagged"], row["labels"], bytes(row["body"])) == (False, [], BODY)
+    assert row["noted_at"] >= before  # a callable default is called for each delivery
+    second = Delivery.objects.values_list("noted_at", flat=True).get(pk=insert(source, "d-2"))
+    assert second >= row["noted_at"]

@@ -1,6 +1,6 @@
-"""amux_common.fast_writes stores what the ORM would store, on PostgreSQL (its own cached
-statements) and elsewhere (the ORM itself): ids, defaults and auto-dates, the upsert of a
-pending effect, and an update that applies only while its guard holds."""
+"""amux_common.fast_writes stores what the ORM would store, with the same statements on
+PostgreSQL and SQLite: ids, defaults and auto-dates, the upsert of a pending effect, and an
+update that applies only while its guard holds."""
 
 from __future__ import annotations
 
