@@ -225,11 +225,31 @@ else:
     REDIS_URL = embedded_redis.settings_url(DATA_DIR)
     os.environ["REDIS_URL"] = REDIS_URL
 
+# The timeline fans out through Redis pub/sub (sessions/fanout.py): one PUBLISH per event,
+# received once per process and session and handed in memory to that process's websocket
+# consumers. Lost messages are harmless: the stored timeline is replayed on (re)connect and
+# gaps are filled from the database. Pub/sub channels are not scoped to a Redis database,
+# so their names carry its number: two installations on one Redis server with different
+# databases never see each other's events.
+TIMELINE_LAYER = "timeline"
+
+
+def _redis_db(url: str) -> int:
+    from redis.connection import parse_url
+
+    return int(parse_url(url).get("db", 0))
+
+
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {"hosts": [REDIS_URL]},
-    }
+    },
+    TIMELINE_LAYER: {
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL],
+                   "prefix": f"amux-db{_redis_db(REDIS_URL)}"},
+    },
 }
 CACHES = {
     "default": {

@@ -222,6 +222,7 @@ class AgentSettingsView(generics.RetrieveUpdateAPIView):
         return AgentSettings.current()
 
     def perform_update(self, serializer):
-        serializer.save()
-        # New settings may be what a failed ticket lacked: those are dispatched again.
-        ticket_commands.agent_settings_changed()
+        # saved, and failed tickets dispatched again (the new settings may be what they
+        # lacked), in one transaction
+        ticket_commands.save_agent_settings(serializer.validated_data)
+        serializer.instance = AgentSettings.current()

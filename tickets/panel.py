@@ -154,8 +154,8 @@ def agent_settings(request):
     if request.method == "POST":
         form = AgentSettingsForm(request.POST, instance=AgentSettings.current())
         if form.is_valid():
-            form.save()
-            again = ticket_commands.agent_settings_changed()
+            again = ticket_commands.save_agent_settings(
+                {name: form.cleaned_data[name] for name in AgentSettingsForm.Meta.fields})
             messages.success(request, "Saved. New work uses these settings." + (
                 f" {len(again)} failed ticket(s) dispatched again." if again else ""))
             return redirect("panel-agent-settings")

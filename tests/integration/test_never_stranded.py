@@ -171,6 +171,24 @@ def test_an_undeliverable_input_says_why_and_never_loops(api, ticket, provider):
     assert api.get(f"/api/v1/tickets/{ticket.pk}").json()["stage"] == "working"
 
 
+def test_settings_saved_in_the_panel_dispatch_the_failed_ticket_again(api, ticket, provider,
+                                                                      operator):
+    """The Triage tab's save is the same one action as the API's: the settings and the
+    new run of each failed ticket are written together."""
+    from django.test import Client
+    from django.urls import reverse
+
+    fail_first_dispatch(api, ticket)
+    panel = Client()
+    panel.force_login(operator)
+    saved = panel.post(reverse("panel-agent-settings"), {
+        "worker_runtime": "pi", "worker_provider": provider.pk, "worker_model": "m",
+        "triage_model": ""}, follow=True)
+    assert "1 failed ticket(s) dispatched again" in saved.content.decode()
+    assert AgentSettings.current().worker_model == "m"
+    assert Assignment.objects.filter(ticket=ticket, state="dispatching").count() == 1
+
+
 def test_a_deliver_while_the_dispatch_is_in_flight_waits_then_settles(ticket):
     # No drain yet: the first run is still dispatching, the input must wait for it.
     item = ticket_commands.add_input(ticket_id=ticket.pk, text="first", author="operator")

@@ -16,7 +16,7 @@ from tickets.core import failure as failures
 from tickets.core import guards as caps
 from tickets.core import messages, rules
 from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound
-from tickets.models import Assignment, Input, Question, Subscription, Ticket
+from tickets.models import AgentSettings, Assignment, Input, Question, Subscription, Ticket
 
 SUBSCRIPTION_THREAD = "tickets_subscription_thread_id_key"  # one ticket per thread
 
@@ -116,21 +116,31 @@ def answer_question(*, question_id: int, answer, by: str) -> Input:
     return item
 
 
-def agent_settings_changed() -> list[int]:
-    """Fact: the agent settings were saved. Every live ticket whose last run failed is
-    dispatched again (the new settings may be what it lacked); one transaction per ticket.
-    Answers the tickets dispatched again."""
-    latest = Assignment.objects.filter(ticket=OuterRef("pk")).order_by("-pk")
-    candidates = (
-        Ticket.objects.filter(ended_at__isnull=True)
-        .annotate(last_state=Subquery(latest.values("state")[:1]))
-        .filter(last_state="failed").order_by("pk").values_list("pk", flat=True)
-    )
-    again = []
-    for ticket_id in list(candidates):
-        with transaction.atomic(durable=True):
+def save_agent_settings(changes: dict) -> list[int]:
+    """Save the agent settings (`changes`: field name → value, validated by the caller's
+    form or serializer) and act on them in the same transaction: every live ticket whose
+    last run failed is dispatched again (the new settings may be what it lacked), and what
+    a raised cap no longer holds goes now. Tickets are locked in id order after the
+    settings row. Answers the tickets dispatched again."""
+    with transaction.atomic(durable=True):
+        AgentSettings.current()  # the one row exists
+        row = AgentSettings.objects.select_for_update().get(pk=1)
+        for name, value in changes.items():
+            setattr(row, name, value)
+        row.save()
+        failed = set(_last_run_failed())
+        again = []
+        for ticket_id in sorted(failed | guards.holding()):
             ticket = locks.ticket(ticket_id)
-            if common.redispatch(ticket, failures.Cause.SETTINGS) is not None:
+            if ticket_id in failed and common.redispatch(
+                    ticket, failures.Cause.SETTINGS) is not None:
                 again.append(ticket_id)
-    guards.guards_rechecked()  # a raised cap lets held work and messages go now
+            guards.recheck(ticket)
     return again
+
+
+def _last_run_failed() -> list[int]:
+    latest = Assignment.objects.filter(ticket=OuterRef("pk")).order_by("-pk")
+    return list(Ticket.objects.filter(ended_at__isnull=True)
+                .annotate(last_state=Subquery(latest.values("state")[:1]))
+                .filter(last_state="failed").values_list("pk", flat=True))

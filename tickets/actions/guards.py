@@ -18,7 +18,17 @@ def guards_rechecked() -> list[int]:
     message, an input, a dispatch), what no cap blocks any more goes now: held messages
     that fit in this hour, in order; held inputs and dispatches are made due at once.
     One transaction per ticket. Answers the tickets where something was released."""
-    held = (
+    released = []
+    for ticket_id in sorted(holding()):
+        with transaction.atomic(durable=True):
+            if recheck(locks.ticket(ticket_id)):
+                released.append(ticket_id)
+    return released
+
+
+def holding() -> set[int]:
+    """The live tickets with something held (a message, an input, a dispatch)."""
+    return (
         set(TicketMessage.objects.filter(released_at__isnull=True)
             .values_list("ticket_id", flat=True))
         | set(Input.objects.exclude(held="").filter(delivered_at__isnull=True,
@@ -27,16 +37,14 @@ def guards_rechecked() -> list[int]:
         | set(Assignment.objects.filter(state="dispatching", ticket__ended_at__isnull=True)
               .exclude(held="").values_list("ticket_id", flat=True))
     )
-    released = []
-    for ticket_id in sorted(held):
-        with transaction.atomic(durable=True):
-            ticket = locks.ticket(ticket_id)
-            now = clock()
-            sent = outgoing.release(ticket, now)
-            found = guarding.reached([ticket], now)[ticket.pk]
-            if (found is None and release_held_work(ticket)) or sent:
-                released.append(ticket_id)
-    return released
+
+
+def recheck(ticket: Ticket) -> bool:
+    """On one locked ticket, what no cap blocks any more goes now; True if anything did."""
+    now = clock()
+    sent = outgoing.release(ticket, now)
+    found = guarding.reached([ticket], now)[ticket.pk]
+    return bool((found is None and release_held_work(ticket)) or sent)
 
 
 def release_held_work(ticket: Ticket) -> bool:
