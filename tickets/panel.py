@@ -6,8 +6,6 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
-from django.core.exceptions import ValidationError
-from django.core.validators import validate_slug
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -15,13 +13,14 @@ from django.views.decorators.http import require_POST
 from amux_common import roles
 from amux_common.clock import now as clock
 from amux_common.pager import paged
-from intake.api import chat_messages, has_events, send_test_event, webhook_url
+from intake import source_actions
+from intake.api import chat_messages, send_test_event, webhook_url
 from intake.health_view import health as source_health
 from intake.models import Source, Thread, Trigger
 from intake.receive import post_chat_message
-from intake.source_rules import SLUG_FIXED, slug_change_refused
+from intake.source_actions import has_events
+from intake.source_rules import SLUG_FIXED
 from intake.sources import KINDS
-from intake.sources.base import ConfigError
 from tickets import first_run, guarding
 from tickets.actions import commands as ticket_commands
 from tickets.api import WORKER_RUNTIMES
@@ -263,34 +262,16 @@ def source_form(request, kind=None, slug=None):
                 "enabled": "enabled" in request.POST}
         if source and not meta["slug"]:
             meta["slug"] = source.slug  # a fixed slug is shown, not posted
-        refused = source and slug_change_refused(source.slug, meta["slug"], slug_fixed)
-        if refused:
-            errors["slug"] = refused
-        elif not source or meta["slug"] != source.slug:
-            try:
-                validate_slug(meta["slug"])
-            except ValidationError:
-                errors["slug"] = "letters, digits, - and _ only"
-            if Source.objects.filter(slug=meta["slug"]).exists():
-                errors["slug"] = "is taken"
-        if not meta["name"]:
-            errors["name"] = "is required"
+        secrets = {f.name: None for f in plug_cls.secret_fields
+                   if request.POST.get(f"clear_{f.name}")}
+        secrets.update({f.name: request.POST[f"secret_{f.name}"] for f in plug_cls.secret_fields
+                        if request.POST.get(f"secret_{f.name}") and f.name not in secrets})
         try:
-            clean = plug_cls.validate_config(config)
-        except ConfigError as exc:
-            errors.update(exc.fields)
-        if not errors:
-            target = source or Source(kind=kind)
-            target.slug = meta["slug"]
-            secrets = dict(target.secrets or {})
-            for f in plug_cls.secret_fields:
-                if request.POST.get(f"clear_{f.name}"):
-                    secrets.pop(f.name, None)
-                elif request.POST.get(f"secret_{f.name}"):
-                    secrets[f.name] = request.POST[f"secret_{f.name}"]
-            target.name, target.enabled, target.config = meta["name"], meta["enabled"], clean
-            target.secrets = secrets
-            target.save()
+            source_actions.save(source, kind=kind, slug=meta["slug"], name=meta["name"],
+                                enabled=meta["enabled"], config=config, secrets=secrets)
+        except source_actions.SourceRefused as refused:
+            errors = refused.fields
+        else:
             return redirect("panel-sources")
     ctx = _form_context(plug_cls, source, config, errors,
                         (source.secrets if source else {}) or {})
@@ -305,8 +286,7 @@ def source_form(request, kind=None, slug=None):
 @require_POST
 def source_toggle(request, slug):
     source = get_object_or_404(Source, slug=slug)
-    source.enabled = not source.enabled
-    source.save(update_fields=["enabled", "updated_at"])
+    source_actions.switch(source, not source.enabled)
     return redirect("panel-sources")
 
 

@@ -3,6 +3,8 @@ web chat."""
 
 from __future__ import annotations
 
+from html import escape
+
 import pytest
 
 from intake.models import Source, Trigger
@@ -105,3 +107,23 @@ def test_web_chat_from_the_panel(op_client):
     page = op_client.get(response["Location"]).content.decode()
     assert "hello amux" in page
     assert op_client.post("/panel/sources/chat/chat/", {"text": " "}).status_code == 400
+
+
+def test_the_panel_and_the_api_refuse_the_same_faults_all_at_once(op_client, api):
+    """One writer (intake/source_actions.py) behind both doors: the same input is refused
+    with the same field names and messages, every fault at once, and nothing is stored."""
+    Source.objects.create(kind="webchat", slug="taken", name="Chat")
+    panel = _add_github(op_client, slug="taken", name="", repo="not-a-repo")
+    assert panel.status_code == 400
+    html = panel.content.decode()
+    response = api.post("/api/v1/sources", {
+        "kind": "github", "slug": "taken", "name": "",
+        "config": {"repo": "not-a-repo", "handle": "amux-bot"}}, format="json")
+    assert response.status_code == 400
+    fields = response.json()["error"]["fields"]
+    assert (fields["slug"], fields["name"]) == (["is taken"], ["is required"])
+    # the plugin's own words, through either door
+    assert escape(fields["config.repo"][0]) in html
+    for said in ("is taken", "is required"):
+        assert said in html
+    assert list(Source.objects.values_list("slug", flat=True)) == ["taken"]
