@@ -12,11 +12,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from intake.sources import declare_scopes  # noqa: E402
 from policy.document import SourceInfo, compile_policy, validate  # noqa: E402
 from policy.gate import SCOPES, Facts, gate  # noqa: E402
-
-declare_scopes()  # the plugins' scope rows, as the app registers them at start-up
 
 GOAL = 200_000
 

@@ -10,9 +10,8 @@ class IntakeConfig(AppConfig):
     def ready(self):
         from effects import outbox
         from intake import acks
-        from intake.sources import check_capabilities, declare_scopes
+        from intake.sources import check_capabilities
 
         outbox.register(acks.ACK_EFFECT)(acks.reply_and_ack)
 
         check_capabilities()  # a plugin that claims a capability it lacks stops start-up
-        declare_scopes()  # the gate's scope rows are the plugins' declared scopes

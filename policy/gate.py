@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 EXPLICIT = "explicit"
 INFERRED = "inferred"
@@ -39,19 +40,17 @@ MANUAL = "manual"
 AUTO = "auto"
 ACCEPTANCE_MODES = (MANUAL, AUTO)
 
-# Scope rows per source kind, in the order shown in the panel. The gate keeps no list of
-# its own: each source plugin declares its scopes (intake/sources/<kind>.py) and the
-# intake app registers them at start-up through declare_scopes() (policy never imports
-# intake), so a scope a plugin emits is always a row the policy knows.
-SCOPES: dict[str, tuple[str, ...]] = {}
-# Rows whose events have no sender: only the "anyone, unaddressed" cell exists.
-NO_SENDER_SCOPES: set[str] = set()
-
-
-def declare_scopes(kind: str, scopes, no_sender=()) -> None:
-    """A source kind's scope rows (and those of them that have no sender)."""
-    SCOPES[kind] = tuple(scopes)
-    NO_SENDER_SCOPES.update(no_sender)
+# Scope rows per source kind, in the order shown in the panel: the policy's vocabulary,
+# declared here (not filled in at start-up), so the gate is pure data and functions. Each
+# source plugin takes its scopes from this table (intake/sources/<kind>.py: `scopes =
+# SCOPES[kind]`), so a scope a plugin emits is always a row the policy knows.
+SCOPES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "github": ("issue_new", "pr_new", "comment", "ci_default_branch"),
+    "lark": ("group_configured", "group_other", "direct", "doc_comment"),
+    "webchat": ("direct",),
+})
+# Rows whose events have no sender (a CI result): only the "anyone, unaddressed" cell.
+NO_SENDER_SCOPES: frozenset[str] = frozenset({"ci_default_branch"})
 # Kinds whose identities compare case-insensitively (GitHub logins).
 CASE_INSENSITIVE_KINDS = frozenset({"github"})
 

@@ -16,11 +16,10 @@ from intake.sources.capabilities import (
 from intake.sources.github import GitHub
 from intake.sources.lark import Lark
 from intake.sources.webchat import WebChat
-from policy import gate
 
 __all__ = ["KINDS", "CapabilityMissing", "DocumentPolling", "OpensPullRequests", "Polling",
            "ReadsRepliesBack", "RepliesInChat",
-           "SendsCards", "check_capabilities", "declare_scopes", "plugin"]
+           "SendsCards", "check_capabilities", "plugin"]
 
 KINDS: dict[str, type[SourceKind]] = {k.kind: k for k in (GitHub, Lark, WebChat)}
 
@@ -44,8 +43,3 @@ def plugin(kind: str, config: dict | None = None, secrets: dict | None = None) -
     """An instance of the plugin of `kind` for one source's config and secrets."""
     return KINDS[kind](config, secrets)
 
-
-def declare_scopes() -> None:
-    """The gate's scope rows are the source plugins' declared scopes (one vocabulary)."""
-    for kind, cls in KINDS.items():
-        gate.declare_scopes(kind, cls.scopes, cls.no_sender_scopes)

@@ -216,7 +216,6 @@ class SourceKind:
     # start-up through intake/sources/__init__.py); rows whose events have no sender (a CI
     # result) get only the "anyone, unaddressed" cell.
     scopes: ClassVar[tuple[str, ...]] = ()
-    no_sender_scopes: ClassVar[tuple[str, ...]] = ()
     has_webhook: ClassVar[bool] = True
 
     def __init__(self, config: dict | None = None, secrets: dict | None = None):

@@ -36,6 +36,7 @@ from intake.sources.base import (
 from intake.sources.capabilities import OpensPullRequests, Polling
 from intake.sources.github_catchup import catch_up
 from intake.sources.github_ci import CiResult, ci_text, ci_trigger_id, closed_issues
+from policy.gate import SCOPES
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,7 @@ def sign(secret: str, body: bytes) -> str:
 class GitHub(SourceKind, Polling, OpensPullRequests):
     kind = "github"
     label = "GitHub"
-    scopes = ("issue_new", "pr_new", "comment", "ci_default_branch")
-    no_sender_scopes = ("ci_default_branch",)  # a CI result has no sender
+    scopes = SCOPES["github"]  # the policy's rows for this kind (policy/gate.py)
     fields = (
         Field("repo", "Repositories", "list", required=True, pattern=REPO,
               help="owner/name, one per line"),

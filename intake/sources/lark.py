@@ -46,6 +46,7 @@ from intake.sources.capabilities import (
     RepliesInChat,
     SendsCards,
 )
+from policy.gate import SCOPES
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def signature(timestamp: str, nonce: str, key: str, body: bytes) -> str:
 class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards, RepliesInChat):
     kind = "lark"
     label = "Lark / Feishu"
-    scopes = ("group_configured", "group_other", "direct", "doc_comment")
+    scopes = SCOPES["lark"]  # the policy's rows for this kind (policy/gate.py)
     fields = (
         Field("domain", "Domain", "url", default="https://open.feishu.cn",
               help="https://open.larksuite.com for Lark, or any other base URL"),

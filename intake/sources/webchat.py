@@ -17,13 +17,14 @@ from intake.sources.base import (
     SourceKind,
     TriggerFacts,
 )
+from policy.gate import SCOPES
 
 
 class WebChat(SourceKind):
     kind = "webchat"
     label = "Web chat"
     # Every web chat message is written to the agent, like a direct message.
-    scopes = ("direct",)
+    scopes = SCOPES["webchat"]  # the policy's rows for this kind (policy/gate.py)
     has_webhook = False
     fields = (
         Field("title", "Title shown above the chat", default="amux"),
