@@ -43,7 +43,6 @@ kind at a time, and each runs one handler at a time.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -64,6 +63,7 @@ from django.utils import timezone
 
 from amux_common import fast_writes
 from amux_common.coalesce import Coalesced
+from amux_common.wakeups import Wakeup
 from effects import kinds as rules
 from effects.kinds import KINDS, ORDERED_KINDS, KindPolicy
 from effects.models import ClaimTurn, Effect, EffectState, new_version
@@ -88,8 +88,9 @@ class EffectError(ValueError):
 MAX_KEY = 300
 MAX_CHANNEL = 300
 FLUSH_SECONDS = 1.0  # finished rows are deleted at the latest this long after they finish
-KICK_FLAG = "amux:outbox:kick"
-KICK_FLAG_SECONDS = 10
+DRAIN_TASK = "effects.drain_outbox"
+KICK = Wakeup("amux:outbox:kick", 10, DRAIN_TASK)
+KICK_FLAG = KICK.flag
 
 Handler = Callable[[int, dict], None]
 _handlers: dict[str, Handler] = {}
@@ -297,39 +298,15 @@ def _schedule_kick() -> None:
 
 
 def kick() -> None:
-    """Wake a drainer now. Losing this only delays: the beat sweep drains too.
-
-    Debounced through a Redis flag: while one drain task is queued and not yet started,
-    further kicks send nothing (that task will see every row committed before it starts,
-    because it clears the flag before it claims)."""
-    from django.core.cache import cache
-
-    from effects.tasks import drain_outbox
-
-    try:
-        if not cache.add(KICK_FLAG, 1, KICK_FLAG_SECONDS):
-            return
-    except Exception:  # Redis down: send the task anyway
-        log.warning("outbox kick flag not set", exc_info=True)
-    try:
-        drain_outbox.apply_async(retry=False)
-    except Exception:  # broker down: the sweep will find the rows
-        log.warning("outbox kick not sent; the periodic sweep will drain", exc_info=True)
-        with contextlib.suppress(Exception):
-            cache.delete(KICK_FLAG)
+    """Wake a drainer now (debounced: amux_common.wakeups). Losing this only delays: the
+    beat sweep drains too. The drain task clears the flag before it claims (`woke`), so it
+    sees every row committed before it starts."""
+    KICK.send()
 
 
 def woke() -> None:
     """A drain task starts: later kicks must send a new task (see `kick`)."""
-    from django.core.cache import cache
-
-    try:
-        cache.delete(KICK_FLAG)
-    except Exception:  # the flag expires by itself
-        log.warning("outbox kick flag not cleared", exc_info=True)
-
-
-# -- draining --------------------------------------------------------------------------------
+    KICK.started()
 
 
 def worker_id() -> str:

@@ -22,7 +22,7 @@ _options = dict(
 )
 
 
-@shared_task(name="effects.drain_outbox", **_options)
+@shared_task(name=outbox.DRAIN_TASK, **_options)
 def drain_outbox() -> int:
     outbox.woke()
     return outbox.drain(seconds=DRAIN_SECONDS)

@@ -23,7 +23,10 @@ import logging
 from django.db import transaction
 
 from goals.core import connectors as ck
+from goals.core.lifecycle import Refused
 from goals.models import InboxEvent
+from intake import source_actions
+from intake.record import poll_soon
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +71,13 @@ def watch(source, source_ref: str) -> str:
         listed.append(f"{file_type}:{token}")
         changed = True
     if changed:
-        config["documents"], config["doc_comments"] = listed, True
-        source.config = config
-        source.save(update_fields=["config", "updated_at"])
-        transaction.on_commit(functools.partial(_poll_soon, source.pk))
+        # through the sources' one writer, which checks the list as the Lark plugin reads it
+        try:
+            source_actions.save(source, config={"documents": listed, "doc_comments": True},
+                                merge_config=True)
+        except source_actions.SourceRefused as refused:
+            raise Refused(f"the source cannot watch this document: {refused}",
+                          code="invalid", status=400, field="source_ref") from None
+        transaction.on_commit(functools.partial(poll_soon, source.pk))
     return token
 
-
-def _poll_soon(source_id: int) -> None:
-    from intake.poll import poll_soon
-
-    poll_soon(source_id)

@@ -81,29 +81,6 @@ def poll_documents(source: Source, plug: DocumentPolling | None = None) -> int:
     return stored
 
 
-POLL_SOON_FLAG, POLL_SOON_SECONDS = "amux:intake:poll-soon:{}", 5
-
-
-def poll_soon(source_id: int) -> None:
-    """Ask for a poll of one source now (a watched document's comment arrived by webhook
-    without its text; its polled copy makes the trigger). At most one request per source
-    every few seconds; losing it only delays to the periodic poll."""
-    from django.core.cache import cache
-
-    from intake.tasks import poll_source
-
-    try:
-        if not cache.add(POLL_SOON_FLAG.format(source_id), 1, POLL_SOON_SECONDS):
-            return
-    except Exception:  # Redis down: ask anyway
-        log.warning("poll-soon flag not set", exc_info=True)
-    try:
-        poll_source.apply_async((source_id,), retry=False)
-    except Exception:
-        log.warning("poll of source %s not requested; the periodic poll will", source_id,
-                    exc_info=True)
-
-
 def failure(exc: BaseException) -> str:
     """What failed, for the source's health and the log: the exception's kind and text."""
     text = str(exc).strip()

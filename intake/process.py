@@ -26,6 +26,7 @@ from django.db.models import Min, Q
 from amux_common.clock import now as clock
 from amux_common.coalesce import Coalesced
 from amux_common.integrity import violates
+from amux_common.wakeups import Wakeup
 from intake import batch, checked_insert, health, record
 from intake import rules as intake_core
 from intake.decide import current_version
@@ -36,7 +37,8 @@ log = logging.getLogger(__name__)
 # While one drain task is queued and not yet started, stored deliveries send no other one
 # (see `wake`); the flag expires by itself, so a task lost before it started delays the
 # next wake-up by at most this long (and the beat sweep runs every 30 s anyway).
-WAKE_FLAG, WAKE_FLAG_SECONDS = "amux:intake:wake", 10
+WAKE = Wakeup("amux:intake:wake", 10, "intake.drain")
+WAKE_FLAG = WAKE.flag
 # One drain task processes at most this long, then leaves the rest to a new task.
 DRAIN_SECONDS = 60
 
@@ -106,27 +108,10 @@ def delivery_stored(
 
 
 def wake() -> None:
-    """Wake the intake drainer now. Losing this only delays: the beat sweep processes too.
-
-    Debounced through a Redis flag: while one drain task is queued and not yet started,
-    further wake-ups send nothing (that task sees every delivery committed before it
-    starts, because it clears the flag before it reads). Per request this costs one
-    Redis `SET NX` most of the time instead of a broker publish each."""
-    from django.core.cache import cache
-
-    from intake.tasks import intake_drain
-
-    try:
-        if not cache.add(WAKE_FLAG, 1, WAKE_FLAG_SECONDS):
-            return
-    except Exception:  # Redis down: send the task anyway
-        log.warning("intake wake flag not set", exc_info=True)
-    try:
-        intake_drain.apply_async(retry=False)
-    except Exception:  # broker down: the sweep finds the deliveries
-        log.warning("intake wake-up not sent; the periodic sweep will process", exc_info=True)
-        with contextlib.suppress(Exception):
-            cache.delete(WAKE_FLAG)
+    """Wake the intake drainer now (debounced: amux_common.wakeups). Losing this only
+    delays: the beat sweep processes too. The drain task clears the flag before it reads
+    (`_woke`), so it sees every delivery committed before it starts."""
+    WAKE.send()
 
 
 # What a stored delivery calls after commit: the wake-up is sent from a thread of its own, so
@@ -135,12 +120,7 @@ wake_soon = Coalesced(lambda: wake(), "intake-waker", gather=0.02)
 
 
 def _woke() -> None:
-    from django.core.cache import cache
-
-    try:
-        cache.delete(WAKE_FLAG)
-    except Exception:  # the flag expires by itself
-        log.warning("intake wake flag not cleared", exc_info=True)
+    WAKE.started()
 
 
 def drain(seconds: float = DRAIN_SECONDS) -> int:

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from django.db import transaction
 
+from amux_common.wakeups import Wakeup
 from intake import consumers, health
 from intake import rules as intake_core
 from intake.decide import decide_incoming
@@ -29,6 +30,9 @@ RETRY_FIRST, RETRY_MAX = 30, 3600
 MAILBOX_LOCKS = 0x696E74
 # What a processed delivery's row changes.
 PROCESSED_FIELDS = ["processed_at", "outcome", "reason", "trigger", "retry_at"]
+
+# A poll of one source now, at most once per source every few seconds (debounced).
+POLL_SOON = Wakeup("amux:intake:poll-soon:{}", 5, "intake.poll_source")
 
 
 def retry_delay(attempts: int) -> timedelta:
@@ -103,7 +107,7 @@ def write(source: Source, result, decision: Callable[[], dict], *,
             consumer.thread_state_reported(source, thread, facts)
     if not intake_core.is_trigger(result):
         if getattr(result, "poll", False):  # completed by the source's poll: ask for it now
-            transaction.on_commit(functools.partial(_poll_soon, source.pk))
+            transaction.on_commit(functools.partial(poll_soon, source.pk))
         return intake_core.Outcome("ignored", result.reason, thread=thread_id, facts=facts)
     if not optimistic and Trigger.objects.filter(
         source=source, external_id=result.external_id[:300]
@@ -135,7 +139,8 @@ def _thread_id(source: Source, result) -> int:
     return thread.pk
 
 
-def _poll_soon(source_id: int) -> None:
-    from intake.poll import poll_soon
-
-    poll_soon(source_id)
+def poll_soon(source_id: int) -> None:
+    """Ask for a poll of one source now (a watched document's comment arrived by webhook
+    without its text; its polled copy makes the trigger). Losing it only delays to the
+    periodic poll."""
+    POLL_SOON.send(source_id)
