@@ -343,7 +343,7 @@ def turn_tokens(turn: Turn) -> int:
 
 
 def _native_cumulative(runtime: str) -> bool:
-    from sessions.runtimes.base import get_adapter
+    from sessions.runtimes import get_adapter
     from sessions.runtimes.errors import UnknownRuntime
 
     try:

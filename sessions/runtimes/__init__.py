@@ -12,22 +12,10 @@ from .base import (
     ProviderSpec,
     RuntimeAdapter,
     RuntimeConfig,
-    get_adapter,
-    registered,
 )
 from .events import TurnInput
+from .registry import get_adapter, registered
 from .watchdog import WatchdogConfig
 
-_loaded = False
-
-
-def load_builtin() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    from . import acp, claude, codex, codex_attached, pi  # noqa: F401 - registration side effect
-
-
 __all__ = ["Capabilities", "Probe", "ProviderSpec", "RuntimeAdapter", "RuntimeConfig",
-           "TurnInput", "WatchdogConfig", "get_adapter", "load_builtin", "registered"]
+           "TurnInput", "WatchdogConfig", "get_adapter", "registered"]

@@ -47,7 +47,6 @@ from .base import (
     RuntimeConfig,
     minimal_env,
     prompt_hash,
-    register,
 )
 from .codex import native_policies, render_config
 from .events import (
@@ -185,7 +184,6 @@ def _method_not_found(name: str) -> Exception:
     return RequestError.method_not_found(name)
 
 
-@register
 class AcpAdapter(RuntimeAdapter):
     """ACP v1 agent. The default command is codex-acp's native binary; subclasses (Claude)
     override ``command()`` and ``agent_env()``."""

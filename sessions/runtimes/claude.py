@@ -50,7 +50,6 @@ from .base import (
     RuntimeAdapter,
     RuntimeConfig,
     minimal_env,
-    register,
     which_node,
 )
 from .claude_sdk import (
@@ -135,7 +134,6 @@ class _QuestionBatch:
         self.by_request = dict(zip(request_ids, questions, strict=True))
 
 
-@register
 class ClaudeAdapter(RuntimeAdapter):
     name = "claude"
     sandbox_paths = (SIDECAR.parent,)  # amux's sidecar

@@ -67,7 +67,6 @@ from .base import (
     RuntimeAdapter,
     RuntimeConfig,
     minimal_env,
-    register,
 )
 from .events import (
     ErrorObserved,
@@ -211,7 +210,6 @@ def map_token_usage(params: dict[str, Any]) -> UsageObserved:
     )
 
 
-@register
 class CodexAdapter(RuntimeAdapter):
     name = "codex"
     platforms = frozenset({"openai-compat"})

@@ -25,14 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from . import errors, wsrpc
-from .base import Capabilities, Probe, ProviderSpec, RuntimeConfig, register_unlisted
+from .base import Capabilities, Probe, ProviderSpec, RuntimeConfig
 from .codex import CLIENT_INFO, CodexAdapter
 
 # The provider is the app-server's own (its config.toml): amux hands it nothing.
 ATTACHED_PROVIDER = ProviderSpec(platform="attached", base_url="", slug="")
 
 
-@register_unlisted
 class CodexAttachedAdapter(CodexAdapter):
     name = "codex-attached"
     takes_mcp = False  # the app-server's configuration is its owner's

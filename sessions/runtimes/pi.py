@@ -30,7 +30,6 @@ from .base import (
     Probe,
     RuntimeAdapter,
     minimal_env,
-    register,
     which_node,
 )
 from .events import (
@@ -70,7 +69,6 @@ def _last_usage(usage: dict[str, Any]) -> dict[str, int]:
             if isinstance(usage.get(old), int | float)}
 
 
-@register
 class PiAdapter(RuntimeAdapter):
     name = "pi"
     sandbox_paths = (SYSTEM_PROMPT.parent,)  # amux's extensions
