@@ -16,6 +16,9 @@ from goals.core import lifecycle as lc
 from goals.core import quota
 from goals.core.lifecycle import Refused
 from goals.models import Agent, Connector, Goal, Material, QueuedIngress, Todo, WorkingSession
+from intake.models import Source
+from sessions import app_servers, services
+from sessions.models import ProviderProfile
 
 
 def _locked_goal(slug: str) -> Goal:
@@ -149,8 +152,6 @@ def register_material(goal_slug: str, *, key: str, body: str, title: str = "",
 # ----------------------------------------------------------------------------- agents
 def create_agent(goal_slug: str, *, slug: str, mode: str, name: str = "",
                  runtime: str = "pi", provider: str | None = None, model: str = "") -> Agent:
-    from sessions.models import ProviderProfile
-
     lc.mode_change(mode, mode, False)  # a known mode
     provider_row = None
     if provider:
@@ -172,8 +173,6 @@ def create_agent(goal_slug: str, *, slug: str, mode: str, name: str = "",
 
 def _check_provider_model(provider_row, model: str) -> None:
     """The profile's own boundary (an Ark Agent Plan profile: its models, its key)."""
-    from sessions import services
-
     try:
         services.check_template(provider_row, model)
     except services.CommandError as exc:
@@ -183,8 +182,6 @@ def _check_provider_model(provider_row, model: str) -> None:
 def change_provider(goal_slug: str, agent_slug: str, *, provider: str, model: str) -> Agent:
     """The explicit rebinding of a managed agent's provider and model (never a fallback):
     refused while a working session is bound — detach, change, start again."""
-    from sessions.models import ProviderProfile
-
     provider_row = ProviderProfile.objects.filter(slug=provider).first()
     if provider_row is None:
         raise Refused(f"unknown provider {provider!r}", code="unknown_provider", status=400,
@@ -216,8 +213,6 @@ def change_mode(goal_slug: str, agent_slug: str, mode: str) -> Agent:
 def start(goal_slug: str, agent_slug: str) -> WorkingSession:
     """Start a managed agent: create its working session through sessions' create path
     with the agent's runtime, provider and model. A second start while one is bound: 409."""
-    from sessions import services
-
     with transaction.atomic():
         agent = _locked_agent(goal_slug, agent_slug)
         if agent.mode != lc.MANAGED:
@@ -255,8 +250,6 @@ def attach(goal_slug: str, agent_slug: str, ref: str, thread: str | None = None
     ``ref``; ``thread`` may be left out when it has one): checked live and matching the
     goal, agent and workspace first. No process starts: the amux session it creates
     drives that thread over the app-server's websocket. A second attach while bound: 409."""
-    from sessions import app_servers
-
     def refuse_mode(agent: Agent) -> None:
         if agent.mode != lc.ATTACHED:
             raise Refused("a managed agent is started, not attached", code="wrong_mode",
@@ -334,7 +327,6 @@ def detach(goal_slug: str, agent_slug: str) -> WorkingSession:
         agent.lifecycle = "terminal"
         agent.save(update_fields=["lifecycle"])
         if binding.token_digest:  # the token already ended with the binding; take it back
-            from sessions import app_servers
 
             server = app_servers.app_server_of(binding.session)
             if server is not None:
@@ -348,8 +340,6 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
                      source_ref: str = "", capture_scope: str = "mentions",
                      ingress_mode: str = "", fallback: str = "none",
                      reply_mode: str = "none", mirror_ref: str = "") -> Connector:
-    from intake.models import Source
-
     kind = ck.check(source_kind=source_kind, provider_kind=provider_kind,
                     capture_scope=capture_scope, ingress_mode=ingress_mode,
                     fallback=fallback, reply_mode=reply_mode)
@@ -418,8 +408,6 @@ def _refuse_bound_chat(source, chat: str, exclude: int | None = None) -> None:
     """A chat hears one active Lark Bot connection: a second one on it would route each
     message to two agents. The source row is locked, so two connections made or moved at
     once onto one chat cannot both pass."""
-    from intake.models import Source
-
     list(Source.objects.select_for_update().filter(pk=source.pk).values_list("pk"))
     if Connector.objects.filter(source_kind=ck.LARK_BOT, source_ref=chat).exclude(
             state="disconnected").exclude(pk=exclude).exists():
@@ -511,8 +499,6 @@ def reconnect(pk: int) -> Connector:
                              groups=ck.configured_groups(connector.source.config))
             _refuse_bound_chat(connector.source, connector.source_ref, exclude=pk)
         if kind == ck.DOCUMENT_COMMENT and connector.source_id is not None:
-            from intake.models import Source
-
             comments.watch(Source.objects.select_for_update().get(pk=connector.source_id),
                            connector.source_ref)
         connector.state = "connected" if connector.source_id is None else "listening"

@@ -25,7 +25,7 @@ from django.db import transaction
 from goals.core import connectors as ck
 from goals.core.lifecycle import Refused
 from goals.models import InboxEvent
-from intake import source_actions
+from intake import acks, source_actions
 from intake.record import poll_soon
 
 log = logging.getLogger(__name__)
@@ -45,8 +45,6 @@ def acknowledged(event: InboxEvent) -> None:
     """In the transaction that acknowledged ``event``: when it came from a document-comment
     connector and no other agent's copy of the comment waits, the source's held comment is
     acknowledged with it (its cursor moves after the commit)."""
-    from intake import acks
-
     receipt = event.receipt
     connector = receipt.connector
     if connector.source_kind != ck.DOCUMENT_COMMENT or connector.source_id is None:

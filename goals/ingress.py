@@ -23,6 +23,8 @@ from goals.models import (
     QueuedIngress,
     WorkingSession,
 )
+from sessions import app_servers, services
+from sessions.models import Lifecycle, SleepReason
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,6 @@ def check_event(event: Event) -> None:
 
 def session_status(agent: Agent) -> tuple[str, WorkingSession | None]:
     """The agent's working session as verified now: live, or why it is not."""
-    from sessions.models import Lifecycle, SleepReason
-
     bindings = list(agent.bindings.filter(active=True).select_related("session")[:2])
     if not bindings:
         return "no_session", None
@@ -67,8 +67,6 @@ def session_status(agent: Agent) -> tuple[str, WorkingSession | None]:
     if session.lifecycle == Lifecycle.ARCHIVED:
         return "session_terminal", binding
     if binding.mode == ATTACHED:
-        from sessions import app_servers
-
         # the app-server is checked now: a lost one fails closed, never a managed start
         return (rules.LIVE if app_servers.thread_live(session) else "session_stale"), binding
     if agent.lifecycle == "stale" or session.sleep_reason == SleepReason.RESTART_FAILED:
@@ -78,7 +76,6 @@ def session_status(agent: Agent) -> tuple[str, WorkingSession | None]:
 
 def accept(connector: Connector, event: Event) -> IngressReceipt:
     from goals import queue, replies
-    from sessions import services
 
     check_event(event)
     now = timezone.now()

@@ -18,6 +18,8 @@ from effects import outbox
 from goals import replies
 from goals.core import ingress as rules
 from goals.models import QueuedIngress, WorkingSession
+from sessions import services
+from sessions.models import Lifecycle, Session, Turn, TurnState
 
 EFFECT_KIND = "goals.queue_dispatch"
 
@@ -41,9 +43,6 @@ def _end(items, state: str, reason: str, now) -> None:
 
 
 def dispatch(effect_id: int, payload: dict) -> None:
-    from sessions import services
-    from sessions.models import Lifecycle, Session, Turn, TurnState
-
     session_id = int(payload["session"])
     now = timezone.now()
     busy = more = False

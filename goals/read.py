@@ -9,12 +9,11 @@ from goals.core import connectors as ck
 from goals.core import lifecycle as lc
 from goals.core import turns as turn_rules
 from goals.models import Agent, Goal
+from sessions import app_servers, timeline
+from sessions.models import AppServer, Lifecycle, TurnState
 
 
 def lifecycle(agent: Agent) -> str:
-    from sessions import timeline
-    from sessions.models import Lifecycle, TurnState
-
     binding = agent.bindings.filter(active=True).select_related("session").first()
     if binding is None:
         return lc.project_lifecycle(agent.lifecycle, bound=False, session_archived=False,
@@ -23,11 +22,8 @@ def lifecycle(agent: Agent) -> str:
     session = binding.session
     last = session.turns.order_by("-seq").first()
     stored = agent.lifecycle
-    if binding.mode == lc.ATTACHED:
-        from sessions import app_servers
-
-        if not app_servers.thread_live(session):
-            stored = "stale"  # the app-server or its thread is gone: nothing replaces it
+    if binding.mode == lc.ATTACHED and not app_servers.thread_live(session):
+        stored = "stale"  # the app-server or its thread is gone: nothing replaces it
     return lc.project_lifecycle(
         stored, bound=True,
         session_archived=session.lifecycle == Lifecycle.ARCHIVED,
@@ -105,9 +101,6 @@ def recent_turns(agent: Agent, limit: int = 5) -> list[dict[str, Any]]:
 def attached_state(agent: Agent, binding) -> dict[str, Any]:
     """An attached agent's binding (app-server, thread, live now or stale) and, when it
     is unbound, the threads of the live attachable app-servers to choose from."""
-    from sessions import app_servers
-    from sessions.models import AppServer
-
     if binding is not None:
         server = app_servers.app_server_of(binding.session)
         return {"attached": {

@@ -20,6 +20,12 @@ from effects import outbox
 from goals import comments
 from goals.models import ConnectorReply, InboxEvent, IngressReceipt
 from intake.acks import ReplyNotReadBack
+from intake.models import Thread
+from intake.send import send
+from intake.sources import ReadsRepliesBack, RepliesInChat, plugin
+from intake.sources.base import Message, SendResult
+from sessions.models import Turn, TurnState
+from sessions.task_runs import final_answer
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +74,6 @@ def expect_turn(receipt: IngressReceipt) -> None:
 def _turn_answer(receipt: IngressReceipt) -> str | None:
     """The turn's final answer once it ended ("" when it ended without one); None while
     it runs (or has not started)."""
-    from sessions.models import Turn, TurnState
-    from sessions.task_runs import final_answer
-
     turn = Turn.objects.filter(session_id=receipt.session_id, key=receipt.turn_key).first()
     if turn is None or turn.state in (TurnState.QUEUED, TurnState.RUNNING):
         return None
@@ -131,10 +134,6 @@ def _send_and_read_back(source, reply: ConnectorReply) -> str:
     """Send the reply (once per reply id), then read it back: the provider's id of the
     reply as it shows it, or "" when the place refuses it for good. Raises
     ReplyNotReadBack when it is not shown (yet): the outbox tries again."""
-    from intake.send import send
-    from intake.sources import ReadsRepliesBack, RepliesInChat, plugin
-    from intake.sources.base import Message, SendResult
-
     key = f"goals-reply-{reply.pk}"
     plug = plugin(source.kind, source.config, source.secrets)
     if reply.reply_to.startswith("doc:"):
@@ -143,7 +142,6 @@ def _send_and_read_back(source, reply: ConnectorReply) -> str:
             return ""
         if result != SendResult.SENT or not isinstance(plug, ReadsRepliesBack):
             raise ReplyNotReadBack(f"reply {reply.pk}: the comment reply was not sent")
-        from intake.models import Thread
 
         meta = (Thread.objects.filter(source=source, key=reply.reply_to)
                 .values_list("meta", flat=True).first())
@@ -171,8 +169,6 @@ def _send_and_read_back(source, reply: ConnectorReply) -> str:
 def _mirror(plug, key: str, reply: ConnectorReply) -> str:
     """A configured_mirror reply: a new message in the mirror chat (once per reply id),
     read back as Lark shows it — the same text, in that chat."""
-    from intake.sources.base import SendResult
-
     chat = reply.reply_to[len(MIRROR):]
     sent = plug.post_text(key=key, text=reply.text, chat_id=chat)
     if sent.result == SendResult.GONE:

@@ -31,6 +31,9 @@ from goals.core import quota
 from goals.core import turns as rules
 from goals.core.lifecycle import Refused
 from goals.models import Agent, Goal, GoalTurn, Todo
+from sessions import services, session_commands, timeline
+from sessions.models import Turn
+from sessions.timeline import ENDED
 
 TURN_TASK = "goals.turn"
 
@@ -153,8 +156,6 @@ def _prompt(turn: GoalTurn) -> str:
 
 
 def _dispatch(turn: GoalTurn) -> bool:
-    from sessions import services
-
     with transaction.atomic():
         row = _locked(turn, rules.QUEUED)
         if row is None:
@@ -196,8 +197,6 @@ def _mark(turn_pk: int, **flags: Any) -> None:
 def _interrupt(turn: GoalTurn, session_turn_pk: int) -> bool:
     """Interrupt this envelope's own session turn (never another one running in the same
     session), through the session's interrupt path; True once it was asked."""
-    from sessions import services
-
     try:
         services.interrupt(turn.session_id, turn_id=session_turn_pk)
     except services.CommandError:
@@ -209,10 +208,6 @@ def _interrupt(turn: GoalTurn, session_turn_pk: int) -> bool:
 def _attempt(turn: GoalTurn) -> dict[str, Any] | None:
     """The session turn's outcome once it ended, else None (interrupting it once when it
     has run past the attempt timeout: a turn stays bounded)."""
-    from sessions import timeline
-    from sessions.models import Turn
-    from sessions.timeline import ENDED
-
     session_turn = Turn.objects.filter(pk=turn.session_turn_id).first()
     if session_turn is None:  # the session was deleted under the turn
         return {"turn_state": "lost", "error_code": "session_turn_lost", "tokens": 0}
@@ -231,8 +226,6 @@ def run_check(turn: GoalTurn) -> dict[str, Any]:
     """amux's own validation: the goal's check_command in the session's work directory, as
     the session's identity in its sandbox (what it runs was written by the agent), with a
     clean environment, bounded in time, output capped (sessions.session_commands)."""
-    from sessions import session_commands
-
     done = session_commands.run_shell(turn.session, turn.goal.check_command,
                                       timeout=check_timeout_s(), cap=rules.OUTPUT_CAP * 4)
     if done.error:  # the backend refused it, or the directory is not on this machine
@@ -248,10 +241,6 @@ def run_check(turn: GoalTurn) -> dict[str, Any]:
 def check_queue(turn: GoalTurn) -> str | None:
     """Where the envelope's next step must run: the runtime queue of the machine holding
     the session's work directory when the check is due and that is another machine."""
-    from sessions import session_commands
-    from sessions.models import Turn
-    from sessions.timeline import ENDED
-
     if turn.state != rules.RUNNING or turn.session_id is None or not Turn.objects.filter(
             pk=turn.session_turn_id, state__in=ENDED).exists():
         return None
@@ -372,9 +361,6 @@ def cancel(goal_slug: str, agent_slug: str, key: str) -> GoalTurn:
     request is durable on the envelope: a supervisor that dies meanwhile, or a replay,
     finishes the cancel; nothing resumes the attempt. Refused: 404 for an unknown key, 409
     for a settled or written turn. Cancelling again answers the same envelope."""
-    from sessions.models import Turn
-    from sessions.timeline import ENDED
-
     with transaction.atomic():
         agent = actions._locked_agent(goal_slug, agent_slug)
         row = agent.turns.select_for_update().filter(key=key).first()
@@ -417,8 +403,6 @@ def stalled(older_than_s: float = 30.0) -> list[int]:
     """Envelopes in flight that nobody advanced lately (a worker died, a task was lost, an
     interrupt is due), leaving out those that only wait for their session turn to end:
     that turn's ``session.turn_ended`` fact advances them (goals/turn_end.py)."""
-    from sessions.timeline import ENDED
-
     now = timezone.now()
     rows = (GoalTurn.objects.filter(state__in=rules.IN_FLIGHT,
                                     updated_at__lt=now - timedelta(seconds=older_than_s))
