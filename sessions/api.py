@@ -18,7 +18,17 @@ from amux_common.api import error_response
 from amux_common.fields import JsonTyped
 from amux_common.schema import page_of
 from amux_common.secrets import set_keys
-from sessions import capacity, model_catalog, services, timeline, workdirs
+from sessions import (
+    capabilities,
+    capacity,
+    goal_commands,
+    goals,
+    model_catalog,
+    provider_templates,
+    services,
+    timeline,
+    workdirs,
+)
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProbe, ProviderProfile, Session
 from sessions.runtimes import catalog, registered
@@ -93,16 +103,12 @@ class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
         "revision": {"type": "integer"}, "probed_at": {"type": "string", "format": "date-time"},
         "ok": {"type": "boolean"}, "models": {"type": "array", "items": {"type": "string"}}}})
     def get_capabilities(self, obj: ProviderProfile) -> dict[str, Any] | None:
-        from sessions import capabilities
-
         return capabilities.summary(capabilities.latest(obj))
 
     def get_secrets(self, obj: ProviderProfile) -> dict[str, bool]:
         return set_keys(obj.secrets)
 
     def get_template(self, obj: ProviderProfile) -> str | None:
-        from sessions import provider_templates
-
         found = provider_templates.of(obj.platform, obj.base_url)
         return found.id if found else None
 
@@ -120,8 +126,6 @@ class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """A profile on a template's route needs the template's key from the start."""
-        from sessions import provider_templates
-
         current = self.instance
         stored = bool(current and (current.secrets or {}).get("api_key"))
         problem = provider_templates.key_missing(
@@ -172,8 +176,6 @@ class ProviderTemplateList(generics.ListAPIView):
     serializer_class = ProviderTemplateSerializer
 
     def get_queryset(self):
-        from sessions import provider_templates
-
         return [t.preset() for t in provider_templates.TEMPLATES.values()]
 
 
@@ -218,8 +220,6 @@ class ProviderProbeView(APIView):
 
     @extend_schema(request=None, responses={201: ProbeSnapshot})
     def post(self, request, slug: str):
-        from sessions import capabilities
-
         provider = get_object_or_404(ProviderProfile, slug=slug)
         row = capabilities.probe(provider)
         return Response(capabilities.snapshot(row, provider), status=status.HTTP_201_CREATED)
@@ -230,8 +230,6 @@ class ProviderCapabilitiesView(APIView):
 
     @extend_schema(responses={200: ProbeSnapshot})
     def get(self, request, slug: str):
-        from sessions import capabilities
-
         provider = get_object_or_404(ProviderProfile, slug=slug)
         row = capabilities.latest(provider)
         if row is None:
@@ -300,8 +298,6 @@ class SessionSerializer(serializers.ModelSerializer):
 
     def get_goal(self, obj: Session) -> dict[str, Any] | None:
         """The native goal (None: none, or the runtime has no goals)."""
-        from sessions import goals
-
         return goals.state(obj.pk) if goals.supported(obj) else None
 
     def get_waiting_for_capacity(self, obj: Session) -> bool:
@@ -468,8 +464,6 @@ class GoalCommandBody(JsonTyped, serializers.Serializer):
 class SessionGoalView(APIView):
     @extend_schema(request=GoalCommandBody, responses={200: GOAL_OUTCOME})
     def post(self, request, pk: int):
-        from sessions import goal_commands, goals
-
         session = _session(pk)
         text = _valid(GoalCommandBody, request)["command"]
         if not goals.supported(session):

@@ -1,8 +1,4 @@
 from django.apps import AppConfig
-from django.conf import settings
-
-# the channel layer of live timelines (declared in settings.CHANNEL_LAYERS)
-TIMELINE_LAYER = settings.TIMELINE_LAYER
 
 
 class AgentSessionsConfig(AppConfig):

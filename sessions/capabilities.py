@@ -38,6 +38,7 @@ from django.utils import timezone
 from sessions.doctor import models_headers, models_url
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProbe, ProviderProfile
+from sessions.runtimes import catalog
 
 TIMEOUT_S = 10
 MAX_BODY = 4 * 1024 * 1024  # a model list is small; more is not one
@@ -348,8 +349,6 @@ def use_discovered(provider: ProviderProfile) -> tuple[list[Any] | None, str | N
     """The operator's explicit action: the profile's model list becomes the models its
     latest ok probe of its route discovered (an entry already listed keeps its display name
     and efforts). Answers the new list, or why not. Discovery never does this by itself."""
-    from sessions.runtimes import catalog
-
     row = latest_ok(provider)
     if row is None:
         return None, "no ok probe of this route yet: probe it first"

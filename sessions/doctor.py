@@ -17,6 +17,7 @@ from django.conf import settings
 from amux_common.doctor import Check, Probe
 from sessions import isolation
 from sessions.keys import api_key_problem
+from sessions.models import ProviderProfile
 from sessions.runtimes import ProviderSpec, RuntimeConfig, errors, loopback_fence, registered
 from sessions.runtimes import isolation as runtime_isolation
 
@@ -192,8 +193,6 @@ def provider_check(provider) -> Check:
 
 def checks() -> Iterator[Probe]:
     """Each runtime and each provider is a probe of its own (see amux_common.doctor)."""
-    from sessions.models import ProviderProfile
-
     yield Probe("isolation", isolation_check, required=False)
     yield Probe("runtimes:access", runtimes_access_check, required=False)
     for name in sorted(registered()):

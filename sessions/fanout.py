@@ -21,10 +21,10 @@ import weakref
 from typing import Any, Protocol
 
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.template.loader import render_to_string
 
 from sessions import timeline
-from sessions.apps import TIMELINE_LAYER
 
 log = logging.getLogger(__name__)
 
@@ -153,5 +153,5 @@ def hub() -> Hub:
     loop = asyncio.get_running_loop()
     found = _hubs.get(loop)
     if found is None:
-        found = _hubs[loop] = Hub(get_channel_layer(TIMELINE_LAYER))
+        found = _hubs[loop] = Hub(get_channel_layer(settings.TIMELINE_LAYER))
     return found

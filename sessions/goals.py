@@ -27,7 +27,7 @@ from django.db import transaction
 
 from sessions import control, goal_commands, timeline
 from sessions.goal_commands import GoalCommand
-from sessions.models import Lifecycle, Session, SessionGoal, Turn
+from sessions.models import Lifecycle, Session, SessionGoal, Turn, TurnState
 
 UNFINISHED = frozenset({"active", "paused", "blocked", "usageLimited", "budgetLimited"})
 RESUMABLE = frozenset({"paused", "blocked", "usageLimited", "budgetLimited"})
@@ -362,8 +362,6 @@ def forget(session_id: int, command: str) -> None:
 
 def input_waiting(session_id: int) -> bool:
     """An ordinary input is queued (not a goal turn)."""
-    from sessions.models import TurnState
-
     return Turn.objects.filter(session_id=session_id, state=TurnState.QUEUED).exclude(
         input__command=GOAL_TURN).exists()
 

@@ -18,6 +18,7 @@ from django.conf import settings
 
 from sessions.models import ProviderProfile
 from sessions.runtimes import catalog, errors, registered
+from sessions.runtimes.codex import discover_models
 from sessions.services import CommandError, provider_spec, runtime_root
 
 DISCOVERY_TIMEOUT = 30.0
@@ -33,7 +34,6 @@ def native_catalog(runtime: str) -> catalog.Catalog:
         return catalog.Catalog.unavailable(
             catalog.UNSUPPORTED, f"{runtime} has no native model discovery in amux; "
                                  "bind a provider (?provider=<slug>) to list its models")
-    from sessions.runtimes.codex import discover_models
 
     found: list[catalog.Catalog] = []
 

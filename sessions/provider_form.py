@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django import forms
 
+from sessions import provider_templates
 from sessions.keys import api_key_problem, with_key
 from sessions.models import ProviderProfile
 from sessions.runtimes import catalog
@@ -90,8 +91,6 @@ class ProviderForm(forms.ModelForm):
 
     def clean(self):
         """A profile on a template's route needs the template's key from the start."""
-        from sessions import provider_templates
-
         data = super().clean()
         stored = bool(self.instance.pk and (self.instance.secrets or {}).get("api_key"))
         problem = provider_templates.key_missing(

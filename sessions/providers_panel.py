@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from amux_common.doctor import Check
+from sessions import capabilities, provider_templates
 from sessions.doctor import models_url, provider_check
 from sessions.models import ProviderProfile
 from sessions.provider_form import ProviderForm
@@ -23,8 +24,6 @@ TAB = "sessions"
 
 @roles.read_page
 def providers(request):
-    from sessions import capabilities, provider_templates
-
     rows = []
     for p in ProviderProfile.objects.all():
         last, evidence = capabilities.latest(p), capabilities.latest_ok(p)
@@ -41,8 +40,6 @@ def providers(request):
 
 @roles.operator_to_change
 def provider_form(request, slug: str | None = None):
-    from sessions import provider_templates
-
     provider = get_object_or_404(ProviderProfile, slug=slug) if slug else None
     # a new provider may start from a template's preset (?template=ark-agent-plan)
     preset = None if provider else provider_templates.TEMPLATES.get(
@@ -94,8 +91,6 @@ def provider_test(request, slug: str):
 @require_POST
 def provider_probe(request, slug: str):
     """Probe the route now; the page shows the new revision."""
-    from sessions import capabilities
-
     provider = get_object_or_404(ProviderProfile, slug=slug)
     row = capabilities.probe(provider)
     if row.ok:
@@ -111,8 +106,6 @@ def provider_probe(request, slug: str):
 @require_POST
 def provider_use_discovered(request, slug: str):
     """The operator's explicit action: the model list becomes the discovered models."""
-    from sessions import capabilities
-
     provider = get_object_or_404(ProviderProfile, slug=slug)
     models, problem = capabilities.use_discovered(provider)
     if problem:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, Max, OuterRef, Q, Subquery
 from django.utils import timezone
@@ -24,9 +25,9 @@ from amux_common import fast_writes
 from amux_common.clock import now as clock
 from effects import events
 from effects.models import EffectKind
-from sessions import hooks, publisher
+from sessions import hooks, publisher, timeline_sql
 from sessions import usage as usage_rules
-from sessions.apps import TIMELINE_LAYER
+from sessions.content import timeline_meta
 from sessions.models import (
     Lifecycle,
     Session,
@@ -37,6 +38,8 @@ from sessions.models import (
     UsageDay,
 )
 from sessions.runtimes import events as rt
+from sessions.runtimes import get_adapter
+from sessions.runtimes.errors import UnknownRuntime
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,7 @@ def publish(session_id: int, items: list[dict[str, Any]]) -> None:
     if not items:
         return
     try:
-        publisher.submit(TIMELINE_LAYER, group_name(session_id), group_message(items))
+        publisher.submit(settings.TIMELINE_LAYER, group_name(session_id), group_message(items))
     except Exception:  # the stored timeline is the truth; the socket catches up on replay
         log.warning("timeline publish failed for session %s", session_id, exc_info=True)
 
@@ -152,8 +155,6 @@ def _locked(session_id: int, turn_id: int | None = None, with_last: bool = False
     from django.db import connection
 
     if connection.vendor == "postgresql":
-        from sessions import timeline_sql
-
         return timeline_sql.locked(session_id, turn_id, with_last, relaxed)
     if relaxed:
         _relaxed_commit()
@@ -199,8 +200,6 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
         from django.db import connection
 
         if connection.vendor == "postgresql":  # the lock and the read: one round trip
-            from sessions import timeline_sql
-
             session, last, last_event, existing = timeline_sql.locked_for_input(
                 session_id, key or None)
         else:
@@ -221,8 +220,6 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
         stored: dict[str, Any] = {"text": text, "images": images or []}
         queued: dict[str, Any] = {"text": text, "images": len(images or [])}
         if parts:  # ordered text and image parts (sessions.content), kept with the input
-            from sessions.content import timeline_meta
-
             stored["parts"] = parts
             queued["content"] = timeline_meta(parts)  # images as metadata, never bytes
             queued["images"] = sum(1 for p in parts if p.get("type") == "image")
@@ -343,9 +340,6 @@ def turn_tokens(turn: Turn) -> int:
 
 
 def _native_cumulative(runtime: str) -> bool:
-    from sessions.runtimes import get_adapter
-    from sessions.runtimes.errors import UnknownRuntime
-
     try:
         return get_adapter(runtime).static_capabilities().native_cumulative_usage
     except UnknownRuntime:
@@ -392,7 +386,7 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
             return []
         turn = TurnRef(turn_id, session.turn_seq)
         if session.has_task_runs:
-            from sessions import task_runs
+            from sessions import task_runs  # the task runs sit above the timeline
 
             task_runs.turn_started(session_id, session.turn_key)
         session.lifecycle = Lifecycle.RUNNING

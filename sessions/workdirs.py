@@ -15,6 +15,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from sessions.models import Lifecycle, Session
+
 MAX_LENGTH = 500  # Session.workdir
 
 
@@ -61,8 +63,6 @@ def problem(workdir: object, field: str = "workdir") -> str | None:
 def held_by(path: Path) -> int | None:
     """The session that is not archived whose work directory is ``path``, lies inside it
     or contains it, if any."""
-    from sessions.models import Lifecycle, Session
-
     root = roots()[0]
     around = [str(p) for p in [path, *path.parents] if root in p.parents]
     inside = Session.objects.exclude(lifecycle=Lifecycle.ARCHIVED)

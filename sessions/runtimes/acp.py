@@ -45,6 +45,8 @@ from .base import (
     Probe,
     RuntimeAdapter,
     RuntimeConfig,
+    binary_version,
+    default_runtimes_dir,
     minimal_env,
     prompt_hash,
 )
@@ -223,8 +225,6 @@ class AcpAdapter(RuntimeAdapter):
     # ------------------------------------------------------------------ class API
     @classmethod
     def probe(cls, runtimes_dir: Path | None = None) -> Probe:
-        from .base import binary_version, default_runtimes_dir
-
         binary = codex_acp_binary(runtimes_dir or default_runtimes_dir())
         if not binary.exists():
             return Probe(cls.name, False, error=f"{binary} not found (run `make runtimes`)")

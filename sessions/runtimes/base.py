@@ -52,6 +52,7 @@ from .watchdog import (
     RepeatToolCounter,
     TurnClock,
     WatchdogConfig,
+    call_signature,
 )
 
 PROVIDER_KEY_ENV = "AMUX_PROVIDER_KEY"
@@ -580,8 +581,6 @@ class RuntimeAdapter(ABC):
     def _repeat_signature(self, event: Event) -> tuple[str, str] | None:
         """(call id, signature) when ``event`` counts toward the repeat limit."""
         if isinstance(event, ToolStarted):
-            from .watchdog import call_signature
-
             return event.call_id, call_signature(event.kind, event.title, event.input)
         return None
 

@@ -49,6 +49,7 @@ from .base import (
     Probe,
     RuntimeAdapter,
     RuntimeConfig,
+    default_runtimes_dir,
     minimal_env,
     which_node,
 )
@@ -158,8 +159,6 @@ class ClaudeAdapter(RuntimeAdapter):
     # ------------------------------------------------------------------ class API
     @classmethod
     def probe(cls, runtimes_dir: Path | None = None) -> Probe:
-        from .base import default_runtimes_dir
-
         sdk = sdk_dir(runtimes_dir or default_runtimes_dir())
         if not (sdk / "sdk.mjs").exists() or which_node() is None:
             return Probe(cls.name, False, error=f"{sdk} or node not found "

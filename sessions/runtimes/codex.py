@@ -66,6 +66,8 @@ from .base import (
     ProviderSpec,
     RuntimeAdapter,
     RuntimeConfig,
+    binary_version,
+    default_runtimes_dir,
     minimal_env,
 )
 from .events import (
@@ -247,8 +249,6 @@ class CodexAdapter(RuntimeAdapter):
     # -------------------------------------------------------------- class API
     @classmethod
     def probe(cls, runtimes_dir: Path | None = None) -> Probe:
-        from .base import binary_version, default_runtimes_dir
-
         binary = codex_binary(runtimes_dir or default_runtimes_dir())
         if not binary.exists():
             return Probe(cls.name, False, error=f"{binary} not found (run `make runtimes`)")

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import errors
+from .base import spawn, tagged_pids
 
 FEATURE = "default_mode_request_user_input"
 THREAD_CONFIG_KEY = f"features.{FEATURE}"
@@ -141,8 +142,6 @@ def decide(*, ask_user: bool, flag: bool | None, probe: ProbeResult | None,
 async def stop_probe(proc: asyncio.subprocess.Process, tag: str) -> None:
     """SIGTERM the probe's group, at most ``TERM_GRACE`` s, then SIGKILL it (and anything
     still carrying its tag) and reap it within ``KILL_DEADLINE`` s."""
-    from .base import tagged_pids
-
     if proc.returncode is None:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -166,8 +165,6 @@ async def run_probe(argv: list[str], env: dict[str, str], cwd: Any, tag: str,
                     started: Any = None) -> ProbeResult:
     """Run ``codex features list`` bounded by ``timeout``; never raises for the probe's own
     failure (the answer is then "no result"). Cancelling it stops and reaps the process."""
-    from .base import spawn
-
     try:
         proc = await spawn(argv, env, cwd, **spawn_kwargs)
     except errors.RuntimeStartFailed as exc:

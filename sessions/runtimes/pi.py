@@ -29,6 +29,7 @@ from .base import (
     Capabilities,
     Probe,
     RuntimeAdapter,
+    default_runtimes_dir,
     minimal_env,
     which_node,
 )
@@ -83,8 +84,6 @@ class PiAdapter(RuntimeAdapter):
 
     @classmethod
     def probe(cls, runtimes_dir: Path | None = None) -> Probe:
-        from .base import default_runtimes_dir
-
         cli = pi_cli(runtimes_dir or default_runtimes_dir())
         node = which_node()
         if not cli.exists() or node is None:

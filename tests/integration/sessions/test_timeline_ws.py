@@ -149,9 +149,7 @@ def _group_subscribers(session_id: int) -> int:
     import redis
     from django.conf import settings
 
-    from sessions.apps import TIMELINE_LAYER
-
-    prefix = settings.CHANNEL_LAYERS[TIMELINE_LAYER]["CONFIG"]["prefix"]
+    prefix = settings.CHANNEL_LAYERS[settings.TIMELINE_LAYER]["CONFIG"]["prefix"]
     client = redis.Redis.from_url(settings.REDIS_URL)
     try:
         name = f"{prefix}__group__{timeline.group_name(session_id)}"
