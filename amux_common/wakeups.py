@@ -19,35 +19,35 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Wakeup:
-    flag: str  # a cache key; "{}" in it takes the task's arguments (one flag per source)
+    flag: str  # a cache key; "{name}" in it takes the task's argument `name` (one per source)
     seconds: float  # the flag's life: how long a lost task can hold back the next one
     task: str  # the Celery task's name
 
-    def key(self, *args) -> str:
-        return self.flag.format(*args)
+    def key(self, **kwargs) -> str:
+        return self.flag.format(**kwargs)
 
-    def send(self, *args) -> None:
+    def send(self, **kwargs) -> None:
         from celery import current_app
         from django.core.cache import cache
 
-        flag = self.key(*args)
+        flag = self.key(**kwargs)
         try:
             if not cache.add(flag, 1, self.seconds):
                 return
         except Exception:  # Redis down: send the task anyway
             log.warning("wake-up flag %s not set", flag, exc_info=True)
         try:
-            current_app.send_task(self.task, args=list(args), retry=False)
+            current_app.send_task(self.task, kwargs=kwargs, retry=False)
         except Exception:  # broker down: the periodic sweep does the work
             log.warning("%s not sent; its periodic sweep will run", self.task, exc_info=True)
             with contextlib.suppress(Exception):
                 cache.delete(flag)
 
-    def started(self, *args) -> None:
+    def started(self, **kwargs) -> None:
         """The task starts: later wake-ups must send a new one."""
         from django.core.cache import cache
 
         try:
-            cache.delete(self.key(*args))
+            cache.delete(self.key(**kwargs))
         except Exception:  # the flag expires by itself
-            log.warning("wake-up flag %s not cleared", self.key(*args), exc_info=True)
+            log.warning("wake-up flag %s not cleared", self.key(**kwargs), exc_info=True)

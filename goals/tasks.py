@@ -12,15 +12,13 @@ an endless loop in one task):
 
 from __future__ import annotations
 
-from celery import shared_task
-
+from amux_common.tasks import durable_task
 from goals import turns
 from goals.core import turns as rules
 from goals.models import Agent
 
 
-@shared_task(name="goals.turn", acks_late=True, ignore_result=True,
-             time_limit=turns.check_timeout_s() + 120)
+@durable_task("goals.turn", time_limit=turns.check_timeout_s() + 120)
 def run_turn(turn_pk: int) -> str:
     turn = turns.advance(turn_pk)
     if turn.state not in rules.IN_FLIGHT:
@@ -32,7 +30,7 @@ def run_turn(turn_pk: int) -> str:
     return turn.state
 
 
-@shared_task(name="goals.supervise", acks_late=True, ignore_result=True, time_limit=60)
+@durable_task("goals.supervise", time_limit=60)
 def supervise(agent_pk: int | None = None) -> int:
     """One bounded pass: stalled envelopes are sent on again, then each autorun agent (or
     the one named) is asked whether another turn is eligible. Returns turns started."""

@@ -61,8 +61,8 @@ def enqueue(turn_pk: int, countdown: float = 0, queue: str | None = None) -> Non
     from celery import current_app
 
     def send():
-        current_app.send_task(TURN_TASK, args=[turn_pk], queue=queue or "default",
-                              countdown=countdown)
+        current_app.send_task(TURN_TASK, kwargs={"turn_pk": turn_pk},
+                              queue=queue or "default", countdown=countdown)
 
     transaction.on_commit(send)
 

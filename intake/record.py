@@ -32,7 +32,7 @@ MAILBOX_LOCKS = 0x696E74
 PROCESSED_FIELDS = ["processed_at", "outcome", "reason", "trigger", "retry_at"]
 
 # A poll of one source now, at most once per source every few seconds (debounced).
-POLL_SOON = Wakeup("amux:intake:poll-soon:{}", 5, "intake.poll_source")
+POLL_SOON = Wakeup("amux:intake:poll-soon:{source_id}", 5, "intake.poll_source")
 
 
 def retry_delay(attempts: int) -> timedelta:
@@ -143,4 +143,4 @@ def poll_soon(source_id: int) -> None:
     """Ask for a poll of one source now (a watched document's comment arrived by webhook
     without its text; its polled copy makes the trigger). Losing it only delays to the
     periodic poll."""
-    POLL_SOON.send(source_id)
+    POLL_SOON.send(source_id=source_id)

@@ -1,32 +1,18 @@
 """Celery tasks of intake: thin interfaces, each one call."""
 
-from celery import shared_task
 
+from amux_common.tasks import durable_task
 from intake import poll, process, profile, rejections
 
 
-@shared_task(
-    name="intake.drain",
-    queue="default",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    soft_time_limit=process.DRAIN_SECONDS + 60,
-    time_limit=process.DRAIN_SECONDS + 90,
-    ignore_result=True,
-)
+@durable_task("intake.drain", time_limit=process.DRAIN_SECONDS + 90,
+              soft_time_limit=process.DRAIN_SECONDS + 60)
 def intake_drain() -> int:
     """Process the deliveries webhooks stored (woken right after each commit)."""
     return process.drain()
 
 
-@shared_task(
-    name="intake.sweep",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    soft_time_limit=120,
-    time_limit=180,
-    ignore_result=True,
-)
+@durable_task("intake.sweep", time_limit=180, soft_time_limit=120)
 def intake_sweep() -> int:
     """Process stored deliveries left unprocessed (a crash after the answer, a plugin that
     failed, once its retry is due), and keep the refused webhooks counted since the last
@@ -35,14 +21,7 @@ def intake_sweep() -> int:
     return process.process_pending()
 
 
-@shared_task(
-    name="intake.poll_sources",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    soft_time_limit=240,
-    time_limit=300,
-    ignore_result=True,
-)
+@durable_task("intake.poll_sources", time_limit=300, soft_time_limit=240)
 def poll_sources() -> int:
     """Catch up on events missed while down (GitHub sources with polling on, comments on
     the documents a Lark source watches), and check each Lark source's bot against the
@@ -51,15 +30,7 @@ def poll_sources() -> int:
     return poll.poll_all()
 
 
-@shared_task(
-    name="intake.poll_source",
-    queue="default",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    soft_time_limit=240,
-    time_limit=300,
-    ignore_result=True,
-)
+@durable_task("intake.poll_source", time_limit=300, soft_time_limit=240)
 def poll_source(source_id: int) -> int:
     """Poll one source now (asked for when an event needs its polled copy)."""
     from intake.models import Source

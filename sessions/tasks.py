@@ -11,10 +11,11 @@ import asyncio
 import logging
 import os
 
-from celery import shared_task, signals
+from celery import signals
 from django.db.models import Q
 from django.utils import timezone
 
+from amux_common.tasks import durable_task
 from sessions import capacity
 from sessions.models import Lifecycle, Session, TurnState
 
@@ -23,8 +24,7 @@ log = logging.getLogger(__name__)
 HOST_TIME_LIMIT = 8 * 24 * 3600  # beyond the 7-day turn cap
 
 
-@shared_task(name="sessions.host", acks_late=True,
-             reject_on_worker_lost=True, time_limit=HOST_TIME_LIMIT, ignore_result=True)
+@durable_task("sessions.host", time_limit=HOST_TIME_LIMIT)
 def run_session_host(*, session_id: int) -> str:
     from sessions.host import SessionHost
 
@@ -47,8 +47,7 @@ def enqueue_host(session_id: int, host: str = "", *, once: bool = False) -> bool
     return True
 
 
-@shared_task(name="sessions.sweep", acks_late=True, time_limit=60,
-             ignore_result=True)
+@durable_task("sessions.sweep", time_limit=60)
 def sweep_sessions() -> int:
     """Start a host for every session whose host died (expired lease) or whose queued input
     found no host (asleep with work waiting)."""
@@ -110,8 +109,7 @@ def _reclaim_on_start(sender=None, **kwargs) -> None:
             log.info("resuming %s session(s) whose host died on this machine", taken)
 
 
-@shared_task(name="sessions.schedules_due", acks_late=True, time_limit=60,
-             ignore_result=True)
+@durable_task("sessions.schedules_due", time_limit=60)
 def schedules_due() -> int:
     """Beat's due check of the schedules (sessions/schedules.py): one run per due slot."""
     from sessions import schedules
@@ -119,8 +117,7 @@ def schedules_due() -> int:
     return len(schedules.fire_due())
 
 
-@shared_task(name="sessions.schedule_fire", acks_late=True, reject_on_worker_lost=True,
-             time_limit=120, ignore_result=True)
+@durable_task("sessions.schedule_fire", time_limit=120)
 def fire_schedule_run(*, run_id: int) -> None:
     """Set one schedule run going; a duplicate or retried message finds it started."""
     from sessions import schedules
