@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from sessions.models import Lifecycle, RuntimeIdentity, Session
 from sessions.runtimes import errors
 from sessions.runtimes import isolation as backends
+from sessions.workdirs import state_dir
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +106,6 @@ def release(session_id: int) -> None:
     """The session's identity back to the pool, once nothing of it may run again (the
     session is archived): its processes killed, its work and state directories closed to
     the uid, its leftovers in the shared scratch directories removed, the slot freed."""
-    from sessions.services import state_dir
-
     held = principal_of(session_id)
     if held is None:
         return

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
+from sessions.identities import principal_of
 from sessions.runtimes import isolation
 
 
@@ -65,8 +66,6 @@ def share_with_session(path: Path, session_id: int | None) -> None:
     to do under private-home."""
     if not uses_principal():
         return
-    from sessions.identities import principal_of
-
     base = isolation.verified_principal(runtime_user())
     _open_ancestors(path.parent)
     os.chown(path.parent, -1, base.gid)

@@ -38,6 +38,7 @@ from sessions.runtimes import (
 from sessions.runtimes import watchdog as watchdogs
 from sessions.runtimes.answers import AnswerRefused, as_input_text, check_payload_answers
 from sessions.runtimes.base import McpServer
+from sessions.workdirs import runtime_root, state_dir
 
 MIN_IDLE_TIMEOUT = 60
 
@@ -77,14 +78,6 @@ def lease_seconds() -> int:
 def hostname() -> str:
     """This machine's name in leases and in its own runtime queue (``runtime.<name>``)."""
     return settings.AMUX_HOSTNAME
-
-
-def runtime_root() -> Path:
-    return Path(settings.DATA_DIR) / "runtime"
-
-
-def state_dir(session: Session) -> Path:
-    return runtime_root() / f"session-{session.pk}"
 
 
 # ------------------------------------------------------------------------ creation

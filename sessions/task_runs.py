@@ -31,13 +31,13 @@ from sessions import services
 from sessions.execution import TASK, CallerSettings
 from sessions.models import AgentInstance, TaskRun, TaskRunState, TimelineEvent, Turn, TurnState
 from sessions.services import CommandError
+from sessions.timeline import RESUME_SUFFIX, base_key
 
 SUBSCRIBER = "tasks"  # of session.turn_ended, for sessions that have task runs
 MAX_PROMPT = 65_536
 TASK_IDLE_TIMEOUT = 0  # a task's own session sleeps once its turn has settled
 OUTCOME = {TurnState.COMPLETED: TaskRunState.SUCCEEDED, TurnState.FAILED: TaskRunState.FAILED,
            TurnState.CANCELLED: TaskRunState.CANCELLED}
-_RESUMED = ":resumed"  # sessions.timeline.RESUME_SUFFIX: a continuation of the same input
 
 
 def visible_to(user) -> Any:
@@ -112,18 +112,7 @@ def wait_for_result(task_run_id: int, timeout_s: float) -> TaskRun:
         time.sleep(min(0.25, max(0.01, deadline - time.monotonic())))
 
 
-# ----------------------------------------------------------------- hooks of the timeline
-def _base_key(key: str) -> str:
-    return key.split(_RESUMED, 1)[0]
-
-
-def turn_started(session_id: int, turn_key: str) -> None:
-    """In the transaction that opens the turn: its run is running."""
-    TaskRun.objects.filter(session_id=session_id, turn_key=_base_key(turn_key),
-                           state=TaskRunState.QUEUED).update(
-        state=TaskRunState.RUNNING, started_at=timezone.now())
-
-
+# ------------------------------------------------------------ the end of a task's turn
 def wants_turn_end(fact: dict) -> bool:
     """Only a session that has task runs needs its turn ends settled here."""
     return bool(fact.get("task_runs"))
@@ -154,11 +143,11 @@ def turn_ended(effect_id: int, payload: dict) -> None:
     if turn is None or turn.state not in OUTCOME:
         return
     if turn.state == TurnState.CANCELLED and Turn.objects.filter(
-            session_id=turn.session_id, key=turn.key + _RESUMED).exists():
+            session_id=turn.session_id, key=turn.key + RESUME_SUFFIX).exists():
         return  # the host was lost mid-turn: the continuation carries the task on
     with transaction.atomic():
         run = (TaskRun.objects.select_for_update()
-               .filter(session_id=turn.session_id, turn_key=_base_key(turn.key)).first())
+               .filter(session_id=turn.session_id, turn_key=base_key(turn.key)).first())
         if run is None or run.state in TaskRun.TERMINAL:
             return
         run.state = OUTCOME[TurnState(turn.state)]

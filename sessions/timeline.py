@@ -32,6 +32,7 @@ from sessions.models import (
     Lifecycle,
     Session,
     TaskRun,
+    TaskRunState,
     TimelineEvent,
     Turn,
     TurnState,
@@ -385,10 +386,10 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
                                   only_if=("state", [TurnState.QUEUED])):
             return []
         turn = TurnRef(turn_id, session.turn_seq)
-        if session.has_task_runs:
-            from sessions import task_runs  # the task runs sit above the timeline
-
-            task_runs.turn_started(session_id, session.turn_key)
+        if session.has_task_runs:  # its task run (sessions/task_runs.py) is running now
+            TaskRun.objects.filter(session_id=session_id, turn_key=base_key(session.turn_key),
+                                   state=TaskRunState.QUEUED).update(
+                state=TaskRunState.RUNNING, started_at=timezone.now())
         session.lifecycle = Lifecycle.RUNNING
         session.sleep_reason = ""
         fast_writes.update(session, ["lifecycle", "sleep_reason", "updated_at"])
@@ -403,6 +404,11 @@ RESUME_LIMIT = 2  # continuations of one input; a turn that keeps killing its ho
 RESUME_TEXT = ("(amux) The process running this conversation stopped while you were working "
                "on the message below, so that turn was cut short. Continue it where it "
                "stopped: what you already did has taken effect, so do not repeat it.\n\n")
+
+
+def base_key(key: str) -> str:
+    """The key of the input a turn carries on: a continuation's key without its suffixes."""
+    return key.split(RESUME_SUFFIX, 1)[0]
 
 
 def reconcile_running(session_id: int, code: str = "host_lost",

@@ -70,3 +70,12 @@ def held_by(path: Path) -> int | None:
              or inside.filter(workdir__startswith=f"{path}/").values_list("pk", flat=True)
              .first())
     return found
+
+
+def runtime_root() -> Path:
+    """Where the sessions' own state lives (each runtime's HOME, config, transcripts)."""
+    return Path(settings.DATA_DIR) / "runtime"
+
+
+def state_dir(session: Session) -> Path:
+    return runtime_root() / f"session-{session.pk}"
