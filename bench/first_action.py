@@ -79,8 +79,8 @@ def _run(args, data: Path) -> dict:
     from amux_site import embedded_redis
     from policy import services as policy
     from sessions import services
+    from sessions.hosting import hostname
     from sessions.models import ProviderProfile, Session, Turn
-    from sessions.services import hostname
     from tests.support.chaos import Cluster
     from tests.support.git_server import GitServer
     from tests.support.github_payloads import example, signed

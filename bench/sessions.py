@@ -156,7 +156,7 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
                 time.sleep(0.3)
             _wait(lambda: completed(awake), 300, f"{awake} first turns")
             rows = list(Session.objects.filter(pk__in=ids))
-            assert all(services._lease_alive(s) for s in rows), "a session fell asleep"
+            assert all(services.lease_alive(s) for s in rows), "a session fell asleep"
             time.sleep(2)
             runtime_pids = {p for s in rows for p in _pids_of(s.runtime_tag)}
             if pool == "prefork":

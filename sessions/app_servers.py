@@ -41,7 +41,7 @@ from sessions import (
     identities,
     isolation,
     model_credentials,
-    services,
+    refusals,
     timeline,
     workdirs,
 )
@@ -67,8 +67,8 @@ _children: dict[int, subprocess.Popen] = {}
 
 
 def refused(message: str, *, field: str | None = None, code: str = "invalid",
-            status: int = 400) -> services.CommandError:
-    return services.CommandError(message, code=code, status=status, field=field)
+            status: int = 400) -> refusals.CommandError:
+    return refusals.CommandError(message, code=code, status=status, field=field)
 
 
 def redact(path: str) -> str:
@@ -360,7 +360,7 @@ def attached_session(app_server: AppServer, thread: dict[str, Any], *, name: str
             name=name, runtime=ATTACHED_RUNTIME, provider=app_server.provider,
             model=snapshot["model"], snapshot=snapshot, native_ref=thread["id"],
             workdir=thread.get("cwd") or app_server.workspace,
-            idle_timeout_s=services.MIN_IDLE_TIMEOUT)
+            idle_timeout_s=refusals.MIN_IDLE_TIMEOUT)
         control.clear(session.pk)
         timeline.note(session.pk, "session.created", {
             "runtime": ATTACHED_RUNTIME, "model": snapshot["model"],

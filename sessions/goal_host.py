@@ -17,7 +17,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sessions import goals
+from sessions import goal_commands, goals, services
 from sessions.runtimes import errors
 
 if TYPE_CHECKING:
@@ -53,13 +53,29 @@ async def observe(host: SessionHost) -> None:
             await host.db(goals.record, host.session_id, native)
 
 
+def deferred(session_id: int, msg: dict[str, Any], has_goals: bool) -> None:
+    """The host's answer to a deferred `goal <text>` (sessions.goals.defer), once its
+    runtime has started: the goal is created (or refused) as if typed now; without goals,
+    the text is the session's next ordinary input (once: keyed by the request)."""
+    text, origin = str(msg.get("text") or ""), msg.get("origin") or {}
+    command = goal_commands.parse(text)
+    if has_goals and command is not None:
+        try:
+            goals.run(session_id, command, origin)
+        except goals.GoalRefused as exc:
+            goals.refuse(session_id, command.verb, str(exc))
+        return
+    services.post_message(session_id, text, key=f"goal-deferred:{msg.get('request_id')}",
+                          origin={**origin, "goal_deferred": True})
+
+
 async def apply(host: SessionHost, msg: dict[str, Any], *, goal_turn: bool = False) -> None:
     """Carry out one goal command (``op: goal``) natively. ``goal_turn``: a goal turn runs
     now (pause and clear stop it, after the authorization is gone)."""
     verb = msg.get("verb")
     adapter = _goal_adapter(host)
     if verb == "deferred":  # a new session's first `goal <text>`: the runtime has started
-        await host.db(goals.deferred, host.session_id, msg, adapter is not None)
+        await host.db(deferred, host.session_id, msg, adapter is not None)
         return
     if adapter is None:
         await host.db(goals.record, host.session_id, None, command=verb,
@@ -206,8 +222,6 @@ async def admit_waiting(host: SessionHost, session: Any) -> bool:
                 and goal_active(host):
             await _pause(host, adapter)  # a goal nobody authorized (e.g. the model's own)
         return True
-    from sessions import services
-
     turn = await host.db(goals.goal_turn, host.session_id, turn_id)
     if turn is None:
         await _refuse(host, adapter, turn_id, "session_archived")

@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db import transaction
 
-from sessions import control, goal_commands, timeline
+from sessions import control, goal_commands, hosting, timeline
 from sessions.goal_commands import GoalCommand
 from sessions.models import Lifecycle, Session, SessionGoal, Turn, TurnState
 
@@ -121,35 +121,15 @@ def _undeclared(session: Session) -> bool:
 def defer(session: Session, text: str, origin: dict[str, Any] | None) -> dict[str, Any]:
     """`goal <text>` as a new session's first words (a Lark topic opened with a goal): the
     runtime must start before it can say whether it has goals, so the host decides once it
-    has (``deferred``) and the goal is created then — or the text goes on as an ordinary
+    has (goal_host.deferred) and the goal is created then — or the text goes on as an ordinary
     input, as it would on a runtime without goals. No turn is made for it now."""
-    from sessions import services
-
     request_id = uuid.uuid4().hex[:12]
     message = {"verb": "deferred", "text": text, "origin": origin, "request_id": request_id}
     with transaction.atomic():
         transaction.on_commit(lambda: control.send(session.pk, "goal", **message))
-        services.wake(session.pk, session)
+        hosting.wake(session.pk, session)
     return {"goal": None, "goal_key": "", "command": "create", "deferred": True,
             "location": origin, "request_id": request_id}
-
-
-def deferred(session_id: int, msg: dict[str, Any], has_goals: bool) -> None:
-    """The host's answer to a deferred `goal <text>`, once its runtime has started: the
-    goal is created (or refused) as if typed now; without goals, the text is the session's
-    next ordinary input (once: keyed by the request)."""
-    text, origin = str(msg.get("text") or ""), msg.get("origin") or {}
-    command = goal_commands.parse(text)
-    if has_goals and command is not None:
-        try:
-            run(session_id, command, origin)
-        except GoalRefused as exc:
-            refuse(session_id, command.verb, str(exc))
-        return
-    from sessions import services
-
-    services.post_message(session_id, text, key=f"goal-deferred:{msg.get('request_id')}",
-                          origin={**origin, "goal_deferred": True})
 
 
 def refuse(session_id: int, verb: str, reason: str) -> dict[str, Any]:
@@ -193,9 +173,7 @@ def run(session_id: int, command: GoalCommand, origin: dict[str, Any] | None = N
                    "goal_key": row.goal_key, "previous_key": previous_key,
                    "request_id": request_id}
         transaction.on_commit(lambda: control.send(session_id, "goal", **message))
-        from sessions import services
-
-        services.wake(session_id, session)
+        hosting.wake(session_id, session)
         data = payload(row, verb)
         data["request_id"] = request_id
         return data

@@ -36,7 +36,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from effects import outbox
-from sessions import capacity, control, goal_host, goals, identities, services, timeline
+from sessions import capacity, control, goal_host, goals, hosting, identities, services, timeline
 from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
 from sessions.runtimes import TurnInput, errors, get_adapter
 from sessions.runtimes.base import RuntimeAdapter, tagged_pids
@@ -295,7 +295,7 @@ class SessionHost:
     def __init__(self, session_id: int, *, owner: str | None = None,
                  poll: float | None = None):
         self.session_id = session_id
-        self.host = services.hostname()
+        self.host = hosting.hostname()
         self.owner = owner or f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.poll = poll if poll is not None else float(
             settings.AMUX_SESSION_CONTROL_POLL_SECONDS)

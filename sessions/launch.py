@@ -10,8 +10,8 @@ import dataclasses
 from sessions import execution, isolation, profiles
 from sessions.execution import CallerSettings, ExecutionSettings
 from sessions.models import ProviderProfile
+from sessions.refusals import CommandError
 from sessions.runtimes import errors, get_adapter
-from sessions.services import CommandError
 
 
 def _provider_for(runtime: str, platforms: frozenset[str]) -> str:

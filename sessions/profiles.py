@@ -16,8 +16,8 @@ from django.utils.text import slugify
 from sessions import builtin_pack, manifest
 from sessions.execution import DIRECT_PERMISSIONS, ExecutionError, Preset, check_extra_args
 from sessions.models import AgentProfile, LaunchPreset, ProviderProfile
+from sessions.refusals import CommandError, Conflict
 from sessions.runtimes import registered
-from sessions.services import CommandError, Conflict
 
 
 def ensure_builtin() -> None:

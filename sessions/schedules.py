@@ -20,6 +20,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery import current_app
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -43,6 +44,7 @@ MAX_PROMPT = 65_536
 SESSION_IDLE_TIMEOUT = 0  # a schedule's session sleeps once its firing's turn has settled
 # a run not set going this long after it was written lost its message: send it again
 RESEND_AFTER = timedelta(seconds=60)
+FIRE_TASK = "sessions.schedule_fire"  # sessions/tasks.py: one run set going
 MODES = tuple(ScheduleMode.values)
 
 
@@ -175,10 +177,8 @@ def fire_due(now: datetime | None = None) -> list[int]:
 
 
 def _send(run_ids: list[int]) -> None:
-    from sessions.tasks import fire_schedule_run
-
-    for run_id in run_ids:
-        fire_schedule_run.apply_async(kwargs={"run_id": run_id})
+    for run_id in run_ids:  # by name: the task module (sessions/tasks.py) sits above
+        current_app.send_task(FIRE_TASK, kwargs={"run_id": run_id})
 
 
 def fire(run_id: int) -> ScheduleRun | None:

@@ -25,7 +25,9 @@ from sessions import (
     workdirs,
 )
 from sessions.execution import DIRECT, CallerSettings, ExecutionSettings
+from sessions.hosting import lease_alive, wake
 from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
+from sessions.refusals import CommandError, Conflict, settled_or_at_least
 from sessions.runtimes import (
     ProviderSpec,
     RuntimeConfig,
@@ -40,44 +42,10 @@ from sessions.runtimes.answers import AnswerRefused, as_input_text, check_payloa
 from sessions.runtimes.base import McpServer
 from sessions.workdirs import runtime_root, state_dir
 
-MIN_IDLE_TIMEOUT = 60
-
-
-def settled_or_at_least(idle_timeout_s: int) -> int:
-    """A session's idle timeout: at least the floor, or 0 (``host.idle_after``: a task's
-    or a schedule's own session, asleep once its turn has settled)."""
-    return 0 if int(idle_timeout_s) == 0 else max(MIN_IDLE_TIMEOUT, int(idle_timeout_s))
-
-
-class CommandError(Exception):
-    """A refused command: ``status`` is the HTTP status the API answers with."""
-
-    status = 400
-    code = "invalid"
-
-    def __init__(self, message: str, *, code: str | None = None, status: int | None = None,
-                 field: str | None = None):
-        super().__init__(message)
-        if code:
-            self.code = code
-        if status:
-            self.status = status
-        self.field = field
-
-
-class Conflict(CommandError):
-    status = 409
-    code = "conflict"
-
 
 def lease_seconds() -> int:
     """The host lease's time to live (renewed every third of it)."""
     return int(settings.AMUX_SESSION_LEASE_SECONDS)
-
-
-def hostname() -> str:
-    """This machine's name in leases and in its own runtime queue (``runtime.<name>``)."""
-    return settings.AMUX_HOSTNAME
 
 
 # ------------------------------------------------------------------------ creation
@@ -441,28 +409,6 @@ def inline_prompt_seen(session_id: int) -> str | None:
 
 
 # ------------------------------------------------------------------------ commands
-def _lease_alive(session: Session) -> bool:
-    return bool(session.lease_owner and session.lease_expires_at
-                and session.lease_expires_at > timezone.now())
-
-
-def wake(session_id: int, session: Session | None = None) -> None:
-    """Make sure a host serves the session: nudge a live one or enqueue a new one
-    (``session``: the row as the caller read it in this transaction)."""
-    session = session or Session.objects.get(pk=session_id)
-    if session.lifecycle == Lifecycle.ARCHIVED:
-        return
-    if _lease_alive(session):
-        # after commit, or the host could look before the new turn is visible
-        transaction.on_commit(lambda: control.send(session_id, "input"))
-        return
-    from sessions.tasks import enqueue_host
-
-    host = session.lease_host  # the machine that last ran it holds its work directory
-
-    transaction.on_commit(lambda: enqueue_host(session_id, host))
-
-
 def post_message(session_id: int, text: str | None = None, *, key: str | None = None,
                  images: list[dict[str, str]] | None = None,
                  content: list[dict[str, Any]] | None = None,
@@ -598,7 +544,7 @@ def sleep(session_id: int) -> None:
             raise Conflict("the session is archived", code="session_archived")
         if session.turns.filter(state__in=[TurnState.QUEUED, TurnState.RUNNING]).exists():
             raise Conflict("the session has work in flight", code="busy")
-        if _lease_alive(session):
+        if lease_alive(session):
             control.send(session_id, "sleep")
         else:
             session.lifecycle = Lifecycle.SLEEPING
@@ -619,7 +565,7 @@ def archive(session_id: int) -> None:
         session.save(update_fields=["lifecycle", "updated_at"])
         model_credentials.revoke(session_id)
         timeline.note(session_id, "session.archived", {})
-        hosted = _lease_alive(session)
+        hosted = lease_alive(session)
     control.send(session_id, "archive")
     if not hosted:  # else the host retires the runtime, then hands its identity back
         identities.release(session_id)
@@ -704,7 +650,7 @@ def set_model(session_id: int, model: str, effort: Any = KEEP_EFFORT) -> str:
             check_template(session.provider, model)  # a plan's own models only
         if effort is KEEP_EFFORT:
             effort = (session.snapshot or {}).get("effort")
-        if _lease_alive(session):
+        if lease_alive(session):
             control.send(session_id, "model", model=model, effort=effort,
                          request_id=request_id)
             return request_id
@@ -728,7 +674,7 @@ def clear(session_id: int) -> str:
     request_id = uuid.uuid4().hex[:12]
     with transaction.atomic():
         session = _idle_session(session_id)
-        if _lease_alive(session):
+        if lease_alive(session):
             control.send(session_id, "clear", request_id=request_id)
             return request_id
         session.native_ref = ""

@@ -5,7 +5,7 @@ clean environment and bounded time and output (sessions.runtimes.session_command
 from __future__ import annotations
 
 from amux_common import aio
-from sessions import capacity, services
+from sessions import capacity, hosting, services
 from sessions.models import Session
 from sessions.runtimes import errors, session_command
 from sessions.runtimes.session_command import CommandResult
@@ -16,7 +16,7 @@ def home_queue(session: Session) -> str | None:
     directory lives, when that is another machine with a live runtime worker; None: here
     (this machine ran it, or nobody else can)."""
     host = session.lease_host
-    if not host or host == services.hostname() or not capacity.host_alive(host):
+    if not host or host == hosting.hostname() or not capacity.host_alive(host):
         return None
     return f"runtime.{host}"
 
@@ -30,7 +30,7 @@ def run_shell(session: Session, command: str, *, timeout: float, cap: int) -> Co
         return CommandResult(None, "", error=str(exc))
     if not session_command.workdir_exists(config):
         return CommandResult(None, "", error=f"the work directory {config.workdir} is not "
-                                             f"on this machine ({services.hostname()})")
+                                             f"on this machine ({hosting.hostname()})")
     # a fresh thread's loop: the caller may run one (a host, a test's browser)
     return aio.run(session_command.run(config, session_command.shell(command),
                                        timeout=timeout, cap=cap), name="amux-check")

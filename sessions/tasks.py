@@ -16,7 +16,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from amux_common.tasks import durable_task
-from sessions import capacity
+from sessions import schedules
+from sessions.hosting import HOST_TASK, enqueue_host, hostname
 from sessions.models import Lifecycle, Session, TurnState
 
 log = logging.getLogger(__name__)
@@ -24,27 +25,13 @@ log = logging.getLogger(__name__)
 HOST_TIME_LIMIT = 8 * 24 * 3600  # beyond the 7-day turn cap
 
 
-@durable_task("sessions.host", time_limit=HOST_TIME_LIMIT)
+@durable_task(HOST_TASK, time_limit=HOST_TIME_LIMIT)
 def run_session_host(*, session_id: int) -> str:
     from sessions.host import SessionHost
 
     outcome = asyncio.run(SessionHost(session_id).run())
     log.info("session %s host ended: %s", session_id, outcome)
     return outcome
-
-
-def enqueue_host(session_id: int, host: str = "", *, once: bool = False) -> bool:
-    """Send the session's host task to ``runtime.<host>`` (the machine that holds its work
-    directory) while a worker there is alive, else to any runtime worker. ``once``: not if
-    a task is already on its way (the sweep); False when none was sent."""
-    pinned = bool(host) and capacity.host_alive(host)
-    # a pinned task is looked at again soon: its host may have died since its heartbeat
-    ttl = capacity.PINNED_WAKE_TTL if pinned else capacity.WAKE_TTL
-    if not capacity.mark_wake(session_id, ttl=ttl, replace=not once):
-        return False
-    run_session_host.apply_async(kwargs={"session_id": session_id},
-                                 queue=f"runtime.{host}" if pinned else "runtime")
-    return True
 
 
 @durable_task("sessions.sweep", time_limit=60)
@@ -93,7 +80,6 @@ def reclaim_dead_leases(host: str) -> int:
 
 @signals.worker_ready.connect
 def _reclaim_on_start(sender=None, **kwargs) -> None:
-    from sessions.services import hostname
 
     try:
         queues = set(sender.app.amqp.queues.consume_from)
@@ -112,14 +98,10 @@ def _reclaim_on_start(sender=None, **kwargs) -> None:
 @durable_task("sessions.schedules_due", time_limit=60)
 def schedules_due() -> int:
     """Beat's due check of the schedules (sessions/schedules.py): one run per due slot."""
-    from sessions import schedules
-
     return len(schedules.fire_due())
 
 
-@durable_task("sessions.schedule_fire", time_limit=120)
+@durable_task(schedules.FIRE_TASK, time_limit=120)
 def fire_schedule_run(*, run_id: int) -> None:
     """Set one schedule run going; a duplicate or retried message finds it started."""
-    from sessions import schedules
-
     schedules.fire(run_id)

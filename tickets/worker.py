@@ -24,6 +24,7 @@ from sessions import isolation
 from tickets.models import AgentSettings, Assignment, Ticket
 from tickets.tools import install_worker_bin, mcp_server_entry, worker_env
 from tickets.tools.worker_bin import GITCONFIG_MODE, REMOVED_ENV, write_gitconfig
+from tickets.workspace import amux_url, work_dir
 
 # The worker profile: a foreground shell command still running after this many seconds
 # moves to the background (where the runtime allows it), so a slow build never keeps a
@@ -33,10 +34,6 @@ BACKGROUND_SHELL_AFTER = 5.0
 
 class WorkerNotConfigured(RuntimeError):
     pass
-
-
-def work_dir(ticket: Ticket) -> Path:
-    return Path(settings.WORK_DIR) / ticket.short_name
 
 
 def bin_dir() -> Path:
@@ -91,11 +88,6 @@ def reshare() -> None:
                   Ticket.objects.filter(session__isnull=False).values_list("pk", "session")}
         for token in tokens_dir().glob("ticket-*"):
             isolation.share_with_session(token, tokens.get(token.name))
-
-
-def amux_url() -> str:
-    """Where the worker's tools reach amux (`make run` sets AMUX_URL for its processes)."""
-    return settings.AMUX_URL.rstrip("/")
 
 
 def session_name(ticket: Ticket) -> str:

@@ -40,7 +40,6 @@ from intake.sources import plugin
 from intake.sources.base import ConfigError
 from sessions import isolation
 from tickets.models import Ticket
-from tickets.worker import amux_url, work_dir
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +71,16 @@ class Origin:
     repo: str  # owner/name
     clone_url: str
     default_branch: str
+
+
+def work_dir(ticket: Ticket) -> Path:
+    """The ticket's work directory (its clone, the worker session's cwd)."""
+    return Path(settings.WORK_DIR) / ticket.short_name
+
+
+def amux_url() -> str:
+    """Where the worker's tools reach amux (`make run` sets AMUX_URL for its processes)."""
+    return settings.AMUX_URL.rstrip("/")
 
 
 def branch_name(ticket: Ticket) -> str:

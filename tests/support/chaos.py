@@ -505,8 +505,8 @@ def run(*, lifecycles: int, data_dir: Path, env: dict[str, str], seed: int | Non
 
     Django must be set up against the database `env` points the processes at."""
     from amux_site import embedded_redis
+    from sessions.hosting import hostname
     from sessions.models import Session
-    from sessions.services import hostname
     from tests.support.git_server import served_github
     from tests.support.workers import purge_queues
 

@@ -25,7 +25,7 @@ def _completed(session_id) -> int:
 
 
 def _awake(ids) -> set[int]:
-    return {s.pk for s in Session.objects.filter(pk__in=ids) if services._lease_alive(s)}
+    return {s.pk for s in Session.objects.filter(pk__in=ids) if services.lease_alive(s)}
 
 
 def _slots() -> int:

@@ -81,7 +81,7 @@ def test_sessions_spread_stay_pinned_and_move_when_their_host_dies(
         died = time.monotonic()
         moved = wait_for(lambda: all(
             (s := Session.objects.get(pk=pk)).lease_host == "box2"
-            and services._lease_alive(s) for pk in on_box1), timeout=120)
+            and services.lease_alive(s) for pk in on_box1), timeout=120)
         print(f"box1's sessions resumed on box2 {time.monotonic() - died:.1f} s after it died")
         assert moved
         for pk in on_box1:

@@ -19,7 +19,7 @@ from django.conf import settings as django_settings
 
 from goals import turns
 from goals.models import GoalTurn, WorkingSession
-from sessions import services
+from sessions import hosting, services
 from sessions.models import Session, TimelineEvent, Turn
 from sessions.runtimes import pi as pi_runtime
 from sessions.tasks import reclaim_dead_leases
@@ -223,7 +223,7 @@ def test_interruption_and_application_restart_preserve_or_explicitly_reconcile_t
             os.killpg(child.pid, signal.SIGKILL)
     assert Turn.objects.get(session_id=session_id, seq=3).state == "running"  # cut
     # a restarting runtime worker takes the dead host's lease back and a new host resumes
-    assert reclaim_dead_leases(services.hostname()) == 1
+    assert reclaim_dead_leases(hosting.hostname()) == 1
     purge_queues()  # its host task: this test runs the host in-process instead
     model_server.script(Text("resumed: the word was pelican"))
     assert run_host(session_id) == "slept"
