@@ -20,6 +20,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
+from sessions.models import Turn, TurnState
+
 
 class BackupError(RuntimeError):
     pass
@@ -101,8 +103,6 @@ def _postgres(db: dict, dest: Path) -> Path:
 
 def running_turns() -> int:
     """Turns a worker is in the middle of (what a restart would interrupt)."""
-    from sessions.models import Turn, TurnState
-
     return Turn.objects.filter(state=TurnState.RUNNING).count()
 
 

@@ -10,6 +10,7 @@ from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
+from amux_site import heartbeat
 from amux_site.version import version
 
 
@@ -40,8 +41,6 @@ REQUIRED_CHECKS = {"database": check_database, "redis": check_redis}
 
 
 def _optional_checks() -> dict:
-    from amux_site import heartbeat
-
     checks = {f"worker:{q}": (lambda q=q: heartbeat.queue_check(q))
               for q in heartbeat.EXPECTED_QUEUES}
     checks["beat"] = heartbeat.beat_check

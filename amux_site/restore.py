@@ -26,6 +26,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.loader import MigrationLoader
 
+from amux_common.secrets import EncryptedJSONField, decrypt
 from amux_site import backup
 from amux_site.version import version
 
@@ -197,8 +198,6 @@ def _restore_postgres(source: Path, db: dict) -> None:
 
 def undecryptable_secrets() -> int:
     """How many stored secrets this installation's key cannot decrypt."""
-    from amux_common.secrets import EncryptedJSONField, decrypt
-
     count = 0
     for model in apps.get_models():
         for field in model._meta.concrete_fields:

@@ -15,7 +15,9 @@ import logging
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from conversations import card_release, rules
+from conversations import card_release, launch, rules
+from conversations.cards import goal as goal_card
+from conversations.cards import language
 from conversations.models import Conversation, EventCard, Mode, TurnReply
 from effects import outbox
 from effects.models import EffectKind
@@ -96,8 +98,6 @@ def _disposed(trigger: Trigger, disposition: str, why: str | None) -> str:
 def _started(source, mode: str, meta: dict, actor: str) -> Conversation:
     """The place's new conversation and its session (created from the Bot Profile's
     preset or the worker settings), marked as mirrored so its turns come back here."""
-    from conversations import launch
-
     place = rules.place_keys(mode, meta)[0]
     where = "bot" if mode == Mode.SINGLETON else f"{place.chat_id}/{place.thread_key or 'dm'}"
     session = launch.start_session(source.config, name=f"Lark {source.slug} {where}"[:120])
@@ -137,8 +137,6 @@ def _post(conversation: Conversation, trigger: Trigger, mode: str) -> None:
             raise
     conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
     if conversation.session.lifecycle == Lifecycle.ARCHIVED:
-        from conversations import launch
-
         session = launch.start_session(trigger.source.config,
                                        name=conversation.session.name)
         services.set_mirrored(session.pk)
@@ -274,9 +272,6 @@ def _goal_card_updated(conversation: Conversation, session_id: int, ev) -> bool:
     a hundred turns is one message, not a hundred). A goal that is replaced or cleared
     leaves its card without buttons; False when this event needs a card of its own (a
     new goal, or a place that shows none yet)."""
-    from conversations.cards import goal as goal_card
-    from conversations.cards import language
-
     payload = ev.payload or {}
     key = str(payload.get("goal_key") or "")
     lang = language(conversation.source.config)

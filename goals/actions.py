@@ -9,13 +9,22 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from goals import comments
+from goals import comments, queue
 from goals.core import agent_access as access
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
 from goals.core import quota
 from goals.core.lifecycle import Refused
-from goals.models import Agent, Connector, Goal, Material, QueuedIngress, Todo, WorkingSession
+from goals.models import (
+    Agent,
+    Connector,
+    Goal,
+    IngressReceipt,
+    Material,
+    QueuedIngress,
+    Todo,
+    WorkingSession,
+)
 from intake.models import Source
 from sessions import app_servers, services
 from sessions.models import ProviderProfile
@@ -525,8 +534,6 @@ def rebind(pk: int) -> dict[str, int]:
     """Explicitly move this connector's queue onto its agent's current working session:
     items waiting for, or dead-lettered because of, a replaced session are queued again in
     their order. Expired or cancelled items stay as they are."""
-    from goals import queue
-
     with transaction.atomic():
         connector = _locked_connector(pk)
         binding = active_binding(connector.agent)
@@ -552,8 +559,6 @@ def rebind(pk: int) -> dict[str, int]:
 
 
 def cancel_queued(receipt_id: int):
-    from goals.models import IngressReceipt
-
     with transaction.atomic():
         receipt = IngressReceipt.objects.select_for_update().filter(pk=receipt_id).first()
         if receipt is None:

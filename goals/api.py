@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from amux_common.api import error_response
 from amux_common.fields import JsonTyped
-from goals import actions, ingress
+from goals import actions, ingress, read
 from goals.agent_auth import AgentOrOperator, agent_of
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
@@ -242,8 +242,6 @@ class AgentSerializer(serializers.ModelSerializer):
         read_only_fields = ["autorun"]
 
     def get_lifecycle(self, obj: Agent) -> str:
-        from goals import read
-
         return read.lifecycle(obj)
 
     def get_session(self, obj: Agent) -> int | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from celery import current_app
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound
@@ -22,7 +23,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.fields import JsonTyped
-from goals import turns
+from goals import actions, turns
 from goals.api import AgentSerializer, RefusalsAnswered, _agent, _valid
 from goals.core import turns as rules
 from goals.models import GoalTurn
@@ -127,8 +128,6 @@ class AgentAutorun(RefusalsAnswered, APIView):
         _agent(slug, agent)
         row = turns.set_autorun(slug, agent, _valid(AutorunWrite, request)["autorun"])
         if row.autorun:
-            from celery import current_app
-
             current_app.send_task("goals.supervise", kwargs={"agent_pk": row.pk},
                                   queue="default")
         return Response(AgentSerializer(_agent(slug, agent)).data)
@@ -139,8 +138,6 @@ class AgentProvider(RefusalsAnswered, APIView):
 
     @extend_schema(request=ProviderWrite, responses=AgentSerializer)
     def post(self, request, slug: str, agent: str):
-        from goals import actions
-
         _agent(slug, agent)
         data = _valid(ProviderWrite, request)
         actions.change_provider(slug, agent, provider=data["provider"], model=data["model"])

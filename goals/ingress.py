@@ -13,7 +13,9 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from goals import queue, replies
 from goals.core import ingress as rules
+from goals.core import urgency as projection
 from goals.core.lifecycle import ATTACHED, Refused
 from goals.models import (
     Agent,
@@ -75,8 +77,6 @@ def session_status(agent: Agent) -> tuple[str, WorkingSession | None]:
 
 
 def accept(connector: Connector, event: Event) -> IngressReceipt:
-    from goals import queue, replies
-
     check_event(event)
     now = timezone.now()
     with transaction.atomic():
@@ -134,8 +134,6 @@ def accept(connector: Connector, event: Event) -> IngressReceipt:
 
 
 def urgency(agent: Agent) -> dict:
-    from goals.core import urgency as projection
-
     # reply_due lasts until the ACK: drained and settled events still count
     pending = agent.inbox.exclude(state="acked").values_list("kind", "received_at")
     return projection.project(list(pending), timezone.now())

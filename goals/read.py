@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
+
+from goals import ingress
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
 from goals.core import turns as turn_rules
-from goals.models import Agent, Goal
+from goals.models import Agent, Goal, WorkingSession
 from sessions import app_servers, timeline
 from sessions.models import AppServer, Lifecycle, TurnState
 
@@ -33,8 +36,6 @@ def lifecycle(agent: Agent) -> str:
 
 
 def goal_page(goal: Goal) -> dict[str, Any]:
-    from goals import ingress
-
     agents = []
     for agent in goal.agents.select_related("provider").order_by("slug"):
         binding = agent.bindings.filter(active=True).first()
@@ -122,8 +123,6 @@ def model_request_refusal(session_id: int) -> str | None:
     each one; registered in goals/wiring.py): the goal of the agent working in the session
     has spent its token quota. A quota in turns is held where turns start; no limit set
     (0) holds nothing here."""
-    from django.db import connection
-
     # a plain statement: this runs before every model request of every session
     with connection.cursor() as cursor:
         cursor.execute(_SPENT_GOAL_SQL, [session_id])
@@ -134,8 +133,6 @@ def model_request_refusal(session_id: int) -> str | None:
 
 
 def _spent_goal_sql() -> str:
-    from goals.models import WorkingSession
-
     return (f"SELECT g.slug, g.quota_limit FROM {Goal._meta.db_table} g "
             f"JOIN {Agent._meta.db_table} a ON a.goal_id = g.id "
             f"JOIN {WorkingSession._meta.db_table} w ON w.agent_id = a.id "

@@ -3,6 +3,7 @@
 
 from amux_common.tasks import durable_task
 from intake import poll, process, profile, rejections
+from intake.models import Source
 
 
 @durable_task("intake.drain", time_limit=process.DRAIN_SECONDS + 90,
@@ -33,7 +34,5 @@ def poll_sources() -> int:
 @durable_task("intake.poll_source", time_limit=300, soft_time_limit=240)
 def poll_source(source_id: int) -> int:
     """Poll one source now (asked for when an event needs its polled copy)."""
-    from intake.models import Source
-
     source = Source.objects.filter(pk=source_id, enabled=True).first()
     return poll.poll(source) if source is not None else 0

@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from amux_common.secrets import EncryptedJSONField
+from sessions.runtimes.catalog import names, provider_catalog
 
 
 class ProviderProfile(models.Model):
@@ -37,8 +38,6 @@ class ProviderProfile(models.Model):
     @property
     def model_list(self) -> list[str]:
         """The model names of ``model_names`` (whose entries may carry display names)."""
-        from sessions.runtimes.catalog import names
-
         return names(self.model_names)
 
 
@@ -153,8 +152,6 @@ class Session(models.Model):
     @property
     def model_display_name(self) -> str:
         """The model's display name in its provider's catalog, the ref otherwise."""
-        from sessions.runtimes.catalog import provider_catalog
-
         entry = provider_catalog(self.provider.model_names if self.provider_id else None
                                  ).find(self.model)
         return entry.display_name if entry and entry.display_name else self.model

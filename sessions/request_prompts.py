@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
-from sessions import gateway_rules
+from prompts_app import service as prompts
+from sessions import gateway_rules, services
 from sessions.models import AgentProfile, Session, Turn, TurnState
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,6 @@ class Used:
 def applied(session_id: int, body: bytes) -> tuple[bytes, Used | None]:
     """`body` with the session's current prompt in every marked block (on a gateway lookup
     thread), and what its running turn has to record (`record`), if anything."""
-    from prompts_app import service as prompts
-    from sessions import services
-
     with connection.cursor() as cursor:
         cursor.execute(_statement(prompts.request_sql()), [TurnState.RUNNING.value, session_id])
         row = cursor.fetchone()

@@ -24,7 +24,7 @@ from celery import current_app
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sessions import schedule_timing, services, turn_results
+from sessions import launch, profiles, schedule_timing, services, turn_results
 from sessions.execution import DIRECT, TASK, CallerSettings, from_snapshot
 from sessions.models import (
     Lifecycle,
@@ -36,6 +36,7 @@ from sessions.models import (
 )
 from sessions.schedule_timing import TimingError
 from sessions.services import CommandError
+from sessions.task_runs import submit_task
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,6 @@ def _optional_str(data: dict[str, Any], field: str) -> str | None:
 def _resolve(mode: str, data: dict[str, Any]) -> dict[str, Any]:
     """The execution settings every firing will use, resolved now (explicit settings win;
     a subtask that names no runtime takes the default preset's, as a task does)."""
-    from sessions import launch, profiles
-
     extra_args = data.get("extra_args")
     if extra_args is not None and not (isinstance(extra_args, list)
                                        and all(isinstance(a, str) for a in extra_args)):
@@ -202,8 +201,6 @@ def fire(run_id: int) -> ScheduleRun | None:
 def _start(schedule: Schedule, run: ScheduleRun) -> None:
     run.started_at = timezone.now()
     if schedule.mode == ScheduleMode.SUBTASK:
-        from sessions.task_runs import submit_task
-
         frozen = schedule.execution
         task = submit_task(owner=schedule.owner, prompt=schedule.prompt,
                            profile=schedule.profile or None, runtime=frozen["runtime"],

@@ -15,18 +15,39 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from prompts_app import service as prompts
+from prompts_app.assembly import ORDER
 from sessions import (
+    app_servers,
+    capabilities,
     control,
     gateway_rules,
+    goals,
     identities,
     isolation,
+    launch,
+    memory,
     model_credentials,
+    profiles,
+    provider_templates,
     timeline,
     workdirs,
 )
+from sessions import content as rules
+from sessions.app_servers import ATTACHED_RUNTIME
 from sessions.execution import DIRECT, CallerSettings, ExecutionSettings
 from sessions.hosting import lease_alive, wake
-from sessions.models import Lifecycle, ProviderProfile, Session, SleepReason, TurnState
+from sessions.manifest import prompt_text
+from sessions.models import (
+    AgentProfile,
+    Lifecycle,
+    ProviderProfile,
+    Session,
+    SleepReason,
+    TimelineEvent,
+    TurnState,
+    WatchdogSettings,
+)
 from sessions.refusals import CommandError, Conflict, settled_or_at_least
 from sessions.runtimes import (
     ProviderSpec,
@@ -40,6 +61,7 @@ from sessions.runtimes import (
 from sessions.runtimes import watchdog as watchdogs
 from sessions.runtimes.answers import AnswerRefused, as_input_text, check_payload_answers
 from sessions.runtimes.base import McpServer
+from sessions.runtimes.launch_context import ROLES
 from sessions.workdirs import runtime_root, state_dir
 
 
@@ -106,8 +128,6 @@ def _check_model_choice(profile: ProviderProfile, model: str, effort: str | None
 
 def check_template(profile: ProviderProfile, model: str) -> None:
     """Refused (naming ``model`` or the key field) when the profile's template forbids it."""
-    from sessions import capabilities, provider_templates
-
     template = provider_templates.of(profile.platform, profile.base_url)
     discovered = None
     if template is not None:
@@ -127,8 +147,6 @@ def effective_watchdog(session_limits: Any, profile: ProviderProfile | None
                        ) -> tuple[dict[str, int], dict[str, str]]:
     """The watchdog limits a new session freezes: session > provider > global > default.
     A session limit out of range is refused, naming it."""
-    from sessions.models import WatchdogSettings
-
     clean, problems = watchdogs.check_limits(session_limits)
     if problems:
         name, problem = next(iter(problems.items()))
@@ -174,8 +192,6 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
     role, else ``session``) picks the session-schedule entry the agent is launched with (a
     task's child gets the restricted one); ``memory_owner`` is the user whose memory the
     session may read when amux's memory is on (sessions.memory)."""
-    from sessions import launch, profiles
-
     if execution is None:
         execution = launch.resolve(DIRECT, CallerSettings(
             runtime=runtime, model=model, effort=effort, provider=provider,
@@ -207,15 +223,10 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
         if reason is not None:
             raise CommandError(reason, field="workdir")
         workdir = str(Path(workdir).resolve())
-    if prompt_role is not None:
-        from prompts_app.assembly import ORDER
-
-        if prompt_role not in ORDER:
-            raise CommandError(f"prompt_role must be one of {', '.join(ORDER)}",
-                               field="prompt_role")
+    if prompt_role is not None and prompt_role not in ORDER:
+        raise CommandError(f"prompt_role must be one of {', '.join(ORDER)}",
+                           field="prompt_role")
     mcp = _mcp_entries(mcp_servers)
-    from sessions import memory
-    from sessions.runtimes.launch_context import ROLES
 
     role = role or ("worker" if prompt_role == "worker" else "session")
     if role not in ROLES:
@@ -282,7 +293,6 @@ def runtime_config(session: Session, *, launch: bool = True,
         runtime_user, runtime_group = isolation.runtime_user(), None
     token = (session.runtime_env or {}).get("AMUX_ASSIGNMENT_TOKEN_FILE")
     provider = session.provider
-    from sessions import app_servers
 
     attach = app_servers.endpoint(session)
     if provider is None and attach is None:
@@ -337,8 +347,6 @@ def turn_prompt(session: Session) -> TurnPrompt:
     role = snap.get("prompt_role")
     role_text, revisions = None, []
     if role:
-        from prompts_app import service as prompts
-
         role_text, revisions = prompts.for_turn(role)
     recorded = snap.get("profile")
     return composed_prompt(snap, gateway_routed(session), role_text, revisions,
@@ -365,15 +373,12 @@ def composed_prompt(snap: dict[str, Any], routed: bool, role_text: str | None,
 def gateway_routed(session: Session) -> bool:
     """Whether the session's model requests pass amux's model gateway (all but an attached
     app-server's, which runs on its own identity)."""
-    from sessions.app_servers import ATTACHED_RUNTIME
-
     return session.runtime != ATTACHED_RUNTIME
 
 
 def _live_profile(recorded: dict[str, Any] | None) -> dict[str, Any] | None:
     if not recorded:
         return None
-    from sessions.models import AgentProfile
 
     return (AgentProfile.objects.filter(pk=recorded.get("id"), slug=recorded["slug"])
             .values("name", "instructions", "skills").first())
@@ -385,7 +390,6 @@ def expert_text(recorded: dict[str, Any] | None, live: dict[str, Any] | None) ->
     profile deleted since launch leaves the content recorded then."""
     if not recorded:
         return None
-    from sessions.manifest import prompt_text
 
     source = live if live is not None else recorded
     if not (source.get("instructions") or "").strip() and not source.get("skills"):
@@ -397,8 +401,6 @@ def expert_text(recorded: dict[str, Any] | None, live: dict[str, Any] | None) ->
 def inline_prompt_seen(session_id: int) -> str | None:
     """The hash of the last prompt a turn of this session ran with (what a resumed ACP
     conversation already holds)."""
-    from sessions.models import TimelineEvent
-
     cleared = (TimelineEvent.objects.filter(session_id=session_id, type="session.cleared")
                .order_by("-seq").values_list("seq", flat=True).first()) or 0
     # a cleared conversation starts without the prompt the earlier one held
@@ -429,7 +431,6 @@ def post_message(session_id: int, text: str | None = None, *, key: str | None = 
         text = text_of_parts(parts)
     if not isinstance(text, str) or not text.strip() and not parts:
         raise CommandError("text must be a non-empty string", field="text")
-    from sessions import goals
 
     if (outcome := goals.intercept(session_id, text, origin)) is not None:
         return outcome
@@ -579,8 +580,6 @@ def text_of_parts(parts: list[dict[str, Any]]) -> str:
 
 def _content_parts(session_id: int, content: Any) -> list[dict[str, Any]]:
     """Checked parts, or a 400 naming the part; images only where the runtime takes them."""
-    from sessions import content as rules
-
     try:
         parsed = rules.parse_parts(content)
     except rules.ContentError as exc:

@@ -27,7 +27,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from sessions import services
+from sessions import launch, profiles, services
 from sessions.execution import TASK, CallerSettings
 from sessions.models import AgentInstance, TaskRun, TaskRunState, TimelineEvent, Turn, TurnState
 from sessions.services import CommandError
@@ -65,8 +65,6 @@ def submit_task(*, owner, prompt: str, profile: str | None = None, runtime: str 
                 model: str | None = None, provider: str | None = None,
                 extra_args: list[str] | None = None, permission_policy: str | None = None,
                 instance: AgentInstance | int | None = None) -> TaskRun:
-    from sessions import launch, profiles
-
     prompt = _check_prompt(prompt)
     with transaction.atomic():
         if instance is not None:

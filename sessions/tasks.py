@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from amux_common.tasks import durable_task
 from sessions import schedules
+from sessions.host import SessionHost
 from sessions.hosting import HOST_TASK, enqueue_host, hostname
 from sessions.models import Lifecycle, Session, TurnState
 
@@ -27,8 +28,6 @@ HOST_TIME_LIMIT = 8 * 24 * 3600  # beyond the 7-day turn cap
 
 @durable_task(HOST_TASK, time_limit=HOST_TIME_LIMIT)
 def run_session_host(*, session_id: int) -> str:
-    from sessions.host import SessionHost
-
     outcome = asyncio.run(SessionHost(session_id).run())
     log.info("session %s host ended: %s", session_id, outcome)
     return outcome

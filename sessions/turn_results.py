@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessions.models import TimelineEvent, Turn, TurnState
+from sessions.task_runs import final_answer
 
 STATE = {TurnState.QUEUED: "queued", TurnState.RUNNING: "running",
          TurnState.COMPLETED: "succeeded", TurnState.FAILED: "failed",
@@ -31,8 +32,6 @@ def _failure(turn: Turn) -> dict[str, str]:
 def outcome(turn: Turn | None) -> dict[str, Any]:
     """``{"state", "turn", "result", "error"}``; ``state`` is ``queued`` until the input
     has a turn."""
-    from sessions.task_runs import final_answer
-
     if turn is None:
         return {"state": "queued", "turn": None, "result": None, "error": None}
     state = STATE.get(TurnState(turn.state), turn.state)

@@ -18,6 +18,7 @@ from datetime import datetime
 
 from django.db.models import Count, Sum
 
+from amux_common.clock import now as clock
 from sessions.models import Session, UsageDay
 from sessions.usage import cumulative_total
 from tickets.core import guards
@@ -83,8 +84,6 @@ def model_request_refusal(session_id: int) -> str | None:
     """Why a model request of `session_id` may not go out now: the cap its ticket has
     reached (the ticket's stage shows it blocked with the same text), or None."""
     from django.db import connection
-
-    from amux_common.clock import now as clock
 
     # before every model request: most sessions have no live ticket, and a plain statement
     # says so without the ORM compiling a query (about 0.5 ms each time)

@@ -9,6 +9,8 @@ import json
 import re
 from typing import Any
 
+from conversations.cards.words import word
+
 TEXT_LIMIT = 2000  # characters of one runtime text on a card; Lark caps a card near 30 KB
 OPEN_ID = re.compile(r"[A-Za-z0-9_-]{1,120}")
 
@@ -61,8 +63,6 @@ def card(title: str, template: str, elements: list[dict], subtitle: str = "") ->
 def released_words(lang: str, reason: str) -> str:
     """Why a card went inert: `turn` (its turn ended, was interrupted or the session
     closed), `stale` (the conversation moved on), anything else: no longer waiting."""
-    from conversations.cards.words import word
-
     return word(lang, f"released.{reason}" if reason in ("turn", "stale") else "released")
 
 

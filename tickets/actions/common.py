@@ -7,6 +7,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
+from amux_common.clock import now as clock
 from effects import outbox
 from intake.models import Channel, Thread, Trigger
 from sessions import model_credentials
@@ -16,6 +17,7 @@ from tickets.core import failure as failures
 from tickets.core.errors import InvalidCommand, ThreadAlreadyBound
 from tickets.core.routing import EndFacts, end_reason
 from tickets.models import LIVE_ASSIGNMENT, Assignment, Input, Mandate, Report, Subscription, Ticket
+from tickets.policy_hooks import revalidate_ticket
 
 # Inputs that are put into the worker's session (recorded follow-ups are kept, not sent).
 DELIVERED_KINDS = ("message", "answer", "policy", "operator")
@@ -104,9 +106,6 @@ def resumable(ticket: Ticket) -> bool:
     be enabled and listen to the ticket's thread (receiving every message there is not
     needed). A ticket that may not resume ends here, its end reason naming why, and, when
     its source still sends but no longer watches the thread, the thread is told once."""
-    from amux_common.clock import now as clock
-    from tickets.policy_hooks import revalidate_ticket
-
     check = revalidate_ticket(ticket.pk)
     if check.ok:
         return True

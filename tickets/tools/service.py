@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from intake.send import open_pull_request
 from intake.sources.base import ConfigError
+from sessions import memory as memories
 from tickets import workspace
 from tickets.actions import executor, pull_requests
 from tickets.core import messages, tokens
@@ -388,8 +389,6 @@ def memory(assignment: Assignment, *, query: str | None = None,
            entry_id: int | None = None) -> dict:
     """``memory_search`` (``query``) or ``memory_read`` (``entry_id``) for the worker's
     session: its frozen memory binding decides whose memory, if any."""
-    from sessions import memory as memories
-
     session = assignment.ticket.session
     if session is None:
         raise ToolRefused(409, "no_session", "this assignment has no session")

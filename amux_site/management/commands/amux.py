@@ -13,10 +13,27 @@ import time
 from datetime import UTC, datetime
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
+from honcho.printer import Printer
 
-from amux_site import operations
+from amux_site import (
+    accounts,
+    backup,
+    db_pool,
+    doctor,
+    embedded_redis,
+    operations,
+    restore,
+    runtimes_install,
+    session_paths,
+)
+from amux_site.logs import JsonLines, json_printer
+from amux_site.supervisor import CrashPolicy, Supervisor
+from amux_site.version import version
+from sessions import schedule_cli, task_cli
+from sessions.services import CommandError as Refused
 
 ADMIN_USERNAME = "admin"
 # Worker processes of the `default` queue. The `runtime` worker is one process with a thread
@@ -40,8 +57,6 @@ class Command(BaseCommand):
             "token, user.")
 
     def get_version(self):
-        from amux_site.version import version
-
         return version()
 
     def add_arguments(self, parser):
@@ -85,11 +100,7 @@ class Command(BaseCommand):
                               help="viewer reads everything; operator also changes things")
         user_add.add_argument("--password-file", help="read the password from this file's "
                                                       "first line")
-        from sessions import task_cli
-
         task_cli.add_parser(sub)  # `amux task submit ...`
-        from sessions import schedule_cli
-
         schedule_cli.add_parser(sub)  # `amux schedule add ...`
 
     def handle(self, *args, action, **options):
@@ -116,8 +127,6 @@ class Command(BaseCommand):
     # -- backup / upgrade ---------------------------------------------------------------
 
     def do_backup(self, to=None, **options):
-        from amux_site import backup
-
         try:
             path = backup.backup(to)
         except backup.BackupError as exc:
@@ -125,8 +134,6 @@ class Command(BaseCommand):
         self.stdout.write(str(path))
 
     def do_restore(self, file, **options):
-        from amux_site import restore
-
         if operations.is_running(settings.DATA_DIR):
             raise CommandError("amux is running: stop it first (`amux stop`), then restore",
                                returncode=1)
@@ -136,8 +143,6 @@ class Command(BaseCommand):
             raise CommandError(f"{exc}; nothing was changed", returncode=1) from None
 
     def do_upgrade(self, timeout=600.0, **options):
-        from amux_site import backup
-
         running = backup.wait_for_no_running_turns(timeout, self.stdout.write)
         if running:
             raise CommandError(
@@ -161,8 +166,6 @@ class Command(BaseCommand):
     # -- doctor / token -----------------------------------------------------------------
 
     def do_doctor(self, **options):
-        from amux_site import doctor
-
         checks = doctor.run()
         for check in checks:
             self.stdout.write(doctor.format_line(check))
@@ -170,8 +173,6 @@ class Command(BaseCommand):
             raise CommandError("a required check failed", returncode=1)
 
     def do_token(self, user, **options):
-        from amux_site import accounts
-
         try:
             token = accounts.new_token(user)
         except accounts.AccountError as exc:
@@ -179,8 +180,6 @@ class Command(BaseCommand):
         self.stdout.write(token)
 
     def do_user(self, user_action, name, role, password_file=None, **options):
-        from amux_site import accounts
-
         try:
             password = (accounts.read_password_file(password_file)
                         if password_file else None)
@@ -195,9 +194,6 @@ class Command(BaseCommand):
                               f"{password_file}")
 
     def do_task(self, task_action, **options):
-        from sessions import task_cli
-        from sessions.services import CommandError as Refused
-
         try:
             code = task_cli.submit(self.stdout.write, **options)
         except Refused as exc:
@@ -211,8 +207,6 @@ class Command(BaseCommand):
     def do_schedule(self, schedule_action, **options):
         import json
 
-        from sessions import schedule_cli
-
         try:
             lines = schedule_cli.run(schedule_action, options)
         except schedule_cli.CliError as exc:
@@ -225,10 +219,6 @@ class Command(BaseCommand):
     def do_run(self, **options):
         data_dir = settings.DATA_DIR
         if settings.LOG_FORMAT == "json":
-            from django.core.management.base import OutputWrapper
-
-            from amux_site.logs import JsonLines
-
             self.stdout = OutputWrapper(JsonLines(sys.stdout))
         try:
             lock = operations.acquire_lock(data_dir)
@@ -237,7 +227,6 @@ class Command(BaseCommand):
         try:
             port = _port()
             operations.clear_stopped(data_dir)
-            from amux_site import session_paths
 
             session_paths.make_private()  # not what sessions need (resumed ones too)
             self.stdout.write(f"amux: data directory {data_dir}")
@@ -259,8 +248,6 @@ class Command(BaseCommand):
 
     def _install_runtimes(self):
         """After the lock: a second `make run` is refused before it touches the runtimes."""
-        from amux_site import runtimes_install
-
         started = time.monotonic()
         outcome = runtimes_install.ensure()
         if outcome.state == "installed":
@@ -284,8 +271,6 @@ class Command(BaseCommand):
         os.execve(sys.executable, [sys.executable, manage, "amux", "run"], env)
 
     def _ensure_admin(self):
-        from django.contrib.auth import get_user_model
-
         User = get_user_model()
         if User.objects.filter(username=ADMIN_USERNAME).exists():
             return
@@ -303,10 +288,6 @@ class Command(BaseCommand):
 
     def _supervise(self, data_dir, port: int) -> int:
         import honcho.manager
-        from honcho.printer import Printer
-
-        from amux_site import db_pool, embedded_redis
-        from amux_site.supervisor import CrashPolicy, Supervisor
 
         env = os.environ.copy()
         env.pop("AMUX_EMBEDDED_REDIS", None)
@@ -315,12 +296,7 @@ class Command(BaseCommand):
         env.update(AMUX_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1",
                    DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE",
                                                          "amux_site.settings"))
-        if settings.LOG_FORMAT == "json":
-            from amux_site.logs import json_printer
-
-            printer = json_printer(sys.stdout)
-        else:
-            printer = Printer(sys.stdout)
+        printer = json_printer(sys.stdout) if settings.LOG_FORMAT == "json" else Printer(sys.stdout)
         manager = Supervisor(printer, CrashPolicy(limit=settings.AMUX_RUN_RESTART_LIMIT))
         self.manager = manager
         honcho.manager.KILL_WAIT = KILL_WAIT

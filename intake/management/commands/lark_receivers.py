@@ -3,6 +3,8 @@ set to receive by long connection, kept in step with the panel (`amux run` start
 
 from django.core.management.base import BaseCommand, CommandError
 
+from intake import lark_receiver
+
 
 class Command(BaseCommand):
     help = ("Supervise a long-connection receiver (`lark_receiver --source SLUG`) for each "
@@ -14,8 +16,6 @@ class Command(BaseCommand):
                             help="seconds between reconciliations (default 5)")
 
     def handle(self, *args, interval, **options):
-        from intake import lark_receiver
-
         if not 0 < interval <= 3600:
             raise CommandError("--interval must be between 0 and 3600 seconds")
 
