@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 MAX_REQUEST = 64 << 20  # a long conversation with images; far beyond it is a mistake
 # A reasoning model may think for minutes before its first byte; the runtime's own
 # watchdogs bound a stalled turn.
+# How long a model request waits for the count of its session's previous answer (written
+# off that answer's path, in this process); past it the request is checked as things are.
+COUNT_WAIT = 5.0
 TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=10.0)
 LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50,
                       keepalive_expiry=60.0)
@@ -53,6 +56,45 @@ class Refused:
     # the OpenAI and Anthropic clients (Pi, Claude Code) retry a 429 unless told not to;
     # a cap does not lift by retrying
     final: bool = False
+
+
+class Uncounted:
+    """An answer whose tokens have reached (or are reaching) the runtime but are not counted
+    yet. The count is written after the answer is passed back, off its critical path; the
+    same credential's next request waits for it (``settled``), so a spend cap checked then
+    sees every token already spent. Marked synchronously before the bytes that carry the
+    usage go out, so a runtime can never have them before the mark. Per process: the web
+    server (`amux run`) is one."""
+
+    _open: dict[str, tuple[list[int], asyncio.Event]] = {}
+
+    def __init__(self, token: str):
+        self.token = token
+        self.marked = False
+
+    def mark(self) -> None:
+        if self.marked:
+            return
+        self.marked = True
+        count, _ = self._open.setdefault(self.token, ([0], asyncio.Event()))
+        count[0] += 1
+
+    def done(self) -> None:
+        if not self.marked:
+            return
+        self.marked = False
+        count, event = self._open[self.token]
+        count[0] -= 1
+        if count[0] <= 0:
+            del self._open[self.token]
+            event.set()
+
+    @classmethod
+    async def settled(cls, token: str) -> None:
+        entry = cls._open.get(token)
+        if entry is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(entry[1].wait(), COUNT_WAIT)
 
 
 async def answer(scope, receive, send) -> None:
@@ -88,6 +130,8 @@ async def answer(scope, receive, send) -> None:
     if body is None:
         await _error(send, api, Refused(413, "the request body is too large"))
         return
+    if route.kind == "generate":
+        await Uncounted.settled(token)  # the tokens this session spent just before count
     try:
         admitted = await lookups.run(_admit, token, route, body)
     except Exception:
@@ -98,16 +142,25 @@ async def answer(scope, receive, send) -> None:
         await _error(send, api, admitted)
         return
     grant, body, used = admitted
-    outcome = await _forward(receive, send, route, grant, headers,
-                             scope.get("query_string", b"").decode("latin-1"), body)
-    status, sent, usage = outcome
-    log.info("model gateway: %s %s %s -> %s, %d bytes in, %d bytes out, %.1f ms",
-             grant.holder, method, route.rest, status, len(body), sent,
-             (time.monotonic() - started) * 1000)
-    # what the request leaves behind, written once its answer has been passed back (off
-    # its critical path): the tokens it spent, the prompt revisions its turn used (each
-    # on its own: a lookup that fails is tried once more, and must not count twice); a
-    # spawned app-server's usage reaches its attached sessions from Codex's own reports
+    uncounted = Uncounted(token)
+    try:
+        status, sent, usage = await _forward(
+            receive, send, route, grant, headers,
+            scope.get("query_string", b"").decode("latin-1"), body, uncounted)
+        log.info("model gateway: %s %s %s -> %s, %d bytes in, %d bytes out, %.1f ms",
+                 grant.holder, method, route.rest, status, len(body), sent,
+                 (time.monotonic() - started) * 1000)
+        await _left_behind(grant, usage, used)
+    finally:
+        uncounted.done()
+
+
+async def _left_behind(grant: model_credentials.Grant, usage: rules.Usage | None,
+                       used: request_prompts.Used | None) -> None:
+    """What the request leaves behind, written once its answer has been passed back (off
+    its critical path): the tokens it spent, the prompt revisions its turn used (each on
+    its own: a lookup that fails is tried once more, and must not count twice); a spawned
+    app-server's usage reaches its attached sessions from Codex's own reports."""
     if usage is not None and usage.total > 0 and grant.session_id is not None:
         try:
             await lookups.run(model_credentials.usage_counted, grant.session_id, usage.total)
@@ -145,7 +198,7 @@ def _admit(token: str, route: rules.Route, body: bytes
 
 
 async def _forward(receive, send, route: rules.Route, grant: model_credentials.Grant,
-                   headers: dict[str, str], query: str, body: bytes
+                   headers: dict[str, str], query: str, body: bytes, uncounted: Uncounted
                    ) -> tuple[int, int, rules.Usage | None]:
     """The request to the provider with its key; its answer passed back as it arrives.
     Answers (status, bytes sent, usage read or None)."""
@@ -171,13 +224,14 @@ async def _forward(receive, send, route: rules.Route, grant: model_credentials.G
         await _error(send, route.api, Refused(502, "the model provider cannot be reached"))
         return 502, 0, None
     try:
-        return await _pass_back(receive, send, route, grant, upstream)
+        return await _pass_back(receive, send, route, grant, upstream, uncounted)
     finally:
         await upstream.aclose()
 
 
 async def _pass_back(receive, send, route: rules.Route, grant: model_credentials.Grant,
-                     upstream: httpx.Response) -> tuple[int, int, rules.Usage | None]:
+                     upstream: httpx.Response, uncounted: Uncounted
+                     ) -> tuple[int, int, rules.Usage | None]:
     status = upstream.status_code
     content_type = upstream.headers.get("content-type", "")
     if status in (401, 403):
@@ -203,6 +257,10 @@ async def _pass_back(receive, send, route: rules.Route, grant: model_credentials
         async for chunk in upstream.aiter_raw():
             if reader is not None:
                 reader.feed(chunk)
+                # a JSON answer's usage is read at its end, a stream's as it passes: either
+                # way marked before the runtime can have it (Uncounted)
+                if not streaming or reader.usage.total > 0:
+                    uncounted.mark()
             sent += len(chunk)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})

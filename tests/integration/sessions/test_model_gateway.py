@@ -166,6 +166,65 @@ def test_a_request_past_the_tickets_cap_is_refused_and_the_ticket_shows_blocked(
                       timeout=30).status_code == 200
 
 
+def test_the_next_request_waits_for_the_count_of_the_answer_before_it(
+        session_dirs, openai_provider, model_server):
+    """The tokens of an answer are counted after it is passed back (off its path). A runtime
+    that asks again at once must still meet the cap those tokens reached: here the count is
+    held up by a lock on the session's usage row, and the next request waits for it (up to
+    model_gateway.COUNT_WAIT) instead of slipping past the cap."""
+    import threading
+    from datetime import UTC
+
+    from django.db import connection, transaction
+    from django.db.models import F
+    from django.utils import timezone
+
+    from sessions.models import UsageDay
+
+    session, token = _session(openai_provider)
+    f.TicketFactory(session=session)
+    agents = AgentSettings.current()
+    agents.ticket_token_cap = 100  # one answer spends 110
+    agents.save()
+    today = timezone.now().astimezone(UTC).date()
+    UsageDay.objects.create(session=session, day=today, tokens=0)
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_usage_row():
+        try:
+            with transaction.atomic():
+                UsageDay.objects.filter(session=session, day=today).update(
+                    tokens=F("tokens"))
+                locked.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_usage_row)
+    holder.start()
+    auth = {"Authorization": f"Bearer {token}"}
+    body = {"model": "gpt-5.5", "input": "hi", "tools": [{"type": "function",
+                                                           "name": "shell"}]}
+    answers = []
+    try:
+        assert locked.wait(10)
+        first = httpx.post(_url("openai/responses"), headers=auth, json=body, timeout=30)
+        assert first.status_code == 200  # answered; its count waits for the lock
+        asked = threading.Thread(target=lambda: answers.append(httpx.post(
+            _url("openai/responses"), headers=auth, json=body, timeout=30)))
+        asked.start()
+        time.sleep(1.0)
+        assert not answers, "the next request went on before the last answer was counted"
+    finally:
+        release.set()
+        holder.join(30)
+    asked.join(30)
+    assert answers[0].status_code == 429
+    assert answers[0].json()["error"]["code"] == "insufficient_quota"
+    assert len(model_server.requests) == 1  # the second never left amux
+    assert session_tokens(session) == 110
+
+
 def test_provider_faults_come_back_as_the_apis_errors(session_dirs, openai_provider,
                                                       model_server, monkeypatch):
     _session_row, token = _session(openai_provider)
