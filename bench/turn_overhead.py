@@ -102,6 +102,7 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
     from sessions.models import ProviderProfile, Session, TimelineEvent
     from tests.support.model_server import ModelServer, Text, ToolCall
     from tests.support.runtimes import MODEL, adapter_for, collect, make_config
+    from tests.support.sessions import gateway_served
 
     model = MODEL[runtime]
 
@@ -111,7 +112,9 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
                           Text(f"done {i}", delay=model_delay))
 
     first_call: dict[str, list[float]] = {"direct": [], "amux": []}
-    with ModelServer() as server:
+    # amux's session reaches the provider only through amux's model gateway, served here
+    # as `amux run` serves it (the direct side calls the provider itself)
+    with ModelServer() as server, gateway_served(settings):
         script(server, 2 * (turns + 1))
         base = Path(tempfile.mkdtemp(prefix="bench-direct-"))
 
