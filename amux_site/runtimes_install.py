@@ -34,6 +34,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtimes.base import default_runtimes_dir
+
 STAMP = ".amux-lock-sha256"
 NPM_CI = ("ci", "--no-audit", "--no-fund", "--loglevel=error")
 
@@ -49,11 +51,11 @@ class Outcome:
 
 
 def runtimes_dir() -> Path:
-    """Where the runtimes live (the same rule as sessions.runtimes.base)."""
+    """Where the runtimes live: AMUX_RUNTIMES_DIR, else this checkout's node_modules."""
     env = os.environ.get("AMUX_RUNTIMES_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "node_modules"
+    return default_runtimes_dir()
 
 
 def lock_hash(lockfile: Path) -> str:

@@ -332,10 +332,10 @@ AMUX_RUNTIMES_DIR = Path(os.environ.get("AMUX_RUNTIMES_DIR") or BASE_DIR / "node
 # This machine's name in session leases and its own runtime queue (`runtime.<name>`).
 AMUX_HOSTNAME = os.environ.get("AMUX_HOSTNAME", "").strip() or socket.gethostname()
 
-# How runtime processes are isolated (sessions/runtimes/isolation.py): "private-home" (a
+# How runtime processes are isolated (runtimes/isolation.py): "private-home" (a
 # private HOME per session, amux's own user), "linux-dac" (a dedicated unprivileged user,
 # AMUX_RUNTIME_USER, created when missing) or "bwrap" (that user inside a bubblewrap
-# namespace sandbox, sessions/runtimes/sandbox.py; `make sandbox` installs it); unset: as
+# namespace sandbox, runtimes/sandbox.py; `make sandbox` installs it); unset: as
 # root bwrap when a probe of it works, else linux-dac; private-home when not root.
 AMUX_ISOLATION = os.environ.get("AMUX_ISOLATION", "").strip()
 if AMUX_ISOLATION not in ("", "private-home", "linux-dac", "bwrap"):
@@ -355,7 +355,7 @@ for _name, _user in (("AMUX_RUNTIME_USER", AMUX_RUNTIME_USER),
         raise ImproperlyConfigured(
             f"{_name} must make user names of lowercase letters, digits, - and _ of at "
             f"most 32 characters ({_user!r} is not one)")
-# linux-dac's loopback fence (sessions/runtimes/loopback_fence.py): a session's runtime
+# linux-dac's loopback fence (runtimes/loopback_fence.py): a session's runtime
 # user reaches, of this host's own addresses, only amux's port, DNS and the endpoints it is
 # configured with on this host. "auto": set up where amux can (root with CAP_NET_ADMIN and
 # iptables; `amux doctor` says when not), "on": a session that cannot have it fails to

@@ -233,7 +233,7 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
 
 
 def _pids_of(tag: str) -> list[int]:
-    from sessions.runtimes.base import tagged_pids
+    from runtimes.base import tagged_pids
 
     return tagged_pids(tag) if tag else []
 

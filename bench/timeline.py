@@ -92,8 +92,8 @@ def clients_process(targets: list[tuple[int, str]], origin: str, token: str, n_e
 
 
 async def publish_events(args, session_ids: list[int]) -> dict[tuple[int, int], float]:
+    from runtimes.events import ErrorObserved
     from sessions import timeline
-    from sessions.runtimes.events import ErrorObserved
 
     committed: dict[tuple[int, int], float] = {}
     interval = 1 / args.rate

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from conversations import goal_control
 from conversations.card_actions import CardAction, Refused, register
-from sessions import goals
+from sessions import native_goals
 
 
 def _run(action: CardAction) -> str:
@@ -14,7 +14,7 @@ def _run(action: CardAction) -> str:
         return goal_control.control(action.kind, action.value, operator=action.operator,
                                     source=action.source, conversation=action.conversation,
                                     message_id=action.message_id)
-    except goals.GoalRefused as exc:
+    except native_goals.GoalRefused as exc:
         raise Refused(exc.code, str(exc)) from exc
 
 

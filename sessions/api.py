@@ -18,12 +18,14 @@ from amux_common.api import error_response
 from amux_common.fields import JsonTyped
 from amux_common.schema import page_of
 from amux_common.secrets import set_keys
+from runtimes import catalog, registered
+from runtimes import watchdog as watchdogs
 from sessions import (
     capabilities,
     capacity,
-    goal_commands,
-    goals,
     model_catalog,
+    native_goal_commands,
+    native_goals,
     provider_templates,
     services,
     timeline,
@@ -31,8 +33,6 @@ from sessions import (
 )
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProbe, ProviderProfile, Session
-from sessions.runtimes import catalog, registered
-from sessions.runtimes import watchdog as watchdogs
 
 
 def _refused(exc: services.CommandError) -> Response:
@@ -298,7 +298,7 @@ class SessionSerializer(serializers.ModelSerializer):
 
     def get_goal(self, obj: Session) -> dict[str, Any] | None:
         """The native goal (None: none, or the runtime has no goals)."""
-        return goals.state(obj.pk) if goals.supported(obj) else None
+        return native_goals.state(obj.pk) if native_goals.supported(obj) else None
 
     def get_waiting_for_capacity(self, obj: Session) -> bool:
         return obj.pk in capacity.waiting_for_capacity([obj.pk])
@@ -466,21 +466,21 @@ class SessionGoalView(APIView):
     def post(self, request, pk: int):
         session = _session(pk)
         text = _valid(GoalCommandBody, request)["command"]
-        if not goals.supported(session):
+        if not native_goals.supported(session):
             return error_response(409, "goal_unsupported",
                                   "this session's runtime has declared no native goals",
                                   {})
         if text.strip() == "status":
-            text = goal_commands.KEYWORD
-        elif not text.startswith(goal_commands.KEYWORD):
-            text = f"{goal_commands.KEYWORD} {text}"
-        command = goal_commands.parse(text)
+            text = native_goal_commands.KEYWORD
+        elif not text.startswith(native_goal_commands.KEYWORD):
+            text = f"{native_goal_commands.KEYWORD} {text}"
+        command = native_goal_commands.parse(text)
         if command is None:
             return error_response(400, "invalid", "not a goal command",
                                   {"command": ["not a goal command"]})
         try:
-            outcome = goals.run(pk, command, {"via": "api", "actor": request.user.username})
-        except goals.GoalRefused as exc:
+            outcome = native_goals.run(pk, command, {"via": "api", "actor": request.user.username})
+        except native_goals.GoalRefused as exc:
             fields = {"command": [str(exc)]} if exc.status == 400 else {}
             return error_response(exc.status, exc.code, str(exc), fields)
         return Response({"goal": outcome}, status=status.HTTP_200_OK)

@@ -36,6 +36,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from amux_common import aio
+from runtimes import codex_attached, errors, loopback_fence
+from runtimes.base import PROVIDER_KEY_ENV, SYSTEM_PATH
+from runtimes.codex import codex_binary, render_config
+from runtimes.isolation import BWRAP, LINUX_DAC, Launch
 from sessions import (
     control,
     identities,
@@ -46,10 +50,6 @@ from sessions import (
     workdirs,
 )
 from sessions.models import AppServer, ProviderProfile, Session
-from sessions.runtimes import codex_attached, errors, loopback_fence
-from sessions.runtimes.base import PROVIDER_KEY_ENV, SYSTEM_PATH
-from sessions.runtimes.codex import codex_binary, render_config
-from sessions.runtimes.isolation import BWRAP, LINUX_DAC, Launch
 
 ATTACHED_RUNTIME = codex_attached.CodexAttachedAdapter.name
 HOST_KIND = "codex_app_server"

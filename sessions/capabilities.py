@@ -35,10 +35,10 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from runtimes import catalog
 from sessions.doctor import models_headers, models_url
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProbe, ProviderProfile
-from sessions.runtimes import catalog
 
 TIMEOUT_S = 10
 MAX_BODY = 4 * 1024 * 1024  # a model list is small; more is not one

@@ -15,11 +15,11 @@ from pathlib import Path
 from django.conf import settings
 
 from amux_common.doctor import Check, Probe
+from runtimes import ProviderSpec, RuntimeConfig, errors, loopback_fence, registered
+from runtimes import isolation as runtime_isolation
 from sessions import isolation
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProfile
-from sessions.runtimes import ProviderSpec, RuntimeConfig, errors, loopback_fence, registered
-from sessions.runtimes import isolation as runtime_isolation
 
 # a provider that is never contacted: starting a native session makes no model call
 _IDLE_PROVIDER = {"openai-compat": "http://127.0.0.1:9/v1",

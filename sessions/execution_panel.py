@@ -13,9 +13,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from amux_common import bounded_json, roles
 from amux_common.pager import paged
+from runtimes import registered
 from sessions import execution, instances, profiles, services, task_runs
 from sessions.models import AgentInstance, AgentProfile, LaunchPreset, ProviderProfile, TaskRun
-from sessions.runtimes import registered
 
 TAB = "sessions"
 EXAMPLE = {"version": 2, "name": "Reviewer", "description": "Reviews a change before merge",

@@ -36,15 +36,24 @@ from django.db.models import Q
 from django.utils import timezone
 
 from effects import outbox
-from sessions import capacity, control, goal_host, goals, hosting, identities, services, timeline
-from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
-from sessions.runtimes import TurnInput, errors, get_adapter
-from sessions.runtimes.base import RuntimeAdapter, tagged_pids
-from sessions.runtimes.events import (
+from runtimes import TurnInput, errors, get_adapter
+from runtimes.base import RuntimeAdapter, tagged_pids
+from runtimes.events import (
     ErrorObserved,
     QuestionAnswered,
     TurnFailed,
 )
+from sessions import (
+    capacity,
+    control,
+    hosting,
+    identities,
+    native_goal_host,
+    native_goals,
+    services,
+    timeline,
+)
+from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +229,7 @@ def _record_clear(session_id: int, owner: str, native: str, how: str,
 
 
 def _store_facts(session_id: int, facts: dict[str, Any]) -> None:
-    # a runtime that says nothing of goals has none (sessions.goals: declared, not guessed)
+    # a runtime that says nothing of goals has none (sessions.native_goals: declared, not guessed)
     Session.objects.filter(pk=session_id).update(runtime_facts={"goals": False, **facts})
 
 
@@ -453,12 +462,12 @@ class SessionHost:
         idle_timeout = idle_after(session.idle_timeout_s)
         while not self.lost:
             await self._keep_facts()
-            await goal_host.observe(self)
+            await native_goal_host.observe(self)
             # the prompt: assembled from the current prompt version for every turn
             turn, prompt = await self.db(_next_input, self.session_id, session)
             if turn is not None:
                 # pending user input goes first: a running goal waits (preempted)
-                await goal_host.preempt(self)
+                await native_goal_host.preempt(self)
                 # a model change or clear asked for before this input applies to it first
                 applied = False
                 while (msg := await control.pop_now(self._redis, self.session_id)) is not None:
@@ -480,15 +489,15 @@ class SessionHost:
                         return "start_failed"
                 await self._serve_turn(turn, prompt)
                 # a continuation started while ordinary input ran is refused outright
-                await goal_host.refuse_waiting(self, "during_input", during_turn=True)
+                await native_goal_host.refuse_waiting(self, "during_input", during_turn=True)
                 last_active = loop.time()
                 # A timeout changed while the host was awake applies from this turn on.
                 idle_timeout = idle_after(await self.db(_idle_timeout, self.session_id))
                 continue
-            if await goal_host.admit_waiting(self, session):
+            if await native_goal_host.admit_waiting(self, session):
                 last_active = loop.time()
                 continue
-            await goal_host.resume_preempted(self)
+            await native_goal_host.resume_preempted(self)
             if self.retire:
                 # a sleep or archive asked for while a turn ran: now that it has ended
                 asked, self.retire = self.retire, ""
@@ -497,12 +506,12 @@ class SessionHost:
                     return "archived" if asked == "archive" else "slept"
                 self.retire = asked  # more input came first: served, then retired
             # a running goal's next turn is noticed at once
-            poll = min(self.poll, 0.1) if goal_host.goal_active(self) else self.poll
+            poll = min(self.poll, 0.1) if native_goal_host.goal_active(self) else self.poll
             msg = await control.pop(self._redis, self.session_id, poll)
             if msg is not None:
                 await self._command_while_idle(msg)
                 continue
-            if goal_host.goal_active(self):
+            if native_goal_host.goal_active(self):
                 last_active = loop.time()  # the runtime works on the goal: not idle
             if loop.time() - last_active < idle_timeout:
                 continue
@@ -526,7 +535,7 @@ class SessionHost:
         elif op == "clear":
             await self._clear(msg.get("request_id"))
         elif op == "goal":
-            await goal_host.apply(self, msg)
+            await native_goal_host.apply(self, msg)
         elif op == "interrupt":
             await self.db(timeline.note, self.session_id, "control.refused", {
                 "op": op, "turn": msg.get("turn"), "reason": "the turn had already ended"})
@@ -581,7 +590,7 @@ class SessionHost:
                 await adapter.close()
         await self.db(_record_clear, self.session_id, self.owner, native, how, request_id)
         # the native goal belonged to the old conversation: so did its authorization
-        await self.db(goals.forget, self.session_id, "session_clear")
+        await self.db(native_goals.forget, self.session_id, "session_clear")
 
     async def _serve_turn(self, turn: Turn, prompt: services.TurnPrompt) -> None:
         assert self.adapter is not None
@@ -601,7 +610,7 @@ class SessionHost:
         turn_input = TurnInput(text=stored.get("text", ""), images=images,
                                system_prompt=prompt.text, parts=parts,
                                command=stored.get("command"))
-        is_goal_turn = stored.get("command") == goals.GOAL_TURN
+        is_goal_turn = stored.get("command") == native_goals.GOAL_TURN
         # decided before the runtime sees the turn (an inline block is sent only once)
         prompt_facts: dict[str, Any] = {"prompt_revisions": prompt.revisions}
         if prompt.text and not is_goal_turn:  # a goal turn is the runtime's: no prompt sent
@@ -649,16 +658,16 @@ class SessionHost:
         async def controls() -> None:
             while True:
                 msg = await control.pop(self._redis, self.session_id, self.poll)
-                await goal_host.observe(self)
+                await native_goal_host.observe(self)
                 if msg is None:
                     continue
                 op = msg.get("op")
                 if op == "goal":
-                    await finish(goal_host.apply(self, msg, goal_turn=is_goal_turn))
+                    await finish(native_goal_host.apply(self, msg, goal_turn=is_goal_turn))
                     continue
                 if op == "input" and is_goal_turn:
                     # ordinary input preempts a goal turn (the goal keeps its authorization)
-                    await finish(goal_host.preempt(self, running_goal_turn=True))
+                    await finish(native_goal_host.preempt(self, running_goal_turn=True))
                     continue
                 if op in ("sleep", "archive"):
                     self.retire = op  # applied once this turn has ended
@@ -672,7 +681,7 @@ class SessionHost:
                         "op": op, "turn": msg["turn"], "reason": "the turn had already ended"})
                     continue
                 if op == "interrupt":
-                    await goal_host.revoke(self)  # an explicit interrupt revokes the goal
+                    await native_goal_host.revoke(self)  # an explicit interrupt revokes the goal
                 with contextlib.suppress(errors.RuntimeAdapterError):
                     if op == "interrupt":
                         await adapter.interrupt()

@@ -15,9 +15,9 @@ from pathlib import Path
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from runtimes import errors
+from runtimes import isolation as backends
 from sessions.models import Lifecycle, RuntimeIdentity, Session
-from sessions.runtimes import errors
-from sessions.runtimes import isolation as backends
 from sessions.workdirs import state_dir
 
 log = logging.getLogger(__name__)

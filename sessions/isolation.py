@@ -1,7 +1,7 @@
 """Which isolation backend new runtime launches use (the settings' word, or the automatic
 choice: as root bwrap when its probe succeeds, else linux-dac; private-home otherwise), why,
 and how doctor describes it; what a bwrap session is shown of amux's data directory. The
-backends themselves: ``sessions.runtimes.isolation`` and ``sessions.runtimes.sandbox``."""
+backends themselves: ``runtimes.isolation`` and ``runtimes.sandbox``."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 from django.conf import settings
 
+from runtimes import isolation
 from sessions.identities import principal_of
-from sessions.runtimes import isolation
 
 
 def selected_backend() -> str:

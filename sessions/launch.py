@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from runtimes import errors, get_adapter
 from sessions import execution, isolation, profiles
 from sessions.execution import CallerSettings, ExecutionSettings
 from sessions.models import ProviderProfile
 from sessions.refusals import CommandError
-from sessions.runtimes import errors, get_adapter
 
 
 def _provider_for(runtime: str, platforms: frozenset[str]) -> str:

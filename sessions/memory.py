@@ -14,8 +14,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 
+from runtimes import get_adapter
 from sessions.models import MemoryEntry, Session
-from sessions.runtimes import get_adapter
 
 SEARCH_LIMIT = 10
 SNIPPET = 160

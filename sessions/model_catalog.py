@@ -1,4 +1,4 @@
-"""``runtimes/<name>/models``: the model catalog a person picks from (sessions.runtimes.catalog).
+"""``runtimes/<name>/models``: the model catalog a person picks from (runtimes.catalog).
 
 With a provider binding the catalog is the provider's model list. Without one, Codex answers
 live from its app-server under the runtime's own identity: a private HOME kept under the
@@ -16,9 +16,9 @@ from typing import Any
 
 from django.conf import settings
 
+from runtimes import catalog, errors, registered
+from runtimes.codex import discover_models
 from sessions.models import ProviderProfile
-from sessions.runtimes import catalog, errors, registered
-from sessions.runtimes.codex import discover_models
 from sessions.services import CommandError, provider_spec, runtime_root
 
 DISCOVERY_TIMEOUT = 30.0

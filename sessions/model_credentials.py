@@ -19,6 +19,7 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
+from runtimes.base import ProviderSpec
 from sessions import gateway_rules
 from sessions.models import (
     AppServer,
@@ -28,7 +29,6 @@ from sessions.models import (
     Session,
     UsageDay,
 )
-from sessions.runtimes.base import ProviderSpec
 
 
 def _hash(token: str) -> str:

@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from amux_common.secrets import EncryptedJSONField
-from sessions.runtimes.catalog import names, provider_catalog
+from runtimes.catalog import names, provider_catalog
 
 
 class ProviderProfile(models.Model):
@@ -23,10 +23,10 @@ class ProviderProfile(models.Model):
     secrets = EncryptedJSONField(default=dict, blank=True, editable=False)
     model_names = models.JSONField(default=list, blank=True,
                                    help_text="suggested models: names or {name, display_name?, "
-                                             "efforts?} (sessions.runtimes.catalog)")
+                                             "efforts?} (runtimes.catalog)")
     watchdog = models.JSONField(default=dict, blank=True,
                                 help_text="watchdog limits for sessions on this provider "
-                                          "(sessions.runtimes.watchdog.LIMITS)")
+                                          "(runtimes.watchdog.LIMITS)")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -393,7 +393,7 @@ class MemoryEntry(models.Model):
 
 class WatchdogSettings(models.Model):
     """The global watchdog limits (one row): what a session gets when neither it nor its
-    provider names a limit (sessions.runtimes.watchdog.resolve)."""
+    provider names a limit (runtimes.watchdog.resolve)."""
 
     limits = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -478,7 +478,7 @@ class ScheduleRun(models.Model):
 class SessionGoal(models.Model):
     """The session's native goal as amux authorizes it (seed 000, 原生目标).
 
-    One row per session, written by ``sessions.goals``: a command changes the authorization
+    One row per session, written by ``sessions.native_goals``: a command changes the authorization
     in the same transaction that sends it to the host; the host writes what the runtime
     answers (``snapshot``, ``native_thread``). A native continuation is admitted only while
     ``authorized`` holds, ``native_thread`` is the running thread and ``objective`` is the

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from amux_common.pager import paged
-from sessions import goal_commands, goals, isolation, services, timeline
+from sessions import isolation, native_goal_commands, native_goals, services, timeline
 from sessions.models import Lifecycle, Session
 
 
@@ -33,7 +33,7 @@ def session_detail(request, pk: int):
         "can_act": roles.is_operator(request.user),
         "archived": session.lifecycle == Lifecycle.ARCHIVED,
         # the goal commands, as the Lark status card lists them; none without goals
-        "goal_help": goal_commands.HELP if goals.supported(session) else ()})
+        "goal_help": native_goal_commands.HELP if native_goals.supported(session) else ()})
 
 
 def _result(message: str, ok: bool = True, status: int = 200) -> HttpResponse:
@@ -62,7 +62,7 @@ def session_message(request, pk: int):
                                      origin={"via": "web", "actor": request.user.get_username()})
     except services.CommandError as exc:
         return _result(str(exc), ok=False, status=200)
-    if isinstance(turn, dict):  # a goal command (sessions.goals): its outcome
+    if isinstance(turn, dict):  # a goal command (sessions.native_goals): its outcome
         if turn.get("refused"):
             return _result(f"Goal: {turn['refused']}", ok=False, status=200)
         return _result(f"Goal: {turn.get('command')} sent.")

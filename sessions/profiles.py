@@ -13,11 +13,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
+from runtimes import registered
 from sessions import builtin_pack, manifest
 from sessions.execution import DIRECT_PERMISSIONS, ExecutionError, Preset, check_extra_args
 from sessions.models import AgentProfile, LaunchPreset, ProviderProfile
 from sessions.refusals import CommandError, Conflict
-from sessions.runtimes import registered
 
 
 def ensure_builtin() -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from django import forms
 
+from runtimes import catalog
 from sessions import provider_templates
 from sessions.keys import api_key_problem, with_key
 from sessions.models import ProviderProfile
-from sessions.runtimes import catalog
 
 
 def models_to_text(stored) -> str:

@@ -10,9 +10,9 @@ from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from amux_common.pager import paged
+from runtimes import registered
 from sessions import schedules
 from sessions.models import ScheduleMode, ScheduleRun
-from sessions.runtimes import registered
 from sessions.services import CommandError
 
 FORM_FIELDS = ("name", "every_seconds", "cron", "mode", "prompt", "runtime", "model",

@@ -17,17 +17,30 @@ from django.utils import timezone
 
 from prompts_app import service as prompts
 from prompts_app.assembly import ORDER
+from runtimes import (
+    ProviderSpec,
+    RuntimeConfig,
+    WatchdogConfig,
+    catalog,
+    errors,
+    get_adapter,
+    registered,
+)
+from runtimes import watchdog as watchdogs
+from runtimes.answers import AnswerRefused, as_input_text, check_payload_answers
+from runtimes.base import McpServer
+from runtimes.launch_context import ROLES
 from sessions import (
     app_servers,
     capabilities,
     control,
     gateway_rules,
-    goals,
     identities,
     isolation,
     launch,
     memory,
     model_credentials,
+    native_goals,
     profiles,
     provider_templates,
     timeline,
@@ -49,19 +62,6 @@ from sessions.models import (
     WatchdogSettings,
 )
 from sessions.refusals import CommandError, Conflict, settled_or_at_least
-from sessions.runtimes import (
-    ProviderSpec,
-    RuntimeConfig,
-    WatchdogConfig,
-    catalog,
-    errors,
-    get_adapter,
-    registered,
-)
-from sessions.runtimes import watchdog as watchdogs
-from sessions.runtimes.answers import AnswerRefused, as_input_text, check_payload_answers
-from sessions.runtimes.base import McpServer
-from sessions.runtimes.launch_context import ROLES
 from sessions.workdirs import runtime_root, state_dir
 
 
@@ -432,7 +432,7 @@ def post_message(session_id: int, text: str | None = None, *, key: str | None = 
     if not isinstance(text, str) or not text.strip() and not parts:
         raise CommandError("text must be a non-empty string", field="text")
 
-    if (outcome := goals.intercept(session_id, text, origin)) is not None:
+    if (outcome := native_goals.intercept(session_id, text, origin)) is not None:
         return outcome
     try:
         with transaction.atomic():

@@ -1,14 +1,14 @@
 """Commands amux runs in a session's work directory for another app (a goal's check): on
 the machine that holds the directory, as the session's identity, in its sandbox, with a
-clean environment and bounded time and output (sessions.runtimes.session_command)."""
+clean environment and bounded time and output (runtimes.session_command)."""
 
 from __future__ import annotations
 
 from amux_common import aio
+from runtimes import errors, session_command
+from runtimes.session_command import CommandResult
 from sessions import capacity, hosting, services
 from sessions.models import Session
-from sessions.runtimes import errors, session_command
-from sessions.runtimes.session_command import CommandResult
 
 
 def home_queue(session: Session) -> str | None:

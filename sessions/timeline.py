@@ -5,7 +5,7 @@ It assigns turn identity and order (``Turn.seq`` per session) and event order
 terminal event per turn — a later terminal is kept only as provenance on the accepted one,
 and the accepted one writes the turn-ended fact to the outbox in the same transaction —
 and publishes each stored event to the session's Channels group after commit. Runtime adapters
-emit typed events (``sessions.runtimes.events``); provider ids are kept as provenance only.
+emit typed events (``runtimes.events``); provider ids are kept as provenance only.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from amux_common import fast_writes
 from amux_common.clock import now as clock
 from effects import events
 from effects.models import EffectKind
+from runtimes import events as rt
+from runtimes import get_adapter
+from runtimes.errors import UnknownRuntime
 from sessions import hooks, publisher, timeline_sql
 from sessions import usage as usage_rules
 from sessions.content import timeline_meta
@@ -38,9 +41,6 @@ from sessions.models import (
     TurnState,
     UsageDay,
 )
-from sessions.runtimes import events as rt
-from sessions.runtimes import get_adapter
-from sessions.runtimes.errors import UnknownRuntime
 
 log = logging.getLogger(__name__)
 
@@ -427,7 +427,7 @@ def reconcile_running(session_id: int, code: str = "host_lost",
                 record(session_id, turn.pk, [rt.TurnCancelled(reason=code)])
             elif (turn.input or {}).get("command") == "goal":
                 # a goal turn is the runtime's own: the next host admits the goal's next
-                # continuation afresh (sessions.goal_host), none is replayed
+                # continuation afresh (sessions.native_goal_host), none is replayed
                 record(session_id, turn.pk, [rt.TurnCancelled(reason=code)])
             elif not archived and turn.key.count(RESUME_SUFFIX) < RESUME_LIMIT:
                 record(session_id, turn.pk, [rt.TurnCancelled(reason=code)])

@@ -17,8 +17,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
+from runtimes import watchdog as watchdogs
 from sessions.models import WatchdogSettings
-from sessions.runtimes import watchdog as watchdogs
 
 
 def _limit_fields(**kwargs: Any) -> dict[str, serializers.Field]:

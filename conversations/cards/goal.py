@@ -2,7 +2,7 @@
 event: the objective, the native status, token use, budget and elapsed time as the runtime
 reports them, in English or Simplified Chinese, with the buttons the status allows. With
 no goal (``goal`` asked on a session that has none) the card is the short help: the seven
-commands (``sessions.goal_commands.HELP``), each with what it does in the card's language.
+commands (``sessions.native_goal_commands.HELP``), each with what it does in the card's language.
 Only a session whose runtime declared goals ever reports a goal event, so a session without
 goals never shows this help.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions.goal_commands import HELP
+from sessions.native_goal_commands import HELP
 
 TEXT = {
     "en": {

@@ -24,11 +24,11 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='providerprofile',
             name='watchdog',
-            field=models.JSONField(blank=True, default=dict, help_text='watchdog limits for sessions on this provider (sessions.runtimes.watchdog.LIMITS)'),
+            field=models.JSONField(blank=True, default=dict, help_text='watchdog limits for sessions on this provider (runtimes.watchdog.LIMITS)'),
         ),
         migrations.AlterField(
             model_name='providerprofile',
             name='model_names',
-            field=models.JSONField(blank=True, default=list, help_text='suggested models: names or {name, display_name?, efforts?} (sessions.runtimes.catalog)'),
+            field=models.JSONField(blank=True, default=list, help_text='suggested models: names or {name, display_name?, efforts?} (runtimes.catalog)'),
         ),
     ]

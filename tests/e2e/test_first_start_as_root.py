@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 
 from amux_site import embedded_redis
-from sessions.runtimes import isolation
+from runtimes import isolation
 from tests.e2e.test_make_run import _amux, _env, _start, _wait_healthz
 from tests.support.isolation import as_root, reachable
 from tests.support.model_server import ModelServer, Text

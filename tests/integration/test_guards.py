@@ -13,9 +13,9 @@ from rest_framework.test import APIClient
 from effects import outbox
 from effects.models import Effect
 from intake.models import OutgoingMessage, Source, Thread, Trigger
+from runtimes.events import UsageObserved
 from sessions import timeline
 from sessions.models import ProviderProfile, Session, Turn, UsageDay
-from sessions.runtimes.events import UsageObserved
 from tickets import tasks
 from tickets.actions import commands as ticket_commands
 from tickets.actions import executor

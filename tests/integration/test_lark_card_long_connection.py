@@ -18,8 +18,8 @@ from conversations.models import CardCallback, Conversation
 from intake.models import Delivery, Source
 from intake.sources.lark import Lark
 from policy import services as policy_services
+from runtimes.events import Question, QuestionAsked
 from sessions import control, services, timeline
-from sessions.runtimes.events import Question, QuestionAsked
 from tests.factories import SessionFactory
 from tests.support.lark_events import card_action_event
 from tests.support.lark_ws import LarkLongConnection

@@ -20,9 +20,9 @@ from intake.lark_receiver import event_handler
 from intake.models import Delivery, Source
 from intake.sources.lark import Lark
 from policy import services as policy_services
+from runtimes.events import PermissionOption, PermissionRequested, Question, QuestionAsked
 from sessions import control, services, timeline
 from sessions.models import TimelineEvent
-from sessions.runtimes.events import PermissionOption, PermissionRequested, Question, QuestionAsked
 from tests.factories import SessionFactory
 from tests.support.lark_events import card_action_event, sealed
 
@@ -328,7 +328,7 @@ def test_a_late_click_after_the_turn_ended_is_refused(client, lark):
     session, turn = _running_session(_question(rid))
     conversation = _bound(lark, session)
     card = _card(conversation, "question", rid)
-    from sessions.runtimes.events import TurnCompleted
+    from runtimes.events import TurnCompleted
 
     timeline.record(session.pk, turn.pk, [TurnCompleted()])
     response, _ = click(client, _value(conversation, "question.answer", rid,

@@ -205,8 +205,8 @@ def test_a_deliver_while_the_dispatch_is_in_flight_waits_then_settles(ticket):
 
 def test_a_watchdog_trip_fails_the_run_with_its_message(ticket, provider,
                                                         django_capture_on_commit_callbacks):
+    from runtimes.events import TurnFailed
     from sessions import timeline
-    from sessions.runtimes.events import TurnFailed
 
     AgentSettings.objects.update_or_create(pk=1, defaults={
         "worker_runtime": "pi", "worker_provider": provider, "worker_model": "m"})

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from amux_site import operations, session_paths
+from runtimes import isolation
 from sessions import services
 from sessions.models import ProviderProfile
-from sessions.runtimes import isolation
 from tests import factories as f
 from tests.integration import test_workspace
 from tests.integration.test_workspace import REPO, _ticket

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from amux_site import runtimes_install
-from sessions.runtimes import isolation
+from runtimes import isolation
 from tests.support.isolation import as_root, reachable
 
 pytestmark = pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")

@@ -11,9 +11,9 @@ from django.db import transaction
 from effects import outbox
 from effects.models import Effect
 from intake.models import Source, Thread, Trigger
+from runtimes import events as rt
 from sessions import timeline
 from sessions.models import Session, Turn
-from sessions.runtimes import events as rt
 from tickets.actions import commands as ticket_commands
 from tickets.actions import executor
 from tickets.models import Assignment

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from sessions.runtimes import get_adapter
+from runtimes import get_adapter
 from tests.support.model_server import ModelServer
 
 

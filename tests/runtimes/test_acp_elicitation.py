@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sessions.runtimes import errors
-from sessions.runtimes.acp import codex_acp_binary
-from sessions.runtimes.events import MessageCompleted, QuestionAsked
+from runtimes import errors
+from runtimes.acp import codex_acp_binary
+from runtimes.events import MessageCompleted, QuestionAsked
 from tests.support import isolation
 from tests.support.runtimes import (
     adapter_for,

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from sessions.runtimes.events import ToolCompleted, ToolStarted, ToolUpdated
+from runtimes.events import ToolCompleted, ToolStarted, ToolUpdated
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import (

@@ -11,9 +11,9 @@ import signal
 
 import pytest
 
-from sessions.runtimes import errors
-from sessions.runtimes.base import tagged_pids
-from sessions.runtimes.claude import transcript_has_conversation
+from runtimes import errors
+from runtimes.base import tagged_pids
+from runtimes.claude import transcript_has_conversation
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text
 from tests.support.runtimes import adapter_for, assert_no_leak, collect, make_config, run_async

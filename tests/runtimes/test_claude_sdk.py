@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sessions.runtimes import errors
-from sessions.runtimes.base import tagged_pids
-from sessions.runtimes.events import (
+from runtimes import errors
+from runtimes.base import tagged_pids
+from runtimes.events import (
     MessageCompleted,
     PermissionRequested,
     QuestionAsked,

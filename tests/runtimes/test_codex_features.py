@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from sessions.runtimes import codex_features, errors
-from sessions.runtimes.base import default_runtimes_dir, tagged_pids
-from sessions.runtimes.codex import codex_binary
-from sessions.runtimes.events import MessageCompleted, QuestionAsked
+from runtimes import codex_features, errors
+from runtimes.base import default_runtimes_dir, tagged_pids
+from runtimes.codex import codex_binary
+from runtimes.events import MessageCompleted, QuestionAsked
 from tests.runtimes.conftest import require_runtime
 from tests.support import isolation
 from tests.support.model_server import Text, ToolCall

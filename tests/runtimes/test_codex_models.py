@@ -10,9 +10,9 @@ import subprocess
 import pytest
 from jsonschema import Draft7Validator
 
-from sessions.runtimes import catalog, codex
-from sessions.runtimes.base import default_runtimes_dir
-from sessions.runtimes.codex import codex_binary, discover_models
+from runtimes import catalog, codex
+from runtimes.base import default_runtimes_dir
+from runtimes.codex import codex_binary, discover_models
 from tests.runtimes.conftest import require_runtime
 from tests.support.runtimes import run_async
 

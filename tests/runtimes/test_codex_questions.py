@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessions.runtimes.events import MessageCompleted, QuestionAsked
+from runtimes.events import MessageCompleted, QuestionAsked
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import (

@@ -11,9 +11,9 @@ import subprocess
 import pytest
 from jsonschema import Draft7Validator
 
-from sessions.runtimes import TurnInput
-from sessions.runtimes.base import default_runtimes_dir
-from sessions.runtimes.codex import codex_binary
+from runtimes import TurnInput
+from runtimes.base import default_runtimes_dir
+from runtimes.codex import codex_binary
 from tests.integration.sessions.test_controls_api import image_b64
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall

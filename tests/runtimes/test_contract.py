@@ -9,9 +9,9 @@ import signal
 
 import pytest
 
-from sessions.runtimes.base import tagged_pids
-from sessions.runtimes.events import MessageCompleted, ToolStarted, UsageObserved
-from sessions.runtimes.watchdog import WatchdogConfig
+from runtimes.base import tagged_pids
+from runtimes.events import MessageCompleted, ToolStarted, UsageObserved
+from runtimes.watchdog import WatchdogConfig
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Fail, Text, ToolCall
 from tests.support.runtimes import (

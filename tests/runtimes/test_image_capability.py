@@ -9,8 +9,8 @@ import json
 import pytest
 from acp.schema import InitializeResponse
 
-from sessions.runtimes import TurnInput
-from sessions.runtimes.acp import accepts_images
+from runtimes import TurnInput
+from runtimes.acp import accepts_images
 from tests.integration.sessions.test_controls_api import image_b64
 from tests.runtimes.conftest import require_runtime
 from tests.support.runtimes import adapter_for, assert_no_leak, make_config, run_async

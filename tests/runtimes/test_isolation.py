@@ -10,8 +10,8 @@ import stat
 
 import pytest
 
-from sessions.runtimes import isolation
-from sessions.runtimes.events import MessageCompleted
+from runtimes import isolation
+from runtimes.events import MessageCompleted
 from tests.runtimes.conftest import require_runtime
 from tests.support.isolation import as_root
 from tests.support.model_server import Text, ToolCall
@@ -117,7 +117,7 @@ def test_bwrap_runs_the_runtime_in_its_sandbox_as_the_unprivileged_user(
     """Under bwrap the runtime (and its tools) runs as the runtime user in its own pid
     namespace, with the work directory writable and the scripted model reached through
     the relay; the model's reply comes back."""
-    from sessions.runtimes import sandbox
+    from runtimes import sandbox
 
     principal = isolation.provision(isolation.DEFAULT_USER)
     why = sandbox.probe(principal.uid, principal.gid)

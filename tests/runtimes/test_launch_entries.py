@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from sessions.runtimes import get_adapter, launch_context
-from sessions.runtimes.base import McpServer
+from runtimes import get_adapter, launch_context
+from runtimes.base import McpServer
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text
 from tests.support.runtimes import adapter_for, collect, make_config, run_async, terminals

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessions.runtimes.events import PermissionAnswered, PermissionRequested, ToolCompleted
+from runtimes.events import PermissionAnswered, PermissionRequested, ToolCompleted
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sessions.runtimes import errors
-from sessions.runtimes.events import ToolStarted
-from sessions.runtimes.watchdog import WatchdogConfig
+from runtimes import errors
+from runtimes.events import ToolStarted
+from runtimes.watchdog import WatchdogConfig
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import (

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from sessions.runtimes import isolation, sandbox
-from sessions.runtimes.events import MessageCompleted
+from runtimes import isolation, sandbox
+from runtimes.events import MessageCompleted
 from tests.runtimes.conftest import require_runtime
 from tests.support import escapes
 from tests.support.isolation import as_root, reachable

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from runtimes import isolation, sandbox
 from sessions import services
 from sessions.models import ProviderProfile, Session, Turn
-from sessions.runtimes import isolation, sandbox
 from tests.runtimes.conftest import require_runtime
 from tests.support.isolation import as_root
 from tests.support.model_server import Text, ToolCall

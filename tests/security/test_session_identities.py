@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
+from runtimes import get_adapter, isolation, sandbox
+from runtimes.events import MessageCompleted
 from sessions import identities, services
 from sessions.models import RuntimeIdentity, Session
-from sessions.runtimes import get_adapter, isolation, sandbox
-from sessions.runtimes.events import MessageCompleted
 from tests.support import escapes
 from tests.support.isolation import as_root
 from tests.support.model_server import Text, ToolCall
@@ -304,7 +304,7 @@ def test_a_linux_dac_session_reaches_amux_and_nothing_else_on_this_hosts_address
     through) answers; once the session is archived, its uid reaches amux's port no more."""
     from urllib.parse import urlsplit
 
-    from sessions.runtimes import loopback_fence
+    from runtimes import loopback_fence
     from tests.runtimes.conftest import require_runtime
 
     require_runtime("pi")

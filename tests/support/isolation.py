@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions.runtimes import isolation
+from runtimes import isolation
 
 # linux-dac tests switch to the runtime user, which only root can: `make test` as root (as CI
 # runs it) covers them; a run as another user leaves the linux-dac backend untested.

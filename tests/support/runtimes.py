@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sessions.runtimes import RuntimeAdapter, RuntimeConfig, TurnInput, get_adapter
-from sessions.runtimes.base import ProviderSpec, tagged_pids
-from sessions.runtimes.events import Event
-from sessions.runtimes.watchdog import WatchdogConfig
+from runtimes import RuntimeAdapter, RuntimeConfig, TurnInput, get_adapter
+from runtimes.base import ProviderSpec, tagged_pids
+from runtimes.events import Event
+from runtimes.watchdog import WatchdogConfig
 
 PLATFORM = {"codex": "openai-compat", "pi": "openai-compat", "acp": "openai-compat",
             "claude": "anthropic-compat"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessions.runtimes.answers import AnswerRefused, check_payload_answers
-from sessions.runtimes.claude_sdk import (
+from runtimes.answers import AnswerRefused, check_payload_answers
+from runtimes.claude_sdk import (
     check_answer,
     native_answers,
     result_terminal,

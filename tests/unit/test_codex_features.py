@@ -3,7 +3,7 @@ count as explicit, and what amux decides from them."""
 
 from __future__ import annotations
 
-from sessions.runtimes import codex_features as cf
+from runtimes import codex_features as cf
 
 LISTING = """agent_message_board                      under development  false
 default_mode_request_user_input          under development  false

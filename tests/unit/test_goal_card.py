@@ -153,12 +153,12 @@ def test_a_card_with_a_goal_shows_no_help():
 
 
 def test_the_help_names_every_goal_command_the_parser_takes():
-    from sessions import goal_commands
+    from sessions import native_goal_commands
 
     parsed = set()
-    for typed, _en, _zh in goal_commands.HELP:
+    for typed, _en, _zh in native_goal_commands.HELP:
         example = typed.replace("<text>", "ship it").replace("<tokens>", "1000")
-        command = goal_commands.parse(example)
+        command = native_goal_commands.parse(example)
         assert command is not None and command.error is None, typed
         parsed.add(command.verb)
-    assert parsed == set(goal_commands.VERBS)
+    assert parsed == set(native_goal_commands.VERBS)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sessions.goal_commands import MAX_BUDGET, GoalCommand, parse
+from sessions.native_goal_commands import MAX_BUDGET, GoalCommand, parse
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -2,7 +2,7 @@
 place gets only the ports it lacks, and a fence in place is left alone (its text is
 iptables-save's, which is how a rule in place is found)."""
 
-from sessions.runtimes import loopback_fence as fence
+from runtimes import loopback_fence as fence
 
 EMPTY = """*filter
 :INPUT ACCEPT [0:0]
@@ -61,7 +61,7 @@ def test_where_the_fence_cannot_be_set_up_auto_says_why_and_on_refuses_the_launc
         monkeypatch):
     import pytest
 
-    from sessions.runtimes import errors
+    from runtimes import errors
 
     monkeypatch.setattr(fence, "problem", lambda: "iptables-save failed: Permission denied")
     monkeypatch.setattr(fence, "_done", set())

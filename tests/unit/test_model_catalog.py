@@ -3,7 +3,7 @@ and @native-variant: references, as pure logic."""
 
 import pytest
 
-from sessions.runtimes import catalog
+from runtimes import catalog
 
 
 def test_provider_models_keep_bare_names_and_take_objects():

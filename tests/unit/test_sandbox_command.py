@@ -1,4 +1,4 @@
-"""The bwrap command line (sessions/runtimes/sandbox.py): which namespaces, which mounts,
+"""The bwrap command line (runtimes/sandbox.py): which namespaces, which mounts,
 which ports; pure, nothing runs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions.runtimes import errors, isolation, sandbox
+from runtimes import errors, isolation, sandbox
 
 
 def _pairs(argv: list[str], flag: str) -> list[tuple[str, str]]:

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace as NS
 
-from sessions.runtimes.acp import accepts_images, explicit_input
+from runtimes.acp import accepts_images, explicit_input
 
 
 def test_acp_images_only_when_the_capability_is_exactly_true():
@@ -39,8 +39,8 @@ def test_auto_sleep_rule():
 
 
 def test_a_worker_session_has_no_native_ask_the_user_tool():
-    from sessions.runtimes import codex_features
-    from sessions.runtimes.codex import render_config
+    from runtimes import codex_features
+    from runtimes.codex import render_config
 
     # amux's config.toml never switches the feature on: only the probe's per-thread
     # override does, and a worker (no native asking) never gets it

@@ -1,6 +1,6 @@
 """Watchdog rules of seed 000, as pure logic."""
 
-from sessions.runtimes.watchdog import (
+from runtimes.watchdog import (
     MAX_TURN_HARD_CAP,
     TURN_HARD_CAP,
     TURN_IDLE_TIMEOUT,

@@ -1,7 +1,7 @@
 """Watchdog limits in layers (session > provider > global > default) and their ranges, and
 the tool idle limit of the turn clock, as pure logic."""
 
-from sessions.runtimes.watchdog import (
+from runtimes.watchdog import (
     MAX_REPEAT_TOOL_CALL_LIMIT,
     MAX_TURN_HARD_CAP,
     TOOL_IDLE_TIMEOUT,

@@ -39,7 +39,7 @@ REASONS = {
     "start_failed": "the worker runtime did not start",
     "runtime_exited": "the worker runtime exited",
     "host_error": "the session host failed",
-    # the watchdogs (sessions/runtimes/watchdog.py)
+    # the watchdogs (runtimes/watchdog.py)
     "repeat_tool_loop": "a watchdog stopped a loop of repeated tool calls",
     "turn_hard_cap": "a watchdog stopped a turn that ran too long",
     "turn_idle_timeout": "a watchdog stopped a turn that went silent",

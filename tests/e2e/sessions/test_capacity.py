@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from runtimes.base import tagged_pids
 from sessions import capacity, services
 from sessions.models import Session, TimelineEvent
-from sessions.runtimes.base import tagged_pids
 from tests.support.model_server import Text
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from runtimes.base import tagged_pids
 from sessions import services
 from sessions.models import Session, TimelineEvent, Turn
-from sessions.runtimes.base import tagged_pids
 from tests.support.model_server import Text
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
 

@@ -20,8 +20,8 @@ from effects import outbox
 from intake.models import Channel, OutgoingMessage, Source
 from intake.sources.github import GitHub
 from policy import services as policy
+from runtimes.base import tagged_pids
 from sessions.models import ProviderProfile, Session, TimelineEvent
-from sessions.runtimes.base import tagged_pids
 from tests.support.git_server import GitServer, git
 from tests.support.github_payloads import example, signed
 from tests.support.intake import drained, processed

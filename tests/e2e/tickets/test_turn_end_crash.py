@@ -18,8 +18,8 @@ from django.core.cache import cache
 from effects import outbox
 from effects.models import Effect
 from intake.models import Source, Thread, Trigger
+from runtimes.base import tagged_pids
 from sessions.models import ProviderProfile, Session, Turn
-from sessions.runtimes.base import tagged_pids
 from sessions.tasks import sweep_sessions
 from tests.support.model_server import ModelServer, Text
 from tests.support.sessions import gateway_served

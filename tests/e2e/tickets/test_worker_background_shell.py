@@ -15,9 +15,9 @@ import pytest
 
 from effects import outbox
 from intake.models import Source, Thread, Trigger
+from runtimes.base import tagged_pids
 from sessions import services
 from sessions.models import ProviderProfile, Session, TimelineEvent, Turn
-from sessions.runtimes.base import tagged_pids
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import ModelServer, Text, ToolCall
 from tests.support.sessions import gateway_served, run_host, wait_for

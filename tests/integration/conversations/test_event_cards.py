@@ -12,9 +12,9 @@ import pytest
 from conversations import delivery
 from conversations.models import Conversation, EventCard, TurnReply
 from effects import outbox
+from runtimes import events as rt
 from sessions import timeline
 from sessions.models import Turn
-from sessions.runtimes import events as rt
 from tests.integration.conversations.test_lark_conversations import (
     drain_until,
     lark_source,
@@ -167,8 +167,8 @@ def test_a_singleton_goal_turn_shows_where_the_goal_was_created(
         client, lark_server, openai_provider, session_dirs):
     """The bot-wide session heard a chat after the goal was created in the group: the
     goal's own turns still go to the group, replying to the message that created it."""
-    from sessions.goals import GOAL_ORIGIN, GOAL_TURN
     from sessions.models import SessionGoal
+    from sessions.native_goals import GOAL_ORIGIN, GOAL_TURN
     from tests.integration.conversations.test_lark_conversations import BOB
     from tickets.models import AgentSettings
 

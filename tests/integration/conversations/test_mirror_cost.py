@@ -9,9 +9,9 @@ import pytest
 from conversations.models import Conversation, TurnReply
 from effects.models import Effect
 from intake.models import Source
+from runtimes import events as rt
 from sessions import services, timeline
 from sessions.models import Session
-from sessions.runtimes import events as rt
 from tests.integration.sessions.test_turn_statements import statements
 
 pytestmark = pytest.mark.django_db

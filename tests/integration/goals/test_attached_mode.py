@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from goals.models import Goal, Todo, WorkingSession
+from runtimes import isolation, wsrpc
+from runtimes.base import CANCEL_GRACE_SECONDS
+from runtimes.codex import CLIENT_INFO
 from sessions import app_servers, identities, services
 from sessions.models import AppServer, Session, TimelineEvent, Turn
-from sessions.runtimes import isolation, wsrpc
-from sessions.runtimes.base import CANCEL_GRACE_SECONDS
-from sessions.runtimes.codex import CLIENT_INFO
 from tests.integration.goals.conftest import add_agent
 from tests.support.isolation import backend, runtime_user
 from tests.support.model_server import Text, ToolCall

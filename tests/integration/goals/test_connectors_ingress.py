@@ -15,9 +15,9 @@ from effects import outbox
 from goals import ingress
 from goals.core import ingress as rules
 from goals.models import Connector, IngressReceipt, QueuedIngress
+from runtimes import events as rt
 from sessions import services, timeline
 from sessions.models import Turn
-from sessions.runtimes import events as rt
 from tests.integration.goals.conftest import add_agent, start
 
 pytestmark = pytest.mark.django_db

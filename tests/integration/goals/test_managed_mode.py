@@ -19,9 +19,9 @@ from django.conf import settings as django_settings
 
 from goals import turns
 from goals.models import GoalTurn, WorkingSession
+from runtimes import pi as pi_runtime
 from sessions import hosting, services
 from sessions.models import Session, TimelineEvent, Turn
-from sessions.runtimes import pi as pi_runtime
 from sessions.tasks import reclaim_dead_leases
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from runtimes import catalog
 from sessions import services
 from sessions.models import ProviderProfile, Session, TimelineEvent, WatchdogSettings
-from sessions.runtimes import catalog
 from tests.support.model_server import ToolCall
 from tests.support.sessions import run_host
 

@@ -7,9 +7,9 @@ import os
 import pytest
 
 from amux_site import runtimes_install
+from runtimes import isolation
 from sessions import doctor
 from sessions.models import ProviderProfile
-from sessions.runtimes import isolation
 from tests.support.isolation import as_root
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(240)]
@@ -99,7 +99,7 @@ def test_isolation_check_names_the_backend_and_why(settings):
 
 @as_root
 def test_under_linux_dac_the_isolation_check_says_whether_the_loopback_is_fenced(settings):
-    from sessions.runtimes import loopback_fence
+    from runtimes import loopback_fence
 
     isolation.provision("amux-agent")
     settings.AMUX_ISOLATION, settings.AMUX_RUNTIME_USER = "linux-dac", "amux-agent"

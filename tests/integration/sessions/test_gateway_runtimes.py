@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from runtimes import get_adapter
+from runtimes.base import tagged_pids
 from sessions import services
 from sessions.models import Session
-from sessions.runtimes import get_adapter
-from sessions.runtimes.base import tagged_pids
 from tests import factories as f
 from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import collect, run_async, terminals

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessions import goals, services
+from sessions import native_goals, services
 from sessions.models import TimelineEvent
 
 pytestmark = pytest.mark.django_db
@@ -21,20 +21,20 @@ def _goal_events(sid):
 
 def test_a_cleared_report_for_no_goal_is_not_recorded(openai_provider, session_dirs):
     sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
-    goals.record(sid, None, cleared=True)
+    native_goals.record(sid, None, cleared=True)
     assert _goal_events(sid) == []
 
 
 def test_a_goal_the_runtime_cleared_is_recorded_once(openai_provider, session_dirs):
     sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
-    goals.record(sid, NATIVE)
-    goals.record(sid, None, cleared=True)
-    goals.record(sid, None, cleared=True)  # repeated on the next resume: nothing new
+    native_goals.record(sid, NATIVE)
+    native_goals.record(sid, None, cleared=True)
+    native_goals.record(sid, None, cleared=True)  # repeated on the next resume: nothing new
     assert _goal_events(sid) == ["goal.updated", "goal.cleared"]
 
 
 def test_a_clear_command_is_always_answered(openai_provider, session_dirs):
     """A person's `goal clear` gets its answer even when there was nothing to clear."""
     sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
-    goals.record(sid, None, command="clear", cleared=True)
+    native_goals.record(sid, None, command="clear", cleared=True)
     assert _goal_events(sid) == ["goal.cleared"]

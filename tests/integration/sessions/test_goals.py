@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from sessions import control, goals, services
+from sessions import control, native_goals, services
 from sessions.models import Session, SessionGoal, TimelineEvent, Turn
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
@@ -375,7 +375,7 @@ def test_card_actions_recheck_the_goal(openai_provider, session_dirs, model_serv
         lark = {"via": "lark", "actor": "ou_2", "conversation": 4}
         new = services.post_message(sid, "goal set second objective", origin=lark)
         value = {"conversation": 4, "session": sid, "gen": 1}
-        with pytest.raises(goals.GoalRefused) as stale:
+        with pytest.raises(native_goals.GoalRefused) as stale:
             goal_control.control("goal.pause", {**value, "goal_key": old["goal_key"]},
                                  operator="ou_2")
         assert stale.value.code == "stale_goal"
@@ -386,7 +386,7 @@ def test_card_actions_recheck_the_goal(openai_provider, session_dirs, model_serv
         assert toast.startswith("Goal paused")
         assert _row(sid).authorized is False
         wait_for(lambda: _status(sid) == "paused", timeout=30)
-        with pytest.raises(goals.GoalRefused):  # nothing to pause twice
+        with pytest.raises(native_goals.GoalRefused):  # nothing to pause twice
             goal_control.control("goal.pause", {**value, "goal_key": new["goal_key"]},
                                  operator="ou_2")
         goal_control.control("goal.resume", {**value, "goal_key": new["goal_key"]},
@@ -396,7 +396,7 @@ def test_card_actions_recheck_the_goal(openai_provider, session_dirs, model_serv
                              operator="ou_2")
         wait_for(lambda: TimelineEvent.objects.filter(session_id=sid,
                                                       type="goal.cleared").exists())
-        with pytest.raises(goals.GoalRefused) as gone:
+        with pytest.raises(native_goals.GoalRefused) as gone:
             goal_control.control("goal.resume", {**value, "goal_key": new["goal_key"]},
                                  operator="ou_2")
         assert gone.value.code == "stale_goal"

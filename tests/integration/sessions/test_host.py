@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
+from runtimes.base import tagged_pids
 from sessions import services, timeline
 from sessions.models import Session, TimelineEvent, Turn
-from sessions.runtimes.base import tagged_pids
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 

@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
+from runtimes.events import PermissionRequested
 from sessions import control, services, timeline
 from sessions.host import sleep_facts
 from sessions.models import Session, TimelineEvent
-from sessions.runtimes.events import PermissionRequested
 from tests.support.model_server import Text
 from tests.support.sessions import run_host, wait_for
 

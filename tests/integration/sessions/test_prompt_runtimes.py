@@ -13,9 +13,9 @@ import threading
 import pytest
 
 from prompts_app import service as prompts
+from runtimes.base import tagged_pids
 from sessions import services
 from sessions.models import Session, TimelineEvent, Turn
-from sessions.runtimes.base import tagged_pids
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from runtimes.answers import AnswerRefused, check_payload_answers
 from sessions import services
 from sessions.models import Session, TimelineEvent, Turn
-from sessions.runtimes.answers import AnswerRefused, check_payload_answers
 from tests.runtimes.test_acp_elicitation import SECRET, answers_sent, scripted_agent
 from tests.support.sessions import run_host, wait_for
 

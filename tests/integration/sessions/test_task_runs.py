@@ -130,9 +130,9 @@ def test_the_run_follows_its_turn_through_a_lost_host(session_dirs, openai_provi
                                                        operator):
     """Running with the turn's start; a host lost mid-turn cancels the turn but queues its
     continuation, so the run stays running; the continuation's end settles it."""
+    from runtimes import events as rt
     from sessions import timeline
     from sessions.models import Turn
-    from sessions.runtimes import events as rt
 
     run = task_runs.submit_task(owner=operator, prompt="long job", runtime="codex",
                                 model="gpt-5.5")
@@ -155,9 +155,9 @@ def test_the_run_follows_its_turn_through_a_lost_host(session_dirs, openai_provi
 
 def test_a_failed_turn_fails_its_run_with_the_turn_s_words(session_dirs, openai_provider,
                                                            operator):
+    from runtimes import events as rt
     from sessions import timeline
     from sessions.models import Turn
-    from sessions.runtimes import events as rt
 
     run = task_runs.submit_task(owner=operator, prompt="x", runtime="codex", model="gpt-5.5")
     turn = Turn.objects.get(session=run.session)

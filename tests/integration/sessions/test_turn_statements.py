@@ -10,9 +10,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from effects.models import Effect
+from runtimes import events as rt
 from sessions import timeline
 from sessions.models import Session, TimelineEvent, Turn
-from sessions.runtimes import events as rt
 
 pytestmark = pytest.mark.django_db
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from runtimes import events as rt
 from sessions import timeline
 from sessions.models import Session, UsageDay
-from sessions.runtimes import events as rt
 
 pytestmark = pytest.mark.django_db
 

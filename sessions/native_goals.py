@@ -1,11 +1,11 @@
 """Native goals: the commands people send and the authorization the host checks.
 
-A message that starts with a goal command (``sessions.goal_commands``) is not an input for
+A message that starts with a goal command (``sessions.native_goal_commands``) is not an input for
 the model when the session's running runtime declared the goal feature (``runtime_facts
 ["goals"]``, probed by the adapter, never guessed from the agent's name): ``intercept``
 checks it against the goal as amux knows it, changes the persisted authorization
 (``SessionGoal``) and sends the command to the session's host through the control channel
-in one transaction. The host carries it out natively (``sessions.goal_host``) and reports
+in one transaction. The host carries it out natively (``sessions.native_goal_host``) and reports
 what the runtime answered with ``record``. Goal state is shown as session-level timeline
 events ``goal.updated`` / ``goal.cleared`` (the payload of ``INTERFACES.md``); the last one
 is kept on the row (``snapshot``) and shown on the session.
@@ -25,9 +25,9 @@ from typing import Any
 
 from django.db import transaction
 
-from sessions import control, goal_commands, hosting, timeline
-from sessions.goal_commands import GoalCommand
+from sessions import control, hosting, native_goal_commands, timeline
 from sessions.models import Lifecycle, Session, SessionGoal, Turn, TurnState
+from sessions.native_goal_commands import GoalCommand
 
 UNFINISHED = frozenset({"active", "paused", "blocked", "usageLimited", "budgetLimited"})
 RESUMABLE = frozenset({"paused", "blocked", "usageLimited", "budgetLimited"})
@@ -94,7 +94,7 @@ def intercept(session_id: int, text: str | None, origin: dict[str, Any] | None =
     declares no goal feature) that goes on as an input."""
     if (origin or {}).get("via") not in PEOPLE:
         return None  # a schedule's, a task's or a ticket's prompt is never a command
-    command = goal_commands.parse(text)
+    command = native_goal_commands.parse(text)
     if command is None:
         return None
     if (origin or {}).get("goal_deferred"):
@@ -121,8 +121,8 @@ def _undeclared(session: Session) -> bool:
 def defer(session: Session, text: str, origin: dict[str, Any] | None) -> dict[str, Any]:
     """`goal <text>` as a new session's first words (a Lark topic opened with a goal): the
     runtime must start before it can say whether it has goals, so the host decides once it
-    has (goal_host.deferred) and the goal is created then — or the text goes on as an ordinary
-    input, as it would on a runtime without goals. No turn is made for it now."""
+    has (native_goal_host.deferred) and the goal is created then — or the text goes on as an
+    ordinary input, as it would on a runtime without goals. No turn is made for it now."""
     request_id = uuid.uuid4().hex[:12]
     message = {"verb": "deferred", "text": text, "origin": origin, "request_id": request_id}
     with transaction.atomic():

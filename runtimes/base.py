@@ -9,7 +9,7 @@ isolation backend (``isolation``: amux's user, or a dedicated unprivileged one);
 ``close()`` kills the group (and any descendant that moved to another group, found by the
 per-process tag).
 
-Pure Python: no Django imports anywhere under ``sessions/runtimes/``.
+Pure Python: no Django imports anywhere under ``runtimes/``.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ _said_unfenced: set[str] = set()  # each reason logged once per process
 def default_runtimes_dir() -> Path:
     """This checkout's node_modules; the configured directory (settings.AMUX_RUNTIMES_DIR)
     is passed in by the caller, as ``RuntimeConfig.runtimes_dir`` or to ``probe()``."""
-    return Path(__file__).resolve().parents[2] / "node_modules"
+    return Path(__file__).resolve().parents[1] / "node_modules"
 
 
 @dataclass(frozen=True)

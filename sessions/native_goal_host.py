@@ -4,8 +4,8 @@ commands natively and admits (or refuses) the turns the runtime starts by itself
 The host calls these between turns and, for commands, interrupts and input nudges, while
 a turn runs. Every native call goes through the adapter's ``goal_*`` methods (Codex
 ``thread/goal/*``, always with ``origin: "user"``: a person asked); what the runtime
-answers is recorded with ``goals.record``. A continuation is admitted only when
-``goals.admissible`` says so, then runs as a canonical turn of its own (``TurnInput.command
+answers is recorded with ``native_goals.record``. A continuation is admitted only when
+``native_goals.admissible`` says so, then runs as a canonical turn of its own (``TurnInput.command
 == "goal"``) with the normal terminal event and watchdogs; otherwise it is interrupted and
 recorded as ``goal.continuation_refused``.
 """
@@ -17,8 +17,8 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sessions import goal_commands, goals, services
-from sessions.runtimes import errors
+from runtimes import errors
+from sessions import native_goal_commands, native_goals, services
 
 if TYPE_CHECKING:
     from sessions.host import SessionHost
@@ -48,22 +48,22 @@ async def observe(host: SessionHost) -> None:
     updates, adapter.goal_updates = adapter.goal_updates, []
     for native in updates:
         if native is None:
-            await host.db(goals.record, host.session_id, None, cleared=True)
+            await host.db(native_goals.record, host.session_id, None, cleared=True)
         else:
-            await host.db(goals.record, host.session_id, native)
+            await host.db(native_goals.record, host.session_id, native)
 
 
 def deferred(session_id: int, msg: dict[str, Any], has_goals: bool) -> None:
-    """The host's answer to a deferred `goal <text>` (sessions.goals.defer), once its
+    """The host's answer to a deferred `goal <text>` (sessions.native_goals.defer), once its
     runtime has started: the goal is created (or refused) as if typed now; without goals,
     the text is the session's next ordinary input (once: keyed by the request)."""
     text, origin = str(msg.get("text") or ""), msg.get("origin") or {}
-    command = goal_commands.parse(text)
+    command = native_goal_commands.parse(text)
     if has_goals and command is not None:
         try:
-            goals.run(session_id, command, origin)
-        except goals.GoalRefused as exc:
-            goals.refuse(session_id, command.verb, str(exc))
+            native_goals.run(session_id, command, origin)
+        except native_goals.GoalRefused as exc:
+            native_goals.refuse(session_id, command.verb, str(exc))
         return
     services.post_message(session_id, text, key=f"goal-deferred:{msg.get('request_id')}",
                           origin={**origin, "goal_deferred": True})
@@ -78,7 +78,7 @@ async def apply(host: SessionHost, msg: dict[str, Any], *, goal_turn: bool = Fal
         await host.db(deferred, host.session_id, msg, adapter is not None)
         return
     if adapter is None:
-        await host.db(goals.record, host.session_id, None, command=verb,
+        await host.db(native_goals.record, host.session_id, None, command=verb,
                       refused="the runtime is not running with native goals")
         return
     await observe(host)
@@ -86,8 +86,8 @@ async def apply(host: SessionHost, msg: dict[str, Any], *, goal_turn: bool = Fal
         native, cleared = await _native_command(adapter, msg)
     except errors.RuntimeAdapterError as exc:
         if verb in ("create", "set", "resume"):
-            await host.db(goals.set_flags, host.session_id, authorized=False)
-        await host.db(goals.record, host.session_id, adapter.goal, command=verb,
+            await host.db(native_goals.set_flags, host.session_id, authorized=False)
+        await host.db(native_goals.record, host.session_id, adapter.goal, command=verb,
                       refused=f"the runtime refused: {exc}")
         return
     # reports read before the answer are older than it: the answer is the state now
@@ -97,10 +97,10 @@ async def apply(host: SessionHost, msg: dict[str, Any], *, goal_turn: bool = Fal
             await adapter.interrupt()  # the authorization is revoked already: then cancel
     if cleared:
         adapter.goal_updates = []
-        await host.db(goals.record, host.session_id, None, command=verb, cleared=True,
+        await host.db(native_goals.record, host.session_id, None, command=verb, cleared=True,
                       goal_key=msg.get("previous_key"))
         return
-    await host.db(goals.record, host.session_id, native, command=verb,
+    await host.db(native_goals.record, host.session_id, native, command=verb,
                   native_thread=adapter.native_session_id)
 
 
@@ -136,19 +136,19 @@ async def preempt(host: SessionHost, *, running_goal_turn: bool = False) -> None
     adapter = _goal_adapter(host)
     if adapter is None:
         return
-    if running_goal_turn and not await host.db(goals.input_waiting, host.session_id):
+    if running_goal_turn and not await host.db(native_goals.input_waiting, host.session_id):
         return  # a late nudge of input already served: the goal turn goes on
     # no native goal runs: nothing to pause (and no database trip before every input)
-    row = await host.db(goals.current, host.session_id) if goal_active(host) else None
+    row = await host.db(native_goals.current, host.session_id) if goal_active(host) else None
     if row is not None and row.authorized:
-        await host.db(goals.set_flags, host.session_id, preempted=True)
+        await host.db(native_goals.set_flags, host.session_id, preempted=True)
         try:
             native = await adapter.goal_set(status="paused", **ORIGIN)
         except errors.RuntimeAdapterError:
             log.warning("pausing the goal for input failed", exc_info=True)
         else:
             adapter.goal_updates = []
-            await host.db(goals.record, host.session_id, native, command=None)
+            await host.db(native_goals.record, host.session_id, native, command=None)
     if running_goal_turn:
         with contextlib.suppress(errors.RuntimeAdapterError):
             await adapter.interrupt()
@@ -158,16 +158,16 @@ async def preempt(host: SessionHost, *, running_goal_turn: bool = False) -> None
 
 async def revoke(host: SessionHost) -> None:
     """An explicit interrupt revokes the goal's authorization, then pauses it natively."""
-    row = await host.db(goals.current, host.session_id)
+    row = await host.db(native_goals.current, host.session_id)
     if row is None or not (row.authorized or row.preempted):
         return
-    await host.db(goals.set_flags, host.session_id, authorized=False, preempted=False)
+    await host.db(native_goals.set_flags, host.session_id, authorized=False, preempted=False)
     adapter = _goal_adapter(host)
     if adapter is not None and adapter.goal and adapter.goal.get("status") == "active":
         with contextlib.suppress(errors.RuntimeAdapterError):
             native = await adapter.goal_set(status="paused", **ORIGIN)
             adapter.goal_updates = []
-            await host.db(goals.record, host.session_id, native, command="interrupt")
+            await host.db(native_goals.record, host.session_id, native, command="interrupt")
 
 
 async def refuse_waiting(host: SessionHost, reason: str, *, during_turn: bool = False
@@ -181,7 +181,7 @@ async def refuse_waiting(host: SessionHost, reason: str, *, during_turn: bool = 
         await _refuse(host, adapter, waiting[0], reason)
         refused = True
     if refused and goal_active(host):
-        row = await host.db(goals.current, host.session_id)
+        row = await host.db(native_goals.current, host.session_id)
         if row is None or not row.authorized:
             # refused for coming at the wrong time, but nobody authorized it either: it
             # stops here, as it would have on its next try
@@ -190,7 +190,7 @@ async def refuse_waiting(host: SessionHost, reason: str, *, during_turn: bool = 
 
 async def _refuse(host: SessionHost, adapter: Any, turn_id: str, reason: str) -> None:
     await adapter.refuse_native_turn(turn_id)
-    await host.db(goals.refused_turn, host.session_id, turn_id, reason)
+    await host.db(native_goals.refused_turn, host.session_id, turn_id, reason)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + REFUSED_TURN_WAIT
     # the next turn/start waits for the refused turn's end (one turn at a time natively)
@@ -203,7 +203,7 @@ async def _pause(host: SessionHost, adapter: Any) -> None:
     with contextlib.suppress(errors.RuntimeAdapterError):
         native = await adapter.goal_set(status="paused", **ORIGIN)
         adapter.goal_updates = []
-        await host.db(goals.record, host.session_id, native, command=None)
+        await host.db(native_goals.record, host.session_id, native, command=None)
 
 
 async def admit_waiting(host: SessionHost, session: Any) -> bool:
@@ -214,7 +214,7 @@ async def admit_waiting(host: SessionHost, session: Any) -> bool:
     if waiting is None:
         return False
     turn_id, native_then = waiting
-    why = await host.db(goals.admissible, host.session_id, adapter.native_session_id,
+    why = await host.db(native_goals.admissible, host.session_id, adapter.native_session_id,
                         native_then)
     if why is not None:
         await _refuse(host, adapter, turn_id, why)
@@ -222,7 +222,7 @@ async def admit_waiting(host: SessionHost, session: Any) -> bool:
                 and goal_active(host):
             await _pause(host, adapter)  # a goal nobody authorized (e.g. the model's own)
         return True
-    turn = await host.db(goals.goal_turn, host.session_id, turn_id)
+    turn = await host.db(native_goals.goal_turn, host.session_id, turn_id)
     if turn is None:
         await _refuse(host, adapter, turn_id, "session_archived")
         return True
@@ -237,10 +237,10 @@ async def resume_preempted(host: SessionHost) -> None:
     adapter = _goal_adapter(host)
     if adapter is None or not adapter.goal or adapter.goal.get("status") != "paused":
         return
-    row = await host.db(goals.current, host.session_id)
+    row = await host.db(native_goals.current, host.session_id)
     if row is None or not row.preempted:
         return
-    await host.db(goals.set_flags, host.session_id, preempted=False)
+    await host.db(native_goals.set_flags, host.session_id, preempted=False)
     if not row.authorized:
         return
     try:
@@ -249,4 +249,4 @@ async def resume_preempted(host: SessionHost) -> None:
         log.warning("resuming the preempted goal failed", exc_info=True)
         return
     adapter.goal_updates = []
-    await host.db(goals.record, host.session_id, native, command="resume")
+    await host.db(native_goals.record, host.session_id, native, command="resume")

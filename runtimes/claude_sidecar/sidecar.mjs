@@ -1,5 +1,5 @@
 // amux's Claude sidecar: one Claude Agent SDK query() in streaming-input mode per process,
-// driven by amux's Python adapter (sessions/runtimes/claude.py) over JSON lines.
+// driven by amux's Python adapter (runtimes/claude.py) over JSON lines.
 //
 // stdin (from amux), one object a line:
 //   {"type":"start","options":{...}}      open the query (new session id, or resume)
