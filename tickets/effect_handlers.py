@@ -114,26 +114,29 @@ def _dispatch_failed(assignment: Assignment, failure: failures.Failure) -> None:
 
 
 def _start_run(ticket, assignment: Assignment, config, workdir) -> None:
-    worker.write_token(ticket, executor.issue_assignment_token(assignment_id=assignment.pk))
-    session = ticket.session or Session.objects.filter(name=worker.session_name(ticket)).first()
-    if session is None:
-        session = sessions.create_session(
-            runtime=config.worker_runtime,
-            provider=config.worker_provider.slug,
-            model=config.worker_model,
-            workdir=str(workdir),
-            name=worker.session_name(ticket),
-            prompt_role="worker",  # every turn reads the current worker prompt
-            mcp_servers=worker.mcp_servers(ticket),
-            env=worker.environment(ticket),
-            path=[str(worker.bin_dir())],
-            ask_user=False,  # the worker profile: people are asked only through `amux ask`
-            background_shell_after=worker.BACKGROUND_SHELL_AFTER,
-        )
-    sessions.post_message(
-        session.pk, worker.brief(ticket, assignment), key=f"assignment:{assignment.pk}"
-    )
-    executor.assignment_started(assignment_id=assignment.pk, session_id=session.pk)
+    def start(token: str) -> int:
+        worker.write_token(ticket, token)
+        session = ticket.session or Session.objects.filter(
+            name=worker.session_name(ticket)).first()
+        if session is None:
+            session = sessions.create_session(
+                runtime=config.worker_runtime,
+                provider=config.worker_provider.slug,
+                model=config.worker_model,
+                workdir=str(workdir),
+                name=worker.session_name(ticket),
+                prompt_role="worker",  # every turn reads the current worker prompt
+                mcp_servers=worker.mcp_servers(ticket),
+                env=worker.environment(ticket),
+                path=[str(worker.bin_dir())],
+                ask_user=False,  # the worker profile: people are asked only through `amux ask`
+                background_shell_after=worker.BACKGROUND_SHELL_AFTER,
+            )
+        sessions.post_message(
+            session.pk, worker.brief(ticket, assignment), key=f"assignment:{assignment.pk}")
+        return session.pk
+
+    executor.run_dispatched(assignment_id=assignment.pk, start=start)
 
 
 def deliver_input(effect_id: int, payload: dict) -> None:

@@ -1,6 +1,8 @@
 """Dispatching a worker is idempotent: a replay after a crash starts nothing twice."""
 
 import pytest
+from django.db import connection
+from django.utils import timezone
 
 from effects import outbox
 from effects.models import Effect
@@ -63,3 +65,49 @@ def test_a_replayed_dispatch_reuses_the_session_and_the_first_turn(ticket):
     outbox.enqueue("dispatch", dispatch.key, dispatch.payload)
     outbox.drain(seconds=10)
     assert Session.objects.count() == 1 and Turn.objects.filter(session=session).count() == 1
+
+
+REFUSE_START = {
+    "postgresql": [
+        """CREATE FUNCTION amux_test_refuse_start() RETURNS trigger AS $$
+           BEGIN IF NEW.state = 'running' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+           RETURN NEW; END $$ LANGUAGE plpgsql""",
+        """CREATE TRIGGER amux_test_refuse_start BEFORE UPDATE ON {table} FOR EACH ROW
+           EXECUTE FUNCTION amux_test_refuse_start()"""],
+    "sqlite": [
+        """CREATE TRIGGER amux_test_refuse_start BEFORE UPDATE ON {table} FOR EACH ROW
+           WHEN NEW.state = 'running' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"""],
+}
+
+
+def test_a_dispatch_that_fails_at_its_last_write_leaves_none_of_it(ticket):
+    """The token, the session, its brief and the run's start are one transaction: the
+    database refusing the last of them (a trigger on the run's row) leaves no session, no
+    brief and no token behind, and the effect, run again, does all of it once."""
+    provider = f.ProviderProfileFactory(slug="local")
+    AgentSettings.objects.update_or_create(pk=1, defaults={
+        "worker_runtime": "pi", "worker_provider": provider, "worker_model": "m"})
+    table = Assignment._meta.db_table
+    with connection.cursor() as cursor:
+        for statement in REFUSE_START[connection.vendor]:
+            cursor.execute(statement.format(table=table))
+    outbox.drain(seconds=10)
+    dispatch = Effect.objects.get(kind="dispatch")
+    assert "refused by the test" in dispatch.last_error and dispatch.attempts == 1
+    assignment = Assignment.objects.get(ticket=ticket)
+    assert assignment.state == "dispatching" and not assignment.token_hash
+    assert not Session.objects.exists() and not Turn.objects.exists()
+    ticket.refresh_from_db()
+    assert ticket.session_id is None
+
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TRIGGER amux_test_refuse_start"
+                       + (f" ON {table}" if connection.vendor == "postgresql" else ""))
+    Effect.objects.filter(pk=dispatch.pk).update(due_at=timezone.now())
+    outbox.drain(seconds=10)
+    assignment.refresh_from_db()
+    assert assignment.state == "running" and assignment.token_hash
+    session = Session.objects.get()
+    assert Turn.objects.filter(session=session).count() == 1
+    ticket.refresh_from_db()
+    assert ticket.session == session

@@ -4,6 +4,7 @@ back; and the bearer token its tools carry."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from django.db import transaction
@@ -35,12 +36,33 @@ def issue_assignment_token(*, assignment_id: int) -> str:
 def assignment_started(*, assignment_id: int, session_id: int | None = None) -> None:
     with transaction.atomic(durable=True):
         ticket, assignment = locks.ticket_of_assignment(assignment_id)
-        if not common.save_changes(
-                assignment, runs.started(assignment.state, assignment.started_at, clock())):
-            return  # stopped meanwhile: the late fact changes nothing
-        if session_id is not None and ticket.session_id != session_id:
-            ticket.session_id = session_id
-            ticket.save(update_fields=["session"])
+        _started(ticket, assignment, session_id)
+
+
+def _started(ticket: Ticket, assignment: Assignment, session_id: int | None) -> None:
+    if not common.save_changes(
+            assignment, runs.started(assignment.state, assignment.started_at, clock())):
+        return  # stopped meanwhile: the late fact changes nothing
+    if session_id is not None and ticket.session_id != session_id:
+        ticket.session_id = session_id
+        ticket.save(update_fields=["session"])
+
+
+def run_dispatched(*, assignment_id: int, start: Callable[[str], int]) -> int | None:
+    """A run's dispatch, whole or not at all: its bearer token, its session and brief
+    (``start`` is given the token, writes the session's rows in this same transaction and
+    answers the session's id) and the run started on that session. A fault part-way (a
+    refusal of the session layer, the database) leaves none of it; the effect that asked
+    runs it again. None: the run was stopped, or started, meanwhile."""
+    token = tokens.new_token()
+    with transaction.atomic(durable=True):
+        ticket, assignment = locks.ticket_of_assignment(assignment_id)
+        if assignment.state != "dispatching" or ticket.ended_at is not None:
+            return None
+        common.save_changes(assignment, {"token_hash": tokens.token_hash(token)})
+        session_id = start(token)
+        _started(ticket, assignment, session_id)
+    return session_id
 
 
 def assignment_ended(*, assignment_id: int, reason: str = "", failed: bool = False,
