@@ -1,6 +1,8 @@
-"""The only writer of goals state. Each command is one ``transaction.atomic()`` that locks
-its root (the goal, agent or connector) with ``select_for_update()``, asks a pure rule in
-goals/core/ and saves. Refusals raise ``Refused`` (status, code, field)."""
+"""The only writer of goals state. Each command is one durable transaction that locks its
+root (the goal, agent or connector; goals/locks.py, in the one order), asks a pure rule in
+goals/core/ and saves. A ``*_in_txn`` form is the same change as one step of a caller's
+transaction (an inbox settle, a turn's writeback). Refusals raise ``Refused`` (status,
+code, field)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from goals import comments, queue
+from goals import comments, locks, queue
 from goals.core import agent_access as access
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
@@ -19,7 +21,6 @@ from goals.models import (
     Agent,
     Connector,
     Goal,
-    IngressReceipt,
     Material,
     QueuedIngress,
     Todo,
@@ -28,22 +29,6 @@ from goals.models import (
 from intake.models import Source
 from sessions import app_servers, services
 from sessions.models import ProviderProfile
-
-
-def _locked_goal(slug: str) -> Goal:
-    goal = Goal.objects.select_for_update().filter(slug=slug).first()
-    if goal is None:
-        raise Refused(f"unknown goal {slug!r}", code="not_found", status=404)
-    return goal
-
-
-def _locked_agent(goal_slug: str, agent_slug: str) -> Agent:
-    agent = (Agent.objects.select_for_update().select_related("goal")
-             .filter(goal__slug=goal_slug, slug=agent_slug).first())
-    if agent is None:
-        raise Refused(f"unknown agent {agent_slug!r} of goal {goal_slug!r}", code="not_found",
-                      status=404)
-    return agent
 
 
 def active_binding(agent: Agent) -> WorkingSession | None:
@@ -56,7 +41,7 @@ def create_goal(*, slug: str, title: str, description: str = "", check_command: 
     spec = quota_spec or {}
     unit, limit = spec.get("unit", "turns"), spec.get("limit", 0)
     quota.check(unit, limit, 0)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         if Goal.objects.filter(slug=slug).exists():
             raise Refused(f"a goal {slug!r} exists", code="exists", field="slug")
         try:
@@ -69,8 +54,8 @@ def create_goal(*, slug: str, title: str, description: str = "", check_command: 
 
 
 def update_goal(slug: str, changes: dict[str, Any]) -> Goal:
-    with transaction.atomic():
-        goal = _locked_goal(slug)
+    with transaction.atomic(durable=True):
+        goal = locks.goal(slug=slug)
         if "state" in changes:
             goal.state = lc.transition(lc.GOAL_TRANSITIONS, "goal", goal.state,
                                        changes["state"])
@@ -92,70 +77,85 @@ def update_goal(slug: str, changes: dict[str, Any]) -> Goal:
 
 # ------------------------------------------------------------------------------ todos
 def add_todo(goal_slug: str, title: str) -> Todo:
-    with transaction.atomic():
-        goal = _locked_goal(goal_slug)
-        return Todo.objects.create(goal=goal, title=title)
+    with transaction.atomic(durable=True):
+        return add_todo_in_txn(goal_slug, title)
 
 
-def change_todo(goal_slug: str, todo_id: int, *, state: str | None = None,
-                evidence: str | None = None, title: str | None = None,
-                agent: str | None = None, as_agent: str | None = None) -> Todo:
+def add_todo_in_txn(goal_slug: str, title: str) -> Todo:
+    """``add_todo`` as one step of the caller's transaction (an inbox settle)."""
+    goal = locks.goal(slug=goal_slug)
+    return Todo.objects.create(goal=goal, title=title)
+
+
+def change_todo(goal_slug: str, todo_id: int, **changes: Any) -> Todo:
+    """The change of a todo (``change_todo_in_txn``) in one transaction of its own."""
+    with transaction.atomic(durable=True):
+        return change_todo_in_txn(goal_slug, todo_id, **changes)
+
+
+def change_todo_in_txn(goal_slug: str, todo_id: int, *, state: str | None = None,
+                       evidence: str | None = None, title: str | None = None,
+                       agent: str | None = None, as_agent: str | None = None) -> Todo:
     """``as_agent``: the change comes from that agent's own token (goals/agent_auth.py),
     which claims only for itself and never takes or drops a todo (core/agent_access.py)."""
-    with transaction.atomic():
-        goal = _locked_goal(goal_slug)
-        todo = (Todo.objects.select_for_update(of=("self",)).select_related("claimed_by")
-                .filter(goal=goal, pk=todo_id).first())
-        if todo is None:
-            raise Refused(f"unknown todo {todo_id}", code="not_found", status=404)
-        if as_agent is not None:
-            refused = access.todo_change_refusal(
-                agent=as_agent, target_state=state, named_agent=agent,
-                claimed_by=todo.claimed_by.slug if todo.claimed_by else None)
-            if refused is not None:
-                raise refused
-            agent = as_agent
-        if evidence is not None:
-            todo.evidence = evidence
-        if title is not None:
-            todo.title = title
-        if state is not None:
-            new = lc.todo_transition(todo.state, state, todo.evidence)
-            if new == "claimed" and todo.state != "claimed":
-                todo.claimed_by = (goal.agents.filter(slug=agent).first() if agent else None)
-                if agent and todo.claimed_by is None:
-                    raise Refused(f"unknown agent {agent!r}", code="invalid", status=400,
-                                  field="agent")
-            elif new == "open":
-                todo.claimed_by = None
-            todo.state = new
-        todo.save()
-        return todo
+    goal = locks.goal(slug=goal_slug)
+    todo = locks.todo(goal, todo_id)
+    if todo is None:
+        raise Refused(f"unknown todo {todo_id}", code="not_found", status=404)
+    if as_agent is not None:
+        refused = access.todo_change_refusal(
+            agent=as_agent, target_state=state, named_agent=agent,
+            claimed_by=todo.claimed_by.slug if todo.claimed_by else None)
+        if refused is not None:
+            raise refused
+        agent = as_agent
+    if evidence is not None:
+        todo.evidence = evidence
+    if title is not None:
+        todo.title = title
+    if state is not None:
+        new = lc.todo_transition(todo.state, state, todo.evidence)
+        if new == "claimed" and todo.state != "claimed":
+            todo.claimed_by = (goal.agents.filter(slug=agent).first() if agent else None)
+            if agent and todo.claimed_by is None:
+                raise Refused(f"unknown agent {agent!r}", code="invalid", status=400,
+                              field="agent")
+        elif new == "open":
+            todo.claimed_by = None
+        todo.state = new
+    todo.save()
+    return todo
 
 
 # -------------------------------------------------------------------------- materials
-def register_material(goal_slug: str, *, key: str, body: str, title: str = "",
-                      source_ref: str = "", max_age_s: int | None = None) -> Material:
+def register_material(goal_slug: str, **fields: Any) -> Material:
+    """``register_material_in_txn`` in one transaction of its own."""
+    with transaction.atomic(durable=True):
+        return register_material_in_txn(goal_slug, **fields)
+
+
+def register_material_in_txn(goal_slug: str, *, key: str, body: str, title: str = "",
+                             source_ref: str = "", max_age_s: int | None = None
+                             ) -> Material:
     """Register or refresh a document body: a changed body is a new revision; the same body
     only refreshes ``fetched_at``. Reading a body acknowledges no comment."""
     now = timezone.now()
-    with transaction.atomic():
-        goal = _locked_goal(goal_slug)
-        material = Material.objects.select_for_update().filter(goal=goal, key=key).first()
-        if material is None:
-            return Material.objects.create(goal=goal, key=key, title=title, body=body,
-                                           source_ref=source_ref, fetched_at=now,
-                                           max_age_s=max_age_s or 86400)
-        if body != material.body:
-            material.revision += 1
-            material.body = body
-        material.fetched_at = now
-        material.title = title or material.title
-        material.source_ref = source_ref or material.source_ref
-        if max_age_s:
-            material.max_age_s = max_age_s
-        material.save()
-        return material
+    goal = locks.goal(slug=goal_slug)
+    material = locks.material(goal, key)
+    if material is None:
+        return Material.objects.create(goal=goal, key=key, title=title, body=body,
+                                       source_ref=source_ref, fetched_at=now,
+                                       max_age_s=max_age_s or 86400)
+    if body != material.body:
+        material.revision += 1
+        material.body = body
+    material.fetched_at = now
+    material.title = title or material.title
+    material.source_ref = source_ref or material.source_ref
+    if max_age_s:
+        material.max_age_s = max_age_s
+    material.save()
+    return material
 
 
 # ----------------------------------------------------------------------------- agents
@@ -170,8 +170,8 @@ def create_agent(goal_slug: str, *, slug: str, mode: str, name: str = "",
                           status=400, field="provider")
     if provider_row is not None and model:
         _check_provider_model(provider_row, model)
-    with transaction.atomic():
-        goal = _locked_goal(goal_slug)
+    with transaction.atomic(durable=True):
+        goal = locks.goal(slug=goal_slug)
         if goal.agents.filter(slug=slug).exists():
             raise Refused(f"goal {goal_slug!r} has an agent {slug!r}", code="exists",
                           field="slug")
@@ -198,8 +198,8 @@ def change_provider(goal_slug: str, agent_slug: str, *, provider: str, model: st
     if not model.strip():
         raise Refused("model is required", code="model_required", status=400, field="model")
     _check_provider_model(provider_row, model)
-    with transaction.atomic():
-        agent = _locked_agent(goal_slug, agent_slug)
+    with transaction.atomic(durable=True):
+        agent = locks.agent_of(goal_slug, agent_slug)
         if agent.mode != lc.MANAGED:
             raise Refused("an attached agent brings its session's provider",
                           code="wrong_mode", field="mode")
@@ -212,8 +212,8 @@ def change_provider(goal_slug: str, agent_slug: str, *, provider: str, model: st
 
 
 def change_mode(goal_slug: str, agent_slug: str, mode: str) -> Agent:
-    with transaction.atomic():
-        agent = _locked_agent(goal_slug, agent_slug)
+    with transaction.atomic(durable=True):
+        agent = locks.agent_of(goal_slug, agent_slug)
         agent.mode = lc.mode_change(agent.mode, mode, active_binding(agent) is not None)
         agent.save(update_fields=["mode"])
         return agent
@@ -222,8 +222,8 @@ def change_mode(goal_slug: str, agent_slug: str, mode: str) -> Agent:
 def start(goal_slug: str, agent_slug: str) -> WorkingSession:
     """Start a managed agent: create its working session through sessions' create path
     with the agent's runtime, provider and model. A second start while one is bound: 409."""
-    with transaction.atomic():
-        agent = _locked_agent(goal_slug, agent_slug)
+    with transaction.atomic(durable=True):
+        agent = locks.agent_of(goal_slug, agent_slug)
         if agent.mode != lc.MANAGED:
             raise Refused("an attached agent is attached to a running session, not started",
                           code="wrong_mode", field="mode")
@@ -297,8 +297,8 @@ def attach(goal_slug: str, agent_slug: str, ref: str, thread: str | None = None
     if server.workspace and chosen["cwd"] != server.workspace:
         raise Refused("the thread works outside the app-server's workspace",
                       code="workspace_mismatch", field="thread")
-    with transaction.atomic():
-        agent = _locked_agent(goal_slug, agent_slug)
+    with transaction.atomic(durable=True):
+        agent = locks.agent_of(goal_slug, agent_slug)
         refuse_mode(agent)
         if WorkingSession.objects.filter(
                 active=True, session__runtime=app_servers.ATTACHED_RUNTIME,
@@ -325,9 +325,9 @@ def attach(goal_slug: str, agent_slug: str, ref: str, thread: str | None = None
 
 def detach(goal_slug: str, agent_slug: str) -> WorkingSession:
     """Remove only the binding: the session, the goal and its todos stay as they are."""
-    with transaction.atomic():
-        agent = _locked_agent(goal_slug, agent_slug)
-        binding = agent.bindings.select_for_update().filter(active=True).first()
+    with transaction.atomic(durable=True):
+        agent = locks.agent_of(goal_slug, agent_slug)
+        binding = locks.binding(agent)
         if binding is None:
             raise Refused("the agent has no active working session", code="no_session")
         binding.active = False
@@ -378,8 +378,8 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
     mirror_ref = ck.check_mirror(
         source_kind=source_kind, reply_mode=reply_mode, mirror_ref=mirror_ref,
         groups=ck.configured_groups(source_row.config if source_row else None))
-    with transaction.atomic():
-        goal_row = _locked_goal(goal)
+    with transaction.atomic(durable=True):
+        goal_row = locks.goal(slug=goal)
         if agent:
             agent_row = goal_row.agents.filter(slug=agent).first()
             if agent_row is None:
@@ -404,7 +404,7 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
             state = "listening" if source_row.enabled else "disconnected"
         if source_kind == ck.DOCUMENT_COMMENT:
             # the document is attached: watched by its source from now on (bounded catch-up)
-            source_row = Source.objects.select_for_update().get(pk=source_row.pk)
+            source_row = locks.source(source_row.pk)
             source_ref = comments.watch(source_row, source_ref)
         return Connector.objects.create(
             goal=goal_row, agent=agent_row, provider_kind=kind.provider_kind,
@@ -417,19 +417,11 @@ def _refuse_bound_chat(source, chat: str, exclude: int | None = None) -> None:
     """A chat hears one active Lark Bot connection: a second one on it would route each
     message to two agents. The source row is locked, so two connections made or moved at
     once onto one chat cannot both pass."""
-    list(Source.objects.select_for_update().filter(pk=source.pk).values_list("pk"))
+    locks.source(source.pk)
     if Connector.objects.filter(source_kind=ck.LARK_BOT, source_ref=chat).exclude(
             state="disconnected").exclude(pk=exclude).exists():
         raise Refused("another active Lark Bot connection is bound to that chat",
                       code="channel_bound", field="source_ref")
-
-
-def _locked_connector(pk: int) -> Connector:
-    connector = (Connector.objects.select_for_update().select_related("agent", "goal")
-                 .filter(pk=pk).first())
-    if connector is None:
-        raise Refused(f"unknown connector {pk}", code="not_found", status=404)
-    return connector
 
 
 def change_reply(pk: int, *, reply_mode: str | None = None,
@@ -437,8 +429,8 @@ def change_reply(pk: int, *, reply_mode: str | None = None,
     """Change where a connector's replies go (its reply_mode, and the mirror chat of a
     configured_mirror one), checked as at creation. A reply already asked for keeps the
     place it was asked for; capture, ingress, state and the agent do not change."""
-    with transaction.atomic():
-        connector = _locked_connector(pk)
+    with transaction.atomic(durable=True):
+        connector = locks.connector(pk)
         mode = connector.reply_mode if reply_mode is None else reply_mode
         mirror = connector.mirror_ref if mirror_ref is None else mirror_ref
         if mode != "configured_mirror" and reply_mode is not None and mirror_ref is None:
@@ -461,8 +453,8 @@ def select_channel(pk: int, source_ref: str) -> Connector:
     configured for, (409) for one another active Lark Bot connection is bound to. The
     agent's mode, working session, queue and inbox, and the goal's todos stay as they are;
     choosing the chat it already has changes nothing."""
-    with transaction.atomic():
-        connector = _locked_connector(pk)
+    with transaction.atomic(durable=True):
+        connector = locks.connector(pk)
         groups = ck.configured_groups(connector.source.config if connector.source_id else None)
         ck.check_channel(source_kind=connector.source_kind, source_ref=source_ref,
                          groups=groups)
@@ -475,8 +467,8 @@ def select_channel(pk: int, source_ref: str) -> Connector:
 
 
 def disconnect(pk: int) -> Connector:
-    with transaction.atomic():
-        connector = _locked_connector(pk)
+    with transaction.atomic(durable=True):
+        connector = locks.connector(pk)
         connector.state = "disconnected"
         connector.save(update_fields=["state", "updated_at"])
         return connector
@@ -487,11 +479,10 @@ def reconnect(pk: int) -> Connector:
     agent has another active connection of the same kind (one Lark Bot, one web chat) and
     while its source is disabled (it would only stay disconnected). A connector that is
     not disconnected is answered as it is."""
-    with transaction.atomic():
-        connector = _locked_connector(pk)
+    with transaction.atomic(durable=True):
+        connector = locks.connector(pk)
         if connector.state != "disconnected":
             return connector
-        Agent.objects.select_for_update().get(pk=connector.agent_id)
         kind = connector.source_kind
         if kind in (ck.LARK_BOT, "web_chat") and Connector.objects.filter(
                 agent_id=connector.agent_id, source_kind=kind).exclude(
@@ -508,7 +499,7 @@ def reconnect(pk: int) -> Connector:
                              groups=ck.configured_groups(connector.source.config))
             _refuse_bound_chat(connector.source, connector.source_ref, exclude=pk)
         if kind == ck.DOCUMENT_COMMENT and connector.source_id is not None:
-            comments.watch(Source.objects.select_for_update().get(pk=connector.source_id),
+            comments.watch(locks.source(connector.source_id),
                            connector.source_ref)
         connector.state = "connected" if connector.source_id is None else "listening"
         connector.save(update_fields=["state", "updated_at"])
@@ -519,8 +510,8 @@ def ensure_web_chat(agent: Agent) -> Connector:
     """The agent's web chat connector, created the first time someone writes to the agent:
     live steering into its working session, no fallback (create one with other settings
     through ``connectors/`` beforehand to change that)."""
-    with transaction.atomic():
-        agent = Agent.objects.select_for_update().select_related("goal").get(pk=agent.pk)
+    with transaction.atomic(durable=True):
+        agent = locks.agent(agent.pk)
         existing = agent.connectors.filter(source_kind="web_chat").exclude(
             state="disconnected").order_by("id").first()
         if existing:
@@ -534,15 +525,16 @@ def rebind(pk: int) -> dict[str, int]:
     """Explicitly move this connector's queue onto its agent's current working session:
     items waiting for, or dead-lettered because of, a replaced session are queued again in
     their order. Expired or cancelled items stay as they are."""
-    with transaction.atomic():
-        connector = _locked_connector(pk)
+    with transaction.atomic(durable=True):
+        connector = locks.connector(pk)
         binding = active_binding(connector.agent)
         if binding is None:
             raise Refused("the agent has no active working session to rebind to",
                           code="no_session")
-        items = (QueuedIngress.objects.select_for_update()
-                 .filter(receipt__connector=connector, state__in=["queued", "dead"])
-                 .exclude(session=binding.session).select_related("receipt").order_by("id"))
+        items = locks.queued(
+            QueuedIngress.objects.filter(receipt__connector=connector,
+                                         state__in=["queued", "dead"])
+            .exclude(session=binding.session).select_related("receipt"))
         moved = 0
         for item in items:
             if item.state == "dead" and item.receipt.reason != "session_replaced":
@@ -559,11 +551,11 @@ def rebind(pk: int) -> dict[str, int]:
 
 
 def cancel_queued(receipt_id: int):
-    with transaction.atomic():
-        receipt = IngressReceipt.objects.select_for_update().filter(pk=receipt_id).first()
+    with transaction.atomic(durable=True):
+        receipt = locks.receipt(receipt_id)
         if receipt is None:
             raise Refused(f"unknown receipt {receipt_id}", code="not_found", status=404)
-        item = QueuedIngress.objects.select_for_update().filter(receipt=receipt).first()
+        item = next(iter(locks.queued(QueuedIngress.objects.filter(receipt=receipt))), None)
         if item is None or item.state != "queued":
             raise Refused("only a queued item can be cancelled", code="not_queued")
         item.state, item.ended_at = "cancelled", timezone.now()

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils import timezone
 
-from goals import actions, comments, replies
+from goals import actions, comments, locks, replies
 from goals.core import inbox as rules
 from goals.core.lifecycle import Refused
 from goals.core.urgency import ASKS_FOR_REPLY
@@ -39,8 +39,8 @@ def drain(goal: str, agent: str, *, limit: int = 1, key: str = "",
                       field="limit")
     lease = rules.lease(lease_s)
     now = timezone.now()
-    with transaction.atomic():
-        row = actions._locked_agent(goal, agent)
+    with transaction.atomic(durable=True):
+        row = locks.agent_of(goal, agent)
         open_events = InboxEvent.objects.filter(agent=row).select_related("receipt__connector")
         if key:
             mine = list(open_events.filter(state="processing", claim_key=key,
@@ -63,10 +63,10 @@ def drain(goal: str, agent: str, *, limit: int = 1, key: str = "",
 def settle(goal: str, agent: str, event_id: int, *, effect: object, reply: object = None,
            key: str = "") -> InboxEvent:
     now = timezone.now()
-    with transaction.atomic():
-        row = actions._locked_agent(goal, agent)
-        event = (InboxEvent.objects.select_for_update().select_related("receipt__connector")
-                 .filter(agent=row, pk=event_id).first())
+    with transaction.atomic(durable=True):
+        row = locks.agent_of(goal, agent)  # its goal first: the effect may change it
+        event = locks.inbox_event(InboxEvent.objects.select_related("receipt__connector")
+                                  .filter(agent=row, pk=event_id))
         if event is None:
             raise Refused(f"unknown inbox event {event_id} of agent {agent!r}",
                           code="not_found", status=404)
@@ -79,7 +79,7 @@ def settle(goal: str, agent: str, event_id: int, *, effect: object, reply: objec
                           field="key")
         connector = event.receipt.connector
         text = rules.check_reply(reply, connector.reply_mode)
-        fresh = Goal.objects.select_for_update().get(pk=row.goal_id)
+        fresh = Goal.objects.get(pk=row.goal_id)  # locked by agent_of
         checked = rules.check_effect(effect, fresh.state)
         InboxSettlement.objects.create(event=event, effect_kind=checked.kind,
                                        effect=_record(fresh.slug, checked))
@@ -101,13 +101,13 @@ def _record(goal: str, effect: rules.Effect) -> dict:
     f = effect.fields
     try:
         if effect.kind == "todo" and "todo" not in f:
-            return {"todo": actions.add_todo(goal, f["title"]).pk, "created": True}
+            return {"todo": actions.add_todo_in_txn(goal, f["title"]).pk, "created": True}
         if effect.kind == "todo":
-            todo = actions.change_todo(goal, f["todo"], state=f["state"],
+            todo = actions.change_todo_in_txn(goal, f["todo"], state=f["state"],
                                        evidence=f["evidence"], title=f["title"])
             return {"todo": todo.pk, "created": False, "state": todo.state}
         if effect.kind == "design_revision":
-            material = actions.register_material(goal, key=f["material"], body=f["body"],
+            material = actions.register_material_in_txn(goal, key=f["material"], body=f["body"],
                                                  title=f["title"] or "")
             return {"material": material.key, "revision": material.revision}
     except Refused as exc:

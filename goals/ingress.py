@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from goals import queue, replies
+from goals import locks, queue, replies
 from goals.core import ingress as rules
 from goals.core import urgency as projection
 from goals.core.lifecycle import ATTACHED, Refused
@@ -79,9 +79,9 @@ def session_status(agent: Agent) -> tuple[str, WorkingSession | None]:
 def accept(connector: Connector, event: Event) -> IngressReceipt:
     check_event(event)
     now = timezone.now()
-    with transaction.atomic():
-        agent = Agent.objects.select_for_update().get(pk=connector.agent_id)
-        conn = Connector.objects.select_for_update().get(pk=connector.pk)
+    with transaction.atomic():  # a step of intake's transaction (goals/consumer.py)
+        agent = locks.agent(connector.agent_id)
+        conn = locks.for_update(Connector.objects.filter(pk=connector.pk)).get()
         seen = conn.receipts.filter(dedupe_key=event.dedupe_key).first()
         if seen is not None:
             return seen

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from effects import outbox
-from goals import replies
+from goals import locks, replies
 from goals.core import ingress as rules
 from goals.models import QueuedIngress, WorkingSession
 from sessions import services
@@ -46,9 +46,9 @@ def dispatch(effect_id: int, payload: dict) -> None:
     session_id = int(payload["session"])
     now = timezone.now()
     busy = more = False
-    with transaction.atomic():
-        items = list(QueuedIngress.objects.select_for_update().select_related("receipt")
-                     .filter(session_id=session_id, state="queued").order_by("id"))
+    with transaction.atomic(durable=True):
+        items = locks.queued(QueuedIngress.objects.select_related("receipt")
+                             .filter(session_id=session_id, state="queued"))
         _end([i for i in items if rules.expired(i.queued_at, now)], "expired", "expired", now)
         items = [i for i in items if not rules.expired(i.queued_at, now)]
         if not items:

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from effects import outbox
-from goals import comments
+from goals import comments, locks
 from goals.models import ConnectorReply, InboxEvent, IngressReceipt
 from intake.acks import ReplyNotReadBack
 from intake.models import Thread
@@ -100,11 +100,12 @@ def deliver(effect_id: int, payload: dict) -> None:
                                        "in_thread": in_thread})
     reply = ConnectorReply.objects.filter(receipt=receipt).first()
     if reply is None or reply.state != "pending":
-        _acknowledge(receipt, reply)
+        with transaction.atomic(durable=True):
+            _acknowledge(receipt, reply)
         return
     ref = _send_and_read_back(receipt.connector.source, reply)
-    with transaction.atomic():
-        reply = ConnectorReply.objects.select_for_update().get(pk=reply.pk)
+    with transaction.atomic(durable=True):
+        reply = locks.reply(reply.pk)
         if reply.state == "pending":
             reply.state = "replied" if ref else "gone"
             reply.reply_ref, reply.verified_at = ref[:200], timezone.now()
@@ -119,15 +120,14 @@ def _acknowledge(receipt: IngressReceipt, reply: ConnectorReply | None) -> None:
     cursor (its events are the provider's message ids)."""
     if reply is None or reply.state == "pending":
         return
-    with transaction.atomic():
-        event = InboxEvent.objects.select_for_update().filter(receipt=receipt).first()
-        if event is None or event.state == "acked":
-            return
-        event.state, event.acked_at = "acked", timezone.now()
-        event.outcome = "replied" if reply.state == "replied" else "reply_gone"
-        event.claimed_until = None
-        event.save(update_fields=["state", "acked_at", "outcome", "claimed_until"])
-        comments.acknowledged(event)
+    event = locks.inbox_event(InboxEvent.objects.filter(receipt=receipt))
+    if event is None or event.state == "acked":
+        return
+    event.state, event.acked_at = "acked", timezone.now()
+    event.outcome = "replied" if reply.state == "replied" else "reply_gone"
+    event.claimed_until = None
+    event.save(update_fields=["state", "acked_at", "outcome", "claimed_until"])
+    comments.acknowledged(event)
 
 
 def _send_and_read_back(source, reply: ConnectorReply) -> str:

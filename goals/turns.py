@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from goals import actions, ingress
+from goals import actions, ingress, locks
 from goals.core import ingress as ingress_rules
 from goals.core import lifecycle as lc
 from goals.core import quota
@@ -74,8 +74,8 @@ def request(goal_slug: str, agent_slug: str, *, key: str,
     with its todo claimed, or skipped by the gate. Refused: an agent that is not managed
     (409 ``wrong_mode``), without a live working session, or with a turn in flight."""
     rules.check_key(key)
-    with transaction.atomic():
-        agent = actions._locked_agent(goal_slug, agent_slug)
+    with transaction.atomic(durable=True):
+        agent = locks.agent_of(goal_slug, agent_slug)  # its goal first
         seen = agent.turns.filter(key=key).first()
         if seen is not None:
             return seen, False
@@ -88,7 +88,7 @@ def request(goal_slug: str, agent_slug: str, *, key: str,
         if busy is not None:
             raise Refused(f"turn {busy.key!r} is still in flight: one at a time",
                           code="turn_in_flight", field="key")
-        goal = Goal.objects.select_for_update().get(pk=agent.goal_id)  # fresh state
+        goal = Goal.objects.get(pk=agent.goal_id)  # fresh state, locked by agent_of
         skip = rules.gate(goal_state=goal.state,
                           quota_remaining=quota.remaining(goal.quota_limit, goal.quota_spent),
                           has_check=bool(goal.check_command.strip()))
@@ -104,7 +104,8 @@ def request(goal_slug: str, agent_slug: str, *, key: str,
             envelope.state, envelope.reason, envelope.hint = rules.SKIPPED, skip.reason, skip.hint
         else:
             if chosen.state == "open":
-                actions.change_todo(goal.slug, chosen.id, state="claimed", agent=agent.slug)
+                actions.change_todo_in_txn(goal.slug, chosen.id, state="claimed",
+                                           agent=agent.slug)
             envelope.state, envelope.todo_id = rules.QUEUED, chosen.id
         try:
             with transaction.atomic():
@@ -130,9 +131,10 @@ def advance(turn_pk: int) -> GoalTurn:
     return GoalTurn.objects.get(pk=turn_pk)
 
 
-def _locked(turn: GoalTurn, state: str) -> GoalTurn | None:
-    """The envelope locked, if it is still at ``state`` (else another run took the step)."""
-    row = GoalTurn.objects.select_for_update().filter(pk=turn.pk).first()
+def _locked(turn: GoalTurn, state: str, *, goal_first: bool = False) -> GoalTurn | None:
+    """The envelope locked, if it is still at ``state`` (else another run took the step);
+    ``goal_first``: its goal locked before it, for a step that writes the goal or a todo."""
+    row = locks.turn(turn.pk, goal_first=goal_first)
     return row if row is not None and row.state == state else None
 
 
@@ -156,7 +158,7 @@ def _prompt(turn: GoalTurn) -> str:
 
 
 def _dispatch(turn: GoalTurn) -> bool:
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         row = _locked(turn, rules.QUEUED)
         if row is None:
             return True
@@ -187,8 +189,8 @@ def _end_unattempted(row: GoalTurn, reason: str) -> None:
 
 def _mark(turn_pk: int, **flags: Any) -> None:
     """Add flags to the envelope's ``attempt`` under its lock (a cancel may write there)."""
-    with transaction.atomic():
-        row = GoalTurn.objects.select_for_update().filter(pk=turn_pk).first()
+    with transaction.atomic(durable=True):
+        row = locks.turn(turn_pk, goal_first=False)
         if row is not None:
             row.attempt = {**row.attempt, **flags}
             row.save(update_fields=["attempt", "updated_at"])
@@ -258,7 +260,7 @@ def _validate(turn: GoalTurn) -> bool:
         touch(turn.pk)  # the check may take minutes: the stalled sweep leaves it alone
     result = None if turn.attempt.get("cancel_requested") else run_check(turn)
     # the check runs outside any lock (it may take minutes); only its record is locked
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         row = _locked(turn, rules.RUNNING)
         if row is None:
             return True
@@ -281,8 +283,8 @@ def _evidence(row: GoalTurn) -> str:
 
 
 def _write(turn: GoalTurn) -> bool:
-    with transaction.atomic():
-        row = _locked(turn, rules.VALIDATED)
+    with transaction.atomic(durable=True):
+        row = _locked(turn, rules.VALIDATED, goal_first=True)
         if row is None:
             return True
         passed = bool(row.validation.get("passed"))
@@ -295,7 +297,7 @@ def _write(turn: GoalTurn) -> bool:
                          "todo": row.todo_id, "todo_state": todo.state if todo else None}
         elif passed:
             try:
-                actions.change_todo(row.goal.slug, todo.pk, state="done",
+                actions.change_todo_in_txn(row.goal.slug, todo.pk, state="done",
                                     evidence=_evidence(row))
             except Refused as exc:
                 writeback = {"accepted": False, "reason": exc.code, "todo": todo.pk}
@@ -313,11 +315,11 @@ def _write(turn: GoalTurn) -> bool:
 
 
 def _settle(turn: GoalTurn) -> bool:
-    with transaction.atomic():
-        row = _locked(turn, rules.WRITTEN)
+    with transaction.atomic(durable=True):
+        row = _locked(turn, rules.WRITTEN, goal_first=True)
         if row is None:
             return True
-        goal = Goal.objects.select_for_update().get(pk=row.goal_id)
+        goal = Goal.objects.get(pk=row.goal_id)  # locked before the envelope
         passed = bool(row.validation.get("passed"))
         accepted = bool(row.writeback.get("accepted"))
         spent = 0
@@ -361,9 +363,9 @@ def cancel(goal_slug: str, agent_slug: str, key: str) -> GoalTurn:
     request is durable on the envelope: a supervisor that dies meanwhile, or a replay,
     finishes the cancel; nothing resumes the attempt. Refused: 404 for an unknown key, 409
     for a settled or written turn. Cancelling again answers the same envelope."""
-    with transaction.atomic():
-        agent = actions._locked_agent(goal_slug, agent_slug)
-        row = agent.turns.select_for_update().filter(key=key).first()
+    with transaction.atomic(durable=True):
+        agent = locks.agent_of(goal_slug, agent_slug)
+        row = locks.for_update(agent.turns.filter(key=key)).first()
         if row is None:
             raise Refused(f"no turn {key!r}", code="not_found", status=404, field="key")
         session_turn = Turn.objects.filter(pk=row.session_turn_id).first()
@@ -383,8 +385,8 @@ def cancel(goal_slug: str, agent_slug: str, key: str) -> GoalTurn:
 
 # -------------------------------------------------------------------------- supervise
 def set_autorun(goal_slug: str, agent_slug: str, autorun: bool) -> Agent:
-    with transaction.atomic():
-        agent = actions._locked_agent(goal_slug, agent_slug)
+    with transaction.atomic(durable=True):
+        agent = locks.agent_of(goal_slug, agent_slug)
         if autorun and agent.mode != lc.MANAGED:
             raise Refused("only a managed agent runs by itself", code="wrong_mode",
                           field="autorun")
