@@ -41,8 +41,8 @@ def locked(queries) -> list[str]:
     return order
 
 
-def test_an_inbox_settle_locks_the_goal_then_the_agent_then_the_event(  # noqa: F811
-        api, client, inbox, lark):
+def test_an_inbox_settle_locks_the_goal_then_the_agent_then_the_event(
+        api, client, inbox, lark):  # noqa: F811
     asked = mention(client, lark, "can you cut the release today?", "om_ask")
     key = drain(api)["key"]
     with CaptureQueriesContext(connection) as seen:
@@ -52,8 +52,8 @@ def test_an_inbox_settle_locks_the_goal_then_the_agent_then_the_event(  # noqa: 
     assert set(locked(seen)) <= {"Goal", "Agent", "InboxEvent"}  # the todo is new
 
 
-def test_a_todo_change_and_a_connector_change_lock_from_the_goal_down(  # noqa: F811
-        api, inbox):
+def test_a_todo_change_and_a_connector_change_lock_from_the_goal_down(
+        api, inbox):  # noqa: F811
     todo = actions.add_todo("ship", "Write the notes")
     with CaptureQueriesContext(connection) as seen:
         actions.change_todo("ship", todo.pk, state="claimed", agent="builder")
