@@ -18,9 +18,10 @@ def policy_changed(*, old_version: str | None, new_version: str) -> dict:
     """Fact: a new policy version was saved. Every running eval is discarded and its trigger
     decided and routed again under the new version (an old judgement does not hold under new
     rules); each live ticket the change affects (policy.effects) receives one input telling
-    its executor what changed, delivered through the outbox. Nothing is cancelled and nobody
-    else is told. One transaction per eval and per ticket (each its own aggregate); telling
-    the same change twice adds nothing."""
+    its executor what changed, delivered through the outbox — unless its source no longer
+    stands (revalidation before its worker wakes: then it ends, saying why). Nothing is
+    cancelled and nobody else is told. One transaction per eval and per ticket (each its
+    own aggregate); telling the same change twice adds nothing."""
     change = policy_hooks.change(old_version, new_version)
     running = Eval.objects.filter(state="running").order_by("pk").values_list("pk", flat=True)
     requeued = [pk for pk in list(running) if _requeue_eval(pk, change) is not None]
@@ -61,6 +62,8 @@ def _tell_policy_change(affected, new_version: str) -> bool:
             return False  # ended meanwhile: nothing to tell
         if Input.objects.filter(ticket=ticket, kind="policy", author=author).exists():
             return False  # told already
+        if not common.resumable(ticket):
+            return False  # the input would wake its worker: ended instead, saying why
         item = Input.objects.create(ticket=ticket, kind="policy", text=affected.text,
                                     author=author, is_human=False)
         common.enqueue(rules.deliver(item.pk, ticket.pk))
