@@ -106,7 +106,10 @@ def source_standing(ticket: Ticket) -> resume.SourceStanding:
     """Where the source of a ticket's mandate stands now, read inside the resuming
     transaction: whether it exists, is enabled, and still listens to the ticket's thread —
     its plugin's scope() of the stored trigger meta (what the source said about the
-    thread when the work was asked for) against its current config."""
+    thread when the work was asked for) against its current config.
+
+    Read, not locked: a change committed after this read is one made after the resume,
+    which revalidation does not undo (the next resume meets it)."""
     source = Source.objects.filter(pk=ticket.thread.source_id).first()
     if source is None:
         return resume.SourceStanding(exists=False)

@@ -201,3 +201,21 @@ def test_a_persons_input_does_not_restart_a_ticket_whose_source_is_disabled(api,
     item.refresh_from_db()
     assert item.failed_at is not None and item.failure == "not_resumable:source_disabled"
     assert not Effect.objects.filter(kind="deliver", key=f"input:{item.pk}").exists()
+
+
+def test_a_policy_change_reaches_a_run_in_flight_even_where_its_source_stopped_listening(
+        api, gh, live, django_capture_on_commit_callbacks):
+    """Only a resume is revalidated: a run in flight just reads the change (nothing is
+    cancelled), even though its source no longer watches the thread."""
+    from tickets.models import Assignment
+
+    ticket = live["comment"]
+    assert Assignment.objects.filter(ticket=ticket, state="dispatching").exists()
+    Source.objects.filter(pk=gh.pk).update(config={"repo": ["acme/other"],
+                                                   "receive_all": True})
+    with django_capture_on_commit_callbacks(execute=True):
+        save(api, live["v1"], allowed=("bob",))
+    ticket.refresh_from_db()
+    assert ticket.ended_at is None
+    (item,) = policy_inputs(ticket)
+    assert "no longer eligible" in item.text
