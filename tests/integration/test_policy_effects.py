@@ -179,7 +179,7 @@ def test_a_retry_resumes_only_while_the_source_still_listens_to_the_thread(api, 
     assert Assignment.objects.filter(ticket=ticket).count() == runs + 1
     told = [m.payload["text"] for m in TicketMessage.objects.filter(ticket=ticket)
             if m.kind == "relay" and m.key.startswith(f"ticket:{ticket.pk}:not-resumable")]
-    assert len(told) == 1 and "amux no longer listens to this thread" in told[0]
+    assert len(told) == 1 and "amux no longer follows this thread" in told[0]
     # ended: a second retry is refused, and the thread is not told again
     assert api.post(f"/api/v1/tickets/{ticket.pk}/retry/").status_code == 409
     assert TicketMessage.objects.filter(ticket=ticket, kind="relay").count() == 1

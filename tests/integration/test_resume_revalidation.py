@@ -127,7 +127,7 @@ def test_a_retry_after_the_source_was_disabled_ends_the_ticket_and_tells_the_ask
     assert runs(ticket) == 1  # no run under the old mandate
     drain()
     (message,) = told(github)
-    assert "its source has been disabled" in message
+    assert "amux has been switched off here" in message
 
     # Pressed again: refused (the ticket ended), and nobody is told twice.
     again = api.post(f"/api/v1/tickets/{ticket.pk}/retry")
@@ -157,7 +157,7 @@ def test_the_panel_retry_of_a_ticket_whose_thread_is_no_longer_listened_to(
     assert ticket.end_reason == "not_resumable:not_listening" and runs(ticket) == 1
     drain()
     (message,) = told(github)
-    assert "amux no longer listens to this thread" in message
+    assert "amux no longer follows this thread" in message
     # A follow-up on that repository is no longer taken by the source: nothing wakes.
     outcome = processed(post(client, "issue_comment", comment("@amux-bot hello?")))
     assert outcome["reason"] == "repo_not_configured"
@@ -215,7 +215,7 @@ def test_a_follow_up_through_another_source_does_not_revive_a_ticket_whose_sourc
         assert last.text == text and last.failure == "not_resumable:source_disabled"
     # Told once, on the thread where the work was asked for.
     (message,) = told(github)
-    assert "its source has been disabled" in message
+    assert "amux has been switched off here" in message
     assert not [c for c in github.state.comments.get((REPO, 2), []) if TOLD in c["body"]]
 
 

@@ -35,7 +35,7 @@ def test_a_refusal_ends_a_live_ticket_with_the_reason_and_tells_the_asker():
     outcome = revalidate(SourceStanding(exists=True, enabled=False, listens=True))
     assert outcome.refused == "source_disabled"
     assert outcome.changes == {"ended_at": NOW, "end_reason": "not_resumable:source_disabled"}
-    assert "its source has been disabled" in outcome.tell
+    assert "cannot resume — amux has been switched off here" in outcome.tell
 
 
 def test_an_ended_ticket_refused_a_revival_keeps_its_end_time_and_names_the_new_reason():

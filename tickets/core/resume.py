@@ -22,11 +22,16 @@ SOURCE_DISABLED = "source_disabled"
 NOT_LISTENING = "not_listening"
 NOT_RESUMABLE = "not_resumable"  # end reason: f"{NOT_RESUMABLE}:<why>"
 
-# Why, in a person's words (the ticket's label, and what the asker is told).
+# Why, in an operator's words (the ticket's label).
 WHY = {
     SOURCE_MISSING: "its source no longer exists",
     SOURCE_DISABLED: "its source has been disabled",
     NOT_LISTENING: "amux no longer listens to this thread",
+}
+# Why, in the asker's words (they know the thread, not amux's sources).
+TOLD = {
+    SOURCE_DISABLED: "amux has been switched off here",
+    NOT_LISTENING: "amux no longer follows this thread",
 }
 
 
@@ -93,6 +98,6 @@ def revalidate(source: SourceStanding, *, ended: bool, end_reason_now: str,
         changes["end_reason"] = end_reason(why)
     tell = None
     if source.exists and not told:
-        tell = (f"amux: the work on this thread has stopped — {WHY[why]}, so it cannot "
-                "resume. Ask again where amux listens.")
+        tell = (f"amux: the work asked for here has stopped and cannot resume — {TOLD[why]}. "
+                "Ask again where amux is listening.")
     return Resumption(why, changes, tell)
