@@ -252,3 +252,28 @@ def test_a_policy_change_does_not_wake_the_worker_of_a_ticket_no_longer_listened
     assert not Input.objects.filter(ticket=ticket, kind="policy").exists()
     drain()
     assert len(told(github)) == 1
+
+
+def test_listening_is_the_lark_plugins_own_scope_of_the_stored_trigger():
+    """What "still listens" means is the source plugin's: a group taken out of `groups`
+    still reaches the bot when it is mentioned (it listens, without receiving all); a
+    document comment stops reaching it when document comments are turned off."""
+    from tickets.actions import commands
+    from tickets.core.resume import refusal
+    from tickets.policy_hooks import source_standing
+
+    lark = f.SourceFactory(kind="lark", slug="lk", name="Lark", config={
+        "app_id": "cli_a", "groups": ["oc_team"], "doc_comments": True})
+
+    def ticket_from(key, scope, meta):
+        trigger = f.TriggerFactory(source=lark, thread__key=key, scope=scope,
+                                   meta={"scope": scope, **meta}, rule=f"lk.{scope}.addressed")
+        return commands.open_ticket(trigger_id=trigger.pk, title=key)
+
+    group = ticket_from("oc_team:om_1", "group_configured", {"chat_id": "oc_team"})
+    doc = ticket_from("doc:doxA:c1", "doc_comment", {"file_token": "doxA"})
+    assert refusal(source_standing(group)) is None and refusal(source_standing(doc)) is None
+    Source.objects.filter(pk=lark.pk).update(config={"app_id": "cli_a", "groups": [],
+                                                     "doc_comments": False})
+    assert refusal(source_standing(group)) is None
+    assert refusal(source_standing(doc)) == "not_listening"
