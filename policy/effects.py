@@ -1,4 +1,4 @@
-"""Policy effects and revalidation (pure: plain data in, plain data out).
+"""Policy effects (pure: plain data in, plain data out).
 
 ``policy_effects(old, new, mandates)`` lists exactly the live tickets a new policy version
 affects and why, by asking the gate the same question twice — the mandate's original facts
@@ -18,8 +18,8 @@ per affected ticket telling its executor what changed. ``mandates`` are dicts: `
 (id), ``source`` (slug), ``scope``, ``strength``, ``rule``, ``requester`` and ``basis``
 (the trigger facts that admitted it: ``is_bot``, ``is_human``, ``addressed``, ``receives_all``).
 
-``revalidate`` is the check before a ticket resumes: its source must still exist, be
-enabled and listen to the ticket's thread; receiving every message there is not required.
+The check before a ticket resumes (its source still exists, is enabled and listens to the
+ticket's thread) is the ticket's own rule: tickets/core/resume.py.
 """
 
 from __future__ import annotations
@@ -149,22 +149,3 @@ def policy_effects(old: Mapping, new: Mapping, mandates: Iterable[Mapping],
     out.sort(key=lambda a: (a.ticket is None, a.ticket or 0))
     return out
 
-
-@dataclass(frozen=True)
-class Revalidation:
-    ok: bool
-    reason: str | None = None
-
-
-def revalidate(mandate: Mapping, source: SourceInfo | None, listens: bool) -> Revalidation:
-    """May this ticket resume? Its source must exist, be enabled and still listen to the
-    ticket's thread (``listens``: the source plugin's scope() of the stored thread meta is
-    not None). Whether the source still receives *every* message there does not matter:
-    listening decides resuming, receiving all decides new candidates."""
-    if source is None:
-        return Revalidation(False, "source_missing")
-    if not source.enabled:
-        return Revalidation(False, "source_disabled")
-    if not listens:
-        return Revalidation(False, "not_listening")
-    return Revalidation(True)

@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from intake.models import Source
+from intake.sources import plugin
 from policy import services
 from policy.document import SourceInfo, compile_policy, receives_all_scopes
-from policy.effects import Affected, policy_effects, revalidate
+from policy.effects import Affected, policy_effects
 from policy.gate import Facts, Policy, Verdict, gate
+from tickets.core import resume
 from tickets.models import AgentSettings, Mandate, Ticket
 
 
@@ -97,36 +99,24 @@ def decide(trigger, policy: Policy) -> Verdict:
     return gate(Facts.of(trigger.source.slug, trigger.source.kind, trigger), policy)
 
 
-# --- revalidation before a ticket resumes (seed 002) ------------------------------------
+# --- revalidation before a ticket resumes (seed 002; the rule: tickets/core/resume.py) ---
 
 
-def thread_listened(source, thread_key: str, meta: dict | None, scope: str) -> bool:
-    """Does the source still listen to this thread? Only its config and the thread's stored
-    key/meta count (a source plugin's scope() should take this over when it has one).
+def source_standing(ticket: Ticket) -> resume.SourceStanding:
+    """Where the source of a ticket's mandate stands now, read inside the resuming
+    transaction: whether it exists, is enabled, and still listens to the ticket's thread —
+    its plugin's scope() of the stored trigger meta (what the source said about the
+    thread when the work was asked for) against its current config.
 
-    github: the thread's repository (``owner/name#n``) is still one of ``repo``. lark: a
-    configured group's chat is still in ``groups``; direct chats, other groups and document
-    comments reach the bot whenever it is mentioned, so they are listened to while enabled.
-    """
-    config = source.config or {}
-    meta = meta or {}
-    if source.kind == "github":
-        repos = config.get("repo") or []
-        repos = [repos] if isinstance(repos, str) else list(repos)
-        repo = meta.get("repo") or thread_key.split("#", 1)[0]
-        return not repos or repo.lower() in {r.lower() for r in repos}
-    if source.kind == "lark" and scope == "group_configured":
-        chat = meta.get("chat_id") or thread_key.split(":", 1)[0]
-        return chat in (config.get("groups") or [])
-    return True
-
-
-def revalidate_ticket(ticket_id: int):
-    """May this ticket resume? (policy.effects.revalidate with the ticket's facts.)"""
-    ticket = Ticket.objects.select_related("thread__source", "mandate").get(pk=ticket_id)
-    source = ticket.thread.source
-    info = source_infos().get(source.slug)
-    mandate = ticket.mandate
-    listens = thread_listened(source, ticket.thread.key, ticket.thread.meta, mandate.scope)
-    return revalidate({"ticket": ticket.pk, "scope": mandate.scope, "rule": mandate.rule},
-                      info, listens)
+    Read, not locked: a change committed after this read is one made after the resume,
+    which revalidation does not undo (the next resume meets it)."""
+    source = Source.objects.filter(pk=ticket.thread.source_id).first()
+    if source is None:
+        return resume.SourceStanding(exists=False)
+    mandate = Mandate.objects.select_related("trigger").filter(ticket=ticket).first()
+    meta = dict(ticket.thread.meta or {})
+    if mandate is not None:
+        meta = {**meta, "scope": mandate.scope,
+                **(mandate.trigger.meta if mandate.trigger is not None else {})}
+    listens = plugin(source.kind, source.config).scope(meta) is not None
+    return resume.SourceStanding(exists=True, enabled=source.enabled, listens=listens)

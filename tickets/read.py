@@ -79,6 +79,7 @@ def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
             cap=caps[t.pk].text if caps[t.pk] else "",
             waiting_for_capacity=t.session_id in no_room,
             turn_settled=t.pk in turned and t.session_id not in busy,
+            end_reason=t.end_reason,
         )
     return facts
 

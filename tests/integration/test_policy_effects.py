@@ -35,7 +35,8 @@ def trigger(source, n, version, *, scope="comment", actor="octocat", addressed=T
     return f.TriggerFactory(
         source=source, thread__key=f"acme/app#{n}", thread__title=f"Thing {n}", scope=scope,
         actor=actor, addressed=addressed, receives_all=True, text="please", decision=decision,
-        rule=f"gh.{scope}.{cell}", policy_version=version)
+        rule=f"gh.{scope}.{cell}", policy_version=version,
+        meta={"scope": scope, "repo": "acme/app"})  # as the GitHub plugin stores it
 
 
 @pytest.fixture
@@ -117,18 +118,21 @@ def test_a_stale_save_changes_no_live_work(api, live, django_capture_on_commit_c
 
 
 def test_revalidation_needs_the_source_to_listen_not_to_receive_all(api, gh, live):
-    from tickets.policy_hooks import revalidate_ticket
+    from tickets.core.resume import refusal
+    from tickets.policy_hooks import source_standing
 
-    ticket = live["comment"]
-    assert revalidate_ticket(ticket.pk).ok
+    def why():
+        return refusal(source_standing(Ticket.objects.get(pk=live["comment"].pk)))
+
+    assert why() is None
     # receiving every message is switched off: the ticket may still resume
     Source.objects.filter(pk=gh.pk).update(config={"repo": "acme/app", "receive_all": False})
-    assert revalidate_ticket(ticket.pk).ok
+    assert why() is None
     # the repository is no longer watched: it may not
     Source.objects.filter(pk=gh.pk).update(config={"repo": ["acme/other"]})
-    assert revalidate_ticket(ticket.pk).reason == "not_listening"
+    assert why() == "not_listening"
     Source.objects.filter(pk=gh.pk).update(enabled=False, config={"repo": "acme/app"})
-    assert revalidate_ticket(ticket.pk).reason == "source_disabled"
+    assert why() == "source_disabled"
 
 
 def test_effects_lost_after_commit_are_applied_by_the_sweep(api, live):
@@ -175,7 +179,7 @@ def test_a_retry_resumes_only_while_the_source_still_listens_to_the_thread(api, 
     assert Assignment.objects.filter(ticket=ticket).count() == runs + 1
     told = [m.payload["text"] for m in TicketMessage.objects.filter(ticket=ticket)
             if m.kind == "relay" and m.key.startswith(f"ticket:{ticket.pk}:not-resumable")]
-    assert len(told) == 1 and "no longer one amux watches" in told[0]
+    assert len(told) == 1 and "amux no longer follows this thread" in told[0]
     # ended: a second retry is refused, and the thread is not told again
     assert api.post(f"/api/v1/tickets/{ticket.pk}/retry/").status_code == 409
     assert TicketMessage.objects.filter(ticket=ticket, kind="relay").count() == 1
@@ -197,3 +201,21 @@ def test_a_persons_input_does_not_restart_a_ticket_whose_source_is_disabled(api,
     item.refresh_from_db()
     assert item.failed_at is not None and item.failure == "not_resumable:source_disabled"
     assert not Effect.objects.filter(kind="deliver", key=f"input:{item.pk}").exists()
+
+
+def test_a_policy_change_reaches_a_run_in_flight_even_where_its_source_stopped_listening(
+        api, gh, live, django_capture_on_commit_callbacks):
+    """Only a resume is revalidated: a run in flight just reads the change (nothing is
+    cancelled), even though its source no longer watches the thread."""
+    from tickets.models import Assignment
+
+    ticket = live["comment"]
+    assert Assignment.objects.filter(ticket=ticket, state="dispatching").exists()
+    Source.objects.filter(pk=gh.pk).update(config={"repo": ["acme/other"],
+                                                   "receive_all": True})
+    with django_capture_on_commit_callbacks(execute=True):
+        save(api, live["v1"], allowed=("bob",))
+    ticket.refresh_from_db()
+    assert ticket.ended_at is None
+    (item,) = policy_inputs(ticket)
+    assert "no longer eligible" in item.text

@@ -1,4 +1,4 @@
-"""Policy effects and revalidation (pure): exactly the affected live tickets, and why."""
+"""Policy effects (pure): exactly the affected live tickets, and why."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from policy.effects import (
     RULE_CHANGED,
     RULE_DISABLED,
     policy_effects,
-    revalidate,
 )
 from policy.gate import CELLS, SCOPES, cells_of
 
@@ -89,15 +88,6 @@ def test_message_names_what_changed_without_content():
                           "abcdef1234567890", "0987654321fedcba")
     assert "0987654321fe" in a.text and "turned off" in a.text
     assert "gh.comment.addressed" in a.text
-
-
-def test_revalidation_needs_listening_not_receiving_all():
-    listening_only = SourceInfo("gh", "github", receives_all=frozenset())
-    assert revalidate(EXPLICIT_ALICE, listening_only, listens=True).ok
-    assert revalidate(EXPLICIT_ALICE, GH, listens=False).reason == "not_listening"
-    assert revalidate(EXPLICIT_ALICE, None, listens=True).reason == "source_missing"
-    off = SourceInfo("gh", "github", enabled=False)
-    assert revalidate(EXPLICIT_ALICE, off, listens=True).reason == "source_disabled"
 
 
 # ---------------------------------------------------------------- properties (hypothesis)

@@ -12,12 +12,12 @@ from effects import outbox
 from intake.models import Channel, Thread, Trigger
 from sessions import model_credentials
 from tickets.actions import messages
-from tickets.core import answers, rules
+from tickets.core import answers, resume, rules
 from tickets.core import failure as failures
 from tickets.core.errors import InvalidCommand, ThreadAlreadyBound
 from tickets.core.routing import EndFacts, end_reason
 from tickets.models import LIVE_ASSIGNMENT, Assignment, Input, Mandate, Report, Subscription, Ticket
-from tickets.policy_hooks import revalidate_ticket
+from tickets.policy_hooks import source_standing
 
 # Inputs that are put into the worker's session (recorded follow-ups are kept, not sent).
 DELIVERED_KINDS = ("message", "answer", "policy", "operator")
@@ -98,23 +98,21 @@ def new_run(ticket: Ticket, attempt: int = 1) -> Assignment:
     return assignment
 
 
-NOT_RESUMABLE = "not_resumable"  # end reason: f"{NOT_RESUMABLE}:<why>"
-
-
 def resumable(ticket: Ticket) -> bool:
-    """Revalidation before a run resumes a ticket (seed 002): its source must still exist,
-    be enabled and listen to the ticket's thread (receiving every message there is not
-    needed). A ticket that may not resume ends here, its end reason naming why, and, when
-    its source still sends but no longer watches the thread, the thread is told once."""
-    check = revalidate_ticket(ticket.pk)
-    if check.ok:
-        return True
+    """Revalidation before a run resumes the ticket (tickets/core/resume.py), in the
+    resuming transaction with the ticket locked: a ticket whose source no longer stands
+    ends with the reason, and its asker is told once (a refusal repeated before any new
+    run tells nobody again)."""
     now = clock()
-    save_changes(ticket, {"ended_at": now, "end_reason": f"{NOT_RESUMABLE}:{check.reason}"})
-    if check.reason == "not_listening":
-        messages.relay(ticket, f"not-resumable:{ticket.assignments.count()}",
-                       "amux: this thread is no longer one amux watches, so the work here "
-                       "has ended; ask again where amux listens.", now)
+    key = resume.tell_key(ticket.assignments.count())
+    outcome = resume.revalidate(
+        source_standing(ticket), ended=ticket.ended_at is not None,
+        end_reason_now=ticket.end_reason, told=messages.sent(ticket, key), now=now)
+    if outcome.ok:
+        return True
+    save_changes(ticket, outcome.changes)
+    if outcome.tell:
+        messages.relay(ticket, key, outcome.tell, now)
     return False
 
 

@@ -22,6 +22,11 @@ def relay(ticket: Ticket, key: str, text: str, now: datetime, message_id: str = 
          channel=outbox.channel_key(thread.source.slug, thread.key), now=now)
 
 
+def sent(ticket: Ticket, key: str) -> bool:
+    """Whether a message with this key (as given to `relay`) was sent or held already."""
+    return TicketMessage.objects.filter(ticket=ticket, key=f"ticket:{ticket.pk}:{key}").exists()
+
+
 def notice_result(ticket: Ticket, now: datetime) -> None:
     """One notice of the final result where the request came from: the chat thread that
     asked, else the notice channel its source names; otherwise none (the PR shows it)."""

@@ -18,9 +18,11 @@ def policy_changed(*, old_version: str | None, new_version: str) -> dict:
     """Fact: a new policy version was saved. Every running eval is discarded and its trigger
     decided and routed again under the new version (an old judgement does not hold under new
     rules); each live ticket the change affects (policy.effects) receives one input telling
-    its executor what changed, delivered through the outbox. Nothing is cancelled and nobody
-    else is told. One transaction per eval and per ticket (each its own aggregate); telling
-    the same change twice adds nothing."""
+    its executor what changed, delivered through the outbox — unless that input would wake
+    a worker with no run in flight whose source no longer stands (revalidation before a
+    resume: then it ends, saying why). Nothing is cancelled and nobody else is told. One
+    transaction per eval and per ticket (each its own aggregate); telling the same change
+    twice adds nothing."""
     change = policy_hooks.change(old_version, new_version)
     running = Eval.objects.filter(state="running").order_by("pk").values_list("pk", flat=True)
     requeued = [pk for pk in list(running) if _requeue_eval(pk, change) is not None]
@@ -61,6 +63,10 @@ def _tell_policy_change(affected, new_version: str) -> bool:
             return False  # ended meanwhile: nothing to tell
         if Input.objects.filter(ticket=ticket, kind="policy", author=author).exists():
             return False  # told already
+        # With no run in flight the input would wake its worker under the old mandate (a
+        # resume: revalidated first); a run in flight just reads it, nothing is cancelled.
+        if common.live_assignment(ticket) is None and not common.resumable(ticket):
+            return False  # ended instead, saying why
         item = Input.objects.create(ticket=ticket, kind="policy", text=affected.text,
                                     author=author, is_human=False)
         common.enqueue(rules.deliver(item.pk, ticket.pk))

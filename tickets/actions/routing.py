@@ -96,13 +96,12 @@ def _input_from_trigger(ticket: Ticket, trigger: Trigger, *, deliver: bool) -> I
 
 
 def _revive(ticket: Ticket) -> None:
-    """Same mandate, a new run: no new eval, no new authority (and only when the ticket may
-    still resume: `common.resumable`, which otherwise keeps it ended, saying why)."""
-    ticket.ended_at = None
-    ticket.end_reason = ""
-    ticket.save(update_fields=["ended_at", "end_reason"])
-    if common.resumable(ticket):
-        common.new_run(ticket, attempt=ticket.assignments.count() + 1)
+    """Same mandate, a new run: no new eval, no new authority — and only when the ticket
+    may still resume (`common.resumable`, which otherwise keeps it ended, saying why)."""
+    if not common.resumable(ticket):
+        return
+    common.save_changes(ticket, {"ended_at": None, "end_reason": ""})
+    common.new_run(ticket, attempt=ticket.assignments.count() + 1)
 
 
 def start_eval(trigger: Trigger, policy_version: str = "") -> Eval:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tickets.core.failure import reason
+from tickets.core.resume import WHY, refused_why
 
 
 class Stage(StrEnum):
@@ -61,6 +62,7 @@ class StageFacts:
     # the worker ended a turn and has none queued or running: nothing moves until someone
     # acts (an agent that stopped without `amux report done` or `blocked`)
     turn_settled: bool = False
+    end_reason: str = ""  # why an ended ticket ended (e.g. not_resumable:source_disabled)
 
 
 def derive(f: StageFacts) -> Stage:
@@ -98,4 +100,7 @@ def label(stage: Stage, f: StageFacts) -> str:
         return f"Failed — {reason(f.failure)}"
     if stage is Stage.BLOCKED and f.cap:
         return f"Blocked — {f.cap}"
+    refused = refused_why(f.end_reason) if stage is Stage.ENDED else None
+    if refused:
+        return f"Ended — could not resume: {WHY[refused]}"
     return LABELS[stage]
