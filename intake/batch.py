@@ -1,4 +1,5 @@
-"""Many mailboxes in one transaction: the drainer's way through a backlog on PostgreSQL.
+"""Many mailboxes in one transaction: the drainer's way through a backlog, on PostgreSQL
+and SQLite alike.
 
 Processing one mailbox at a time (intake/process.py) costs about ten round trips a mailbox
 — its own transaction, lock, read, savepoint and update — and when every delivery has a
@@ -6,7 +7,8 @@ thread of its own (a busy repository), that is ten a delivery. Here a batch of m
 shares them: one transaction, one statement that try-locks them all, one read of their
 deliveries and one update of the processed rows; each delivery still records its thread
 and trigger in order (intake/record.py), and the gate and the plugin are asked exactly as
-one mailbox at a time asks them.
+one mailbox at a time asks them. On SQLite a write transaction holds the whole database,
+so every mailbox of the batch is its own; the statements are made from the model for both.
 
 What differs is only what a failure undoes. A delivery whose translation or decision
 raises is noted as failed, holding back its mailbox, as before: neither writes anything.
@@ -112,22 +114,41 @@ def _mark_processed(deliveries: list[Delivery], now) -> None:
     bulk_update builds a CASE per row and field, which cost more than the rows' work."""
     if not deliveries:
         return
-    table = Delivery._meta.db_table
+    per_row = [[d.outcome, d.reason, d.trigger_id, d.pk] for d in deliveries]
     with connection.cursor() as cursor:
-        cursor.execute(
-            f'UPDATE "{table}" AS d SET processed_at = %s, retry_at = NULL, '
-            "outcome = v.outcome, reason = v.reason, trigger_id = v.trigger "
-            "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::bigint[]) "
-            "AS v(id, outcome, reason, trigger) WHERE d.id = v.id",
-            [now, [d.pk for d in deliveries], [d.outcome for d in deliveries],
-             [d.reason for d in deliveries], [d.trigger_id for d in deliveries]],
-        )
+        if connection.vendor == "postgresql":  # one statement for all rows
+            cursor.execute(_update_all_sql(), [now, *map(list, zip(*per_row, strict=True))])
+        else:  # in process: a statement per row costs no round trip
+            cursor.executemany(_update_one_sql(), [[now, *row] for row in per_row])
+
+
+def _columns() -> tuple[str, ...]:
+    q, field = connection.ops.quote_name, Delivery._meta.get_field
+    return tuple(q(field(name).column) for name in (
+        "processed_at", "retry_at", "outcome", "reason", "trigger", "id"))
+
+
+def _update_one_sql() -> str:
+    processed, retry, outcome, reason, trigger, pk = _columns()
+    return (f"UPDATE {connection.ops.quote_name(Delivery._meta.db_table)} SET "
+            f"{processed} = %s, {retry} = NULL, {outcome} = %s, {reason} = %s, "
+            f"{trigger} = %s WHERE {pk} = %s")
+
+
+def _update_all_sql() -> str:
+    processed, retry, outcome, reason, trigger, pk = _columns()
+    return (f"UPDATE {connection.ops.quote_name(Delivery._meta.db_table)} AS d SET "
+            f"{processed} = %s, {retry} = NULL, {outcome} = v.outcome, {reason} = v.reason, "
+            f"{trigger} = v.trigger FROM unnest(%s::text[], %s::text[], %s::bigint[], "
+            f"%s::bigint[]) AS v(outcome, reason, trigger, id) WHERE d.{pk} = v.id")
 
 
 def _try_lock(mailboxes: list[str]) -> set[str]:
     """The mailboxes whose advisory locks this transaction got (one statement; the ones
     another drainer holds are left to it), and the transaction's wait for row locks cut
-    short."""
+    short. SQLite's write transaction holds them all already."""
+    if connection.vendor != "postgresql":
+        return set(mailboxes)
     with connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
         cursor.execute(

@@ -301,7 +301,7 @@ def process_pending(limit: int = 200) -> int:
         return sources[source_id]
 
     done = 0
-    if connection.vendor == "postgresql" and len(rows) > 1:
+    if len(rows) > 1:
         done, rows = batch.processed_together(rows, source_of, version)
     busy = []
     for wait, todo in ((False, rows), (True, busy)):

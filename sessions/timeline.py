@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, Max, OuterRef, Q, Subquery
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from amux_common import fast_writes
@@ -135,14 +135,6 @@ class Writer:
         transaction.on_commit(lambda: publish(sid, items))
 
 
-def _relaxed_commit() -> None:
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
-
-
 def _locked(session_id: int, turn_id: int | None = None, with_last: bool = False,
             relaxed: bool = False) -> Session:
     """The session row, locked: the lock serialises every writer of its timeline. With
@@ -150,33 +142,10 @@ def _locked(session_id: int, turn_id: int | None = None, with_last: bool = False
     changes, so reading it beside the lock is safe (a turn's state is not: it is only ever
     changed by a conditional UPDATE under this lock). ``with_last``: also the session's
     last event seq read after the lock is held (``last_event_seq``, for ``Writer``), in the
-    same round trip on PostgreSQL (sessions/timeline_sql.py). ``relaxed``: this
-    transaction commits without waiting for the WAL flush (``_relaxed_commit``; on
-    PostgreSQL set in the lock's own round trip)."""
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        return timeline_sql.locked(session_id, turn_id, with_last, relaxed)
-    if relaxed:
-        _relaxed_commit()
-    rows = Session.objects.select_for_update()
-    if turn_id is not None:
-        turn = Turn.objects.filter(pk=turn_id)
-        rows = rows.annotate(
-            turn_seq=Subquery(turn.values("seq")), turn_key=Subquery(turn.values("key")),
-            # a task run's state follows its turn (sessions.task_runs); most sessions have none
-            has_task_runs=Exists(TaskRun.objects.filter(session=OuterRef("pk"))))
-    session = rows.get(pk=session_id)
-    if with_last:
-        session.last_event_seq = TimelineEvent.objects.filter(session=session).aggregate(
-            m=Max("seq"))["m"] or 0
-    return session
-
-
-def _last(model: type[Turn] | type[TimelineEvent]) -> Subquery:
-    """The session's last seq of ``model`` (the (session, seq) index, read backwards)."""
-    return Subquery(model.objects.filter(session=OuterRef("pk")).order_by("-seq")
-                    .values("seq")[:1])
+    same round trip on PostgreSQL (sessions/timeline_sql.py, the one path on every
+    database). ``relaxed``: this transaction commits without waiting for the WAL flush
+    (on PostgreSQL set in the lock's own round trip)."""
+    return timeline_sql.locked(session_id, turn_id, with_last, relaxed)
 
 
 # ------------------------------------------------------------------------------- inputs
@@ -198,23 +167,12 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
     ``turn.queued`` payload: web and Lark inputs share this one ordered ingress.
     Raises before writing anything, so the caller's transaction needs no savepoint."""
     with transaction.atomic(savepoint=False):
-        from django.db import connection
-
-        if connection.vendor == "postgresql":  # the lock and the read: one round trip
-            session, last, last_event, existing = timeline_sql.locked_for_input(
-                session_id, key or None)
-        else:
-            session = _locked(session_id)
+        # the lock, then the reads in a statement of their own (a fresh snapshot under READ
+        # COMMITTED: a writer that held the lock before has committed its rows)
+        session, last, last_event, existing = timeline_sql.locked_for_input(
+            session_id, key or None)
         if session.lifecycle == Lifecycle.ARCHIVED:
             raise SessionArchived("the session is archived and takes no more input")
-        # read after the lock, in a statement of its own (a fresh snapshot under READ
-        # COMMITTED: a writer that held the lock before has committed its rows)
-        if connection.vendor != "postgresql":
-            last, last_event, existing = Session.objects.filter(pk=session_id).annotate(
-                last_turn=_last(Turn), last_event=_last(TimelineEvent),
-                existing=Subquery(Turn.objects.filter(session=OuterRef("pk"), key=key or None)
-                                  .values("pk"))).values_list(
-                "last_turn", "last_event", "existing").get()
         if existing is not None:
             return Turn.objects.get(pk=existing), False
         last = last or 0

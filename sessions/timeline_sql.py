@@ -1,15 +1,18 @@
-"""The timeline writer's hottest read in plain SQL: the session row locked, with what a
-batch needs beside it (its turn's seq and key, whether task runs follow the session, the
-session's last event seq), in one round trip and without compiling a queryset each time.
+"""The timeline writer's hottest reads in plain SQL, the one path on every database: the
+session row locked, with what a batch needs beside it (its turn's seq and key, whether task
+runs follow the session, the session's last event seq), without compiling a queryset each
+time.
 
 Built by the ORM it cost about 2 ms of Python per batch (a locked queryset with three
 annotations) plus a second round trip for the last seq, on the host's database thread that
 shares the interpreter with the loop pumping the runtime. The SQL text is made once from
 the models' own metadata, so a field added to Session is read too.
 
-PostgreSQL only (two statements in one simple query: the last seq is read by the second,
-after the lock is held, in a snapshot of its own under READ COMMITTED, so it sees what
-the previous holder of the lock committed); elsewhere the caller uses the ORM.
+The statements are the same on PostgreSQL and SQLite but for the lock clause (``FOR
+UPDATE OF``; SQLite has one writer at a time already). PostgreSQL gets them in one simple
+query (one round trip: the last seq is read by the second statement, after the lock is
+held, in a snapshot of its own under READ COMMITTED, so it sees what the previous holder
+of the lock committed); SQLite, in process, one after the other.
 """
 
 from __future__ import annotations
@@ -20,11 +23,43 @@ from django.db import connection
 
 from sessions.models import Session, TaskRun, TimelineEvent, Turn
 
-RELAXED = "SET LOCAL synchronous_commit TO OFF; "
+RELAXED = "SET LOCAL synchronous_commit TO OFF"
+
+
+def _batched() -> bool:
+    """Several statements in one execute: one round trip (PostgreSQL's simple query)."""
+    return connection.vendor == "postgresql"
+
+
+def _run(cursor, statements: list[str], params: list[list]) -> list:
+    """Each statement's first row, in order; in one round trip where the database takes
+    several statements at once."""
+    if _batched():
+        cursor.execute("; ".join(statements), [p for ps in params for p in ps])
+        rows = [_first(cursor)]
+        for _ in statements[1:]:
+            cursor.nextset()
+            rows.append(_first(cursor))
+        return rows
+    rows = []
+    for statement, ps in zip(statements, params, strict=True):
+        cursor.execute(statement, ps)
+        rows.append(cursor.fetchone())
+    return rows
+
+
+def _first(cursor):
+    return cursor.fetchone() if cursor.description else None  # a SET returns no rows
 
 
 @functools.cache
-def _sql(with_turn: bool, with_last: bool) -> tuple[str, tuple[str, ...]]:
+def _lock_clause() -> str:
+    table = connection.ops.quote_name(Session._meta.db_table)
+    return f" FOR UPDATE OF {table}" if connection.features.has_select_for_update_of else ""
+
+
+@functools.cache
+def _sql(with_turn: bool, with_last: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
     q = connection.ops.quote_name
     fields = tuple(f.attname for f in Session._meta.concrete_fields)
     table = q(Session._meta.db_table)
@@ -35,12 +70,12 @@ def _sql(with_turn: bool, with_last: bool) -> tuple[str, tuple[str, ...]]:
         cols += [f"(SELECT {q('seq')} FROM {turns} WHERE {q('id')} = %s)",
                  f"(SELECT {q('key')} FROM {turns} WHERE {q('id')} = %s)",
                  f"EXISTS (SELECT 1 FROM {runs} WHERE {runs}.{q('session_id')} = {pk})"]
-    sql = f"SELECT {', '.join(cols)} FROM {table} WHERE {pk} = %s FOR UPDATE OF {table}"
+    statements = [f"SELECT {', '.join(cols)} FROM {table} WHERE {pk} = %s{_lock_clause()}"]
     if with_last:
         events = q(TimelineEvent._meta.db_table)
-        sql += (f"; SELECT {q('seq')} FROM {events} WHERE {q('session_id')} = %s "
-                f"ORDER BY {q('seq')} DESC LIMIT 1")
-    return sql, fields
+        statements.append(f"SELECT {q('seq')} FROM {events} WHERE {q('session_id')} = %s "
+                          f"ORDER BY {q('seq')} DESC LIMIT 1")
+    return tuple(statements), fields
 
 
 def locked(session_id: int, turn_id: int | None, with_last: bool,
@@ -50,19 +85,23 @@ def locked(session_id: int, turn_id: int | None, with_last: bool,
     ``relaxed``: the transaction commits without waiting for its WAL flush (``SET LOCAL
     synchronous_commit``), sent in the same round trip as the lock: one trip fewer for
     each progress batch, which is what a turn's terminal batch queues behind."""
-    sql, fields = _sql(turn_id is not None, with_last)
-    values = {"turn": turn_id, "session": session_id}
+    statements, fields = _sql(turn_id is not None, with_last)
+    with_turn = turn_id is not None
+    params = [[turn_id, turn_id, session_id] if with_turn else [session_id]]
+    if with_last:
+        params.append([session_id])
+    statements = list(statements)
+    if relaxed and _batched():
+        statements.insert(0, RELAXED)
+        params.insert(0, [])
     with connection.cursor() as cursor:
-        cursor.execute(RELAXED + sql if relaxed else sql,
-                       [values[name] for name in _sql_params(turn_id is not None, with_last)])
-        if relaxed:
-            cursor.nextset()  # past the SET's (empty) result to the lock's row
-        row = cursor.fetchone()
-        if row is None:
-            raise Session.DoesNotExist(f"no session {session_id}")
-        if with_last:
-            cursor.nextset()
-            last = cursor.fetchone()
+        rows = _run(cursor, statements, params)
+    if relaxed and _batched():
+        rows.pop(0)  # the SET's (empty) result
+    row = rows[0]
+    if row is None:
+        raise Session.DoesNotExist(f"no session {session_id}")
+    last = rows[1] if with_last else None
     values = [v if v is None else _convert(i, v) for i, v in enumerate(row[:len(fields)])]
     session = Session.from_db(connection.alias, list(fields), values)
     if turn_id is not None:
@@ -90,37 +129,28 @@ def _converters() -> list[list]:
 
 
 @functools.cache
-def _sql_params(with_turn: bool, with_last: bool) -> tuple[str, ...]:
-    names = ["turn", "turn"] if with_turn else []
-    names.append("session")
-    if with_last:
-        names.append("session")
-    return tuple(names)
-
-
-@functools.cache
-def _input_sql() -> str:
+def _input_sql() -> tuple[str, str]:
     q = connection.ops.quote_name
     turns, events = q(Turn._meta.db_table), q(TimelineEvent._meta.db_table)
-    lock, _ = _sql(False, False)
-    return (f"{lock}; SELECT (SELECT {q('seq')} FROM {turns} WHERE {q('session_id')} = %s "
-            f"ORDER BY {q('seq')} DESC LIMIT 1), (SELECT {q('seq')} FROM {events} WHERE "
-            f"{q('session_id')} = %s ORDER BY {q('seq')} DESC LIMIT 1), (SELECT {q('id')} "
-            f"FROM {turns} WHERE {q('session_id')} = %s AND {q('key')} = %s)")
+    (lock,), _ = _sql(False, False)
+    return lock, (
+        f"SELECT (SELECT {q('seq')} FROM {turns} WHERE {q('session_id')} = %s "
+        f"ORDER BY {q('seq')} DESC LIMIT 1), (SELECT {q('seq')} FROM {events} WHERE "
+        f"{q('session_id')} = %s ORDER BY {q('seq')} DESC LIMIT 1), (SELECT {q('id')} "
+        f"FROM {turns} WHERE {q('session_id')} = %s AND {q('key')} = %s)")
 
 
 def locked_for_input(session_id: int, key: str | None
                      ) -> tuple[Session, int | None, int | None, int | None]:
     """For a new input: the session row locked, then (after the lock is held) its last
-    turn seq, last event seq and the turn already queued with ``key``, in one round trip."""
+    turn seq, last event seq and the turn already queued with ``key``."""
     _, fields = _sql(False, False)
     with connection.cursor() as cursor:
-        cursor.execute(_input_sql(), [session_id, session_id, session_id, session_id, key])
-        row = cursor.fetchone()
-        if row is None:
-            raise Session.DoesNotExist(f"no session {session_id}")
-        cursor.nextset()
-        last_turn, last_event, existing = cursor.fetchone()
+        row, reads = _run(cursor, list(_input_sql()),
+                          [[session_id], [session_id, session_id, session_id, key]])
+    if row is None:
+        raise Session.DoesNotExist(f"no session {session_id}")
+    last_turn, last_event, existing = reads
     values = [v if v is None else _convert(i, v) for i, v in enumerate(row)]
     return (Session.from_db(connection.alias, list(fields), values), last_turn, last_event,
             existing)
