@@ -17,7 +17,7 @@ from django.apps import apps
 from django.db import connection
 
 from amux_common.doctor import Check, Probe
-from amux_site import health, heartbeat
+from amux_site import health, heartbeat, runtimes_install
 
 
 def _describe(result: dict, fallback: str = "") -> str:
@@ -62,6 +62,8 @@ def core_checks() -> Iterator[Check | Probe]:
                     lambda q=queue: _needs_redis(f"worker:{q}",
                                                  lambda: heartbeat.queue_check(q)))
     yield Probe("beat", lambda: _needs_redis("beat", heartbeat.beat_check))
+    yield Probe("runtimes", lambda: Check("runtimes", *runtimes_install.status(),
+                                          required=False))
 
 
 def _failure(exc: BaseException) -> str:

@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -65,8 +67,10 @@ def test_installs_once_then_skips_npm_until_the_lockfile_changes(tmp_path, offli
     assert not (tmp_path / "proj" / ".amux-runtimes-staging").exists()
 
 
-def test_a_failed_install_keeps_the_runtimes_that_were_there_and_says_why(tmp_path,
-                                                                           offline):
+def test_an_unreachable_registry_keeps_the_runtimes_that_were_there_as_stale(tmp_path,
+                                                                              offline):
+    """A changed lockfile and no registry: found by one `npm ping` (not npm ci's minute of
+    retries), npm's cache tried, and the runtimes of before kept in use, said to be stale."""
     target = write_project(tmp_path / "proj", "1.0.0")
     assert runtimes_install.ensure(target).state == "installed"
     (target / "sentinel").write_text("the runtimes of before")
@@ -74,11 +78,97 @@ def test_a_failed_install_keeps_the_runtimes_that_were_there_and_says_why(tmp_pa
 
     write_project(tmp_path / "proj", "2.0.0", deps=True)  # needs the registry
     outcome = runtimes_install.ensure(target)
-    assert outcome.state == "failed" and not outcome.ok
-    assert "npm ci exited" in outcome.detail and "ECONNREFUSED" in outcome.detail
+    assert outcome.state == "stale" and outcome.ok
+    assert "the npm registry cannot be reached" in outcome.detail
+    assert "ECONNREFUSED" in outcome.detail and "stay in use" in outcome.detail
     assert (target / "sentinel").read_text() == "the runtimes of before"
     assert (target / runtimes_install.STAMP).read_text() == before  # retried next start
     assert not (tmp_path / "proj" / ".amux-runtimes-staging").exists()
+    ok, said = runtimes_install.status(target)
+    assert not ok and said.startswith("stale: installed from an older package-lock.json")
+
+
+def test_an_unreachable_registry_with_nothing_installed_fails_saying_so(tmp_path, offline):
+    target = write_project(tmp_path / "proj", "2.0.0", deps=True)
+    outcome = runtimes_install.ensure(target)
+    assert outcome.state == "failed" and not outcome.ok
+    assert outcome.detail.startswith("the npm registry cannot be reached (")
+    assert runtimes_install.status(target) == (
+        False, f"not installed in {target} (`make runtimes`)")
+
+
+class Registry(ThreadingHTTPServer):
+    """The npm registry as npm ci and npm ping meet it: `/-/ping` answers, and one tarball
+    is served at the address the lockfile resolves it to."""
+
+    def __init__(self, tarball: Path):
+        self.tarball = tarball.read_bytes()
+        super().__init__(("127.0.0.1", 0), RegistryHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/"
+
+
+class RegistryHandler(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - the http.server name
+        if self.path.startswith("/-/ping"):
+            body, kind = b"{}", "application/json"
+        elif self.path == "/amux-probe/-/amux-probe-1.0.0.tgz":
+            body, kind = self.server.tarball, "application/octet-stream"
+        else:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_new_runtimes_are_installed_beside_then_swapped_in_at_the_next_start(
+        tmp_path, offline, monkeypatch):
+    """While the registry is gone the run keeps the old runtimes; once it is back the new
+    ones are installed beside them (nothing in use changes), and the next start swaps them
+    in without npm."""
+    target = write_project(tmp_path / "proj", "1.0.0")
+    assert runtimes_install.ensure(target).state == "installed"
+    (target / "sentinel").write_text("in use")
+    write_probe_project(tmp_path / "proj")
+    lockfile = tmp_path / "proj" / "package-lock.json"
+    lock = json.loads(lockfile.read_text())
+    tarball = Path(lock["packages"]["node_modules/amux-probe"]["resolved"].removeprefix("file:"))
+    registry = Registry(tarball)
+    resolved = f"{registry.url}amux-probe/-/amux-probe-1.0.0.tgz"
+    lock["packages"]["node_modules/amux-probe"]["resolved"] = resolved
+    lock["packages"][""]["dependencies"]["amux-probe"] = "1.0.0"
+    lockfile.write_text(json.dumps(lock))
+    package = json.loads((tmp_path / "proj" / "package.json").read_text())
+    package["dependencies"]["amux-probe"] = "1.0.0"
+    (tmp_path / "proj" / "package.json").write_text(json.dumps(package))
+    monkeypatch.setenv("npm_config_registry", registry.url)
+
+    assert runtimes_install.install_beside(target).state == "stale"  # not serving yet
+    thread = threading.Thread(target=registry.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert runtimes_install.install_beside(target).state == "installed"
+    finally:
+        registry.shutdown()
+        registry.server_close()
+    assert (target / "sentinel").read_text() == "in use"  # nothing running changed
+    assert not (target / "amux-probe").exists()
+    assert runtimes_install.status(target)[1].endswith("`amux restart` uses them)")
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # the next start needs no npm
+    outcome = runtimes_install.ensure(target)
+    assert outcome.state == "installed" and "in the background" in outcome.detail
+    assert (target / "amux-probe" / "cli.js").exists() and not (target / "sentinel").exists()
+    assert runtimes_install.status(target) == (True, f"current ({target})")
+    assert not (tmp_path / "proj" / runtimes_install.NEXT).exists()
 
 
 def test_without_npm_nothing_is_installed_and_nothing_raises(tmp_path, monkeypatch):
@@ -223,7 +313,7 @@ def test_a_failed_install_still_opens_the_runtimes_it_keeps(tmp_path, offline):
         for entry in (target, target / "kept.js", target / runtimes_install.STAMP):
             entry.chmod(0o700 if entry.is_dir() else 0o600)  # as an older amux left them
         write_project(tmp_path / "proj", "2.0.0", deps=True)  # needs the registry
-        assert runtimes_install.ensure(target).state == "failed"
+        assert runtimes_install.ensure(target).state == "stale"
     finally:
         os.umask(before)
     modes = _modes(target)

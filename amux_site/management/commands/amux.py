@@ -9,6 +9,7 @@ import shlex
 import signal
 import socket
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 
@@ -253,6 +254,11 @@ class Command(BaseCommand):
         if outcome.state == "installed":
             self.stdout.write(f"amux: agent runtimes installed from package-lock.json "
                               f"({time.monotonic() - started:.0f} s)")
+        elif outcome.state == "stale":
+            self.stdout.write(f"amux: agent runtimes of an older package-lock.json kept "
+                              f"({outcome.detail}); installing the new ones in the background")
+            threading.Thread(target=runtimes_install.keep_trying, args=(self.stdout.write,),
+                             name="runtimes-install", daemon=True).start()
         elif not outcome.ok:
             self.stdout.write(f"amux: agent runtimes not installed ({outcome.detail}); "
                               "starting without them, `amux doctor` lists what is missing")
