@@ -53,6 +53,7 @@ from sessions import (
     services,
     timeline,
 )
+from sessions.core import lifecycle
 from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
 
 log = logging.getLogger(__name__)
@@ -107,9 +108,7 @@ def try_retire(session_id: int, owner: str, reason: str) -> bool:
             return True
         if session.turns.filter(state__in=[TurnState.QUEUED, TurnState.RUNNING]).exists():
             return False
-        if session.lifecycle != Lifecycle.ARCHIVED:
-            session.lifecycle = Lifecycle.SLEEPING
-            session.sleep_reason = reason
+        lifecycle.apply(session, lifecycle.RETIRED, reason)
         session.lease_owner = ""
         session.lease_expires_at = None
         session.runtime_tag = ""
@@ -173,9 +172,7 @@ def _started(session_id: int, owner: str, native: str, tag: str) -> None:
             return
         session.native_ref = native
         session.runtime_tag = tag
-        if session.lifecycle in (Lifecycle.CREATED, Lifecycle.SLEEPING, Lifecycle.RUNNING):
-            session.lifecycle = Lifecycle.IDLE
-        session.sleep_reason = ""
+        lifecycle.apply(session, lifecycle.RUNTIME_STARTED)
         session.last_active_at = timezone.now()
         session.save(update_fields=["native_ref", "runtime_tag", "lifecycle", "sleep_reason",
                                     "last_active_at", "updated_at"])
@@ -188,9 +185,7 @@ def _start_failed(session_id: int, owner: str, exc: Exception) -> None:
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.lease_owner != owner:
             return
-        if session.lifecycle != Lifecycle.ARCHIVED:
-            session.lifecycle = Lifecycle.SLEEPING
-            session.sleep_reason = SleepReason.RESTART_FAILED
+        lifecycle.apply(session, lifecycle.RETIRED, SleepReason.RESTART_FAILED)
         session.lease_owner = ""
         session.lease_expires_at = None
         session.save(update_fields=["lifecycle", "sleep_reason", "lease_owner",

@@ -48,6 +48,7 @@ from sessions import (
 )
 from sessions import content as rules
 from sessions.app_servers import ATTACHED_RUNTIME
+from sessions.core import lifecycle
 from sessions.execution import DIRECT, CallerSettings, ExecutionSettings
 from sessions.hosting import lease_alive, wake
 from sessions.manifest import prompt_text
@@ -548,8 +549,7 @@ def sleep(session_id: int) -> None:
         if lease_alive(session):
             control.send(session_id, "sleep")
         else:
-            session.lifecycle = Lifecycle.SLEEPING
-            session.sleep_reason = SleepReason.MANUAL
+            lifecycle.apply(session, lifecycle.RETIRED, SleepReason.MANUAL)
             session.save(update_fields=["lifecycle", "sleep_reason", "updated_at"])
 
 
@@ -562,7 +562,7 @@ def archive(session_id: int) -> None:
             return
         if session.turns.filter(state__in=[TurnState.QUEUED, TurnState.RUNNING]).exists():
             raise Conflict("the session has work in flight; interrupt it first", code="busy")
-        session.lifecycle = Lifecycle.ARCHIVED
+        lifecycle.apply(session, lifecycle.ARCHIVE)
         session.save(update_fields=["lifecycle", "updated_at"])
         model_credentials.revoke(session_id)
         timeline.note(session_id, "session.archived", {})

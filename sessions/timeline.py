@@ -31,6 +31,7 @@ from runtimes.errors import UnknownRuntime
 from sessions import hooks, publisher, timeline_sql
 from sessions import usage as usage_rules
 from sessions.content import timeline_meta
+from sessions.core import lifecycle
 from sessions.models import (
     Lifecycle,
     Session,
@@ -235,7 +236,7 @@ def record(session_id: int, turn_id: int | None,
                     continue
                 _announce_turn_end(session_id, turn.pk, state, error_code, ended_at,
                                    session.turn_key, session.has_task_runs)
-                session.lifecycle = Lifecycle.IDLE
+                lifecycle.apply(session, lifecycle.TURN_ENDED)
                 session.last_active_at = timezone.now()
             if event.type == rt.UsageObserved.type:
                 _count_usage(session, payload)
@@ -348,8 +349,7 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
             TaskRun.objects.filter(session_id=session_id, turn_key=base_key(session.turn_key),
                                    state=TaskRunState.QUEUED).update(
                 state=TaskRunState.RUNNING, started_at=timezone.now())
-        session.lifecycle = Lifecycle.RUNNING
-        session.sleep_reason = ""
+        lifecycle.apply(session, lifecycle.TURN_STARTED)
         fast_writes.update(session, ["lifecycle", "sleep_reason", "updated_at"])
         writer = Writer(session, session.last_event_seq)
         writer.append("turn.started", payload, turn=turn)

@@ -1,0 +1,1 @@
+"""The rules of sessions, pure: no Django, no I/O, no clock."""
