@@ -18,6 +18,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from honcho.printer import Printer
 
+from amux_common import metrics
 from amux_site import (
     accounts,
     backup,
@@ -227,6 +228,7 @@ class Command(BaseCommand):
         try:
             port = _port()
             operations.clear_stopped(data_dir)
+            operations.reset_metrics(metrics.directory())  # before any child starts
 
             session_paths.make_private()  # not what sessions need (resumed ones too)
             self.stdout.write(f"amux: data directory {data_dir}")
