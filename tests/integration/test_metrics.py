@@ -5,7 +5,12 @@ only a scraper allowed to read it gets an answer."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
+from django.conf import settings
 from django.db import transaction
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -180,3 +185,20 @@ def test_only_an_allowed_scraper_reads_it(client, settings):
 
     wrong = client.post("/metrics", **SCRAPER)
     assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_the_grafana_dashboard_reads_only_what_metrics_exposes():
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from amux_common import metrics as counters
+    from amux_site.metrics import StateCollector
+
+    exposed = {f.name for f in StateCollector().collect()}
+    for value in vars(counters).values():
+        if isinstance(value, MetricWrapperBase):
+            suffixes = ("_total",) if value._type == "counter" else ("_bucket", "_count", "_sum")
+            exposed |= {value._name + suffix for suffix in suffixes}
+    dashboard = json.loads((Path(settings.BASE_DIR) / "docs" / "grafana-amux.json").read_text())
+    used = {name for panel in dashboard["panels"] for target in panel.get("targets", [])
+            for name in re.findall(r"\bamux_\w+", target["expr"])}
+    assert len(used) >= 12 and used <= exposed, used - exposed
