@@ -53,7 +53,8 @@ _model_tokens = Counter(
     "gateway, by provider, model and kind (input, output)", ["provider", "model", "kind"])
 _guard_blocks = Counter(
     "amux_guard_blocks", "Work a cap held back, by cap (ticket_tokens, daily_tokens, "
-    "hourly_messages) and what (model_request, input, run, message)", ["cap", "what"])
+    "hourly_messages, goal_tokens) and what (model_request, input, run, message)",
+    ["cap", "what"])
 
 
 def directory() -> Path:
