@@ -228,7 +228,6 @@ class Command(BaseCommand):
         try:
             port = _port()
             operations.clear_stopped(data_dir)
-            operations.reset_metrics(metrics.directory())  # before any child starts
 
             session_paths.make_private()  # not what sessions need (resumed ones too)
             self.stdout.write(f"amux: data directory {data_dir}")
@@ -306,6 +305,7 @@ class Command(BaseCommand):
         host = socket.gethostname()
         cwd = str(settings.BASE_DIR)
 
+        operations.reset_metrics(metrics.directory())  # before any child counts
         if settings.REDIS_EMBEDDED:
             if embedded_redis.running_url(data_dir):
                 # A server an earlier management command started for this data directory:
