@@ -24,7 +24,8 @@ os.environ["AMUX_RUNTIME_POOL"] = \
     f"amux-t{_checkout}-{os.environ.get('PYTEST_XDIST_WORKER') or 'main'}"
 # Each test process counts metrics (amux_common/metrics.py) into a directory of its own,
 # which the servers and workers its tests start inherit: a scrape sees this process's work,
-# not that of a parallel test process. Set before the settings import prometheus_client.
+# not that of a parallel test process. Set before Django loads the apps, whose modules
+# import prometheus_client (it reads the variable then; the settings' default is overruled).
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="amux-metrics-")
 atexit.register(shutil.rmtree, os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 pytest_collection_modifyitems = parallel.pytest_collection_modifyitems
