@@ -43,7 +43,8 @@ _turn_seconds = Histogram(
     ["runtime"], buckets=TURN_BUCKETS)
 _first_action = Histogram(
     "amux_first_action_seconds", "Time from an input's arrival in a session (a ticket's "
-    "brief, a message, a reply) to its turn starting in the runtime, by runtime",
+    "brief, a message, a reply) to its turn starting in the runtime (behind earlier turns, "
+    "a free slot, the wake), by runtime",
     ["runtime"], buckets=WAIT_BUCKETS)
 _model_requests = Counter(
     "amux_model_requests", "Model requests through the model gateway, by provider, model "
