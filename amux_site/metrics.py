@@ -29,7 +29,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from amux_common import metrics as counters
 from amux_common.shared_redis import client as redis_client
-from effects.models import Effect, EffectState
+from effects.models import Effect, EffectKind, EffectState
 from sessions import capacity
 from sessions.models import Session
 from tickets.models import Ticket
@@ -63,13 +63,17 @@ def _effects() -> Iterator[Metric]:
     oldest = GaugeMetricFamily(
         "amux_effect_oldest_due_seconds", "How long the oldest effect that is due and not "
         "running has been due, by kind", labels=["kind"])
-    for row in sorted(rows, key=lambda r: r["kind"]):
+    by_kind = {row["kind"]: row for row in rows}
+    empty = {"total": 0, "dead": 0, "running": 0, "due": 0, "first_due": None}
+    # every kind, an empty one as 0: an alert on a series is not silenced by its absence
+    for kind in sorted({*EffectKind.values, *by_kind}):
+        row = by_kind.get(kind, empty)
         waiting = row["total"] - row["dead"] - row["running"] - row["due"]
         for state in ("due", "running", "dead"):
-            counts.add_metric([row["kind"], state], row[state])
-        counts.add_metric([row["kind"], "waiting"], waiting)
+            counts.add_metric([kind, state], row[state])
+        counts.add_metric([kind, "waiting"], waiting)
         if row["first_due"] is not None:
-            oldest.add_metric([row["kind"]], (now - row["first_due"]).total_seconds())
+            oldest.add_metric([kind], (now - row["first_due"]).total_seconds())
     yield counts
     yield oldest
 

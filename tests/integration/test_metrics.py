@@ -102,6 +102,9 @@ def test_the_figures_move_with_real_work(
     assert moved("amux_triggers_total", source="gh", decision="ignore") == 1
     assert moved("amux_effects", kind="relay", state="due") == 1
     assert figure(after, "amux_effect_oldest_due_seconds", kind="relay") >= 0
+    # a kind with nothing in the outbox is there too, as 0
+    assert (("amux_effects", (("kind", "assess"), ("state", "dead"))) in after
+            and figure(after, "amux_effects", kind="assess", state="dead") == 0)
     assert moved("amux_turns_total", runtime="pi", state="completed") == 1
     assert moved("amux_turn_duration_seconds_count", runtime="pi") == 1
     assert moved("amux_turn_duration_seconds_sum", runtime="pi") > 0
