@@ -51,6 +51,14 @@ def run_dir(data_dir: Path) -> Path:
     return path
 
 
+def reset_metrics(metrics_dir: Path) -> None:
+    """Start the counters of a new run at zero (Prometheus reads it as a counter reset): the
+    files of the last run's processes would otherwise be added to this one's for ever, and a
+    new process that got an old one's pid would carry on from its file."""
+    for path in Path(metrics_dir).glob("*.db"):
+        path.unlink(missing_ok=True)
+
+
 def lock_path(data_dir: Path) -> Path:
     return run_dir(data_dir) / "amux.lock"
 

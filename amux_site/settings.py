@@ -4,7 +4,7 @@ Only DATABASE_URL, REDIS_URL, AMUX_SECRET_KEY, AMUX_DATA_DIR, AMUX_ALLOWED_HOSTS
 AMUX_DEBUG, AMUX_TLS, AMUX_LOG_FORMAT, AMUX_RETENTION_DAYS, AMUX_DB_POOL_SIZE, AMUX_URL,
 AMUX_RUNTIMES_DIR, AMUX_HOSTNAME, AMUX_ISOLATION, AMUX_RUNTIME_USER, AMUX_RUNTIME_POOL,
 AMUX_RUNTIME_IDENTITIES, AMUX_LOOPBACK_FENCE, AMUX_RUN_RESTART_LIMIT, AMUX_MEMORY,
-AMUX_METRICS_TOKEN, the session
+AMUX_METRICS_TOKEN, AMUX_METRICS_ALLOW, the session
 host's AMUX_SESSION_* knobs and the outbox's AMUX_OUTBOX_* tuning knobs are read here;
 everything else is data managed in the panel, API or admin. No other module reads the
 environment for configuration.
@@ -12,6 +12,7 @@ environment for configuration.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import secrets
@@ -369,8 +370,22 @@ if AMUX_LOOPBACK_FENCE not in ("auto", "on", "off"):
 # (exit 1, for a process manager). 0: the first exit stops everything.
 AMUX_RUN_RESTART_LIMIT = (_positive_int("AMUX_RUN_RESTART_LIMIT", 5)
                           if os.environ.get("AMUX_RUN_RESTART_LIMIT", "").strip() != "0" else 0)
-# GET /metrics: a scraper sends it as a Bearer token; unset, only the loopback is answered
+# GET /metrics (amux_site/metrics.py): a scraper sends the token (`Authorization: Token …`)
+# or connects from an address or network in the allow-list; with neither set nobody reads
+# it, since behind a reverse proxy on this machine every client would look like loopback.
 AMUX_METRICS_TOKEN = os.environ.get("AMUX_METRICS_TOKEN", "").strip()
+try:
+    AMUX_METRICS_ALLOW = tuple(
+        ipaddress.ip_network(part.strip(), strict=False)
+        for part in os.environ.get("AMUX_METRICS_ALLOW", "").split(",") if part.strip())
+except ValueError as exc:
+    raise ImproperlyConfigured(
+        f"AMUX_METRICS_ALLOW must list addresses or networks (10.0.0.0/8,::1): {exc}") from None
+# Counters of every amux process (amux_common/metrics.py) are files in this directory,
+# added up at each scrape; `amux run` empties it at start. prometheus_client reads the
+# variable when it is first imported, which is after the settings in every amux process.
+Path(os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(DATA_DIR / "run" / "metrics"))
+     ).mkdir(parents=True, exist_ok=True)
 # On-demand memory (sessions/memory.py): off unless AMUX_MEMORY=1; new Codex, Claude and Pi
 # sessions then get the memory protocol and the memory tools.
 AMUX_MEMORY = os.environ.get("AMUX_MEMORY", "").strip().lower() in ("1", "true", "yes", "on")

@@ -52,7 +52,7 @@ panel_patterns = [
 urlpatterns = [
     path("", RedirectView.as_view(url="/panel/"), name="home"),
     path("healthz/", health.healthz, name="healthz"),
-    path("metrics", metrics.metrics, name="metrics"),
+    path("metrics/", metrics.metrics, name="metrics"),
     path("hooks/", include(intake_urls.hook_urlpatterns)),
     path("api/v1/", include(api_patterns)),
     path("panel/", include(panel_patterns)),

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import connection
 
+from amux_common import metrics
 from goals import ingress
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
@@ -129,6 +130,7 @@ def model_request_refusal(session_id: int) -> str | None:
         goal = cursor.fetchone()
     if goal is None:
         return None
+    metrics.guard_blocked("goal_tokens", "model_request")
     return f"amux: the goal {goal[0]}'s token quota ({goal[1]:,}) is spent"
 
 

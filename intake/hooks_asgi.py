@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from amux_common import plain_asgi
-from intake.receive import TOO_LARGE, receive, refused_unread
+from intake.receive import receive, refused_unread, too_large
 from intake.sources.base import MAX_BODY
 
 # the same slugs Django's <slug:…> converter takes, so both ways route the same paths
@@ -39,7 +39,7 @@ async def answer(scope, receive_message, send) -> None:
     except plain_asgi.Disconnected:
         return
     if body is None:
-        await plain_asgi.send_json(send, TOO_LARGE)
+        await plain_asgi.send_json(send, too_large())
         return
     await plain_asgi.send_json(send, await plain_asgi.in_thread(receive, kind, slug, headers,
                                                                 body))

@@ -19,6 +19,7 @@ import uuid
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
+from amux_common import metrics
 from amux_common.plain_asgi import error as _error
 from intake import card_hooks, process, record, rejections
 from intake.checked_insert import SourceSeen
@@ -44,10 +45,16 @@ def refused_unread(method: str, content_length: str | None) -> tuple[int, dict] 
         length = int(content_length or 0)
     except ValueError:
         length = 0
-    return TOO_LARGE if length > MAX_BODY else None
+    return too_large() if length > MAX_BODY else None
 
 
 TOO_LARGE = _error(413, "too_large", "the body is larger than 25 MiB")
+
+
+def too_large() -> tuple[int, dict]:
+    """The answer to a body over the cap, counted (under no source: its slug is unchecked)."""
+    metrics.delivery_refused("", "too_large")
+    return TOO_LARGE
 
 
 def receive(kind: str, slug: str, headers: dict[str, str], body: bytes) -> tuple[int, dict]:
@@ -59,7 +66,7 @@ def receive(kind: str, slug: str, headers: dict[str, str], body: bytes) -> tuple
     `seen`). Whatever else the kept row would answer (a rejection, a ping or challenge, a
     row that changed) is answered from the row read afresh."""
     if len(body) > MAX_BODY:
-        return TOO_LARGE
+        return too_large()
     kept = _seen.get((kind, slug))
     if kept is not None:
         answer = _received(kept, headers, body, stored_only=True)
@@ -67,6 +74,7 @@ def receive(kind: str, slug: str, headers: dict[str, str], body: bytes) -> tuple
             return answer
     kept = _read(kind, slug)
     if kept is None:
+        metrics.delivery_refused("", "unknown_source")  # a slug a client made up: no label
         return _error(404, "not_found", f"no enabled {kind} source {slug!r}")
     return _received(kept, headers, body, stored_only=False)
 
@@ -143,7 +151,9 @@ def queue(source: Source, env: Envelope, headers: dict,
         seen=seen,
     )
     if not created:
+        metrics.delivery_refused(source.slug, "duplicate")
         return 200, {"duplicate": True, "delivery": env.delivery_id}
+    metrics.delivery_received(source.slug)
     return 202, {"delivery": env.delivery_id, "trigger": None, "outcome": "queued",
                  "reason": None}
 
@@ -176,6 +186,7 @@ def accept(source: Source, env: Envelope, headers: dict | None = None,
             arrived=arrived(plug, env, headers),
         )[None]
     except process.DuplicateDelivery:
+        metrics.delivery_refused(source.slug, "duplicate")
         return 200, {"duplicate": True, "delivery": env.delivery_id}
     except Exception as exc:  # store it raw with the error; the sweep processes it later
         log.exception("processing delivery %s of %s failed; stored for the sweep",
@@ -186,11 +197,15 @@ def accept(source: Source, env: Envelope, headers: dict | None = None,
             mailbox=mailbox, headers=headers, body=raw, error=record.error_text(exc),
         )
         if not created:
+            metrics.delivery_refused(source.slug, "duplicate")
             return 200, {"duplicate": True, "delivery": env.delivery_id}
+        metrics.delivery_received(source.slug)
         return 202, {"delivery": env.delivery_id, "trigger": None, "outcome": "queued",
                      "reason": "processing_later"}
     if outcome.outcome == "duplicate":
+        metrics.delivery_refused(source.slug, "duplicate")
         return 200, {"duplicate": True, "delivery": env.delivery_id}
+    metrics.delivery_received(source.slug)
     return 202, {"delivery": env.delivery_id, "trigger": outcome.trigger,
                  "outcome": outcome.outcome, "reason": outcome.reason or None}
 

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from django.db import transaction
 
+from amux_common import metrics
 from amux_common.wakeups import Wakeup
 from intake import consumers, health
 from intake import rules as intake_core
@@ -122,6 +123,8 @@ def write(source: Source, result, decision: Callable[[], dict], *,
         consumer.route_new(trigger, decided.get("acceptance"))
     else:
         trigger.save(force_insert=True)
+    transaction.on_commit(functools.partial(metrics.trigger_decided, source.slug,
+                                            decided.get("decision") or ""))
     ignored = decided.get("decision") == "ignore"
     return intake_core.Outcome("ignored" if ignored else "admitted",
                                decided.get("reason") or "", trigger.pk,

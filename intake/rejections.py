@@ -15,6 +15,7 @@ import logging
 
 import redis
 
+from amux_common import metrics
 from amux_common.shared_redis import client
 from intake import health
 
@@ -30,6 +31,7 @@ def key(source) -> str:
 
 def count(source, reason: str) -> None:
     """One refusal of ``source`` for ``reason``. Without Redis it is written at once."""
+    metrics.delivery_refused(source.slug, reason)
     k = key(source)
     try:
         pipe = client().pipeline(transaction=True)

@@ -8,7 +8,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from intake.receive import TOO_LARGE, receive, refused_unread
+from intake.receive import receive, refused_unread, too_large
 
 
 def _hook(kind: str):
@@ -19,7 +19,7 @@ def _hook(kind: str):
             try:
                 body = request.body
             except RequestDataTooBig:
-                answer = TOO_LARGE
+                answer = too_large()
             else:
                 answer = receive(kind, slug, dict(request.headers), body)
         code, payload = answer

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import redis
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from amux_common import worker_registry
@@ -83,12 +83,24 @@ def waiting_for_capacity(session_ids: Iterable[int]) -> set[int]:
     ids = [i for i in session_ids if i is not None]
     if not ids:
         return set()
-    wanting = set(Session.objects.filter(pk__in=ids, turns__state=TurnState.QUEUED)
-                  .exclude(lifecycle=Lifecycle.ARCHIVED).exclude(_live_lease())
-                  .values_list("pk", flat=True))
+    wanting = set(_wanting().filter(pk__in=ids).values_list("pk", flat=True))
     if not wanting or not room().full:
         return set()
     return wanting
+
+
+def waiting_by_runtime() -> dict[str, int]:
+    """How many sessions of each runtime wait for capacity now (as above, for metrics)."""
+    if not room().full:
+        return {}
+    return dict(Session.objects.filter(pk__in=_wanting().values("pk")).values_list("runtime")
+                .annotate(n=Count("pk")).order_by())
+
+
+def _wanting():
+    """Sessions with input waiting and no host."""
+    return (Session.objects.filter(turns__state=TurnState.QUEUED)
+            .exclude(lifecycle=Lifecycle.ARCHIVED).exclude(_live_lease()))
 
 
 def mark_wake(session_id: int, *, ttl: int = WAKE_TTL, replace: bool = False) -> bool:

@@ -88,6 +88,8 @@ class Grant:
     base_url: str
     key: str  # the provider's: never leaves amux
     app_server_id: int | None = None
+    provider: str = ""  # the profile's slug and the model configured (metrics' labels)
+    model: str = ""
 
     @property
     def holder(self) -> str:
@@ -113,23 +115,23 @@ def grant_for(token: str) -> Grant | None:
             app_server_id = found[0]
         else:
             app_server_id = None
-    session_id, platform, base_url, stored = row
+    session_id, platform, base_url, stored, provider, model = row
     secrets_ = _SECRETS.from_db_value(stored, None, connection)
     return Grant(session_id, platform, base_url, (secrets_ or {}).get("api_key", ""),
-                 app_server_id)
+                 app_server_id, provider, model)
 
 
 # One statement, only the columns needed, compiled once: this runs before every model
 # request, where the ORM's compiling of a three-table query alone costs about 2 ms.
 _SECRETS = ProviderProfile._meta.get_field("secrets")
 _GRANT_SQL = (
-    f"SELECT s.id, p.platform, p.base_url, p.secrets "
+    f"SELECT s.id, p.platform, p.base_url, p.secrets, p.slug, s.model "
     f"FROM {ModelCredential._meta.db_table} c "
     f"JOIN {Session._meta.db_table} s ON s.id = c.session_id "
     f"JOIN {ProviderProfile._meta.db_table} p ON p.id = s.provider_id "
     f"WHERE c.token_hash = %s AND s.lifecycle <> %s")
 _APP_SERVER_GRANT_SQL = (
-    f"SELECT a.id, p.platform, p.base_url, p.secrets "
+    f"SELECT a.id, p.platform, p.base_url, p.secrets, p.slug, a.model "
     f"FROM {AppServer._meta.db_table} a "
     f"JOIN {ProviderProfile._meta.db_table} p ON p.id = a.provider_id "
     f"WHERE a.model_token_hash = %s AND a.state <> 'stopped'")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from amux_common import plain_asgi
+from amux_common import metrics, plain_asgi
 from sessions import gateway_rules as rules
 from sessions import hooks, model_credentials, request_prompts
 from sessions.gateway_threads import lookups
@@ -150,6 +150,10 @@ async def answer(scope, receive, send) -> None:
         log.info("model gateway: %s %s %s -> %s, %d bytes in, %d bytes out, %.1f ms",
                  grant.holder, method, route.rest, status, len(body), sent,
                  (time.monotonic() - started) * 1000)
+        if route.kind == "generate":
+            metrics.model_request(
+                grant.provider, grant.model, "ok" if 200 <= status < 300 else "upstream_error",
+                usage.input_tokens if usage else 0, usage.output_tokens if usage else 0)
         await _left_behind(grant, usage, used)
     finally:
         uncounted.done()
@@ -191,6 +195,7 @@ def _admit(token: str, route: rules.Route, body: bytes
     if route.kind == "generate" and grant.session_id is not None:
         refusal = hooks.model_request_caps.refusal(grant.session_id)
         if refusal:
+            metrics.model_request(grant.provider, grant.model, "capped")
             return Refused(429, refusal, "insufficient_quota", final=True)
         if rules.has_marked(body):
             return grant, *request_prompts.applied(grant.session_id, body)

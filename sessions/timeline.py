@@ -10,6 +10,7 @@ emit typed events (``runtimes.events``); provider ids are kept as provenance onl
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Iterable
@@ -21,7 +22,7 @@ from django.db import transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
-from amux_common import fast_writes
+from amux_common import fast_writes, metrics
 from amux_common.clock import now as clock
 from effects import events
 from effects.models import EffectKind
@@ -236,6 +237,8 @@ def record(session_id: int, turn_id: int | None,
                     continue
                 _announce_turn_end(session_id, turn.pk, state, error_code, ended_at,
                                    session.turn_key, session.has_task_runs)
+                transaction.on_commit(functools.partial(
+                    _count_turn, turn.pk, session.runtime, str(state)))
                 lifecycle.apply(session, lifecycle.TURN_ENDED)
                 session.last_active_at = timezone.now()
             if event.type == rt.UsageObserved.type:
@@ -317,6 +320,22 @@ def _announce_turn_end(session_id: int, turn_id: int, state: str, error_code: st
         "task_runs": bool(has_task_runs)})
 
 
+def _count_turn(turn_id: int, runtime: str, ended: str | None = None) -> None:
+    """After the commit, off the session's lock: a turn started (how long its input
+    waited) or ended (``ended``: its state; how long it ran) in amux's metrics."""
+    times = Turn.objects.filter(pk=turn_id).values_list(
+        "created_at", "started_at", "ended_at").first()
+    if times is None:
+        return
+    queued, started, stopped = times
+    if ended is None:
+        if started is not None:
+            metrics.turn_started(runtime, (started - queued).total_seconds())
+        return
+    ran = (stopped - started).total_seconds() if started and stopped else None
+    metrics.turn_ended(runtime, ended, ran)
+
+
 def _late_terminal(turn_id: int, type_: str, payload: dict[str, Any]) -> None:
     accepted = TimelineEvent.objects.filter(turn_id=turn_id,
                                             type__in=list(TERMINAL_STATE)).first()
@@ -354,6 +373,7 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
         writer = Writer(session, session.last_event_seq)
         writer.append("turn.started", payload, turn=turn)
         writer.commit_publish()
+        transaction.on_commit(functools.partial(_count_turn, turn_id, session.runtime))
         return writer.published
 
 

@@ -3,7 +3,10 @@ and the embedded Redis; never mocks of our own database, Redis or Celery."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import zlib
 
 import pytest
@@ -19,6 +22,12 @@ pytest_xdist_setupnodes = parallel.pytest_xdist_setupnodes
 _checkout = zlib.crc32(os.path.abspath(__file__).encode()) % 10000
 os.environ["AMUX_RUNTIME_POOL"] = \
     f"amux-t{_checkout}-{os.environ.get('PYTEST_XDIST_WORKER') or 'main'}"
+# Each test process counts metrics (amux_common/metrics.py) into a directory of its own,
+# which the servers and workers its tests start inherit: a scrape sees this process's work,
+# not that of a parallel test process. Set before Django loads the apps, whose modules
+# import prometheus_client (it reads the variable then; the settings' default is overruled).
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="amux-metrics-")
+atexit.register(shutil.rmtree, os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 pytest_collection_modifyitems = parallel.pytest_collection_modifyitems
 pytest_runtest_makereport = parallel.pytest_runtest_makereport
 pytest_deselected = parallel.pytest_deselected

@@ -18,6 +18,7 @@ from datetime import datetime
 
 from django.db.models import Count, Sum
 
+from amux_common import metrics
 from amux_common.clock import now as clock
 from sessions.models import Session, UsageDay
 from sessions.usage import cumulative_total
@@ -94,7 +95,10 @@ def model_request_refusal(session_id: int) -> str | None:
         return None
     ticket = Ticket.objects.get(pk=row[0])
     found = reached([ticket], clock())[ticket.pk]
-    return f"amux: {found.text}" if found is not None else None
+    if found is None:
+        return None
+    metrics.guard_blocked(found.cap, "model_request")
+    return f"amux: {found.text}"
 
 
 _LIVE_TICKET_SQL = (f"SELECT id FROM {Ticket._meta.db_table} WHERE session_id = %s "

@@ -32,7 +32,9 @@ MANAGE = [sys.executable, "manage.py", "amux"]
 def _env(data_dir: Path, port: int) -> dict:
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "AMUX_EMBEDDED_REDIS",
-                        "AMUX_ADMIN_PASSWORD", "AMUX_LOG_FORMAT"}}
+                        "AMUX_ADMIN_PASSWORD", "AMUX_LOG_FORMAT",
+                        # the run counts under its own data directory, not the test's
+                        "PROMETHEUS_MULTIPROC_DIR"}}
     env.update(AMUX_DATA_DIR=str(data_dir), AMUX_PORT=str(port), PYTHONUNBUFFERED="1",
                DJANGO_SETTINGS_MODULE="amux_site.settings",
                AMUX_RUNTIMES_DIR=str(_installed_runtimes(data_dir.parent / "runtimes")))
@@ -129,6 +131,15 @@ def _login(port: int, password: str) -> int:
         return answer.status_code
 
 
+def _counted_by_an_earlier_run(metrics_dir: Path, times: int) -> None:
+    metrics_dir.mkdir(parents=True)
+    subprocess.run([sys.executable, "-c", "from amux_common import metrics\n"
+                    f"for _ in range({times}): metrics.delivery_refused('', 'unknown_source')"],
+                   env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)},
+                   cwd=settings.BASE_DIR, check=True, timeout=60)
+    assert list(metrics_dir.glob("counter_*.db"))
+
+
 @pytest.fixture
 def data_dir(tmp_path):
     yield tmp_path / "data"
@@ -142,11 +153,20 @@ def data_dir(tmp_path):
 def test_amux_run_serves_refuses_a_second_run_and_stops_cleanly(data_dir, tmp_path):
     port = embedded_redis.free_port()
     env = _env(data_dir, port)
+    env["AMUX_METRICS_TOKEN"] = "scrape-me"
+    _counted_by_an_earlier_run(data_dir / "run" / "metrics", times=5)
     log = tmp_path / "run-1.log"
     proc = _start(env, log)
     try:
         took = _wait_healthz(proc, port, log, within=60)
         print(f"/healthz answered 200 after {took:.1f} s")
+        # the web process counts into the data directory's metrics, which the run emptied
+        assert httpx.post(f"http://127.0.0.1:{port}/hooks/github/nope", content=b"{}",
+                          timeout=10).status_code == 404
+        scraped = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10,
+                            headers={"Authorization": "Token scrape-me"}).text
+        assert 'amux_deliveries_refused_total{reason="unknown_source",source=""} 1.0' \
+            in scraped, scraped
 
         status = _wait_status(env, 0)
         assert status.returncode == 0, status.stderr

@@ -1,7 +1,7 @@
 """Many mailboxes in one transaction (intake/batch.py, PostgreSQL and SQLite): a backlog
-costs a few statements a delivery instead of about ten, and every outcome is the one that processing a
-mailbox at a time gives — order kept, a failing delivery holding back only its mailbox, a
-trigger seen before recorded once, a mailbox another drainer holds left to it."""
+costs a few statements a delivery instead of about ten, and every outcome is the one that
+processing a mailbox at a time gives — order kept, a failing delivery holding back only its
+mailbox, a trigger seen before recorded once, a mailbox another drainer holds left to it."""
 
 from __future__ import annotations
 

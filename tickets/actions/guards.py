@@ -3,8 +3,11 @@ and held messages."""
 
 from __future__ import annotations
 
+import functools
+
 from django.db import transaction
 
+from amux_common import metrics
 from amux_common.clock import now as clock
 from tickets import guarding, locks
 from tickets.actions import common
@@ -78,6 +81,9 @@ def _note_hold(ticket: Ticket, row: Input | Assignment) -> guards.Reached | None
     blocked ticket gets nothing new, whichever cap blocks it."""
     found = guarding.reached([ticket], clock())[ticket.pk] if ticket.ended_at is None else None
     text = (found.text if found else "")[:200]
+    if found is not None and not row.held:  # newly held: counted once, not per retry
+        what = "input" if isinstance(row, Input) else "run"
+        transaction.on_commit(functools.partial(metrics.guard_blocked, found.cap, what))
     if row.held != text:
         row.held = text
         row.save(update_fields=["held"])

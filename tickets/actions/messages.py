@@ -4,8 +4,12 @@ inside the action's transaction."""
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 
+from django.db import transaction
+
+from amux_common import metrics
 from effects import outbox
 from intake.models import Channel, Source
 from tickets import guarding
@@ -62,6 +66,9 @@ def send(ticket: Ticket, kind: str, key: str, payload: dict, channel: str,
                                  payload=payload, created_at=now, released_at=released)
     if released is not None:
         outbox.enqueue(kind, key, payload, channel=channel)
+    else:
+        transaction.on_commit(functools.partial(metrics.guard_blocked,
+                                                guards.HOURLY_MESSAGES, "message"))
 
 
 def release(ticket: Ticket, now: datetime, everything: bool = False) -> int:

@@ -19,6 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from honcho.printer import Printer
 
+from amux_common import metrics
 from amux_site import (
     accounts,
     backup,
@@ -310,6 +311,7 @@ class Command(BaseCommand):
         host = socket.gethostname()
         cwd = str(settings.BASE_DIR)
 
+        operations.reset_metrics(metrics.directory())  # before any child counts
         if settings.REDIS_EMBEDDED:
             if embedded_redis.running_url(data_dir):
                 # A server an earlier management command started for this data directory:

@@ -12,6 +12,7 @@ import pytest
 from runtimes.base import tagged_pids
 from sessions import capacity, services
 from sessions.models import Session, TimelineEvent
+from tests.integration.test_metrics import SCRAPER, figure, scrape
 from tests.support.model_server import Text
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
 
@@ -64,12 +65,13 @@ def test_ten_sessions_start_their_first_turn_without_waiting_for_one_to_sleep(
 
 
 def test_a_full_machine_says_waiting_for_capacity_until_a_slot_frees(
-        openai_provider, session_dirs, model_server, tmp_path, api):
+        openai_provider, session_dirs, model_server, tmp_path, api, client, settings):
     from intake.models import Source, Thread
     from tickets.models import Assignment, Ticket
     from tickets.read import stages
 
     purge_queues()
+    settings.AMUX_METRICS_TOKEN = SCRAPER["HTTP_AUTHORIZATION"].split()[1]
     env = worker_env(session_dirs)
     model_server.script(Text("first"), Text("second"))
     holder = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
@@ -89,6 +91,8 @@ def test_a_full_machine_says_waiting_for_capacity_until_a_slot_frees(
         # its host task waits in the broker; the session and its ticket say why
         assert capacity.room().full
         assert capacity.waiting_for_capacity([waiting.pk, holder.pk]) == {waiting.pk}
+        assert figure(scrape(client), "amux_sessions_waiting_for_capacity",
+                      runtime="codex") == 1
         assert api.get(f"/api/v1/sessions/{waiting.pk}").json()["waiting_for_capacity"]
         shown = api.get(f"/api/v1/tickets/{ticket.pk}").json()
         assert shown["stage"] == "waiting_for_capacity"
@@ -99,6 +103,8 @@ def test_a_full_machine_says_waiting_for_capacity_until_a_slot_frees(
         services.sleep(holder.pk)  # room frees: the waiting session starts at once
         wait_for(lambda: _completed(waiting.pk) == 1, timeout=90)
         assert capacity.waiting_for_capacity([waiting.pk]) == set()
+        assert figure(scrape(client), "amux_sessions_waiting_for_capacity",
+                      runtime="codex") == 0
         assert not api.get(f"/api/v1/sessions/{waiting.pk}").json()["waiting_for_capacity"]
         stage, _label = stages([Ticket.objects.get(pk=ticket.pk)])[ticket.pk]
         assert stage == "working"

@@ -290,9 +290,12 @@ def test_the_end_of_the_assignment_revokes_its_sessions_credential(
 
 
 def test_a_goal_whose_token_quota_is_spent_refuses_its_sessions_requests(
-        session_dirs, openai_provider, model_server):
+        session_dirs, openai_provider, model_server, client, settings):
     from goals.models import Agent, Goal, WorkingSession
+    from tests.integration.test_metrics import SCRAPER, figure, mover, scrape
 
+    settings.AMUX_METRICS_TOKEN = SCRAPER["HTTP_AUTHORIZATION"].split()[1]
+    before = scrape(client)
     session, token = _session(openai_provider)
     goal = Goal.objects.create(slug="ship", title="Ship", quota_unit="tokens",
                                quota_limit=1000, quota_spent=400)
@@ -308,6 +311,12 @@ def test_a_goal_whose_token_quota_is_spent_refuses_its_sessions_requests(
     message = refused.json()["error"]["message"]
     assert message == "amux: the goal ship's token quota (1,000) is spent"
     assert refused.headers["x-should-retry"] == "false"
+    moved = mover(before, after := scrape(client))
+    labels = {"provider": "scripted", "model": session.model}
+    assert moved("amux_model_requests_total", outcome="ok", **labels) == 1
+    assert moved("amux_model_requests_total", outcome="capped", **labels) == 1
+    assert moved("amux_guard_blocks_total", cap="goal_tokens", what="model_request") == 1
+    assert figure(after, "amux_model_tokens_total", kind="output", **labels) > 0
 
 
 def test_each_request_carries_the_prompt_as_it_reads_at_that_moment(
