@@ -79,6 +79,17 @@ async def read_body(receive, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
+def replaying(body: bytes, receive):
+    """A ``receive`` for an app downstream of one that has read the whole body: the body
+    as one message, then the client's own messages (its disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def again():
+        return pending.pop() if pending else await receive()
+
+    return again
+
+
 async def send_json(send, answer: Answer) -> None:
     status, payload = answer
     body = json.dumps(payload).encode()

@@ -1,8 +1,9 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels, amux's MCP server at
-/mcp (and /mcp/; worker and caller tools, amux_site/mcp.py) with its ASGI lifespan, and the
-webhooks (/hooks/<kind>/<slug>) answered below Django's handler (intake/hooks_asgi.py), and
-the git gateway (/gateway/git/<owner>/<repo>.git/…, tickets/git_gateway.py) and the model
-gateway (/gateway/model/<api>/…, sessions/model_gateway.py), streamed."""
+"""ASGI entry point: HTTP through Django (bodies bounded first, amux_site/body_limit.py),
+websockets through Channels, amux's MCP server at /mcp (and /mcp/; worker and caller tools,
+amux_site/mcp.py) with its ASGI lifespan, and the webhooks (/hooks/<kind>/<slug>) answered
+below Django's handler (intake/hooks_asgi.py), and the git gateway
+(/gateway/git/<owner>/<repo>.git/…, tickets/git_gateway.py) and the model gateway
+(/gateway/model/<api>/…, sessions/model_gateway.py), streamed."""
 
 import os
 from importlib import import_module
@@ -18,6 +19,7 @@ from channels.sessions import CookieMiddleware  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from amux_site import gc_startup  # noqa: E402
+from amux_site.body_limit import BodyLimit  # noqa: E402
 from amux_site.mcp import McpApp, is_mcp_path  # noqa: E402
 from amux_site.routing import websocket_urlpatterns  # noqa: E402
 from amux_site.ws_security import OriginValidator, TokenAuthMiddleware  # noqa: E402
@@ -43,7 +45,7 @@ class ReadOnlySessionMiddleware:
 
 channels_app = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": BodyLimit(django_asgi_app),
         "websocket": OriginValidator(
             CookieMiddleware(ReadOnlySessionMiddleware(
                 AuthMiddleware(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))))

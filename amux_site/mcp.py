@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
-from amux_common import mcp_http
+from amux_common import bounded_json, mcp_http, plain_asgi
 from amux_common.mcp_http import PATH
+from amux_site import errors
 from sessions import mcp_tools
 from tickets.tools import mcp_server as worker_tools
 from tickets.tools.service import ToolRefused
@@ -73,7 +75,15 @@ class McpApp:
             await mcp_http.refuse(send, refused.status, refused.code, refused.message,
                                   refused.fields)
             return
-        await self.apps[kind](scope, receive, send)
+        try:
+            body = await plain_asgi.read_body(receive, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+        except plain_asgi.Disconnected:
+            return
+        refusal = _refusal(body)
+        if refusal is not None:
+            await mcp_http.refuse(send, *refusal)
+            return
+        await self.apps[kind](scope, plain_asgi.replaying(body, receive), send)
 
     async def _lifespan(self, receive, send):
         message = await receive()
@@ -94,6 +104,21 @@ class McpApp:
                 return
             raise
         await send({"type": "lifespan.shutdown.complete"})
+
+
+def _refusal(body: bytes | None) -> tuple[int, str, str] | None:
+    """The API's answer to a body over the upload limit or nested deeper than amux's bound
+    (the SDK reads any body whole, and parses to its own, deeper bound); else None. A body
+    that is not JSON is the SDK's to answer, in JSON-RPC's shape."""
+    if body is None:
+        return 413, "too_large", errors.too_large_message()
+    try:
+        bounded_json.loads(body)
+    except bounded_json.TooDeep as exc:
+        return 400, "parse_error", str(exc)
+    except ValueError:
+        pass
+    return None
 
 
 def is_mcp_path(path: str) -> bool:

@@ -33,8 +33,12 @@ from pathlib import Path
 # The timeline sends every event to every attached client, so what counts is the CPU per
 # frame per client: websockets' Sans-I/O implementation, and no permessage-deflate — its
 # compression context is per connection, so each small frame would be compressed once per
-# client (a third of the fan-out's CPU), to save a few hundred bytes.
-UVICORN_WS_ARGS = ("--ws", "websockets-sansio", "--ws-per-message-deflate", "false")
+# client (a third of the fan-out's CPU), to save a few hundred bytes. No client sends the
+# timeline anything (commands go through the API), so a frame over 64 KiB closes the
+# connection (1009) instead of being buffered up to uvicorn's default 16 MiB.
+WS_MAX_FRAME = 64 * 1024
+UVICORN_WS_ARGS = ("--ws", "websockets-sansio", "--ws-per-message-deflate", "false",
+                   "--ws-max-size", str(WS_MAX_FRAME))
 
 # Exit codes of `amux status` (CONTRACT.md).
 HEALTHY, DOWN, DEGRADED, STOPPED = 0, 1, 2, 3

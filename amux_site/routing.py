@@ -16,6 +16,9 @@ NOT_FOUND = 4404
 class UnknownPath(AsyncWebsocketConsumer):
     async def connect(self):
         log.info("websocket to an unknown path refused: %s", self.scope.get("path", "")[:200])
+        # Accepted first: a close before the accept is an HTTP 403 on the wire, which
+        # says "forbidden" and loses the code; after it the client reads 4404.
+        await self.accept()
         await self.close(code=NOT_FOUND)
 
 

@@ -24,6 +24,8 @@ from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
+from amux_common import plain_asgi
+
 SUBPROTOCOL = "amux"
 TOKEN_SUBPROTOCOL_PREFIX = "amux.token."
 _DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
@@ -75,9 +77,8 @@ def origin_allowed(scope) -> bool:
 
 
 def host_allowed(scope) -> bool:
-    """The handshake's Host is one of ALLOWED_HOSTS, as Django checks it for HTTP."""
-    host, _port = split_domain_port(_header(scope, b"host") or "")
-    return bool(host) and validate_host(host, settings.ALLOWED_HOSTS)
+    """The handshake's Host is one of ALLOWED_HOSTS, by the check HTTP requests get."""
+    return plain_asgi.host_allowed(plain_asgi.headers_of(scope))
 
 
 class OriginValidator:

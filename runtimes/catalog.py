@@ -23,6 +23,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from amux_common import bounded_json
+
 OK = "ok"
 NOT_LOGGED_IN = "not_logged_in"
 UNREACHABLE = "unreachable"
@@ -158,7 +160,7 @@ def parse_native_variant(ref: str) -> tuple[str, str]:
         raise ValueError("the @native-variant: reference is empty")
     try:
         raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-        data = json.loads(raw.decode())
+        data = bounded_json.loads(raw.decode())
     except (binascii.Error, ValueError, UnicodeDecodeError):
         raise ValueError("the @native-variant: reference is not one amux issued") from None
     if not isinstance(data, dict) or set(data) != {"model", "variant"} or not all(

@@ -35,6 +35,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from amux_common import bounded_json
 from runtimes import catalog
 from sessions.doctor import models_headers, models_url
 from sessions.keys import api_key_problem
@@ -215,7 +216,7 @@ def _get(url: str, headers: dict[str, str], key: str) -> tuple[int, Any] | _Answ
         return _Answer("not_a_model_list", status, [],
                        f"{status}: {shown} is not a model list (check the base URL)")
     try:
-        body = json.loads(raw) if len(raw) <= MAX_BODY else None
+        body = bounded_json.loads(raw) if len(raw) <= MAX_BODY else None
     except ValueError:
         body = None
     if normalise(body) is None:

@@ -4,9 +4,9 @@ with a routing note of at most 30 words that names the work, never a plan."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from amux_common import bounded_json
 from prompts_app.contract import ROUTING_NOTE_MAX_WORDS, clip_routing_note
 from tickets.models import AgentSettings, Eval
 
@@ -42,7 +42,7 @@ class Verdict:
 def parse(content: str) -> Verdict:
     """Read the model's answer; anything malformed is a person's call, not a guess."""
     try:
-        data = json.loads(content.strip().removeprefix("```json").removesuffix("```"))
+        data = bounded_json.loads(content.strip().removeprefix("```json").removesuffix("```"))
     except (ValueError, AttributeError):
         return Verdict("needs_person", "The triage answer was not readable.")
     result = data.get("result") if isinstance(data, dict) else None

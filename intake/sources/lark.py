@@ -495,7 +495,7 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards, RepliesInC
         if item is None or item.deleted:
             return None
         try:
-            text = json.loads((item.body.content if item.body else "") or "{}").get("text")
+            text = bounded_json.loads((item.body.content if item.body else "") or "{}").get("text")
         except (ValueError, AttributeError):
             text = None
         return {"message_id": message_id, "chat_id": item.chat_id or "",
@@ -758,7 +758,7 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards, RepliesInC
         req.token_types = {lark.AccessTokenType.TENANT}
         resp = self.client().request(req)
         try:
-            body = json.loads(resp.raw.content or b"{}")
+            body = bounded_json.loads(resp.raw.content or b"{}")
         except (ValueError, AttributeError):
             body = {}
         if not isinstance(body, dict) or body.get("code") != 0:
@@ -914,7 +914,7 @@ def _text(msg: dict, mentions: list[dict], drop: str = "") -> str:
     """The message's text, mentions as @name (the mentions of `drop`, an open_id, left
     out)."""
     try:
-        content = json.loads(_s(msg.get("content")) or "{}")
+        content = bounded_json.loads(_s(msg.get("content")) or "{}")
     except ValueError:
         return ""
     if not isinstance(content, dict):

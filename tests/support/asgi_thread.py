@@ -18,12 +18,12 @@ from tests.support.asgi import free_port
 
 
 class AsgiThread:
-    def __init__(self, app=None):
+    def __init__(self, app=None, lifespan: str = "off"):
         if app is None:
             from amux_site.asgi import application as app
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, lifespan="off",
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, lifespan=lifespan,
                                 log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="asgi-thread",

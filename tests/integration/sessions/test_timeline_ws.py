@@ -261,3 +261,23 @@ def test_a_client_far_behind_is_caught_up_from_the_database(openai_provider, ses
         assert sid not in fanout.hub().feeds
 
     run_async(main())
+
+
+def test_a_frame_over_the_bound_closes_the_connection_quietly(openai_provider, session_dirs,
+                                                             token, server, tmp_path):
+    from amux_site.operations import WS_MAX_FRAME
+
+    sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
+
+    async def main():
+        comm, _ = await _connect(server, sid, token)
+        await comm.send("x" * 1000)  # ignored: the timeline takes no commands
+        await asyncio.wait_for(await comm.ping(), 10)  # and the connection stays open
+        await comm.send("x" * (WS_MAX_FRAME + 1))
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+            while True:  # past the events the snapshot is followed by, to the close
+                await asyncio.wait_for(comm.recv(), 10)
+        return closed.value.rcvd.code
+
+    assert run_async(main()) == 1009  # message too big
+    assert "Traceback" not in (tmp_path / "uvicorn.log").read_text()
