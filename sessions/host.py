@@ -102,7 +102,7 @@ def release_lease(session_id: int, owner: str) -> None:
 
 def try_retire(session_id: int, owner: str, reason: str) -> bool:
     """Sleep the session if nothing is waiting; False if work arrived meanwhile."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.lease_owner != owner:
             return True
@@ -166,7 +166,7 @@ def _prepare(session_id: int, owner: str) -> tuple[Session, str | None]:
 
 
 def _started(session_id: int, owner: str, native: str, tag: str) -> None:
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.lease_owner != owner:
             return
@@ -181,7 +181,7 @@ def _started(session_id: int, owner: str, native: str, tag: str) -> None:
 def _start_failed(session_id: int, owner: str, exc: Exception) -> None:
     timeline.note(session_id, "error", {"code": getattr(exc, "code", "start_failed"),
                                         "message": str(exc)[:2000]})
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.lease_owner != owner:
             return
@@ -200,7 +200,7 @@ def _record_model(session_id: int, model: str, effort: str | None, how: str,
                   request_id: str | None) -> None:
     """The session's execution snapshot takes the new model/effort (seed 000: the snapshot
     is what every later start and resume uses)."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         session = Session.objects.select_for_update().get(pk=session_id)
         snap = dict(session.snapshot or {})
         previous = {"model": snap.get("model") or session.model, "effort": snap.get("effort")}
@@ -215,7 +215,7 @@ def _record_model(session_id: int, model: str, effort: str | None, how: str,
 
 def _record_clear(session_id: int, owner: str, native: str, how: str,
                   request_id: str | None) -> None:
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.lease_owner == owner:
             session.native_ref = native

@@ -133,6 +133,11 @@ class Session(models.Model):
         default=False,
         help_text="another place shows its turns (a Lark conversation): the timeline tells "
                   "sessions.hooks.timeline_mirrored of each event")
+    has_task_runs = models.BooleanField(
+        default=False,
+        help_text="task runs follow its turns (sessions/task_runs.py): the timeline starts a "
+                  "run with its turn, and the turn's end reaches them; set when the first "
+                  "run is submitted, so the timeline reads it with the session's own row")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -540,7 +540,7 @@ def sleep(session_id: int) -> None:
     """Manual sleep: refused (409 ``busy``) while a turn is in flight or inputs are queued.
     An input that arrives after this check is served first: the host sleeps once the queue
     is empty, it never drops the request."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.lifecycle == Lifecycle.ARCHIVED:
             raise Conflict("the session is archived", code="session_archived")
@@ -556,7 +556,7 @@ def sleep(session_id: int) -> None:
 def archive(session_id: int) -> None:
     """Refused (409 ``busy``) while a turn is in flight or inputs are queued; the host
     retires the runtime as soon as the turn it serves (if any) has ended."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.lifecycle == Lifecycle.ARCHIVED:
             return

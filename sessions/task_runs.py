@@ -29,7 +29,15 @@ from django.utils import timezone
 
 from sessions import launch, profiles, services
 from sessions.execution import TASK, CallerSettings
-from sessions.models import AgentInstance, TaskRun, TaskRunState, TimelineEvent, Turn, TurnState
+from sessions.models import (
+    AgentInstance,
+    Session,
+    TaskRun,
+    TaskRunState,
+    TimelineEvent,
+    Turn,
+    TurnState,
+)
 from sessions.services import CommandError
 from sessions.timeline import RESUME_SUFFIX, base_key
 
@@ -90,6 +98,8 @@ def submit_task(*, owner, prompt: str, profile: str | None = None, runtime: str 
         run = TaskRun.objects.create(
             owner=owner, prompt=prompt, profile=expert, instance=agent, session=session,
             execution=dict((session.snapshot or {}).get("execution") or {}))
+        # the timeline reads this flag with the session's own row (no look at task runs)
+        Session.objects.filter(pk=session.pk, has_task_runs=False).update(has_task_runs=True)
         run.turn_key = f"task:{run.pk}"
         run.save(update_fields=["turn_key"])
         if agent is None:

@@ -1,7 +1,6 @@
 """The timeline writer's hottest reads in plain SQL, the one path on every database: the
-session row locked, with what a batch needs beside it (its turn's seq and key, whether task
-runs follow the session, the session's last event seq), without compiling a queryset each
-time.
+session row locked, with what a batch needs beside it (its turn's seq and key, the session's
+last event seq), without compiling a queryset each time.
 
 Built by the ORM it cost about 2 ms of Python per batch (a locked queryset with three
 annotations) plus a second round trip for the last seq, on the host's database thread that
@@ -21,7 +20,7 @@ import functools
 
 from django.db import connection
 
-from sessions.models import Session, TaskRun, TimelineEvent, Turn
+from sessions.models import Session, TimelineEvent, Turn
 
 RELAXED = "SET LOCAL synchronous_commit TO OFF"
 
@@ -66,10 +65,9 @@ def _sql(with_turn: bool, with_last: bool) -> tuple[tuple[str, ...], tuple[str, 
     cols = [f"{table}.{q(Session._meta.get_field(a).column)}" for a in fields]
     pk = f"{table}.{q(Session._meta.pk.column)}"
     if with_turn:
-        turns, runs = q(Turn._meta.db_table), q(TaskRun._meta.db_table)
+        turns = q(Turn._meta.db_table)
         cols += [f"(SELECT {q('seq')} FROM {turns} WHERE {q('id')} = %s)",
-                 f"(SELECT {q('key')} FROM {turns} WHERE {q('id')} = %s)",
-                 f"EXISTS (SELECT 1 FROM {runs} WHERE {runs}.{q('session_id')} = {pk})"]
+                 f"(SELECT {q('key')} FROM {turns} WHERE {q('id')} = %s)"]
     statements = [f"SELECT {', '.join(cols)} FROM {table} WHERE {pk} = %s{_lock_clause()}"]
     if with_last:
         events = q(TimelineEvent._meta.db_table)
@@ -105,7 +103,7 @@ def locked(session_id: int, turn_id: int | None, with_last: bool,
     values = [v if v is None else _convert(i, v) for i, v in enumerate(row[:len(fields)])]
     session = Session.from_db(connection.alias, list(fields), values)
     if turn_id is not None:
-        session.turn_seq, session.turn_key, session.has_task_runs = row[len(fields):]
+        session.turn_seq, session.turn_key = row[len(fields):]
     if with_last:
         session.last_event_seq = last[0] if last else 0
     return session
