@@ -1,0 +1,100 @@
+"""The session page in a real browser, while a real Codex runs a real turn against the
+scripted model: one block for the turn with its input, the failed command shown failed,
+the agent's message shown once as Markdown (its HTML as text), the turn's tokens as
+numbers, and every raw event behind the toggle."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from sessions import services
+from sessions.models import TimelineEvent
+from tests.support.asgi import AsgiServer
+from tests.support.model_server import Text, ToolCall
+from tests.support.workers import Worker, purge_queues, wait_for, worker_env
+
+pytestmark = [pytest.mark.xdist_group("processes"), pytest.mark.e2e,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+
+ANSWER = ("The directory is **missing**: `ls` failed.\n\n"
+          "<script>document.title = 'pwned'</script> <img src=x>")
+
+
+def _log_in(page, url):
+    page.goto(f"{url}/panel/login/")
+    page.fill("#id_username", "operator")
+    page.fill("#id_password", "operator-pass-123")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/panel/**")
+
+
+def test_a_turn_reads_as_one_block_with_its_tool_message_and_tokens(
+        page, operator, openai_provider, model_server, session_dirs, tmp_path):
+    purge_queues()
+    env = worker_env(session_dirs)
+    server = AsgiServer(env, log=tmp_path / "uvicorn.log")
+    worker = Worker("page", env, log=tmp_path / "worker.log")
+    try:
+        session = services.create_session(runtime="codex", provider="scripted",
+                                           model="gpt-5.5", name="page test")
+        model_server.script(ToolCall("ls /no/such/dir-amux"), Text(ANSWER))
+        _log_in(page, server.url)
+        page.goto(f"{server.url}/panel/sessions/{session.pk}/")
+        page.fill("#message-text", "list the missing directory")
+        page.click("#message-form button[type=submit]")
+        turn = page.locator("#timeline-turns > .turn")
+        expect(turn).to_have_count(1, timeout=30_000)
+        expect(turn.locator(".turn-input")).to_have_text("list the missing directory")
+        expect(turn).to_have_attribute("data-state", "completed", timeout=120_000)
+
+        # the failed command: one collapsible block, marked failed, its output inside
+        tool = turn.locator("details.tool")
+        expect(tool).to_have_count(1)
+        expect(tool).to_have_attribute("data-state", "failed")
+        expect(tool.locator("[data-part=status]")).to_contain_text("failed")
+        expect(tool.locator("[data-part=status]")).not_to_contain_text("✓")
+        expect(tool.locator(".tool-title")).to_contain_text("ls /no/such/dir-amux")
+        expect(tool.locator("[data-part=duration]")).to_have_text(re.compile(r"^\d+\.\d s$"))
+        tool.locator("summary").click()
+        expect(tool.locator("[data-part=output]")).to_contain_text("No such file")
+
+        # the message: once, as Markdown; the agent's HTML stays text
+        message = turn.locator(".msg.agent")
+        expect(message).to_have_count(1)
+        expect(message.locator("strong")).to_have_text("missing")
+        expect(message.locator("code")).to_have_text("ls")
+        expect(message).to_contain_text("<script>document.title = 'pwned'</script>")
+        assert message.locator("script, img").count() == 0
+        assert page.title() != "pwned"
+        assert page.locator("#timeline-turns").inner_text().count("The directory is") == 1
+        deltas = TimelineEvent.objects.filter(session=session, type="message.delta").count()
+        assert deltas > 1  # it streamed in pieces, and the pieces became one message
+
+        # time and tokens of the turn, as numbers
+        summary = turn.locator(".turn-summary")
+        expect(summary).to_contain_text("tokens in this turn", timeout=15_000)
+        tokens = summary.locator(".turn-tokens").inner_text()
+        assert re.fullmatch(r"[\d,]+", tokens) and int(tokens.replace(",", "")) > 0
+        expect(summary).to_contain_text(re.compile(r"took \d+\.\d s"))
+        expect(turn.locator("[data-part=usage]")).to_contain_text(
+            re.compile(r"session total [\d,]+"))
+        assert "tokens: ;" not in turn.inner_text()
+
+        # the raw events: hidden until asked for, every stored event there once
+        raw = page.locator("#timeline-events > .ev")
+        expect(raw.first).to_be_hidden()
+        page.click("#raw-events summary")
+        expect(raw.first).to_be_visible()
+        stored = list(TimelineEvent.objects.filter(session=session).order_by("seq")
+                      .values_list("seq", flat=True))
+        wait_for(lambda: raw.count() == len(stored), timeout=10)
+        assert [int(s) for s in raw.evaluate_all("els => els.map(e => e.dataset.seq)")] \
+            == stored
+        expect(page.locator("#timeline-events > .ev[data-type='message.delta']").first
+               ).to_contain_text("message.delta")
+    finally:
+        worker.stop()
+        server.stop()
