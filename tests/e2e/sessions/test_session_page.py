@@ -98,3 +98,41 @@ def test_a_turn_reads_as_one_block_with_its_tool_message_and_tokens(
     finally:
         worker.stop()
         server.stop()
+
+
+def test_permission_requests_and_questions_are_answered_in_their_turn(
+        page, operator, openai_provider, session_dirs, tmp_path):
+    """The forms arrive live inside their turn's block and work there; the answer, once
+    the timeline records it, takes the form's place."""
+    from sessions import timeline
+    from sessions.runtimes import events as rt
+
+    purge_queues()
+    server = AsgiServer(worker_env(session_dirs), log=tmp_path / "uvicorn.log")
+    try:
+        session = services.create_session(runtime="codex", provider="scripted",
+                                           model="gpt-5.5", name="asks")
+        turn, _ = timeline.enqueue_input(session.pk, "deploy it")
+        timeline.start_turn(session.pk, turn.pk)
+        _log_in(page, server.url)
+        page.goto(f"{server.url}/panel/sessions/{session.pk}/")
+        block = page.locator("#timeline-turns > .turn[data-turn='1']")
+        expect(block).to_have_attribute("data-state", "running")
+        timeline.record(session.pk, turn.pk, [rt.PermissionRequested(
+            request_id="p1", title="rm -rf build", options=(
+                rt.PermissionOption("allow", "Allow once", "allow_once"),
+                rt.PermissionOption("deny", "Deny", "reject_once")))])
+        block.locator("form.permission button[value=allow]").click()
+        expect(block.locator(".request.permission")).to_contain_text("Answered.")
+        timeline.record(session.pk, turn.pk, [rt.PermissionAnswered(request_id="p1",
+                                                                     option_id="allow")])
+        expect(block.locator(".request.permission")).to_have_text("Answered: allow")
+        timeline.record(session.pk, turn.pk, [rt.QuestionAsked(
+            request_id="q1", questions=(rt.Question(text="Which region?", id="region"),))])
+        question = block.locator(".request.question")
+        question.locator("input[name='q:region']").fill("eu-west")
+        question.locator("button[type=submit]").click()
+        expect(question).to_contain_text("Answered.")
+        assert page.locator("#timeline-turns > .turn").count() == 1
+    finally:
+        server.stop()
