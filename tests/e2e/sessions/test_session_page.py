@@ -83,6 +83,13 @@ def test_a_turn_reads_as_one_block_with_its_tool_message_and_tokens(
             re.compile(r"session total [\d,]+"))
         assert "tokens: ;" not in turn.inner_text()
 
+        # what the live events built is what a fresh load of the same events builds
+        live = page.locator("#timeline-turns").inner_text()
+        page.reload()
+        expect(summary).to_contain_text("tokens in this turn", timeout=15_000)
+        tool.locator("summary").click()
+        assert page.locator("#timeline-turns").inner_text() == live
+
         # the raw events: hidden until asked for, every stored event there once
         raw = page.locator("#timeline-events > .ev")
         expect(raw.first).to_be_hidden()
