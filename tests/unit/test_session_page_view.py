@@ -83,3 +83,8 @@ def test_the_completed_message_is_markdown_and_deltas_are_text():
 def test_a_huge_payload_is_cut_in_the_raw_view():
     html = render_event(_event("tool.completed", {"call_id": "c", "output": "y" * 50000}), 1)
     assert "more characters" in html and len(html) < 40000
+
+
+def test_an_event_without_a_turn_names_none():
+    html = render_event(_event("usage.observed", {"context_used": 5}, turn=None), 1)
+    assert 'data-turn=""' in html and "None" not in html

@@ -40,7 +40,8 @@ def test_a_turn_reads_as_one_block_with_its_tool_message_and_tokens(
     try:
         session = services.create_session(runtime="codex", provider="scripted",
                                            model="gpt-5.5", name="page test")
-        model_server.script(ToolCall("ls /no/such/dir-amux"), Text(ANSWER))
+        # the answer's stream pauses after its first piece: the page shows it streaming
+        model_server.script(ToolCall("ls /no/such/dir-amux"), Text(ANSWER, stall=3))
         _log_in(page, server.url)
         page.goto(f"{server.url}/panel/sessions/{session.pk}/")
         page.fill("#message-text", "list the missing directory")
@@ -48,7 +49,11 @@ def test_a_turn_reads_as_one_block_with_its_tool_message_and_tokens(
         turn = page.locator("#timeline-turns > .turn")
         expect(turn).to_have_count(1, timeout=30_000)
         expect(turn.locator(".turn-input")).to_have_text("list the missing directory")
+        streaming = turn.locator(".msg.agent.streaming")
+        expect(streaming).to_have_count(1, timeout=120_000)
+        expect(streaming).to_contain_text("The dire")
         expect(turn).to_have_attribute("data-state", "completed", timeout=120_000)
+        expect(streaming).to_have_count(0)  # the final text took the stream's place
 
         # the failed command: one collapsible block, marked failed, its output inside
         tool = turn.locator("details.tool")
