@@ -23,10 +23,10 @@ ANSWER = ("The directory is **missing**: `ls` failed.\n\n"
           "<script>document.title = 'pwned'</script> <img src=x>")
 
 
-def _log_in(page, url):
+def _log_in(page, url, user="operator"):
     page.goto(f"{url}/panel/login/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "operator-pass-123")
+    page.fill("#id_username", user)
+    page.fill("#id_password", f"{user}-pass-123")
     page.click("button[type=submit]")
     page.wait_for_url("**/panel/**")
 
@@ -113,7 +113,7 @@ def test_a_turn_reads_as_one_block_with_its_tool_message_and_tokens(
 
 
 def test_permission_requests_and_questions_are_answered_in_their_turn(
-        page, operator, openai_provider, session_dirs, tmp_path):
+        page, operator, viewer, openai_provider, session_dirs, tmp_path):
     """The forms arrive live inside their turn's block and work there; the answer, once
     the timeline records it, takes the form's place."""
     from sessions import timeline
@@ -146,5 +146,14 @@ def test_permission_requests_and_questions_are_answered_in_their_turn(
         question.locator("button[type=submit]").click()
         expect(question).to_contain_text("Answered.")
         assert page.locator("#timeline-turns > .turn").count() == 1
+        # a viewer sees an open question, but no form to answer it
+        timeline.record(session.pk, turn.pk, [rt.QuestionAsked(
+            request_id="q2", questions=(rt.Question(text="Which zone?", id="zone"),))])
+        page.click("text=Log out")
+        _log_in(page, server.url, "viewer")
+        page.goto(f"{server.url}/panel/sessions/{session.pk}/")
+        open_question = page.locator(".request.question[data-key='request:q2']")
+        expect(open_question.get_by_text("Which zone?")).to_be_visible()
+        expect(open_question.locator("input")).to_be_hidden()
     finally:
         server.stop()

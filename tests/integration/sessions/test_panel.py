@@ -24,6 +24,7 @@ def test_list_and_detail_render_for_a_viewer(client, viewer, openai_provider, se
     detail = client.get(f"/panel/sessions/{session.pk}/").content.decode()
     assert f"/ws/sessions/{session.pk}/timeline" in detail
     assert "message-form" not in detail  # viewers do not get the controls
+    assert 'id="session-live" class="read-only"' in detail  # nor the answer forms
     response = client.post(f"/panel/sessions/{session.pk}/message/", {"text": "hi"})
     assert response.status_code == 403 and not Turn.objects.exists()
 
