@@ -39,8 +39,8 @@ def session_detail(request, pk: int):
 @roles.read_page
 def session_turn(request, pk: int, seq: int):
     """A turn's time and the tokens it used, once it has ended: the page asks for it when
-    the turn's end arrives (the tokens are counted the way the session's daily usage counts
-    them, from every usage report of the turn)."""
+    the turn's end arrives (the tokens are what the runtime's usage reports of the turn add
+    up to, ``timeline.turn_tokens``)."""
     turn = get_object_or_404(Turn.objects.select_related("session"), session_id=pk, seq=seq)
     took = None
     if turn.started_at and turn.ended_at:
