@@ -5,8 +5,10 @@ based on; a stale base raises `Stale` and writes nothing; bad input raises `core
 and writes nothing; otherwise it creates exactly one new immutable `PromptVersion`.
 Saving touches nothing outside this app: it never restarts, cancels or wakes a session.
 
-Reads: `current(role)` for every model request (every turn, for native runtimes): the
-assembled system prompt of the latest version, the revision it came from, and its parts.
+Reads: `current(role)` for every model request (amux's model gateway puts it in place of
+the marked prompt block of each request, sessions/request_prompts.py, so a save reaches a
+running turn's next request): the assembled system prompt of the latest version, the
+revision it came from, and its parts.
 Sessions record the revisions each turn used (`note_revision`).
 """
 
@@ -185,8 +187,10 @@ def current(role: str, policy: str | None = None, **context) -> Current:
 
 def for_turn(role: str, **context) -> tuple[str, list[int]]:
     """The system prompt of one agent turn of `role`, assembled from the latest version, and
-    the revisions it came from (the session records them on the turn). The turn keeps this
-    text for every model request it makes: a save mid-turn reaches the next turn."""
+    the revisions it came from (the session records them on the turn). This is how the text
+    first reaches the runtime; the model gateway replaces it with the latest version in
+    each model request, so a save mid-turn reaches the turn's next request (a session whose
+    requests bypass the gateway, an attached app-server, gets it with its next turn)."""
     cur = current(role, **context)
     return cur.text, note_revision(None, cur.revision)
 

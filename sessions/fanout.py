@@ -24,13 +24,13 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.template.loader import render_to_string
 
-from sessions import timeline
+from sessions import timeline, timeline_view
 
 log = logging.getLogger(__name__)
 
 
 def render_event(event: dict[str, Any], session_id: int) -> str:
-    return render_to_string("sessions/_event.html", {"e": event, "sid": session_id})
+    return render_to_string("sessions/_event.html", timeline_view.context(event, session_id))
 
 
 class Frame:

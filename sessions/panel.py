@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from amux_common import roles
 from amux_common.pager import paged
 from sessions import isolation, native_goal_commands, native_goals, services, timeline
-from sessions.models import Lifecycle, Session
+from sessions.models import Lifecycle, Session, Turn
 
 
 @roles.read_page
@@ -34,6 +34,29 @@ def session_detail(request, pk: int):
         "archived": session.lifecycle == Lifecycle.ARCHIVED,
         # the goal commands, as the Lark status card lists them; none without goals
         "goal_help": native_goal_commands.HELP if native_goals.supported(session) else ()})
+
+
+@roles.read_page
+def session_turn(request, pk: int, seq: int):
+    """A turn's time and the tokens it used, once it has ended: the page asks for it when
+    the turn's end arrives (the tokens are what the runtime's usage reports of the turn add
+    up to, ``timeline.turn_tokens``)."""
+    turn = get_object_or_404(Turn.objects.select_related("session"), session_id=pk, seq=seq)
+    took = None
+    if turn.started_at and turn.ended_at:
+        took = seconds_text((turn.ended_at - turn.started_at).total_seconds())
+    reported = turn.events.filter(type="usage.observed").exists()
+    tokens = timeline.turn_tokens(turn) if reported else None
+    return render(request, "sessions/_turn_summary.html", {
+        "took": took, "tokens": tokens,
+        "tokens_shown": None if tokens is None else f"{tokens:,}"})
+
+
+def seconds_text(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s"
 
 
 def _result(message: str, ok: bool = True, status: int = 200) -> HttpResponse:

@@ -94,6 +94,7 @@ panel_urlpatterns = [
     path("sessions/schedules/<int:pk>/<str:action>/", schedules_panel.schedule_action,
          name="panel-schedule-action"),
     path("sessions/<int:pk>/", panel.session_detail, name="panel-session"),
+    path("sessions/<int:pk>/turns/<int:seq>/", panel.session_turn, name="panel-session-turn"),
     path("sessions/<int:pk>/message/", panel.session_message, name="panel-session-message"),
     path("sessions/<int:pk>/interrupt/", panel.session_interrupt,
          name="panel-session-interrupt"),

@@ -50,8 +50,9 @@ def tickets_tab(request):
 @roles.read_page
 def ticket_page(request, pk):
     ticket = get_object_or_404(
-        Ticket.objects.select_related("thread__source", "mandate", "session"), pk=pk
+        Ticket.objects.select_related("thread__source", "mandate__trigger", "session"), pk=pk
     )
+    mandate = getattr(ticket, "mandate", None)
     stage, label = stages([ticket])[ticket.pk]
     context = {
         "tab": "tickets",
@@ -62,7 +63,10 @@ def ticket_page(request, pk):
         "failure": failures([ticket])[ticket.pk],
         "cap": guarding.reached([ticket], clock())[ticket.pk],
         "held_messages": ticket.messages.filter(released_at__isnull=True),
-        "mandate": getattr(ticket, "mandate", None),
+        "mandate": mandate,
+        # the words that asked for the work, as they came (what `amux context` gives the
+        # worker as its request)
+        "request": mandate.trigger if mandate and mandate.trigger_id else None,
         "inputs": ticket.inputs.all(),
         "reports": ticket.reports.all(),
         "questions": ticket.questions.all(),

@@ -22,7 +22,9 @@ def _seqs(page):
 def _wait_seqs(page, n):
     # a locator, not wait_for_function: Playwright evaluates a string there, which the
     # panel's Content-Security-Policy (no eval) refuses
-    page.locator("#timeline-events > .ev").nth(n - 1).wait_for(timeout=30_000)
+    # (attached: the raw list stays folded behind its toggle)
+    page.locator("#timeline-events > .ev").nth(n - 1).wait_for(state="attached",
+                                                               timeout=30_000)
     return _seqs(page)
 
 
@@ -51,7 +53,9 @@ def test_timeline_is_live_and_resumes_after_a_dropped_connection(page, operator,
         page.click("#message-form button[type=submit]")
         page.wait_for_selector("text=Queued as turn 1")
         assert _wait_seqs(page, 4) == [1, 2, 3, 4]
-        assert page.inner_text(".ev[data-seq='4']") == "hello from the browser"
+        assert page.text_content(".ev[data-seq='4'] .ev-type") == "turn.queued"
+        assert page.inner_text("#timeline-turns > .turn[data-turn='1'] .turn-input") \
+            == "hello from the browser"
         # the server goes away; events are stored meanwhile; a server comes back
         port = server.port
         server.stop()

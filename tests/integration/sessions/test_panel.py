@@ -24,6 +24,7 @@ def test_list_and_detail_render_for_a_viewer(client, viewer, openai_provider, se
     detail = client.get(f"/panel/sessions/{session.pk}/").content.decode()
     assert f"/ws/sessions/{session.pk}/timeline" in detail
     assert "message-form" not in detail  # viewers do not get the controls
+    assert 'id="session-live" class="read-only"' in detail  # nor the answer forms
     response = client.post(f"/panel/sessions/{session.pk}/message/", {"text": "hi"})
     assert response.status_code == 403 and not Turn.objects.exists()
 
@@ -66,3 +67,28 @@ def test_each_session_shows_the_isolation_backend_it_runs_under_and_why(
         "(AMUX_ISOLATION=private-home)" in detail
     settings.AMUX_ISOLATION = ""
     assert isolation.selection_reason().startswith("automatic")
+
+
+def test_an_ended_turn_shows_its_time_and_the_tokens_it_used(client, viewer, openai_provider,
+                                                            session_dirs):
+    from runtimes import events as rt
+    from sessions import timeline
+
+    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    first, _ = timeline.enqueue_input(session.pk, "one")
+    timeline.start_turn(session.pk, first.pk)
+    # Codex reports its own cumulative figure: the turn used what it added
+    timeline.record(session.pk, first.pk, [
+        rt.UsageObserved(last={"input_tokens": 200, "output_tokens": 40},
+                         cumulative={"cumulative_total_tokens": 1240}),
+        rt.TurnCompleted()])
+    quiet, _ = timeline.enqueue_input(session.pk, "two")
+    timeline.start_turn(session.pk, quiet.pk)
+    timeline.record(session.pk, quiet.pk, [rt.TurnFailed(code="x")])
+    client.force_login(viewer)
+    page = client.get(f"/panel/sessions/{session.pk}/turns/1/").content.decode()
+    assert '<span class="num turn-tokens">1,240</span> tokens in this turn' in page
+    assert "took " in page
+    page = client.get(f"/panel/sessions/{session.pk}/turns/2").content.decode()
+    assert "no token usage reported" in page
+    assert client.get(f"/panel/sessions/{session.pk}/turns/9/").status_code == 404
