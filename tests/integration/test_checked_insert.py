@@ -5,7 +5,7 @@ while the source row is still the one the delivery was verified against."""
 from __future__ import annotations
 
 import pytest
-from django.db import IntegrityError
+from django.db import IntegrityError, models
 from django.db.models import TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -14,6 +14,7 @@ from amux_common.integrity import violates
 from intake import checked_insert
 from intake.models import Delivery, Source
 from intake.sources.github import GitHub
+from tests.support.grown_model import grown
 
 pytestmark = pytest.mark.django_db
 
@@ -80,31 +81,14 @@ def test_a_delivery_id_stored_before_is_the_unique_constraint(source):
 def added_fields():
     """Delivery grown by three fields (with a constant, a callable and a JSON default), in
     the model and in its table, for one test; the model and table as they were after."""
-    from django.db import connection, models
-
-    fields = {"flagged": models.BooleanField(default=False),
-              "noted_at": models.DateTimeField(default=timezone.now),
-              "labels": models.JSONField(default=list)}
-
     def forget():
         checked_insert._statement.cache_clear()
         checked_insert._defaults.cache_clear()
 
-    for name, field in fields.items():
-        Delivery.add_to_class(name, field)
-        with connection.schema_editor() as editor:
-            editor.add_field(Delivery, field)
-    forget()
-    try:
+    with grown(Delivery, {"flagged": models.BooleanField(default=False),
+                          "noted_at": models.DateTimeField(default=timezone.now),
+                          "labels": models.JSONField(default=list)}, forget) as fields:
         yield fields
-    finally:
-        for name, field in fields.items():
-            with connection.schema_editor() as editor:
-                editor.remove_field(Delivery, field)
-            Delivery._meta.local_fields.remove(field)
-            delattr(Delivery, name)
-        Delivery._meta._expire_cache()
-        forget()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -5,11 +5,12 @@ ORM's own conversion, and a turn is queued, started and written as before."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection, models
+from django.db import models
 
 from runtimes import events as rt
 from sessions import timeline, timeline_sql
 from sessions.models import Session, TimelineEvent, Turn
+from tests.support.grown_model import grown
 
 
 def _forget() -> None:
@@ -19,25 +20,10 @@ def _forget() -> None:
 
 @pytest.fixture
 def added_fields():
-    """Session grown by two fields (a boolean and a JSON default), in the model and in its
-    table, for one test; the model and table as they were after."""
-    fields = {"flagged": models.BooleanField(default=False),
-              "labels": models.JSONField(default=list)}
-    for name, field in fields.items():
-        Session.add_to_class(name, field)
-        with connection.schema_editor() as editor:
-            editor.add_field(Session, field)
-    _forget()
-    try:
+    """Session grown by two fields (a boolean and a JSON default) for one test."""
+    with grown(Session, {"flagged": models.BooleanField(default=False),
+                         "labels": models.JSONField(default=list)}, _forget) as fields:
         yield fields
-    finally:
-        for name, field in fields.items():
-            with connection.schema_editor() as editor:
-                editor.remove_field(Session, field)
-            Session._meta.local_fields.remove(field)
-            delattr(Session, name)
-        Session._meta._expire_cache()
-        _forget()
 
 
 @pytest.mark.django_db(transaction=True)
