@@ -48,6 +48,7 @@ from sessions import (
     control,
     hosting,
     identities,
+    locks,
     native_goal_host,
     native_goals,
     services,
@@ -103,7 +104,7 @@ def release_lease(session_id: int, owner: str) -> None:
 def try_retire(session_id: int, owner: str, reason: str) -> bool:
     """Sleep the session if nothing is waiting; False if work arrived meanwhile."""
     with transaction.atomic(durable=True):
-        session = Session.objects.select_for_update().get(pk=session_id)
+        session = locks.session(session_id)
         if session.lease_owner != owner:
             return True
         if session.turns.filter(state__in=[TurnState.QUEUED, TurnState.RUNNING]).exists():
@@ -167,7 +168,7 @@ def _prepare(session_id: int, owner: str) -> tuple[Session, str | None]:
 
 def _started(session_id: int, owner: str, native: str, tag: str) -> None:
     with transaction.atomic(durable=True):
-        session = Session.objects.select_for_update().get(pk=session_id)
+        session = locks.session(session_id)
         if session.lease_owner != owner:
             return
         session.native_ref = native
@@ -182,7 +183,7 @@ def _start_failed(session_id: int, owner: str, exc: Exception) -> None:
     timeline.note(session_id, "error", {"code": getattr(exc, "code", "start_failed"),
                                         "message": str(exc)[:2000]})
     with transaction.atomic(durable=True):
-        session = Session.objects.select_for_update().get(pk=session_id)
+        session = locks.session(session_id)
         if session.lease_owner != owner:
             return
         lifecycle.apply(session, lifecycle.RETIRED, SleepReason.RESTART_FAILED)
@@ -201,7 +202,7 @@ def _record_model(session_id: int, model: str, effort: str | None, how: str,
     """The session's execution snapshot takes the new model/effort (seed 000: the snapshot
     is what every later start and resume uses)."""
     with transaction.atomic(durable=True):
-        session = Session.objects.select_for_update().get(pk=session_id)
+        session = locks.session(session_id)
         snap = dict(session.snapshot or {})
         previous = {"model": snap.get("model") or session.model, "effort": snap.get("effort")}
         snap.update(model=model, effort=effort)
@@ -216,7 +217,7 @@ def _record_model(session_id: int, model: str, effort: str | None, how: str,
 def _record_clear(session_id: int, owner: str, native: str, how: str,
                   request_id: str | None) -> None:
     with transaction.atomic(durable=True):
-        session = Session.objects.select_for_update().get(pk=session_id)
+        session = locks.session(session_id)
         if session.lease_owner == owner:
             session.native_ref = native
             session.save(update_fields=["native_ref", "updated_at"])

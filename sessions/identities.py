@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 
 from runtimes import errors
 from runtimes import isolation as backends
+from sessions import locks
 from sessions.models import Lifecycle, RuntimeIdentity, Session
 from sessions.workdirs import state_dir
 
@@ -41,8 +42,7 @@ def for_session(session: Session) -> str:
     the pool is full or its user cannot be made."""
     recorded = (session.snapshot or {}).get("identity") or {}
     with transaction.atomic():
-        locked = Session.objects.select_for_update().only("pk", "snapshot", "lifecycle").get(
-            pk=session.pk)
+        locked = locks.session(session.pk, "pk", "snapshot", "lifecycle")
         held = RuntimeIdentity.objects.filter(session=locked).first()
         if held is None and locked.lifecycle == Lifecycle.ARCHIVED:
             raise errors.RuntimeStartFailed("the session is archived: nothing of it runs")

@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db import transaction
 
-from sessions import control, hosting, native_goal_commands, timeline
+from sessions import control, hosting, locks, native_goal_commands, timeline
 from sessions.models import Lifecycle, Session, SessionGoal, Turn, TurnState
 from sessions.native_goal_commands import GoalCommand
 
@@ -148,13 +148,13 @@ def run(session_id: int, command: GoalCommand, origin: dict[str, Any] | None = N
     if command.error:
         raise GoalRefused(command.error, code="invalid_goal_command", status=400)
     with transaction.atomic():
-        session = Session.objects.select_for_update().get(pk=session_id)
+        session = locks.session(session_id)
         if session.lifecycle == Lifecycle.ARCHIVED:
             raise GoalRefused("the session is archived", code="session_archived")
         if not supported(session):
             raise GoalRefused("this session's runtime has no native goals",
                               code="goal_unsupported")
-        row, _ = SessionGoal.objects.select_for_update().get_or_create(session=session)
+        row = locks.goal(session.pk)
         if goal_key is not None and goal_key != row.goal_key:
             raise GoalRefused("this card belongs to a goal that has been replaced or "
                               "cleared", code="stale_goal")
@@ -219,24 +219,18 @@ def _authorize(row: SessionGoal, verb: str, status: str | None, command: GoalCom
 
 
 # ------------------------------------------------------------------------ the host's side
-def _lock_session(session_id: int) -> None:
-    """Every writer of a goal locks the session row first, then the goal row (the order
-    ``run`` and the timeline writer take them in)."""
-    Session.objects.select_for_update().filter(pk=session_id).values_list("pk").first()
-
-
 def record(session_id: int, native: dict[str, Any] | None, *, command: str | None = None,
            native_thread: str | None = None, refused: str | None = None,
            cleared: bool = False, goal_key: str | None = None) -> None:
     """What the runtime answered or reported, on the row and the timeline. A report equal
     to the last one (apart from its clock) is not repeated."""
     with transaction.atomic():
-        _lock_session(session_id)
+        locks.session_held(session_id)
         if cleared and command is None and not _runtime_has_goal(session_id):
             # the runtime reports clearing a goal it never had, or one already cleared
             # (Codex does on a resumed thread): nothing changed, so nobody is told
             return
-        row, _ = SessionGoal.objects.select_for_update().get_or_create(session_id=session_id)
+        row = locks.goal(session_id)
         if cleared:
             location = row.location
             row.snapshot = None
@@ -311,8 +305,7 @@ def set_flags(session_id: int, **flags: bool) -> SessionGoal | None:
     """Change ``authorized`` / ``preempted`` (the host's side: an interrupt revokes, input
     preempts)."""
     with transaction.atomic():
-        _lock_session(session_id)
-        row = SessionGoal.objects.select_for_update().filter(session_id=session_id).first()
+        row = locks.goal_if_any(session_id)
         if row is None:
             return None
         for name, value in flags.items():
@@ -325,8 +318,7 @@ def forget(session_id: int, command: str) -> None:
     """The native conversation was replaced (session clear): its goal, authorization and
     output location go; old cards go inert."""
     with transaction.atomic():
-        _lock_session(session_id)
-        row = SessionGoal.objects.select_for_update().filter(session_id=session_id).first()
+        row = locks.goal_if_any(session_id)
         if row is None or not (row.goal_key or row.snapshot):
             return
         key, location = row.goal_key, row.location

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 
 from prompts_app import service as prompts
-from sessions import gateway_rules, services
+from sessions import gateway_rules, locks, services
 from sessions.models import AgentProfile, Session, Turn, TurnState
 
 log = logging.getLogger(__name__)
@@ -71,10 +71,9 @@ def record(used: Used) -> None:
     """The turn that was running when the request was admitted keeps every revision its
     requests used (by its id: it may have ended since the answer was passed back)."""
     with transaction.atomic():
-        # only the turn's row: Turn's default ordering joins its session, whose row the
-        # host locks before the turn's when a turn ends (the other order deadlocks)
-        turn = (Turn.objects.select_for_update(of=("self",)).filter(pk=used.turn_id)
-                .order_by().only("prompt_revisions").first())
+        # only the turn's row: the host locks the session's before the turn's when a turn
+        # ends, so locking both here in the other order could deadlock (sessions/locks.py)
+        turn = locks.turn(used.turn_id, "prompt_revisions")
         if turn is None:
             return
         merged = sorted({*(turn.prompt_revisions or []), *used.revisions})

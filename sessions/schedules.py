@@ -24,7 +24,7 @@ from celery import current_app
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sessions import launch, profiles, schedule_timing, services, turn_results
+from sessions import launch, locks, profiles, schedule_timing, services, turn_results
 from sessions.execution import DIRECT, TASK, CallerSettings, from_snapshot
 from sessions.models import (
     Lifecycle,
@@ -183,11 +183,9 @@ def _send(run_ids: list[int]) -> None:
 def fire(run_id: int) -> ScheduleRun | None:
     """Set one run going (idempotent): its task, or its prompt posted to its session."""
     with transaction.atomic():
-        run = (ScheduleRun.objects.select_for_update().select_related("schedule")
-               .filter(pk=run_id).first())
+        schedule, run = locks.schedule_run(run_id)
         if run is None or run.started_at is not None or run.error_code:
             return run
-        schedule = Schedule.objects.select_for_update().get(pk=run.schedule_id)
         try:
             with transaction.atomic():
                 _start(schedule, run)

@@ -38,6 +38,7 @@ from sessions import (
     identities,
     isolation,
     launch,
+    locks,
     memory,
     model_credentials,
     native_goals,
@@ -541,7 +542,7 @@ def sleep(session_id: int) -> None:
     An input that arrives after this check is served first: the host sleeps once the queue
     is empty, it never drops the request."""
     with transaction.atomic(durable=True):
-        session = Session.objects.select_for_update().get(pk=session_id)
+        session = locks.session(session_id)
         if session.lifecycle == Lifecycle.ARCHIVED:
             raise Conflict("the session is archived", code="session_archived")
         if session.turns.filter(state__in=[TurnState.QUEUED, TurnState.RUNNING]).exists():
@@ -557,7 +558,7 @@ def archive(session_id: int) -> None:
     """Refused (409 ``busy``) while a turn is in flight or inputs are queued; the host
     retires the runtime as soon as the turn it serves (if any) has ended."""
     with transaction.atomic(durable=True):
-        session = Session.objects.select_for_update().get(pk=session_id)
+        session = locks.session(session_id)
         if session.lifecycle == Lifecycle.ARCHIVED:
             return
         if session.turns.filter(state__in=[TurnState.QUEUED, TurnState.RUNNING]).exists():
@@ -617,7 +618,7 @@ def images_refused(session: Session) -> str | None:
 # ------------------------------------------------------------------------ runtime controls
 def _idle_session(session_id: int) -> Session:
     """The session, locked; 409 when archived or a turn is in flight."""
-    session = Session.objects.select_for_update().get(pk=session_id)
+    session = locks.session(session_id)
     if session.lifecycle == Lifecycle.ARCHIVED:
         raise Conflict("the session is archived", code="session_archived")
     if session.turns.filter(state=TurnState.RUNNING).exists():

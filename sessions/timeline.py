@@ -29,7 +29,7 @@ from effects.models import EffectKind
 from runtimes import events as rt
 from runtimes import get_adapter
 from runtimes.errors import UnknownRuntime
-from sessions import hooks, publisher, timeline_sql
+from sessions import hooks, locks, publisher, timeline_sql
 from sessions import usage as usage_rules
 from sessions.content import timeline_meta
 from sessions.core import lifecycle
@@ -499,9 +499,7 @@ def open_async_questions(session_id: int) -> dict[str, dict[str, Any]]:
 def note_interrupt_requested(turn_id: int) -> None:
     """Keep on a running turn that an interrupt was asked for (reconcile_running reads it)."""
     with transaction.atomic():
-        # the turn's row alone (Turn's default ordering would join and lock its session)
-        turn = (Turn.objects.select_for_update(of=("self",)).filter(pk=turn_id)
-                .order_by().first())
+        turn = locks.turn(turn_id)  # its row alone (sessions/locks.py)
         if turn is not None and not (turn.input or {}).get("interrupt_requested"):
             turn.input = {**(turn.input or {}), "interrupt_requested": True}
             turn.save(update_fields=["input"])
