@@ -42,6 +42,20 @@ class DocumentPolling(Protocol):
 
 
 @runtime_checkable
+class ChatPolling(Protocol):
+    """Catches up on the history of chats, one cursor per chat."""
+
+    def chats(self) -> list[str]:
+        """The chats whose history is caught up (their ids)."""
+        ...
+
+    def poll_chat(self, chat: str, cursor, now: int) -> list[tuple[Envelope, object]]:
+        """Messages of `chat` newer than `cursor`, oldest first and bounded, each with the
+        cursor that stands for having stored it."""
+        ...
+
+
+@runtime_checkable
 class ReadsRepliesBack(Protocol):
     """Reads a sent reply back from the platform: proof it is there, not just that the
     send call answered."""
@@ -97,7 +111,7 @@ class RepliesInChat(Protocol):
         ...
 
 
-CAPABILITIES: tuple[type, ...] = (Polling, DocumentPolling, ReadsRepliesBack,
+CAPABILITIES: tuple[type, ...] = (Polling, DocumentPolling, ChatPolling, ReadsRepliesBack,
                                   OpensPullRequests, SendsCards, RepliesInChat)
 
 
