@@ -907,9 +907,10 @@ def comment_trigger_id(comment: str, reply: str, notice_type: str = "") -> str:
 
 @dataclass(frozen=True)
 class DocCursor:
-    """How far one document's comments were taken: the create time (seconds) of the newest
-    reply stored, and the replies stored at that very second (a later one of the same
-    second is still new). Moves only with the triggers it stands for."""
+    """How far one document's comments (or one chat's messages) were taken: the create time
+    (seconds) of the newest reply (message) stored, and those stored at that very second (a
+    later one of the same second is still new). Moves only with the triggers it stands
+    for."""
 
     time: int
     seen: tuple[str, ...] = ()
