@@ -184,8 +184,23 @@ def test_a_chat_the_bot_is_not_in_is_refused_as_lark_refuses_and_the_others_go_o
     assert triggers() == ["message:om_1"]
 
 
-def test_the_periodic_poll_catches_up_chats_of_a_lark_source(server):
+def test_the_periodic_poll_task_catches_up_chats_of_a_lark_source(server):
+    from intake.tasks import poll_sources
+
     source = lark_source(server)
     said(server, "om_1", T0 + 10, "the build is red")
     assert Lark(source.config).catches_up()
-    assert poll.poll_all() == 1 and triggers() == ["message:om_1"]
+    assert poll_sources() == 1 and triggers() == ["message:om_1"]  # what beat runs
+    assert cursor(source)["value"] == iso(T0 + 10)
+
+
+def test_a_caught_up_message_gets_no_document_comment_receipt(server):
+    source = lark_source(server)
+    config = {**source.config, "comment_receipt": "Received: amux is on it."}
+    Source.objects.filter(pk=source.pk).update(config=config)
+    said(server, "om_1", T0 + 10, "the build is red")
+    assert polled(source) == 1
+    ack = EventAck.objects.get(item="om_1")
+    assert (ack.state, ack.outcome) == ("acked", "no_response")
+    assert not server.matching("POST", r"/open-apis/im/v1/messages.*")
+    assert cursor(source)["value"] == iso(T0 + 10)
