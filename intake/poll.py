@@ -7,14 +7,16 @@ stands for is stored."""
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from django.utils import timezone
 
 from intake import acks, consumers, health
-from intake.models import Delivery, Source
+from intake.models import Delivery, Source, Trigger
 from intake.receive import accept
 from intake.sources import ChatPolling, DocumentPolling, Polling, plugin
 from intake.sources.lark import DocCursor
+from intake.sources.lark_history import CHAT_CATCHUP_SECONDS, TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -91,18 +93,28 @@ def chats(source: Source, plug: ChatPolling | None = None) -> list[str]:
     return sorted(set(own) | set(consumers.followed_chats(source)))
 
 
+def topics(source: Source, chat: str) -> tuple[str, ...]:
+    """The topics of `chat` amux took a message from within the catch-up window: Lark lists
+    the replies inside a topic only per topic, so these are read too."""
+    since = timezone.now() - timedelta(seconds=CHAT_CATCHUP_SECONDS)
+    found = (Trigger.objects.filter(source=source, created_at__gte=since,
+                                    meta__chat_id=chat, meta__thread_id__startswith=TOPIC)
+             .values_list("meta__thread_id", flat=True).distinct())
+    return tuple(sorted({t for t in found if isinstance(t, str)}))
+
+
 def poll_chats(source: Source, plug: ChatPolling | None = None) -> int:
     """Catch up on the history of each chat (Lark: im/v1 message list), each with a cursor
     of its own (`chat:<chat id>` in the source's health: the create time of the last
     message acknowledged and the ids acknowledged at that second). A chat seen for the first
     time starts from now: history from before amux followed it is not replayed. After that
-    each poll reads the chat from its committed cursor, oldest first, bounded
-    (`Lark.poll_chat`), and each message enters like its webhook: the same trigger id, so a
-    message both paths bring is one trigger, taken by the gate, the policy and the source's
-    consumer (tickets, a conversation, a goal connector) as if it had arrived live. The
-    cursor moves only past messages whose delivery is processed (intake/acks.py), in order.
-    A chat that fails (Lark refuses it: the bot is not in the chat) keeps its cursor and is
-    noted in health; the others go on."""
+    each poll reads the chat (and the topics amux knows in it) from its committed cursor,
+    oldest first, bounded (`Lark.poll_chat`), and each message enters like its webhook:
+    the same trigger id, so a message both paths bring is one trigger, taken by the gate,
+    the policy and the source's consumer (tickets, a conversation, a goal connector) as if
+    it had arrived live. The cursor moves only past messages whose delivery is processed
+    (intake/acks.py), in order. A chat that fails (Lark refuses it: the bot is not in the
+    chat) keeps its cursor and is noted in health; the others go on."""
     plug = plug or plugin(source.kind, source.config, source.secrets)
     stored = 0
     for chat in chats(source, plug):
@@ -115,7 +127,8 @@ def poll_chats(source: Source, plug: ChatPolling | None = None) -> int:
                 health.source_cursor_moved(source_id=source.pk, name=name,
                                            cursor=DocCursor(now).value(), extra={"seen": []})
                 continue
-            for env, _after in plug.poll_chat(chat, DocCursor.load(kept), now):
+            for env, _after in plug.poll_chat(chat, DocCursor.load(kept), now,
+                                              topics(source, chat)):
                 stored += acks.capture(source, name, env, how="chat_history")
             acks.advance(source, name)
         except Exception as exc:

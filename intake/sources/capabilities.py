@@ -49,9 +49,11 @@ class ChatPolling(Protocol):
         """The chats whose history is caught up (their ids)."""
         ...
 
-    def poll_chat(self, chat: str, cursor, now: int) -> list[tuple[Envelope, object]]:
-        """Messages of `chat` newer than `cursor`, oldest first and bounded, each with the
-        cursor that stands for having stored it."""
+    def poll_chat(self, chat: str, cursor, now: int,
+                  topics: tuple[str, ...] = ()) -> list[tuple[Envelope, object]]:
+        """Messages of `chat` (and of its `topics`, the threads amux knows there) newer
+        than `cursor`, oldest first and bounded, each with the cursor that stands for
+        having stored it."""
         ...
 
 

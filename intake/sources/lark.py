@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from amux_common import bounded_json
+from intake.sources import lark_history
 from intake.sources.base import (
     CardSent,
     Context,
@@ -47,6 +48,7 @@ from intake.sources.capabilities import (
     RepliesInChat,
     SendsCards,
 )
+from intake.sources.lark_api import LarkApiError
 from policy.gate import SCOPES
 
 log = logging.getLogger(__name__)
@@ -70,12 +72,6 @@ COMMENT_EVENT = "drive.notice.comment_add_v1"
 # A newly watched document's first poll takes the comments of the week before, at most the
 # latest 50 (later ones come through its committed cursor): bounded, never "from now".
 CATCHUP_SECONDS, CATCHUP_COMMENTS = 7 * 24 * 3600, 50
-# A chat's catch-up (im/v1 message list) takes at most this many messages per chat and poll
-# (the rest waits for the next poll, the cursor just before them), never older than a week:
-# what was sent before that, while amux was down longer, is not replayed.
-CHAT_CATCHUP_MESSAGES, CHAT_CATCHUP_SECONDS = 200, CATCHUP_SECONDS
-CHAT_PAGE = 50  # the largest page Lark's message list serves
-MESSAGE_EVENT = "im.message.receive_v1"
 BOT_INFO = "/open-apis/bot/v3/info"
 
 
@@ -631,80 +627,12 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
         """The configured groups, whose history is caught up after downtime."""
         return [g for g in self.config.get("groups") or [] if isinstance(g, str) and g]
 
-    def poll_chat(self, chat: str, cursor: DocCursor,
-                  now: int) -> list[tuple[Envelope, DocCursor]]:
-        """Messages of `chat` after `cursor` (never older than CHAT_CATCHUP_SECONDS before
-        `now`), oldest first, at most CHAT_CATCHUP_MESSAGES, each as the webhook's
-        `im.message.receive_v1` envelope of it — so the same translation and the same
-        trigger id (`message:<id>`), and one trigger when both paths bring it — with the
-        cursor that stands for having stored it. Reading never moves a cursor. Withdrawn
-        and system messages arrive by no webhook and make none; the cursor does not stop
-        on them (they stay behind it until a message after them is stored)."""
-        since = max(cursor.time, now - CHAT_CATCHUP_SECONDS)
-        steps: list[tuple[Envelope, DocCursor]] = []
-        cur = cursor
-        for item in self._chat_history(chat, since):
-            message_id = item.message_id or ""
-            at = int(item.create_time or 0) // 1000
-            if (not message_id or at < since
-                    or (at == cursor.time and message_id in cursor.seen)):
-                continue
-            if item.deleted or item.msg_type == "system":
-                continue
-            cur = cur.passing([(message_id, at)])
-            delivery = f"poll:message:{message_id}"
-            body = self._message_body(delivery, chat, item)
-            steps.append((self.envelope(delivery, MESSAGE_EVENT, body), cur))
-            if len(steps) >= CHAT_CATCHUP_MESSAGES:
-                break
-        return steps
-
-    def _chat_history(self, chat: str, since: int):
-        """A chat's messages from `since` (seconds), oldest first, page by page (lark-oapi's
-        im/v1 message list); stops reading when the caller stops. Raises LarkApiError when
-        Lark refuses (230002: the bot is not in the chat)."""
-        from lark_oapi.api.im.v1 import ListMessageRequest
-
-        client = self.client()
-        page_token = ""
-        while True:
-            builder = (ListMessageRequest.builder().container_id_type("chat")
-                       .container_id(chat).start_time(str(since))
-                       .sort_type("ByCreateTimeAsc").page_size(CHAT_PAGE))
-            if page_token:
-                builder = builder.page_token(page_token)
-            resp = client.im.v1.message.list(builder.build())
-            if not resp.success():
-                raise LarkApiError("message list", resp)
-            data = resp.data
-            yield from (data.items if data else None) or []
-            page_token = (data.page_token if data else "") or ""
-            if not (data and data.has_more and page_token):
-                return
-
-    def _message_body(self, delivery: str, chat: str, item) -> dict:
-        """A listed message as the schema 2.0 event Lark would have pushed for it."""
-        sender = item.sender
-        sender_id = (sender.id if sender else "") or ""
-        sender_type = (sender.sender_type if sender else "") or ""
-        if sender_type == "app" and sender_id == _s(self.config.get("app_id")):
-            # the list names an app by its app id, the event by the bot's open id
-            sender_id = self.config.get("bot_open_id") or sender_id
-        created = str(item.create_time or 0)
-        return {"schema": "2.0",
-                "header": {"event_id": delivery, "event_type": MESSAGE_EVENT,
-                           "create_time": created, "app_id": _s(self.config.get("app_id"))},
-                "event": {
-                    "sender": {"sender_id": {"open_id": sender_id},
-                               "sender_type": sender_type},
-                    "message": {
-                        "message_id": item.message_id, "root_id": item.root_id or "",
-                        "parent_id": item.parent_id or "", "thread_id": item.thread_id or "",
-                        "chat_id": item.chat_id or chat, "chat_type": "group",
-                        "message_type": item.msg_type or "", "create_time": created,
-                        "content": (item.body.content if item.body else "") or "",
-                        "mentions": [{"key": m.key or "", "id": {"open_id": m.id or ""},
-                                      "name": m.name or ""} for m in item.mentions or []]}}}
+    def poll_chat(self, chat: str, cursor: DocCursor, now: int,
+                  topics: tuple[str, ...] = ()) -> list[tuple[Envelope, DocCursor]]:
+        """Messages of `chat` and of its `topics` after `cursor`, oldest first and bounded,
+        each as the webhook's envelope of it with the cursor that stands for having stored
+        it (intake/sources/lark_history.py). Reading never moves a cursor."""
+        return lark_history.catch_up(self, chat, cursor, now, topics)
 
     # -- document comments: catch-up polling ------------------------------------------------
 
@@ -857,15 +785,6 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
             raise LarkApiError("bot info", resp)
         bot = _d(body.get("bot"))
         return {"open_id": _s(bot.get("open_id")), "app_name": _s(bot.get("app_name"))}
-
-
-class LarkApiError(RuntimeError):
-    """A Lark API call answered with a non-zero code (`status` is the HTTP status)."""
-
-    def __init__(self, what: str, resp):
-        self.code = resp.code
-        self.status = resp.raw.status_code if resp.raw is not None else None
-        super().__init__(f"lark {what}: code {resp.code}")
 
 
 def comment_marker(message_id: str, part: int = 0, parts: int = 1) -> str:

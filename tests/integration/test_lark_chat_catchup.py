@@ -13,7 +13,7 @@ import pytest
 
 from intake import poll
 from intake.models import Delivery, EventAck, Source, Trigger
-from intake.sources import lark as lark_module
+from intake.sources import lark_history
 from intake.sources.lark import Lark
 from policy import services as policy_services
 from tests.support.intake import processed
@@ -147,8 +147,8 @@ def test_a_message_the_webhook_brought_is_stored_once(client, server):
 
 
 def test_the_catch_up_is_bounded_in_messages_and_age(server, monkeypatch):
-    monkeypatch.setattr(lark_module, "CHAT_CATCHUP_MESSAGES", 3)
-    monkeypatch.setattr(lark_module, "CHAT_PAGE", 2)  # Lark's paging: has_more, page_token
+    monkeypatch.setattr(lark_history, "CHAT_CATCHUP_MESSAGES", 3)
+    monkeypatch.setattr(lark_history, "CHAT_PAGE", 2)  # Lark's paging: has_more, page_token
     source = lark_source(server)
     for i in range(5):
         said(server, f"om_{i}", T0 + 10 + i, f"item {i}")
@@ -161,7 +161,7 @@ def test_the_catch_up_is_bounded_in_messages_and_age(server, monkeypatch):
     assert triggers()[3:] == ["message:om_3", "message:om_4"]
 
     # Down longer than the window: what is older than a week is not replayed.
-    week = lark_module.CHAT_CATCHUP_SECONDS
+    week = lark_history.CHAT_CATCHUP_SECONDS
     now = int(time.time())
     stale = {"value": iso(now - week - 3 * 86400), "seen": [], "at": iso(now)}
     Source.objects.filter(pk=source.pk).update(health={"cursors": {f"chat:{CHAT}": stale}})
@@ -204,3 +204,38 @@ def test_a_caught_up_message_gets_no_document_comment_receipt(server):
     assert (ack.state, ack.outcome) == ("acked", "no_response")
     assert not server.matching("POST", r"/open-apis/im/v1/messages.*")
     assert cursor(source)["value"] == iso(T0 + 10)
+
+
+def test_replies_inside_topics_are_caught_up_in_order_with_the_chat(client, server):
+    """Lark lists a topic's replies only per topic: the topics amux knows in the chat, and
+    those that start in the chat's list, are read too, merged by time under one cursor."""
+    source = lark_source(server)
+    server.lark_message("om_root", chat_id=CHAT, thread_id="omt_known",
+                        create_time=(T0 - 100) * 1000, text="@_user_1 the release plan",
+                        mentions=[(BOT, "amux")])
+    live = message_event(token=TOKEN, chat_id=CHAT, text="@_user_1 the release plan",
+                         sender=ALICE, mentions=[(BOT, "amux")], message_id="om_root",
+                         thread_id="omt_known", app_id=APP)
+    body, headers = sealed(live)
+    processed(client.post("/hooks/lark/lk", data=body, content_type="application/json",
+                          **headers))  # a topic amux knows
+    server.lark_message("om_in_known", chat_id=CHAT, thread_id="omt_known", root_id="om_root",
+                        create_time=(T0 + 20) * 1000, text="@_user_1 and the changelog",
+                        mentions=[(BOT, "amux")])
+    said(server, "om_plain", T0 + 25, "unrelated", mention=False)
+    server.lark_message("om_new", chat_id=CHAT, thread_id="omt_new",
+                        create_time=(T0 + 30) * 1000, text="@_user_1 a new topic",
+                        mentions=[(BOT, "amux")])
+    server.lark_message("om_in_new", chat_id=CHAT, thread_id="omt_new", root_id="om_new",
+                        create_time=(T0 + 40) * 1000, text="@_user_1 its first reply",
+                        mentions=[(BOT, "amux")])
+    assert polled(source) == 4
+    assert triggers() == ["message:om_root", "message:om_in_known", "message:om_plain",
+                          "message:om_new", "message:om_in_new"]
+    reply = Delivery.objects.get(delivery_id="poll:message:om_in_known")
+    assert reply.mailbox == f"lk:{CHAT}:om_root"  # the webhook's mailbox for that topic
+    assert cursor(source)["value"] == iso(T0 + 40)
+    topics = [r.query for r in server.matching("GET", LIST)
+              if r.query["container_id_type"] == ["thread"]]
+    assert sorted(q["container_id"][0] for q in topics) == ["omt_known", "omt_new"]
+    assert all("start_time" not in q for q in topics)  # a topic takes no time range

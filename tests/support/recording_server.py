@@ -419,7 +419,8 @@ class RecordingServer:
     def _lark_list(self, r: Recorded):
         """GET …/im/v1/messages — a chat's history (`container_id_type=chat`: its messages
         and the first message of each topic, not the replies inside topics) or one topic's
-        (`thread`), as Lark answers it: `start_time`/`end_time` in seconds (inclusive),
+        (`thread`), as Lark answers it: `start_time`/`end_time` in seconds (inclusive; a
+        topic's list takes no time range),
         `sort_type` ByCreateTimeAsc (the default) or ByCreateTimeDesc, `page_size` 1–50
         (default 20), paged by `page_token` with `has_more`. Refused as Lark refuses: a bad
         tenant token 99991663, a bad parameter 230001 / 99992402, a chat the bot is not in
@@ -450,6 +451,8 @@ class RecordingServer:
                      and (not m["thread_id"] or not m["root_id"])]
         else:
             shown = [m for m in self.state.lark_store.values() if m["thread_id"] == container]
+        if kind == "thread":  # a topic takes no time range
+            since = until = 0
         shown = sorted((m for m in shown
                         if m.get("create_time", 0) // 1000 >= since
                         and (not until or m.get("create_time", 0) // 1000 <= until)),
