@@ -618,7 +618,8 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
 
     # -- chat history: catch-up polling -----------------------------------------------------
     def catches_up(self) -> bool:
-        # a source in a conversation mode takes chat messages only (conversations/)
+        # its chats always; document comments not in a conversation mode, which takes chat
+        # messages only (conversations/)
         return bool(self.chats()) or (bool(self.config.get("doc_comments"))
                                       and bool(self.documents())
                                       and self.conversation_mode() == "off")
@@ -635,7 +636,6 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
         return lark_history.catch_up(self, chat, cursor, now, topics)
 
     # -- document comments: catch-up polling ------------------------------------------------
-
     def documents(self) -> list[tuple[str, str]]:
         """The watched documents as (file_type, file_token)."""
         out = []
