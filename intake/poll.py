@@ -89,8 +89,9 @@ def chats(source: Source, plug: ChatPolling | None = None) -> list[str]:
     """The chats whose history a source catches up: its configured groups and the chats
     its consumer listens on (a goal agent's Lark Bot connection)."""
     plug = plug or plugin(source.kind, source.config, source.secrets)
-    own = plug.chats() if isinstance(plug, ChatPolling) else []
-    return sorted(set(own) | set(consumers.followed_chats(source)))
+    if not isinstance(plug, ChatPolling):
+        return []
+    return plug.chats(consumers.followed_chats(source))
 
 
 def topics(source: Source, chat: str) -> tuple[str, ...]:

@@ -45,8 +45,9 @@ class DocumentPolling(Protocol):
 class ChatPolling(Protocol):
     """Catches up on the history of chats, one cursor per chat."""
 
-    def chats(self) -> list[str]:
-        """The chats whose history is caught up (their ids)."""
+    def chats(self, followed=()) -> list[str]:
+        """The chats whose history is caught up (their ids): the source's own and
+        `followed`, those its consumer listens on; none when it cannot read them."""
         ...
 
     def poll_chat(self, chat: str, cursor, now: int,

@@ -153,12 +153,12 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
     @classmethod
     def check_secrets(cls, config, secrets):
         missing = super().check_secrets(config, secrets)
-        polls = config.get("doc_comments") and config.get("documents")
+        polls = (config.get("doc_comments") and config.get("documents")) or config.get("groups")
         talks = (config.get("conversation") or "off") != "off"
         if not secrets.get("app_secret") and (config.get("receiver") == "long_connection"
                                               or polls or talks):
-            missing["app_secret"] = ("the long connection, document polling and conversation "
-                                     "mode need it")
+            missing["app_secret"] = ("the long connection, document and chat catch-up and "
+                                     "conversation mode need it")
         return missing
 
     # -- intake ------------------------------------------------------------------------
@@ -624,9 +624,14 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
                                       and bool(self.documents())
                                       and self.conversation_mode() == "off")
 
-    def chats(self) -> list[str]:
-        """The configured groups, whose history is caught up after downtime."""
-        return [g for g in self.config.get("groups") or [] if isinstance(g, str) and g]
+    def chats(self, followed=()) -> list[str]:
+        """The chats whose history is caught up after downtime: the configured groups and
+        `followed`; none without the app secret, which reading them needs (check_secrets
+        shows it missing)."""
+        if not self.secrets.get("app_secret"):
+            return []
+        groups = [g for g in self.config.get("groups") or [] if isinstance(g, str)]
+        return sorted({g for g in [*groups, *followed] if g})
 
     def poll_chat(self, chat: str, cursor: DocCursor, now: int,
                   topics: tuple[str, ...] = ()) -> list[tuple[Envelope, DocCursor]]:

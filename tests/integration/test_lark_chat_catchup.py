@@ -189,7 +189,8 @@ def test_the_periodic_poll_task_catches_up_chats_of_a_lark_source(server):
 
     source = lark_source(server)
     said(server, "om_1", T0 + 10, "the build is red")
-    assert Lark(source.config).catches_up()
+    assert Lark(source.config, source.secrets).catches_up()
+    assert not Lark(source.config).catches_up()  # without the app secret nothing is read
     assert poll_sources() == 1 and triggers() == ["message:om_1"]  # what beat runs
     assert cursor(source)["value"] == iso(T0 + 10)
 
