@@ -128,8 +128,15 @@ def poll_chats(source: Source, plug: ChatPolling | None = None) -> int:
                 health.source_cursor_moved(source_id=source.pk, name=name,
                                            cursor=DocCursor(now).value(), extra={"seen": []})
                 continue
-            for env, _after in plug.poll_chat(chat, DocCursor.load(kept), now,
-                                              topics(source, chat)):
+            cur = DocCursor.load(kept)
+            if cur.time < now - CHAT_CATCHUP_SECONDS:
+                # down longer than the window: what is older is not replayed, said once
+                cur = DocCursor(now - CHAT_CATCHUP_SECONDS)
+                health.source_cursor_moved(source_id=source.pk, name=name,
+                                           cursor=cur.value(), extra={"seen": []})
+                health.source_event_rejected(source_id=source.pk,
+                                             reason="chat_history_beyond_window")
+            for env, _after in plug.poll_chat(chat, cur, now, topics(source, chat)):
                 stored += acks.capture(source, name, env, how="chat_history")
             acks.advance(source, name)
         except Exception as exc:

@@ -168,8 +168,15 @@ def test_the_catch_up_is_bounded_in_messages_and_age(server, monkeypatch):
     said(server, "om_ancient", now - week - 86400, "too old")
     said(server, "om_recent", now - 86400, "still wanted")
     assert polled(source) == 1 and triggers()[-1] == "message:om_recent"
+    assert len(triggers()) == 6  # the five taken before are not taken twice
     since = int(server.matching("GET", LIST)[-1].query["start_time"][0])
     assert now - week <= since <= now - week + 5
+    # past the recent message and the ones taken before (read again, not taken twice)
+    assert cursor(source)["value"] == iso(T0 + 14)
+    assert source.health["rejected"] == {"chat_history_beyond_window": 1}  # said once
+    assert polled(source) == 0
+    source.refresh_from_db()
+    assert source.health["rejected"] == {"chat_history_beyond_window": 1}
 
 
 def test_a_chat_the_bot_is_not_in_is_refused_as_lark_refuses_and_the_others_go_on(server):
