@@ -135,3 +135,8 @@ class GoalsConsumer:
 
     def followed_pull_requests(self, source) -> list[dict]:
         return []
+
+    def followed_chats(self, source) -> list[str]:
+        """The chat each active Lark Bot connection on `source` names: its history is caught
+        up after downtime (intake/poll.py), like the source's configured groups."""
+        return sorted(set(_live(source).values_list("source_ref", flat=True)) - {""})

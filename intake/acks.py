@@ -1,8 +1,9 @@
-"""Acknowledging the events of a source with a cursor (a Lark document's comments), in the
-order seed 003 sets: capture and deduplicate → processing → the durable effect (the
-delivery processed into a trigger and its route, or ignored with a content-free reason) →
-the optional reply through the source (the `intake.ack` effect) → the reply read back
-from the provider → only then ACK, and the cursor passes the event.
+"""Acknowledging the events of a source with a cursor (a Lark document's comments, a Lark
+chat's history), in the order seed 003 sets: capture and deduplicate → processing → the
+durable effect (the delivery processed into a trigger and its route, or ignored with a
+content-free reason) → the optional reply through the source (the `intake.ack` effect,
+a document comment's receipt) → the reply read back from the provider → only then ACK,
+and the cursor passes the event.
 
 A consumer that acknowledges events itself (a goal agent's async inbox, goals/) holds
 the event once its trigger is routed there (state `held`): the cursor then waits for that
@@ -45,19 +46,25 @@ class ReplyNotReadBack(RuntimeError):
 def _position(env: Envelope) -> tuple[str, int, str]:
     event = env.payload.get("event") or {}
     header = env.payload.get("header") or {}
+    message = event.get("message") or {}
+    if message.get("message_id"):  # a chat message: its id, ordered by its time in ms
+        ms = int(str(message.get("create_time") or header.get("create_time") or "0"))
+        return str(message["message_id"]), ms // 1000, f"{ms:015d} {message['message_id']}"
     item = str(event.get("reply_id") or event.get("comment_id") or env.delivery_id)
     at = int(str(header.get("create_time") or "0")) // 1000
     return item, at, f"{event.get('comment_id') or ''} {event.get('reply_id') or ''}"
 
 
-def capture(source: Source, cursor: str, env: Envelope) -> bool:
+def capture(source: Source, cursor: str, env: Envelope, how: str = "doc_comments") -> bool:
     """Capture one polled event: its row (deduplicated on the provider's id), then its
     delivery stored and processed — the durable effect — unless stored before. The cursor
-    does not move. Answers whether the event was new."""
+    does not move. `how` names the poll in the delivery's headers. Answers whether the
+    event was new."""
     new = mark(source, cursor, env)
     if not Delivery.objects.filter(source=source, delivery_id=env.delivery_id).exists():
         # A failing plugin or gate leaves it stored raw for the sweep: still captured.
-        accept(source, env, {"x-amux-poll": "doc_comments"})
+        # A message the webhook brought first is stored as a duplicate of its trigger.
+        accept(source, env, {"x-amux-poll": how})
     return new
 
 
@@ -106,7 +113,10 @@ def _settle(pk: int) -> None:
                 row.state = EventAck.State.HELD
                 row.save(update_fields=["state"])
             return
-        receipt = (row.source.config.get("comment_receipt") or "").strip()
+        # the receipt reply is a document comment's; a chat message's answer is its
+        # consumer's business
+        receipt = (row.source.config.get("comment_receipt") or "").strip() if (
+            row.cursor.startswith("doc:")) else ""
         replies = isinstance(plugin(row.source.kind, row.source.config), ReadsRepliesBack)
         if delivery.outcome == "admitted" and receipt and replies:
             row.state = EventAck.State.REPLYING

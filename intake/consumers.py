@@ -44,6 +44,15 @@ class Acknowledges(Protocol):
         the outcome it was acknowledged with."""
 
 
+@runtime_checkable
+class FollowsChats(Protocol):
+    """A consumer that listens on chats of its own besides the source's configured groups
+    (a goal agent's Lark Bot connection names its chat)."""
+
+    def followed_chats(self, source) -> list[str]:
+        """The chat ids of `source` it listens on (the catch-up poll reads their history)."""
+
+
 class NoConsumer(RuntimeError):
     pass
 
@@ -86,6 +95,12 @@ def of(source) -> Consumer:
     if _consumer is None:
         raise NoConsumer("no app registered an intake consumer (tickets does in its ready())")
     return _consumer
+
+
+def followed_chats(source) -> list[str]:
+    """The chats `source`'s consumer listens on besides its configured groups."""
+    consumer = of(source)
+    return list(consumer.followed_chats(source)) if isinstance(consumer, FollowsChats) else []
 
 
 def acknowledgement(trigger) -> str | None:

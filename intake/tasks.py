@@ -25,8 +25,8 @@ def intake_sweep() -> int:
 @durable_task("intake.poll_sources", time_limit=300, soft_time_limit=240)
 def poll_sources() -> int:
     """Catch up on events missed while down (GitHub sources with polling on, comments on
-    the documents a Lark source watches), and check each Lark source's bot against the
-    bot's identity as Lark states it."""
+    the documents a Lark source watches, the history of its chats), and check each Lark
+    source's bot against the bot's identity as Lark states it."""
     profile.verify_all()
     return poll.poll_all()
 

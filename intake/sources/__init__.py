@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from intake.sources.base import SourceKind
 from intake.sources.capabilities import (
+    ChatPolling,
     DocumentPolling,
     OpensPullRequests,
     Polling,
@@ -17,9 +18,9 @@ from intake.sources.github import GitHub
 from intake.sources.lark import Lark
 from intake.sources.webchat import WebChat
 
-__all__ = ["KINDS", "CapabilityMissing", "DocumentPolling", "OpensPullRequests", "Polling",
-           "ReadsRepliesBack", "RepliesInChat",
-           "SendsCards", "check_capabilities", "plugin"]
+__all__ = ["KINDS", "CapabilityMissing", "ChatPolling", "DocumentPolling", "OpensPullRequests",
+           "Polling", "ReadsRepliesBack", "RepliesInChat", "SendsCards", "check_capabilities",
+           "plugin"]
 
 KINDS: dict[str, type[SourceKind]] = {k.kind: k for k in (GitHub, Lark, WebChat)}
 

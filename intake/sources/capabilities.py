@@ -42,6 +42,23 @@ class DocumentPolling(Protocol):
 
 
 @runtime_checkable
+class ChatPolling(Protocol):
+    """Catches up on the history of chats, one cursor per chat."""
+
+    def chats(self, followed=()) -> list[str]:
+        """The chats whose history is caught up (their ids): the source's own and
+        `followed`, those its consumer listens on; none when it cannot read them."""
+        ...
+
+    def poll_chat(self, chat: str, cursor, now: int,
+                  topics: tuple[str, ...] = ()) -> list[tuple[Envelope, object]]:
+        """Messages of `chat` (and of its `topics`, the threads amux knows there) newer
+        than `cursor`, oldest first and bounded, each with the cursor that stands for
+        having stored it."""
+        ...
+
+
+@runtime_checkable
 class ReadsRepliesBack(Protocol):
     """Reads a sent reply back from the platform: proof it is there, not just that the
     send call answered."""
@@ -97,7 +114,7 @@ class RepliesInChat(Protocol):
         ...
 
 
-CAPABILITIES: tuple[type, ...] = (Polling, DocumentPolling, ReadsRepliesBack,
+CAPABILITIES: tuple[type, ...] = (Polling, DocumentPolling, ChatPolling, ReadsRepliesBack,
                                   OpensPullRequests, SendsCards, RepliesInChat)
 
 

@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from amux_common import bounded_json
+from intake.sources import lark_history
 from intake.sources.base import (
     CardSent,
     Context,
@@ -41,11 +42,13 @@ from intake.sources.base import (
     Unauthorized,
 )
 from intake.sources.capabilities import (
+    ChatPolling,
     DocumentPolling,
     ReadsRepliesBack,
     RepliesInChat,
     SendsCards,
 )
+from intake.sources.lark_api import LarkApiError
 from policy.gate import SCOPES
 
 log = logging.getLogger(__name__)
@@ -97,7 +100,8 @@ def signature(timestamp: str, nonce: str, key: str, body: bytes) -> str:
     return hashlib.sha256((timestamp + nonce + key).encode() + body).hexdigest()
 
 
-class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards, RepliesInChat):
+class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCards,
+           RepliesInChat):
     kind = "lark"
     label = "Lark / Feishu"
     scopes = SCOPES["lark"]  # the policy's rows for this kind (policy/gate.py)
@@ -143,17 +147,18 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards, RepliesInC
         Field("verification_token", "Verification token", required=True, secret=True),
         Field("encrypt_key", "Encrypt key", secret=True),
     )
-    health_items = SourceKind.health_items + (HealthItem("cursor", "Document comment cursor"),)
+    health_items = SourceKind.health_items + (
+        HealthItem("cursor", "Catch-up cursors (document comments, chats)"),)
 
     @classmethod
     def check_secrets(cls, config, secrets):
         missing = super().check_secrets(config, secrets)
-        polls = config.get("doc_comments") and config.get("documents")
+        polls = (config.get("doc_comments") and config.get("documents")) or config.get("groups")
         talks = (config.get("conversation") or "off") != "off"
         if not secrets.get("app_secret") and (config.get("receiver") == "long_connection"
                                               or polls or talks):
-            missing["app_secret"] = ("the long connection, document polling and conversation "
-                                     "mode need it")
+            missing["app_secret"] = ("the long connection, document and chat catch-up and "
+                                     "conversation mode need it")
         return missing
 
     # -- intake ------------------------------------------------------------------------
@@ -611,12 +616,31 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards, RepliesInC
                         "text": _text(body, mentions), "at": item.create_time or ""})
         return out
 
-    # -- document comments: catch-up polling ------------------------------------------------
+    # -- chat history: catch-up polling -----------------------------------------------------
     def catches_up(self) -> bool:
-        # a source in a conversation mode takes chat messages only (conversations/)
-        return (bool(self.config.get("doc_comments")) and bool(self.documents())
-                and self.conversation_mode() == "off")
+        # its chats always; document comments not in a conversation mode, which takes chat
+        # messages only (conversations/)
+        return bool(self.chats()) or (bool(self.config.get("doc_comments"))
+                                      and bool(self.documents())
+                                      and self.conversation_mode() == "off")
 
+    def chats(self, followed=()) -> list[str]:
+        """The chats whose history is caught up after downtime: the configured groups and
+        `followed`; none without the app secret, which reading them needs (check_secrets
+        shows it missing)."""
+        if not self.secrets.get("app_secret"):
+            return []
+        groups = [g for g in self.config.get("groups") or [] if isinstance(g, str)]
+        return sorted({g for g in [*groups, *followed] if g})
+
+    def poll_chat(self, chat: str, cursor: DocCursor, now: int,
+                  topics: tuple[str, ...] = ()) -> list[tuple[Envelope, DocCursor]]:
+        """Messages of `chat` and of its `topics` after `cursor`, oldest first and bounded,
+        each as the webhook's envelope of it with the cursor that stands for having stored
+        it (intake/sources/lark_history.py). Reading never moves a cursor."""
+        return lark_history.catch_up(self, chat, cursor, now, topics)
+
+    # -- document comments: catch-up polling ------------------------------------------------
     def documents(self) -> list[tuple[str, str]]:
         """The watched documents as (file_type, file_token)."""
         out = []
@@ -768,15 +792,6 @@ class Lark(SourceKind, DocumentPolling, ReadsRepliesBack, SendsCards, RepliesInC
         return {"open_id": _s(bot.get("open_id")), "app_name": _s(bot.get("app_name"))}
 
 
-class LarkApiError(RuntimeError):
-    """A Lark API call answered with a non-zero code (`status` is the HTTP status)."""
-
-    def __init__(self, what: str, resp):
-        self.code = resp.code
-        self.status = resp.raw.status_code if resp.raw is not None else None
-        super().__init__(f"lark {what}: code {resp.code}")
-
-
 def comment_marker(message_id: str, part: int = 0, parts: int = 1) -> str:
     """The tag that ends each reply amux posts on a document comment, e.g. `[amux:3f9a1c2b7e]`
     (`[amux:3f9a1c2b7e 2/3]` for a part): how a replay recognises its own earlier reply,
@@ -816,9 +831,10 @@ def comment_trigger_id(comment: str, reply: str, notice_type: str = "") -> str:
 
 @dataclass(frozen=True)
 class DocCursor:
-    """How far one document's comments were taken: the create time (seconds) of the newest
-    reply stored, and the replies stored at that very second (a later one of the same
-    second is still new). Moves only with the triggers it stands for."""
+    """How far one document's comments (or one chat's messages) were taken: the create time
+    (seconds) of the newest reply (message) stored, and those stored at that very second (a
+    later one of the same second is still new). Moves only with the triggers it stands
+    for."""
 
     time: int
     seen: tuple[str, ...] = ()

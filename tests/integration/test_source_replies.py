@@ -169,7 +169,8 @@ def test_webchat_replies_are_kept_once_per_message_id():
 
 def test_lark_thread_context_reads_the_chat(server):
     source = lark_source(server.url)
-    server.state.lark_history = [("om_1", "the build is red"), ("om_2", "since this morning")]
+    server.lark_message("om_1", chat_id="oc_team", text="the build is red")
+    server.lark_message("om_2", chat_id="oc_team", text="since this morning")
     plug = Lark(source.config, source.secrets)
     context = plug.thread_context("oc_team", {}, None)
     assert [c["text"] for c in context] == ["the build is red", "since this morning"]

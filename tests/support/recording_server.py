@@ -3,7 +3,8 @@ open.feishu.cn. The real SDKs (PyGithub, lark-oapi) are pointed at it.
 
 It keeps just enough state to answer like the platform: GitHub issues and their comments,
 an App installation and its access token; Lark's tenant token and messages, deduplicated
-by the `uuid` request field as Lark does, document comments and their replies (paged as
+by the `uuid` request field as Lark does, a chat's history (paged, refused for a chat the
+bot is not in, as im/v1 message list answers), document comments and their replies (paged as
 the drive v1 API pages them; replies posted by the app are stored, with Lark's documented
 refusals), and the long connection's endpoint discovery.
 
@@ -50,7 +51,6 @@ class State:
     lark_messages: dict = field(default_factory=dict)  # uuid -> message
     # message_id -> every Lark message: people's (lark_message) and the app's, in order
     lark_store: dict = field(default_factory=dict)
-    lark_history: list = field(default_factory=list)  # [(message_id, text)] oldest first
     pulls: dict = field(default_factory=dict)  # (repo, number) -> pull request dict
     # What the catch-up reads: reviews and review comments per pull request, and CI per
     # commit — (repo, number) -> [review | comment]; (repo, sha) -> [check run | check
@@ -67,6 +67,7 @@ class State:
     # document_id -> {"title", "revision_id", "content"}: docx bodies (docx v1)
     lark_documents: dict = field(default_factory=dict)
     lark_app_open_id: str = "ou_bot"  # the author of replies the app posts
+    lark_app_id: str = "cli_test"  # how message APIs name the app as a sender
     # Chats the bot is in besides those a stored message is in: a new message into any
     # other chat is refused as Lark refuses it (230002, the bot is not in the chat).
     lark_chats: set = field(default_factory=set)
@@ -348,14 +349,7 @@ class RecordingServer:
                 return 400, {"code": 10003, "msg": "invalid param"}
             return 200, {"code": 0, "msg": "ok", "tenant_access_token": "t-test", "expire": 7200}
         if r.path == "/open-apis/im/v1/messages" and r.method == "GET":
-            items = [
-                {"message_id": mid, "msg_type": "text", "create_time": str(1700000000000 + i),
-                 "sender": {"id": "ou_alice", "id_type": "open_id", "sender_type": "user"},
-                 "body": {"content": json.dumps({"text": text})}, "mentions": []}
-                for i, (mid, text) in enumerate(self.state.lark_history)
-            ]
-            return 200, {"code": 0, "msg": "success",
-                         "data": {"items": list(reversed(items)), "has_more": False}}
+            return self._lark_list(r)
         m = re.fullmatch(r"/open-apis/docx/v1/documents/([^/]+)(/raw_content)?", r.path)
         if m and r.method == "GET":
             if r.headers.get("authorization") != "Bearer t-test":
@@ -400,14 +394,86 @@ class RecordingServer:
 
     # -- Lark messages: every message kept, as a chat and its topics show them -------------
     def lark_message(self, message_id: str, *, chat_id: str, thread_id: str = "",
-                     root_id: str = "", sender: str = "ou_alice", text: str = "") -> dict:
-        """A person's message the app can reply to (what an event told amux about)."""
+                     root_id: str = "", sender: str = "ou_alice", text: str = "",
+                     mentions: tuple = (), create_time: int | None = None) -> dict:
+        """A person's message the app can reply to (what an event told amux about), sent
+        at `create_time` (ms; default now, after every stored message); `mentions` are
+        (open_id, name) pairs, written `@_user_N` in `text` as Lark writes them."""
         msg = {"message_id": message_id, "chat_id": chat_id, "thread_id": thread_id,
                "root_id": root_id, "parent_id": root_id, "sender": sender,
-               "msg_type": "text", "content": json.dumps({"text": text}), "updates": 0}
+               "msg_type": "text", "content": json.dumps({"text": text}), "updates": 0,
+               "create_time": create_time or self._now_ms(),
+               "mentions": [{"key": f"@_user_{i + 1}", "id": open_id, "id_type": "open_id",
+                             "name": name, "tenant_key": "tk"}
+                            for i, (open_id, name) in enumerate(mentions)]}
         with self.lock:
             self.state.lark_store[message_id] = msg
         return msg
+
+    def _now_ms(self) -> int:
+        """Now in ms, after every stored message (Lark's order is by create time)."""
+        latest = max((m.get("create_time") or 0 for m in self.state.lark_store.values()),
+                     default=0)
+        return max(int(time.time() * 1000), latest + 1)
+
+    def _lark_list(self, r: Recorded):
+        """GET …/im/v1/messages — a chat's history (`container_id_type=chat`: its messages
+        and the first message of each topic, not the replies inside topics) or one topic's
+        (`thread`), as Lark answers it: `start_time`/`end_time` in seconds (inclusive; a
+        topic's list takes no time range),
+        `sort_type` ByCreateTimeAsc (the default) or ByCreateTimeDesc, `page_size` 1–50
+        (default 20), paged by `page_token` with `has_more`. Refused as Lark refuses: a bad
+        tenant token 99991663, a bad parameter 230001 / 99992402, a chat the bot is not in
+        230002."""
+        if r.headers.get("authorization") != "Bearer t-test":
+            return 401, {"code": 99991663, "msg": "Invalid access token for authorization."}
+
+        def arg(name, default=""):
+            return (r.query.get(name) or [default])[0]
+
+        kind, container = arg("container_id_type"), arg("container_id")
+        if kind not in ("chat", "thread") or not container:
+            return 400, {"code": 230001, "msg": "invalid request parameter"}
+        try:
+            size = int(arg("page_size", "20"))
+            start = int(arg("page_token", "0") or 0)
+            since = int(arg("start_time", "0") or 0)
+            until = int(arg("end_time", "0") or 0)
+        except ValueError:
+            return 400, {"code": 99992402, "msg": "field validation failed"}
+        if not 1 <= size <= 50 or arg("sort_type", "ByCreateTimeAsc") not in (
+                "ByCreateTimeAsc", "ByCreateTimeDesc"):
+            return 400, {"code": 99992402, "msg": "field validation failed"}
+        if kind == "chat":
+            if not self.lark_knows_chat(container):
+                return 400, {"code": 230002, "msg": "Bot/User can NOT be out of the chat."}
+            shown = [m for m in self.state.lark_store.values() if m["chat_id"] == container
+                     and (not m["thread_id"] or not m["root_id"])]
+        else:
+            shown = [m for m in self.state.lark_store.values() if m["thread_id"] == container]
+        if kind == "thread":  # a topic takes no time range
+            since = until = 0
+        shown = sorted((m for m in shown
+                        if m.get("create_time", 0) // 1000 >= since
+                        and (not until or m.get("create_time", 0) // 1000 <= until)),
+                       key=lambda m: m.get("create_time", 0),
+                       reverse=arg("sort_type") == "ByCreateTimeDesc")
+        chunk, more = shown[start:start + size], start + size < len(shown)
+        return 200, {"code": 0, "msg": "success", "data": {
+            "items": [self._lark_item(m) for m in chunk], "has_more": more,
+            **({"page_token": str(start + size)} if more else {})}}
+
+    def _lark_item(self, msg: dict) -> dict:
+        """One stored message as Lark's message APIs show it."""
+        sender = ({"id": self.state.lark_app_id, "id_type": "app_id", "sender_type": "app"}
+                  if msg["sender"] == "app" else
+                  {"id": msg["sender"], "id_type": "open_id", "sender_type": "user"})
+        return {"message_id": msg["message_id"], "root_id": msg["root_id"],
+                "parent_id": msg["parent_id"], "thread_id": msg["thread_id"],
+                "msg_type": msg["msg_type"], "create_time": str(msg.get("create_time") or 0),
+                "deleted": False, "updated": bool(msg["updates"]), "chat_id": msg["chat_id"],
+                "sender": sender, "body": {"content": msg["content"]},
+                "mentions": msg.get("mentions") or []}
 
     def lark_knows_chat(self, chat_id: str) -> bool:
         """The bot is in the chat: named in `lark_chats`, or a message of it is stored."""
@@ -472,7 +538,7 @@ class RecordingServer:
             chat, root, thread = body["receive_id"], "", ""
         stored = {"message_id": mid, "chat_id": chat, "thread_id": thread, "root_id": root,
                   "parent_id": parent_id or "", "sender": "app", "msg_type": msg_type,
-                  "content": content, "updates": 0,
+                  "content": content, "updates": 0, "create_time": self._now_ms(),
                   "reply_in_thread": bool(body.get("reply_in_thread"))}
         if not self.state.lark_lose_sends:
             self.state.lark_store[mid] = stored
@@ -491,15 +557,7 @@ class RecordingServer:
         msg = self.state.lark_store.get(message_id)
         if msg is None:
             return 400, {"code": 230011, "msg": "The message was withdrawn or does not exist."}
-        sender = ({"id": "cli_test", "id_type": "app_id", "sender_type": "app"}
-                  if msg["sender"] == "app" else
-                  {"id": msg["sender"], "id_type": "open_id", "sender_type": "user"})
-        return 200, {"code": 0, "msg": "success", "data": {"items": [{
-            "message_id": message_id, "root_id": msg["root_id"],
-            "parent_id": msg["parent_id"], "thread_id": msg["thread_id"],
-            "msg_type": msg["msg_type"], "create_time": "1700000000000", "deleted": False,
-            "updated": bool(msg["updates"]), "chat_id": msg["chat_id"], "sender": sender,
-            "body": {"content": msg["content"]}}]}}
+        return 200, {"code": 0, "msg": "success", "data": {"items": [self._lark_item(msg)]}}
 
     def lark_withdraw(self, message_id: str) -> None:
         with self.lock:

@@ -113,6 +113,7 @@ def test_lark_watched_documents_are_type_and_token():
     polling = {**config, "doc_comments": True}
     assert "app_secret" in Lark.check_secrets(polling, {"verification_token": "v"})
     assert "app_secret" in Lark.check_secrets({"receiver": "long_connection"}, {})
+    assert "app_secret" in Lark.check_secrets({"groups": ["oc_a"]}, {})  # chat catch-up
     with pytest.raises(ConfigError) as err:
         Lark.validate_config({"app_id": "a", "documents": ["https://x.feishu.cn/docx/doxA"]})
     assert "config.documents" in err.value.fields
