@@ -13,7 +13,6 @@ at once: two hosts never own one session.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import os
@@ -36,11 +35,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from effects import outbox
-from runtimes import TurnInput, errors, get_adapter
+from runtimes import errors, get_adapter
 from runtimes.base import RuntimeAdapter, tagged_pids
 from runtimes.events import (
-    ErrorObserved,
-    QuestionAnswered,
     TurnFailed,
 )
 from sessions import (
@@ -56,6 +53,7 @@ from sessions import (
 )
 from sessions.core import lifecycle
 from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
+from sessions.turn_service import TurnService
 
 log = logging.getLogger(__name__)
 
@@ -229,71 +227,15 @@ def _store_facts(session_id: int, facts: dict[str, Any]) -> None:
     Session.objects.filter(pk=session_id).update(runtime_facts={"goals": False, **facts})
 
 
-_OPEN = object()  # writer marker: open the turn (turn.started) before its first event
-
 # A pooled connection stays with the host this long after its last call, so the calls of
 # one burst (a turn's start, a run of events, the terminal) skip the pool's checkout and
 # health check; between bursts (model calls, idle) it goes back for other sessions.
 HOLD_SECONDS = 0.1
 
-# Progress events (deltas, tools, usage) are stored in batches gathered this long: a
-# runtime emits them a few ms apart, and a transaction for each costs CPU that, on a small
-# machine, the runtime itself is waiting for (a Codex turn's end came ~7 ms later with
-# every event stored at once). A terminal is stored at once, with whatever waits.
-GATHER_SECONDS = 0.02
-
-
 def _kill_tag(tag: str) -> None:
     for pid in tagged_pids(tag):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-
-
-class _EventQueue:
-    """A turn's events on their way from the host's loop to its database thread: put on
-    the loop, taken all at once on the thread; ``arrived()`` waits (on the loop) until
-    something was put since the last ``take_all``, then lets a batch gather."""
-
-    def __init__(self) -> None:
-        self._items: collections.deque[Any] = collections.deque()
-        self._waiting = asyncio.Event()
-        self._urgent = asyncio.Event()
-
-    def put_nowait(self, item: Any) -> None:
-        self._items.append(item)
-        self._waiting.set()
-        if _urgent(item):
-            self._urgent.set()
-
-    async def put(self, item: Any) -> None:
-        self.put_nowait(item)
-
-    def take_all(self) -> list[Any]:
-        taken = []
-        with contextlib.suppress(IndexError):
-            while True:
-                taken.append(self._items.popleft())
-        return taken
-
-    async def arrived(self, gather: float = 0.0) -> None:
-        """Something is waiting; progress waits up to ``gather`` seconds more for the
-        events right behind it, unless what opens or ends the turn comes (then at once).
-        Only while nothing takes (the writer calls this between its batches)."""
-        while True:
-            await self._waiting.wait()
-            self._waiting.clear()
-            if self._items:  # else the writer took them already: wait for the next
-                break
-        if gather <= 0 or any(_urgent(item) for item in self._items):
-            return
-        self._urgent.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._urgent.wait(), gather)
-
-
-def _urgent(item: Any) -> bool:
-    """The turn's opening, its terminal or its end: stored without gathering."""
-    return item is None or item is _OPEN or getattr(item, "terminal", False)
 
 
 class SessionHost:
@@ -589,123 +531,7 @@ class SessionHost:
         await self.db(native_goals.forget, self.session_id, "session_clear")
 
     async def _serve_turn(self, turn: Turn, prompt: services.TurnPrompt) -> None:
-        assert self.adapter is not None
-        adapter = self.adapter
-        # Events go to the database thread through a thread-safe queue: the writer there
-        # stores what has arrived, batch after batch, without a trip back to this loop in
-        # between (a terminal arriving while a batch is stored is stored right after it).
-        queue = _EventQueue()
-        # the turn is opened by the writer (first, in order) while the runtime already works
-        queue.put_nowait(_OPEN)
-        stored = turn.input or {}
-        images = [(i.get("mime_type", "image/png"), i.get("data", ""))
-                  for i in stored.get("images") or []]
-        parts = [("text", p.get("text", "")) if p.get("type") == "text" else
-                 ("image", p.get("mime_type", ""), p.get("data", ""))
-                 for p in stored.get("parts") or []]
-        turn_input = TurnInput(text=stored.get("text", ""), images=images,
-                               system_prompt=prompt.text, parts=parts,
-                               command=stored.get("command"))
-        is_goal_turn = stored.get("command") == native_goals.GOAL_TURN
-        # decided before the runtime sees the turn (an inline block is sent only once)
-        prompt_facts: dict[str, Any] = {"prompt_revisions": prompt.revisions}
-        if prompt.text and not is_goal_turn:  # a goal turn is the runtime's: no prompt sent
-            prompt_facts.update(prompt_role=prompt.role, **adapter.prompt_plan(prompt.text))
-
-        async def consume() -> None:
-            try:
-                async for event in adapter.run_turn(turn_input):
-                    await queue.put(event)
-            except errors.RuntimeAdapterError as exc:
-                await queue.put(TurnFailed(code=exc.code, message=str(exc)))
-            except Exception as exc:  # never leave a turn without its terminal
-                log.exception("turn failed in the host")
-                await queue.put(ErrorObserved(code="host_error", message=repr(exc)[:500]))
-                await queue.put(TurnFailed(code="host_error", message=str(exc)[:500]))
-            finally:
-                await queue.put(None)
-
-        carry: list[Any] = []  # the batch being stored: kept for db()'s one retry
-
-        def store_arrived() -> bool:
-            """On the database thread: store batches until none is waiting; True once the
-            turn's last event (None) is stored."""
-            while True:
-                if not carry:
-                    carry.extend(queue.take_all())
-                    if not carry:
-                        return False
-                if carry[0] is _OPEN:
-                    # stored, then published after commit (sessions.publisher)
-                    timeline.start_turn(self.session_id, turn.pk, prompt=prompt_facts)
-                    carry.pop(0)
-                events = [e for e in carry if e is not None]
-                if events:
-                    timeline.record(self.session_id, turn.pk, events)
-                ended = any(e is None for e in carry)
-                carry.clear()
-                if ended:
-                    return True
-
-        async def write() -> None:
-            while not await self.db(store_arrived):
-                await queue.arrived(GATHER_SECONDS)
-
-        async def controls() -> None:
-            while True:
-                msg = await control.pop(self._redis, self.session_id, self.poll)
-                await native_goal_host.observe(self)
-                if msg is None:
-                    continue
-                op = msg.get("op")
-                if op == "goal":
-                    await finish(native_goal_host.apply(self, msg, goal_turn=is_goal_turn))
-                    continue
-                if op == "input" and is_goal_turn:
-                    # ordinary input preempts a goal turn (the goal keeps its authorization)
-                    await finish(native_goal_host.preempt(self, running_goal_turn=True))
-                    continue
-                if op in ("sleep", "archive"):
-                    self.retire = op  # applied once this turn has ended
-                    continue
-                if op in ("model", "clear"):
-                    deferred.append(msg)  # between turns only: applied once this one ended
-                    continue
-                if op == "interrupt" and msg.get("turn") not in (None, turn.seq):
-                    # meant for a turn that has ended: never cut the next one short
-                    await self.db(timeline.note, self.session_id, "control.refused", {
-                        "op": op, "turn": msg["turn"], "reason": "the turn had already ended"})
-                    continue
-                if op == "interrupt":
-                    await native_goal_host.revoke(self)  # an explicit interrupt revokes the goal
-                with contextlib.suppress(errors.RuntimeAdapterError):
-                    if op == "interrupt":
-                        await adapter.interrupt()
-                    elif op == "permission":
-                        await adapter.answer_permission(msg["request_id"], msg.get("option_id"))
-                    elif op == "answer":
-                        await adapter.answer_question(msg["request_id"], msg.get("answers"))
-                        await queue.put(QuestionAnswered(request_id=msg["request_id"]))
-
-        started: list[asyncio.Task[Any]] = []
-
-        async def finish(work: Any) -> None:
-            """A goal command runs to its end even when the turn ends meanwhile (its native
-            call and its record belong together)."""
-            task = asyncio.create_task(work)
-            started.append(task)
-            await asyncio.shield(task)
-
-        deferred: list[dict[str, Any]] = []
-        control_task = asyncio.create_task(controls())
-        try:
-            await asyncio.gather(consume(), write())
-        finally:
-            control_task.cancel()
-            with contextlib.suppress(BaseException):
-                await control_task
-            for task in started:
-                with contextlib.suppress(Exception):
-                    await task
-        for msg in deferred:
+        """One turn from its input to its terminal (sessions/turn_service.py); the model
+        and clear commands it put off run once it has ended."""
+        for msg in await TurnService(self, turn, prompt).run():
             await self._command_while_idle(msg)
