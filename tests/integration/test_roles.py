@@ -25,7 +25,7 @@ MUTATING = ("post", "put", "patch", "delete")
 PARAMS = {"pk": 1, "slug": "chat", "key": "main.role", "request_id": "req-1",
           "version": "0" * 64, "revision": 1, "a": 1, "b": 2, "role": "worker",
           "kind": "webchat", "name": "pi", "action": "pause", "agent": "builder",
-          "ref": "as-1"}
+          "ref": "as-1", "seq": 1}
 # Bodies that would be accepted from an operator (as far as their shape goes).
 BODY = {"text": "please fix the build", "thread": "chat-1", "base_revision": 0,
         "base_version": None, "enabled": False, "name": "Renamed", "option": "allow",
