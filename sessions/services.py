@@ -199,7 +199,64 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
             runtime=runtime, model=model, effort=effort, provider=provider,
             permission=permission_mode,
             extra_args=tuple(extra_args) if extra_args is not None else None), preset)
-    runtime, model, effort = execution.runtime, execution.model, execution.effort
+    provider_row = _launchable(execution)
+    expert = profiles.profile_snapshot(profiles.get_profile(profile))
+    workdir, role = _checked(workdir, prompt_role, role, background_shell_after)
+    mcp = _mcp_entries(mcp_servers)
+    _check_model_choice(provider_row, execution.model, execution.effort)
+    limits, limit_sources = effective_watchdog(watchdog, provider_row)
+    snapshot = {
+        "runtime": execution.runtime, "model": execution.model, "effort": execution.effort,
+        "provider": provider_row.slug, "platform": provider_row.platform,
+        "base_url": provider_row.base_url,
+        "permission_mode": execution.permission.mode,
+        # the backend is frozen with the session: a restart or resume runs the same way
+        "execution": {**execution.as_snapshot(),
+                      "isolation": isolation.selected_backend(),
+                      "isolation_reason": isolation.selection_reason(), "role": role,
+                      "memory": memory.binding(execution.runtime, memory_owner)},
+        "profile": expert,
+        "watchdog": limits, "watchdog_sources": limit_sources,
+        "developer_instructions": developer_instructions,
+        "prompt_role": prompt_role,
+        "mcp_servers": mcp,
+        "extra_path": list(path or []),
+        "ask_user": bool(ask_user),
+        "background_shell_after": (float(background_shell_after)
+                                   if background_shell_after is not None else None),
+    }
+    return _stored(Session(
+        name=name, runtime=execution.runtime, provider=provider_row, model=execution.model,
+        snapshot=snapshot, workdir=workdir or "",
+        idle_timeout_s=settled_or_at_least(idle_timeout_s),
+        runtime_env={str(k): str(v) for k, v in (env or {}).items()}))
+
+
+def _checked(workdir: str | None, prompt_role: str | None, role: str | None,
+             background_shell_after: float | None) -> tuple[str | None, str]:
+    """The caller's workdir (resolved) and the session-schedule role, or a refusal naming
+    the field at fault."""
+    if background_shell_after is not None and not background_shell_after > 0:
+        raise CommandError("background_shell_after must be a positive number of seconds",
+                           field="background_shell_after")
+    if workdir is not None:  # only under work/: linux-dac shares it with the runtime user
+        reason = workdirs.problem(workdir)
+        if reason is not None:
+            raise CommandError(reason, field="workdir")
+        workdir = str(Path(workdir).resolve())
+    if prompt_role is not None and prompt_role not in ORDER:
+        raise CommandError(f"prompt_role must be one of {', '.join(ORDER)}",
+                           field="prompt_role")
+    role = role or ("worker" if prompt_role == "worker" else "session")
+    if role not in ROLES:
+        raise CommandError(f"role must be one of {', '.join(ROLES)}", field="role")
+    return workdir, role
+
+
+def _launchable(execution: ExecutionSettings) -> ProviderProfile:
+    """The provider the resolved settings name, once their runtime and provider are known
+    to start together; refused (naming the field) before any row or process exists."""
+    runtime = execution.runtime
     try:
         adapter_cls = get_adapter(runtime)
     except errors.UnknownRuntime as exc:
@@ -216,65 +273,31 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
         adapter_cls.check_provider(provider_spec(provider_row))
     except errors.ProviderUnsupported as exc:
         raise CommandError(str(exc), code="provider_unsupported", field="provider") from exc
-    expert = profiles.profile_snapshot(profiles.get_profile(profile))
-    if background_shell_after is not None and not background_shell_after > 0:
-        raise CommandError("background_shell_after must be a positive number of seconds",
-                           field="background_shell_after")
-    if workdir is not None:  # only under work/: linux-dac shares it with the runtime user
-        reason = workdirs.problem(workdir)
-        if reason is not None:
-            raise CommandError(reason, field="workdir")
-        workdir = str(Path(workdir).resolve())
-    if prompt_role is not None and prompt_role not in ORDER:
-        raise CommandError(f"prompt_role must be one of {', '.join(ORDER)}",
-                           field="prompt_role")
-    mcp = _mcp_entries(mcp_servers)
+    return provider_row
 
-    role = role or ("worker" if prompt_role == "worker" else "session")
-    if role not in ROLES:
-        raise CommandError(f"role must be one of {', '.join(ROLES)}", field="role")
-    _check_model_choice(provider_row, model, effort)
-    limits, limit_sources = effective_watchdog(watchdog, provider_row)
-    snapshot = {
-        "runtime": runtime, "model": model, "effort": effort, "provider": provider_row.slug,
-        "platform": provider_row.platform, "base_url": provider_row.base_url,
-        "permission_mode": execution.permission.mode,
-        "execution": execution.as_snapshot(),
-        "profile": expert,
-        "watchdog": limits, "watchdog_sources": limit_sources,
-        "developer_instructions": developer_instructions,
-        "prompt_role": prompt_role,
-        "mcp_servers": mcp,
-        "extra_path": list(path or []),
-        "ask_user": bool(ask_user),
-        "background_shell_after": (float(background_shell_after)
-                                   if background_shell_after is not None else None),
-    }
-    # the backend is frozen with the session: a restart or resume runs the same way
-    snapshot["execution"] = {**(snapshot.get("execution") or {}),
-                             "isolation": isolation.selected_backend(),
-                             "isolation_reason": isolation.selection_reason(), "role": role,
-                             "memory": memory.binding(runtime, memory_owner)}
+
+def _stored(session: Session) -> Session:
+    """The new session's row, its work directory and (if its backend runs each session as
+    its own user) its runtime identity, and its ``session.created`` event: together."""
     with transaction.atomic():
-        session = Session.objects.create(
-            name=name, runtime=runtime, provider=provider_row, model=model, snapshot=snapshot,
-            workdir=workdir or "", idle_timeout_s=settled_or_at_least(idle_timeout_s),
-            runtime_env={str(k): str(v) for k, v in (env or {}).items()})
+        session.save(force_insert=True)
         # a new session inherits nothing a former row with its id left queued in Redis (a
         # database reset or restore keeps Redis): an old "archive" would end its first host
         control.clear(session.pk)
-        if not workdir:
+        if not session.workdir:
             session.workdir = str(Path(settings.WORK_DIR) / f"session-{session.pk}")
             session.save(update_fields=["workdir"])
         Path(session.workdir).mkdir(parents=True, exist_ok=True)
-        if isolation.uses_principal(snapshot["execution"]["isolation"]):
+        if isolation.uses_principal(session.snapshot["execution"]["isolation"]):
             # one identity per session, frozen with the rest of its execution settings
             try:
                 identities.for_session(session)
             except errors.RuntimeStartFailed as exc:
                 raise CommandError(str(exc), code="no_runtime_identity", status=409) from exc
-        timeline.note(session.pk, "session.created", {"runtime": runtime, "model": model,
-                                                      "provider": provider_row.slug})
+        timeline.note(session.pk, "session.created", {
+            "runtime": session.runtime, "model": session.model,
+            "provider": session.provider.slug})
+    return session
     return session
 
 
