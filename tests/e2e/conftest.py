@@ -22,8 +22,12 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-g
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """One Chromium per module. Playwright's sync API keeps its event loop marked running in
+    this thread until it stops: held for the whole session, every later test on the worker
+    would find a running loop (asyncio.run refuses, code that checks for a loop takes its
+    threaded path) — a test's outcome would depend on which tests ran before it."""
     if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: run `make browser` (Debian package chromium)")
     from playwright.sync_api import sync_playwright
