@@ -63,7 +63,8 @@ def delivery_received(
                 retry_at=now + record.retry_delay(1) if error else None,
             )
             if error:
-                health.note_rejection(source_id, "processing_failed", error=True)
+                health.note_rejection(source_id, "processing_failed", error=True,
+                                      message=error)
     except IntegrityError as exc:
         if violates(exc, "delivery_unique_id"):
             return None, False
@@ -311,8 +312,9 @@ def process_pending(limit: int = 200) -> int:
                 done += len(process_mailbox(source, mailbox, wait=wait, version=version))
             except MailboxBusy:
                 busy.append((source_id, mailbox))
-            except Exception:
+            except Exception as exc:
                 log.exception("processing mailbox %s failed", mailbox)
-                health.note_rejection(source_id, "processing_failed", error=True)
+                health.note_rejection(source_id, "processing_failed", error=True,
+                                      message=record.error_text(exc))
     return done
 

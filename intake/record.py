@@ -69,7 +69,8 @@ def failed(delivery: Delivery, exc: Exception, now) -> None:
     delivery.last_error = error_text(exc)
     delivery.retry_at = now + retry_delay(delivery.attempts)
     delivery.save(update_fields=["attempts", "last_error", "retry_at"])
-    health.note_rejection(delivery.source_id, "processing_failed", error=True)
+    health.note_rejection(delivery.source_id, "processing_failed", error=True,
+                          message=error_text(exc))
 
 
 def mark_processed(delivery: Delivery, outcome: intake_core.Outcome, now) -> None:

@@ -84,7 +84,7 @@ GATE_REASON_WORDS = {
     "self_message": "it is the agent's own message",
     "source_not_in_policy": "the policy allows nothing on this source",
     "unknown_scope": "this source has no such scope",
-    "scope_disabled": "every cell of this row is closed",
+    "scope_disabled": "every cell of this row is closed (or the policy has no such row)",
     "bot_not_listed": "a bot that is not on the bot list",
     "not_addressed": "it does not @mention the agent and no unaddressed cell admits it",
     "not_allowed": "the sender is not on the allowlist",

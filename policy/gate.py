@@ -202,8 +202,8 @@ def gate(f: Facts, policy: Policy) -> Verdict:
     if part is None:
         return _IGNORED[SOURCE_NOT_IN_POLICY]
     row = part.rows.get(f.scope)
-    if row is None:
-        return _IGNORED[UNKNOWN_SCOPE]
+    if row is None:  # a row the kind declares but the policy left out is a closed row
+        return _IGNORED[SCOPE_DISABLED if f.scope in SCOPES.get(f.kind, ()) else UNKNOWN_SCOPE]
     if not row.open:
         return _IGNORED[SCOPE_DISABLED]
     if row.no_sender:  # a CI result: no sender, only the "anyone, unaddressed" cell

@@ -83,6 +83,7 @@ def test_a_plugin_that_fails_once_makes_one_trigger_on_retry(client, admin_clien
     gh.refresh_from_db()
     shown = health(gh)
     assert shown["unprocessed"] == 1 and shown["last_error"]["reason"] == "processing_failed"
+    assert shown["last_error"]["message"] == "KeyError: 'sender'"  # what failed, not just that
     assert "unreadable_event" not in shown["rejected"]
     assert not Trigger.objects.exists()
     page = admin_client.get(f"/admin/intake/delivery/{delivery.pk}/change/")

@@ -84,6 +84,10 @@ def test_disabled_row_unknown_scope_and_missing_source():
     p = policy(gh=COMMENT_ALL)
     assert gate(facts(scope="pr_new", addressed=True), p).reason == "scope_disabled"
     assert gate(facts(scope="nonsense", addressed=True), p).reason == "unknown_scope"
+    # a row the source's kind declares but the policy left out (a CI result, the policy
+    # written before the CI row existed) is a closed row, not an unknown scope
+    ci = facts(scope="ci_default_branch", is_human=False, receives_all=True)
+    assert gate(ci, p).reason == "scope_disabled"
     assert gate(facts(source="lk", kind="lark", scope="direct"), p).reason == (
         "source_not_in_policy")
 
