@@ -98,7 +98,8 @@ def _schema(name: str, schema: dict) -> list[str]:
     required = set(schema.get("required") or ())
     out += ["| field | type | required | meaning |", "|---|---|---|---|"]
     for field, prop in props.items():
-        notes = [n for n in ("readOnly", "writeOnly") if prop.get(n)]
+        notes = [word for key, word in (("readOnly", "read-only"), ("writeOnly", "write-only"),
+                                        ("nullable", "may be null")) if prop.get(key)]
         meaning = _cell(" ".join([*(f"({n})" for n in notes), prop.get("description", "")]))
         out.append(f"| `{field}` | {_cell(_schema_name(prop))} | "
                    f"{'yes' if field in required else 'no'} | {meaning} |")
