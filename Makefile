@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export AMUX_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: venv run runtimes runtime-user sandbox browser test lint clean chaos bench
+.PHONY: venv run runtimes runtime-user sandbox browser test lint clean chaos bench docs docs-serve openapi
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -85,7 +85,24 @@ bench: venv runtimes
 	@$(BIN)/python -m bench $(BENCH)
 
 clean:
-	rm -rf $(VENV) node_modules var
+	rm -rf $(VENV) node_modules var site docs/api
+
+# The documentation site (mkdocs.yml, docs/): `make docs` builds it into site/ with
+# `mkdocs build --strict` (a broken link, anchor or missing page fails), `make docs-serve`
+# serves it at http://127.0.0.1:8001 and rebuilds on change. The REST API reference is
+# rendered from the OpenAPI document `openapi` writes (docs/api/openapi.yaml, not kept in git).
+openapi: export AMUX_DATA_DIR := $(CURDIR)/var/docs
+openapi: venv
+	@mkdir -p docs/api $(AMUX_DATA_DIR)
+	@$(BIN)/python manage.py spectacular --file docs/api/openapi.yaml
+
+docs: export NO_MKDOCS_2_WARNING := 1
+docs: openapi
+	@$(BIN)/mkdocs build --strict
+
+docs-serve: export NO_MKDOCS_2_WARNING := 1
+docs-serve: openapi
+	@$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8001
 
 # The base runtime user (AMUX_RUNTIME_USER, default amux-agent), whose group the
 # per-session runtime users share: created when missing (root only; amux also creates it,

@@ -48,7 +48,8 @@ def run(action: str, options: dict[str, Any]) -> list[Any]:
 
 
 def add_parser(sub) -> None:
-    schedule = sub.add_parser("schedule", help="prompts sent on a timer (see README: Schedules)")
+    schedule = sub.add_parser(
+        "schedule", help="prompts sent on a timer (see docs/sessions.md: Schedules)")
     actions = schedule.add_subparsers(dest="schedule_action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="define a schedule; prints it as JSON")
     add.add_argument("--name", required=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-# The session queue's bounds (documented in README "Goals and agents (LoopX)").
+# The session queue's bounds (documented in docs/goals.md, "Goals and agents (LoopX)").
 QUEUE_MAX = 50            # queued items per session; one more is refused: queue_full
 QUEUE_TTL = timedelta(hours=1)  # a queued item not delivered within this expires
 

@@ -1,5 +1,5 @@
 """The glossary names the words the panel and the API use, and the Prompts page and the
-README say the same about when a prompt is read."""
+documentation (docs/policy-and-prompts.md) say the same about when a prompt is read."""
 
 from pathlib import Path
 
@@ -19,11 +19,11 @@ def test_the_glossary_defines_the_execution_and_goal_terms(client, viewer):
     assert not missing
 
 
-def test_the_prompts_page_and_the_readme_agree_that_every_model_request_reads_the_latest(
+def test_the_prompts_page_and_the_docs_agree_that_every_model_request_reads_the_latest(
         client, viewer):
     client.force_login(viewer)
     page = client.get("/panel/prompts/").content.decode()
-    readme = (ROOT / "README.md").read_text()
+    docs = (ROOT / "docs" / "policy-and-prompts.md").read_text()
     assert "latest version on every model request" in page
-    assert "Every model request reads the latest version — each step of a turn too" in readme
-    assert "reaches the next turn" not in readme  # the old per-turn wording
+    assert "Every model request reads the latest version — each step of a turn too" in docs
+    assert "reaches the next turn" not in docs  # the old per-turn wording
