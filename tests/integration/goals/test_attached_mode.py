@@ -69,7 +69,9 @@ def codex_processes() -> list[int]:
                 return True
         return False
 
-    return sorted(p for p, exe in exes.items() if exe.endswith("/codex") and ours(p))
+    codex = {p for p, exe in exes.items() if exe.endswith("/codex") and ours(p)}
+    # a child codex forks for a command is codex too until it execs: not another runtime
+    return sorted(p for p in codex if parents[p] not in codex)
 
 
 class OperatorClient:

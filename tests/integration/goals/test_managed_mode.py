@@ -56,22 +56,25 @@ def pi_processes(session_id: int) -> dict[int, list[str]]:
 def pi_processes_in(state_dir: Path) -> dict[int, list[str]]:
     """Live Pi processes of the session whose state directory this is (node with that
     session's own Pi agent directory in its environment; Pi renames its process title, so
-    argv is read when first seen)."""
+    argv is read when first seen). A child Pi forks for a tool call is node too until it
+    execs — same environment, Pi's renamed title — so a process whose parent is one of
+    them is the runtime's child, not another runtime."""
     needle = f"PI_CODING_AGENT_DIR={state_dir / 'home' / '.pi' / 'agent'}".encode()
-    found = {}
+    found, parents = {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
-            state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+            stat = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()
             exe = os.readlink(f"/proc/{entry}/exe")
             cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        if state != b"Z" and needle in environ and Path(exe).name.startswith("node"):
+        if stat[0] != b"Z" and needle in environ and Path(exe).name.startswith("node"):
             found[int(entry)] = [a.decode() for a in cmd.split(b"\0") if a]
-    return found
+            parents[int(entry)] = int(stat[1])
+    return {pid: argv for pid, argv in found.items() if parents[pid] not in found}
 
 
 class Sampler:
