@@ -43,6 +43,7 @@ from runtimes.events import (
 from sessions import (
     capacity,
     control,
+    handoff,
     hosting,
     identities,
     locks,
@@ -256,6 +257,9 @@ class SessionHost:
         self.outcome = ""
         # a sleep or archive asked for while a turn ran: applied once it has ended
         self.retire = ""
+        # the conversation so far, for the first turn of a new native conversation that
+        # replaced a lost one (sessions/handoff.py); taken by that turn
+        self.handoff: str | None = None
 
     async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` on the host's one database thread (one connection, kept open; a
@@ -371,11 +375,15 @@ class SessionHost:
             try:
                 native = await adapter.start(resume=resume)
             except errors.NativeSessionNotFound as exc:
-                # the saved conversation is gone: one new native conversation (handoff)
+                # the saved conversation is gone: one new native conversation, told what
+                # was said in the old one (amux's timeline still has it)
+                self.handoff = await self.db(handoff.text, self.session_id)
                 await self.db(timeline.note, self.session_id, "error", {
-                    "code": exc.code, "message": str(exc)[:2000], "handoff": True})
-                adapter = get_adapter(session.runtime)(services.runtime_config(
-                    session, system_prompt=prompt.text))
+                    "code": exc.code, "message": str(exc)[:2000], "handoff": True,
+                    "handoff_chars": len(self.handoff or "")})
+                cfg = await self.db(services.runtime_config, session,
+                                    system_prompt=prompt.text, inline_prompt_seen=False)
+                adapter = get_adapter(session.runtime)(cfg)
                 self.adapter = adapter
                 native = await adapter.start()
         except (errors.RuntimeAdapterError, OSError) as exc:

@@ -97,7 +97,15 @@ class TurnService:
         parts = [("text", p.get("text", "")) if p.get("type") == "text" else
                  ("image", p.get("mime_type", ""), p.get("data", ""))
                  for p in stored.get("parts") or []]
-        self.turn_input = TurnInput(text=stored.get("text", ""), images=images,
+        text = stored.get("text", "")
+        if host.handoff and not stored.get("command"):
+            # the first message of a new conversation that replaced a lost one carries
+            # the old one (the runtime sees it; the timeline keeps the input as sent)
+            text = f"{host.handoff}\n\n{text}"
+            if parts:
+                parts = [("text", host.handoff), *parts]
+            host.handoff = None
+        self.turn_input = TurnInput(text=text, images=images,
                                     system_prompt=prompt.text, parts=parts,
                                     command=stored.get("command"))
         self.is_goal_turn = stored.get("command") == native_goals.GOAL_TURN

@@ -211,3 +211,41 @@ def test_a_turn_cut_by_a_dead_host_is_continued_at_most_twice(openai_provider, s
         assert queued.input["text"].count(timeline.RESUME_TEXT) == 1
         assert timeline.reconcile_running(session.pk) == 0  # nothing running: idempotent
         turn = queued
+
+
+@pytest.mark.parametrize("runtime,model,saved", [
+    ("codex", "gpt-5.5", "home/.codex/sessions"),  # Codex's rollouts of the thread
+    ("pi", "scripted-model", "pi-sessions"),         # Pi's session file
+])
+def test_a_lost_native_conversation_is_replaced_and_told_what_was_said(
+        runtime, model, saved, openai_provider, session_dirs, model_server):
+    session = _session(runtime, model)
+    model_server.script(Text("noted the pelican"), Text("noted the heron"), Text("a pelican"))
+    services.post_message(session.pk, "remember the word pelican")
+    services.post_message(session.pk, "and the word heron")
+    assert run_host(session.pk) == "slept"
+    lost = Session.objects.get(pk=session.pk).native_ref
+    # the runtime's own record of the conversation is gone while the session sleeps
+    kept = services.state_dir(Session.objects.get(pk=session.pk)) / saved
+    assert any(p.is_file() for p in kept.rglob("*"))
+    for path in sorted(kept.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    services.post_message(session.pk, "what was the first word?")
+    assert run_host(session.pk) == "slept"
+    session.refresh_from_db()
+    assert session.native_ref and session.native_ref != lost  # a new native conversation
+    assert _terminals(session.pk) == [(1, "turn.completed"), (2, "turn.completed"),
+                                      (3, "turn.completed")]
+    [note] = TimelineEvent.objects.filter(session=session, type="error")
+    assert note.payload["code"] == "native_session_not_found" and note.payload["handoff"]
+    assert note.payload["handoff_chars"] > 0
+    # the new conversation's first request carried the old one, in order, from amux's record
+    last = str(model_server.tool_requests()[-1].body)
+    said = [last.index(s) for s in ("remember the word pelican", "noted the pelican",
+                                    "and the word heron", "noted the heron",
+                                    "what was the first word?")]
+    assert said == sorted(said) and "could not be resumed" in last
+    # the timeline keeps the input as it was sent
+    third = Turn.objects.get(session=session, seq=3)
+    assert third.input["text"] == "what was the first word?"
+    assert not tagged_pids(session.runtime_tag or "none")
