@@ -16,6 +16,7 @@ from tickets.actions import commands as ticket_commands
 from tickets.core.errors import CommandRefused, NotFound
 from tickets.models import AgentSettings, Eval, Mandate, Ticket
 from tickets.read import failures, stages
+from tickets.tools.worker_bin import COMMAND_NAME, DISABLED_MAX, check_disabled
 
 WORKER_RUNTIMES = ["codex", "claude", "pi", "acp"]
 
@@ -204,13 +205,24 @@ class AgentSettingsSerializer(JsonTyped, serializers.ModelSerializer):
     daily_token_cap = serializers.IntegerField(min_value=0, max_value=10**15, required=False)
     messages_per_ticket_hour = serializers.IntegerField(min_value=0, max_value=100_000,
                                                         required=False)
+    disabled_commands = serializers.ListField(
+        child=serializers.RegexField(f"^{COMMAND_NAME.pattern}$", max_length=64),
+        max_length=DISABLED_MAX, required=False,
+        help_text="Commands a worker may not run (each fails saying so); gh, lark-cli, "
+                  "amux and git-credential-amux are amux's own and cannot be disabled.")
 
     class Meta:
         model = AgentSettings
         fields = ["triage_provider", "triage_model", "worker_runtime", "worker_provider",
                   "worker_model", "ticket_token_cap", "daily_token_cap",
-                  "messages_per_ticket_hour", "updated_at"]
+                  "messages_per_ticket_hour", "disabled_commands", "updated_at"]
         read_only_fields = ["updated_at"]
+
+    def validate_disabled_commands(self, value):
+        try:
+            return check_disabled(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 class AgentSettingsView(generics.RetrieveUpdateAPIView):

@@ -277,6 +277,10 @@ class AgentSettings(models.Model):
         default=20_000_000, help_text="tokens all sessions may spend per UTC day (0: no cap)")
     messages_per_ticket_hour = models.PositiveIntegerField(
         default=20, help_text="messages amux sends for one ticket per hour (0: no cap)")
+    # Command names whose worker shim fails (tickets/tools/worker_bin.py), sorted.
+    disabled_commands = models.JSONField(
+        default=list, blank=True,
+        help_text="commands a worker may not run: each fails naming this setting")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -28,6 +28,7 @@ from tickets.core.errors import CommandRefused
 from tickets.core.stage import MOVING, NEEDS_ME, Stage
 from tickets.models import AgentSettings, Eval, Question, Ticket
 from tickets.read import failures, stages
+from tickets.tools.worker_bin import check_disabled
 
 
 @roles.read_page
@@ -109,12 +110,34 @@ def ticket_input(request, pk):
     return redirect("panel-ticket", pk=pk)
 
 
+class CommandNamesField(forms.CharField):
+    """Command names, one per line (or separated by spaces), as the sorted list the
+    worker's setup writes shims for; every name that cannot be disabled is named."""
+
+    widget = forms.Textarea(attrs={"rows": 3})
+
+    def prepare_value(self, value):
+        return "\n".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value):
+        names = (value or "").split()
+        try:
+            return check_disabled(names)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
 class AgentSettingsForm(forms.ModelForm):
+    disabled_commands = CommandNamesField(
+        required=False, label="Disabled commands",
+        help_text="Commands a worker may not run, one per line: each fails saying so "
+                  "(for example curl or ssh). gh and lark-cli always act through amux.")
+
     class Meta:
         model = AgentSettings
         fields = ["triage_provider", "triage_model", "worker_runtime", "worker_provider",
                   "worker_model", "ticket_token_cap", "daily_token_cap",
-                  "messages_per_ticket_hour"]
+                  "messages_per_ticket_hour", "disabled_commands"]
         labels = {
             "ticket_token_cap": "Token cap per ticket",
             "daily_token_cap": "Token cap per day (UTC)",

@@ -48,7 +48,7 @@ def setup() -> None:
     """Write the worker's commands and gitconfig (every dispatch: a changed source or a
     moved data directory is picked up). Raises WorkerSetupError on a file amux did not
     write in the command directory."""
-    install_worker_bin(bin_dir())
+    install_worker_bin(bin_dir(), disabled=AgentSettings.current().disabled_commands or [])
     isolation.share_tree_read_only(bin_dir())  # a linux-dac worker runs these commands
     hosts = []
     for source in Source.objects.filter(kind="github", enabled=True):

@@ -260,3 +260,61 @@ def test_the_amux_command_on_the_workers_path(server, tmp_path):
     later.refresh_from_db()
     assert later.disposition == "handed_back" and later.reason == "Windows port is new work"
     assert Effect.objects.filter(kind="relay", payload__text="Fixed in the PR.\n").exists()
+
+
+def _open_lark(key: str, title: str):
+    source, _ = Source.objects.get_or_create(kind="lark", slug="team-lark",
+                                             defaults={"name": "Lark"})
+    thread = Thread.objects.create(source=source, key=key, title=title)
+    trigger = Trigger.objects.create(
+        source=source, thread=thread, external_id=f"message:{key}", scope="group_configured",
+        actor="ou_asker", addressed=True, text="@amux please look", decision="explicit",
+        strength="explicit", rule="lark.group_configured.addressed", policy_version="v1hash",
+    )
+    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title=title)
+    assignment = Assignment.objects.get(ticket=ticket)
+    return ticket, executor.issue_assignment_token(assignment_id=assignment.pk)
+
+
+def test_lark_cli_posts_on_the_tickets_lark_thread_through_amux(server, tmp_path):
+    """The `lark-cli` shim takes Lark's own CLI's two sending shortcuts and posts through
+    amux (the bot's credential never reaches the worker), on the ticket's thread only."""
+    ticket, token = _open_lark("oc_team:om_root", "Check the dashboard")
+    bin_dir = tmp_path / "worker-bin"
+    install_worker_bin(bin_dir, disabled=["curl"])
+
+    def lark(*args, stdin=None, who=token):
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LANG": "C.UTF-8",
+               **worker_env(server, who)}
+        return subprocess.run(["lark-cli", *args], env=env, capture_output=True, text=True,
+                              timeout=60, input=stdin)
+
+    sent = lark("im", "+messages-send", "--chat-id", "oc_team", "--text", "Looking now.")
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout) == {"ok": True, "queued": True, "ticket": ticket.pk,
+                                       "chat_id": "oc_team"}
+    replied = lark("im", "+messages-reply", "--message-id", "om_root", "--markdown", "-",
+                   stdin="**Found it**: the cache.\n")
+    assert replied.returncode == 0, replied.stderr
+    texts = list(Effect.objects.filter(kind="relay").order_by("id")
+                 .values_list("payload__text", flat=True))
+    assert texts == ["Looking now.", "**Found it**: the cache.\n"]
+
+    elsewhere = lark("im", "+messages-send", "--chat-id", "oc_other", "--text", "hi")
+    assert elsewhere.returncode == 1
+    assert "--chat-id oc_other is not this ticket's thread (chat oc_team" in elsewhere.stderr
+    other_message = lark("im", "+messages-reply", "--message-id", "om_x", "--text", "hi")
+    assert other_message.returncode == 1 and "first message om_root" in other_message.stderr
+    listing = lark("im", "+chat-messages-list", "--chat-id", "oc_team")
+    assert listing.returncode == 1 and "posts on this ticket's Lark thread only" in listing.stderr
+    extra = lark("im", "+messages-send", "--chat-id", "oc_team", "--text", "x", "--as", "user")
+    assert extra.returncode == 2 and "does not take --as user" in extra.stderr
+    _, _, github_token = _open(9, "A GitHub ticket")
+    on_github = lark("im", "+messages-send", "--chat-id", "oc_team", "--text", "x",
+                     who=github_token)
+    assert on_github.returncode == 1 and "is on github, not Lark" in on_github.stderr
+    assert Effect.objects.filter(kind="relay").count() == 2  # nothing refused was sent
+
+    curl = subprocess.run(["curl", "https://example.com"], capture_output=True, text=True,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert curl.returncode == 126 and "curl is disabled for amux workers" in curl.stderr

@@ -122,6 +122,35 @@ def test_agent_settings_page(client, operator):
     assert AgentSettings.current().worker_runtime == "pi"
 
 
+def test_disabled_commands_are_set_in_the_api_and_the_panel_and_named_when_wrong(
+        api, client, operator):
+    from tickets.models import AgentSettings
+
+    made = api.patch("/api/v1/settings/agents/", {"disabled_commands": ["ssh", "curl"]},
+                     format="json")
+    assert made.status_code == 200 and made.json()["disabled_commands"] == ["curl", "ssh"]
+    bad = api.patch("/api/v1/settings/agents/", {"disabled_commands": ["gh", "lark-cli"]},
+                    format="json")
+    assert bad.status_code == 400
+    assert bad.json()["error"]["fields"] == {
+        "disabled_commands": ["amux provides these itself: gh, lark-cli"]}
+    bad = api.patch("/api/v1/settings/agents/", {"disabled_commands": ["../sh"]},
+                    format="json")
+    assert bad.status_code == 400 and "disabled_commands" in bad.json()["error"]["fields"]
+    assert AgentSettings.current().disabled_commands == ["curl", "ssh"]
+
+    client.force_login(operator)
+    page = client.get("/panel/settings/agents/")
+    assert "Disabled commands" in page.text and "curl\nssh" in page.text
+    refused = client.post("/panel/settings/agents/", {"worker_runtime": "codex",
+                                                      "disabled_commands": "wget\namux"})
+    assert refused.status_code == 200 and "amux provides these itself: amux" in refused.text
+    saved = client.post("/panel/settings/agents/", {"worker_runtime": "codex",
+                                                    "disabled_commands": "wget nc\n"})
+    assert saved.status_code == 302
+    assert AgentSettings.current().disabled_commands == ["nc", "wget"]
+
+
 def test_an_operator_answers_a_question_on_the_ticket_page(client, operator, ticket):
     from tickets.models import Assignment, Question
 

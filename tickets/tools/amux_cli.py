@@ -329,6 +329,82 @@ def gh_main(argv: list[str]) -> int:
     return 0
 
 
+# --- the `lark-cli` shim ------------------------------------------------------------------
+
+LARK_USAGE = ("lark-cli (through amux) posts on this ticket's Lark thread only, as the bot:\n"
+              "  lark-cli im +messages-send --chat-id <the ticket's chat> --text TEXT\n"
+              "  lark-cli im +messages-reply --message-id <the thread's first message> "
+              "--markdown TEXT\n"
+              "(--text/--markdown take - for standard input or @FILE); `amux context` shows "
+              "the thread. The worker holds no Lark credential for anything else.")
+LARK_SENDS = {"+messages-send": "--chat-id", "+messages-reply": "--message-id"}
+
+
+def _lark_text(value: str) -> str:
+    if value == "-":
+        return sys.stdin.read()
+    if value.startswith("@"):
+        with open(value[1:], encoding="utf-8") as fh:
+            return fh.read()
+    return value
+
+
+def lark_main(argv: list[str]) -> int:
+    """Lark's own CLI's two sending shortcuts, acted through amux (`amux reply`) on the
+    ticket's thread, which must be the chat or message they name: the bot's credential
+    stays in amux. Anything else fails saying what works."""
+    shortcut = argv[1] if argv[:1] == ["im"] and len(argv) > 1 else ""
+    if shortcut not in LARK_SENDS:
+        print(LARK_USAGE, file=sys.stderr)
+        return 1
+    target = LARK_SENDS[shortcut]
+    opts = argparse.ArgumentParser(prog=f"lark-cli im {shortcut}", add_help=False)
+    opts.add_argument(target, dest="target", required=True)
+    content = opts.add_mutually_exclusive_group(required=True)
+    content.add_argument("--text")
+    content.add_argument("--markdown")
+    opts.add_argument("--reply-in-thread", action="store_true")
+    opts.add_argument("--idempotency-key")
+    try:
+        args, unknown = opts.parse_known_args(argv[2:])
+    except SystemExit:
+        print(LARK_USAGE, file=sys.stderr)
+        return 2
+    if unknown:
+        print(f"lark-cli im {shortcut} (through amux) does not take {' '.join(unknown)}; "
+              f"use {target}, --text or --markdown", file=sys.stderr)
+        return 2
+    try:
+        thread = call("GET", "context")["thread"]
+        if thread.get("kind") != "lark":
+            raise Failure(f"this ticket's thread is on {thread.get('kind')}, not Lark: use "
+                          "`amux reply`", 1)
+        chat, _, root = thread["key"].partition(":")
+        own = chat if target == "--chat-id" else root
+        if not own or args.target != own:
+            where = f"chat {chat}" + (f", first message {root}" if root else "")
+            raise Failure(f"{target} {args.target} is not this ticket's thread ({where})", 1)
+        text = _lark_text(args.text if args.text is not None else args.markdown)
+        result = call("POST", "reply", {"text": text})
+    except Failure as failure:
+        print(f"lark-cli: {failure.message}", file=sys.stderr)
+        return failure.code
+    except OSError as error:
+        print(f"lark-cli: {error}", file=sys.stderr)
+        return 2
+    # Queued in amux's outbox: Lark gives the message id when it is sent, not now.
+    print(json.dumps({"ok": True, "queued": True, "ticket": result.get("ticket"),
+                      "chat_id": chat}))
+    return 0
+
+
+def without_directory(path: str, directory: str) -> str:
+    """PATH with `directory` left out, so what a shim runs is never a shim again."""
+    keep = [p for p in path.split(os.pathsep)
+            if p and os.path.realpath(p) != os.path.realpath(directory)]
+    return os.pathsep.join(keep)
+
+
 def _git_out(*args: str) -> str:
     done = subprocess.run(["git", *args], capture_output=True, text=True)
     return done.stdout.strip() if done.returncode == 0 else ""
@@ -336,6 +412,10 @@ def _git_out(*args: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    os.environ["PATH"] = without_directory(os.environ.get("PATH", ""),
+                                           os.path.dirname(os.path.abspath(__file__)))
+    if argv[:1] == ["lark-cli"]:
+        return lark_main(argv[1:])
     if argv[:1] == ["git-credential"]:
         return credential_main(argv[1:])
     if argv[:1] == ["gh"]:

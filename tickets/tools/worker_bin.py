@@ -2,15 +2,18 @@
 
 Seed 002's setup: amux writes the commands a worker may use into one directory — `amux`
 (its tools), `git-credential-amux` (git's credential for amux's git gateway: the
-assignment token, never an upstream one) and a `gh` shim that acts through amux or says
-plainly that it cannot — and a gitconfig that replaces the operator's. A file in that
-directory that amux did not write fails the setup: nobody slips a command in front of the
-worker.
+assignment token, never an upstream one), `gh` and `lark-cli` shims that act through amux
+as the agent or say plainly that they cannot, and one shim per command the operator
+disabled, which fails naming the setting — and a gitconfig that replaces the operator's. A
+file in that directory that amux did not write fails the setup: nobody slips a command in
+front of the worker. The commands amux runs for a shim never see the directory on PATH
+(amux_cli strips it), so a shim cannot call itself or another shim by accident.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -20,8 +23,14 @@ CLI_SOURCE = Path(__file__).with_name("amux_cli.py")
 SHIMS = {
     "git-credential-amux": '#!/bin/sh\nexec "$(dirname "$0")/amux" git-credential "$@"\n',
     "gh": '#!/bin/sh\nexec "$(dirname "$0")/amux" gh "$@"\n',
+    "lark-cli": '#!/bin/sh\nexec "$(dirname "$0")/amux" lark-cli "$@"\n',
 }
 MANAGED = frozenset({"amux", *SHIMS})
+# A disabled command's shim; its first lines mark it as amux's own (check_worker_bin), so
+# one the operator re-enables is removed on the next setup rather than refused as foreign.
+DISABLED_MARK = "# amux: a disabled command"
+DISABLED_MAX = 100
+COMMAND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 GITCONFIG_MODE = 0o644  # no secret in it; a linux-dac worker's git reads it as another user
 
 
@@ -36,12 +45,42 @@ def _write(target: Path, data: bytes) -> None:
     os.replace(partial, target)
 
 
+def disabled_shim(name: str) -> str:
+    """The script that stands in for a command the operator disabled: it fails (126, as a
+    shell does for a command it cannot run) and says where the setting is."""
+    return (f"#!/bin/sh\n{DISABLED_MARK}\n"
+            f"echo '{name} is disabled for amux workers (Panel \u2192 Triage \u2192 Agent "
+            "settings: disabled commands)' >&2\nexit 126\n")
+
+
+def check_disabled(names) -> list[str]:
+    """The operator's disabled commands, each a plain command name amux does not provide
+    itself; raises ValueError naming every name that is not."""
+    if len(names) > DISABLED_MAX:
+        raise ValueError(f"at most {DISABLED_MAX} commands")
+    wrong = [n for n in names if not isinstance(n, str) or not COMMAND_NAME.fullmatch(n)]
+    if wrong:
+        raise ValueError(f"not a command name: {', '.join(map(str, wrong))}")
+    ours = sorted(set(names) & MANAGED)
+    if ours:
+        raise ValueError(f"amux provides these itself: {', '.join(ours)}")
+    return sorted(set(names))
+
+
+def _is_disabled_shim(entry: Path) -> bool:
+    try:
+        return entry.read_text() == disabled_shim(entry.name)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def check_worker_bin(directory: str | os.PathLike) -> None:
     """Refuse a directory with files amux does not write (a left-over `.partial` of an
     interrupted write is amux's own)."""
     for entry in sorted(Path(directory).iterdir()):
         name = entry.name
-        if name in MANAGED and entry.is_file() and not entry.is_symlink():
+        plain = entry.is_file() and not entry.is_symlink()
+        if plain and (name in MANAGED or _is_disabled_shim(entry)):
             continue
         if name.startswith(".") and name.endswith(".partial"):
             continue
@@ -49,12 +88,16 @@ def check_worker_bin(directory: str | os.PathLike) -> None:
             f"unknown file in the worker's command directory: {entry} (remove it)")
 
 
-def install_worker_bin(directory: str | os.PathLike, python: str | None = None) -> Path:
-    """Write the `amux` command (a stdlib-only Python script) and the git/gh shims into
-    `directory` and return the `amux` path. Idempotent: each file is replaced atomically.
-    Raises WorkerSetupError when the directory holds a file amux did not write. The shim
-    runs with the worker's `python3` (`#!/usr/bin/env python3`) unless `python` names an
-    interpreter."""
+def install_worker_bin(directory: str | os.PathLike, python: str | None = None,
+                       disabled: list[str] | tuple[str, ...] = ()) -> Path:
+    """Write the `amux` command (a stdlib-only Python script), the git/gh/lark-cli shims
+    and one failing shim per `disabled` command into `directory` and return the `amux`
+    path. Idempotent: each file is replaced atomically, and the shim of a command no longer
+    disabled is removed. Raises WorkerSetupError when the directory holds a file amux did
+    not write, ValueError for a disabled name that is not a plain command or is amux's own.
+    The shim runs with the worker's `python3` (`#!/usr/bin/env python3`) unless `python`
+    names an interpreter."""
+    disabled = check_disabled(disabled)
     target_dir = Path(directory)
     target_dir.mkdir(parents=True, exist_ok=True)
     check_worker_bin(target_dir)
@@ -66,6 +109,11 @@ def install_worker_bin(directory: str | os.PathLike, python: str | None = None) 
     _write(target, source)
     for name, text in SHIMS.items():
         _write(target_dir / name, text.encode())
+    for name in disabled:
+        _write(target_dir / name, disabled_shim(name).encode())
+    for entry in target_dir.iterdir():
+        if entry.name not in disabled and _is_disabled_shim(entry):
+            entry.unlink(missing_ok=True)  # a command the operator enabled again
     return target
 
 
