@@ -14,12 +14,14 @@ from django.utils import timezone
 from goals import comments, locks, queue
 from goals.core import agent_access as access
 from goals.core import connectors as ck
+from goals.core import inbox as inbox_rules
 from goals.core import lifecycle as lc
 from goals.core import quota
 from goals.core.lifecycle import Refused
 from goals.models import (
     Agent,
     Connector,
+    Decision,
     Goal,
     Material,
     QueuedIngress,
@@ -125,6 +127,39 @@ def change_todo_in_txn(goal_slug: str, todo_id: int, *, state: str | None = None
         todo.state = new
     todo.save()
     return todo
+
+
+# -------------------------------------------------------------------------- decisions
+def open_decision_in_txn(goal_slug: str, kind: str, fields: dict,
+                         settlement=None) -> Decision:
+    """A decision an inbox settle leaves for a person (goals.core.inbox.DECISION_KINDS),
+    as one step of the settle's transaction; a todo it names must be the goal's."""
+    goal = locks.goal(slug=goal_slug)
+    todo = None
+    if fields.get("todo") is not None:
+        todo = locks.todo(goal, fields["todo"])
+        if todo is None:
+            raise Refused(f"unknown todo {fields['todo']}", code="not_found", status=404,
+                          field="todo")
+    return Decision.objects.create(
+        goal=goal, settlement=settlement, kind=kind, todo=todo,
+        text=inbox_rules.decision_text(kind, fields),
+        contradicts=fields.get("contradicts") or "")
+
+
+def resolve_decision(goal_slug: str, pk: int, *, resolution: object, by: str) -> Decision:
+    """A person decides: the decision is closed with their note, once. What the goal
+    should now hold (a todo reopened, a material revised) is theirs to change, in its
+    own place."""
+    with transaction.atomic(durable=True):
+        goal = locks.goal(slug=goal_slug)
+        row = locks.decision(goal, pk)
+        if row is None:
+            raise Refused(f"unknown decision {pk}", code="not_found", status=404)
+        row.resolution = inbox_rules.check_resolution(resolution, row.state)
+        row.state, row.resolved_by, row.resolved_at = "resolved", by, timezone.now()
+        row.save(update_fields=["resolution", "state", "resolved_by", "resolved_at"])
+        return row
 
 
 # -------------------------------------------------------------------------- materials

@@ -61,7 +61,8 @@ class DrainSerializer(serializers.Serializer):
 
 class SettleWrite(JsonTyped, serializers.Serializer):
     effect = serializers.DictField(help_text='{"kind": "todo"|"design_revision"|'
-                                             '"no_follow_up"|"owner_gate", ...}')
+                                             '"no_follow_up"|"owner_gate"|'
+                                             '"pending_decision"|"evidence_gap", ...}')
     reply = serializers.CharField(required=False, max_length=rules.REPLY_MAX,
                                   help_text="sent through the connector's reply_mode")
     key = serializers.CharField(required=False, allow_blank=True, max_length=120,
@@ -83,7 +84,7 @@ class SettledSerializer(serializers.ModelSerializer):
         if settled is None:
             return {}
         kept = {k: v for k, v in settled.effect.items()
-                if k in ("todo", "created", "state", "material", "revision")}
+                if k in ("todo", "created", "state", "material", "revision", "decision")}
         return {"kind": settled.effect_kind, **kept}
 
     def get_reply(self, obj: InboxEvent) -> str:

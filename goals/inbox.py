@@ -23,7 +23,7 @@ from goals import actions, comments, locks, replies
 from goals.core import inbox as rules
 from goals.core.lifecycle import Refused
 from goals.core.urgency import ASKS_FOR_REPLY
-from goals.models import Goal, InboxEvent, InboxSettlement
+from goals.models import Goal, InboxEvent, InboxSettlement, Todo
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,9 @@ def settle(goal: str, agent: str, event_id: int, *, effect: object, reply: objec
         text = rules.check_reply(reply, connector.reply_mode)
         fresh = Goal.objects.get(pk=row.goal_id)  # locked by agent_of
         checked = rules.check_effect(effect, fresh.state)
-        InboxSettlement.objects.create(event=event, effect_kind=checked.kind,
-                                       effect=_record(fresh.slug, checked))
+        settlement = InboxSettlement.objects.create(event=event, effect_kind=checked.kind)
+        settlement.effect = _record(fresh.slug, checked, settlement)
+        settlement.save(update_fields=["effect"])
         event.claimed_until = None
         if text:
             reply_to, in_thread = replies.target(connector, event.receipt, event.thread)
@@ -96,13 +97,20 @@ def settle(goal: str, agent: str, event_id: int, *, effect: object, reply: objec
         return event
 
 
-def _record(goal: str, effect: rules.Effect) -> dict:
+def _record(goal: str, effect: rules.Effect, settlement: InboxSettlement) -> dict:
     """Apply the durable effect through goals.actions; answer what the settle keeps."""
     f = effect.fields
     try:
+        if effect.kind in rules.DECISION_KINDS:
+            decision = actions.open_decision_in_txn(goal, effect.kind, f, settlement)
+            return {**{k: v for k, v in f.items() if v is not None},
+                    "decision": decision.pk}
         if effect.kind == "todo" and "todo" not in f:
             return {"todo": actions.add_todo_in_txn(goal, f["title"]).pk, "created": True}
         if effect.kind == "todo":
+            current = Todo.objects.filter(goal__slug=goal, pk=f["todo"]).first()
+            if current is not None:
+                rules.check_todo_change(current.pk, current.state)
             todo = actions.change_todo_in_txn(goal, f["todo"], state=f["state"],
                                        evidence=f["evidence"], title=f["title"])
             return {"todo": todo.pk, "created": False, "state": todo.state}

@@ -3,7 +3,7 @@
 A transaction that locks several goals rows takes them root first, in this order, so two
 writers never wait on each other in a circle:
 
-    goal → agent → connector → turn (GoalTurn) → todo → material
+    goal → agent → connector → turn (GoalTurn) → todo → material → decision
          → receipt (IngressReceipt) → queued ingress → inbox event → reply → binding
          → intake's source (last: it belongs to another app)
 
@@ -20,6 +20,7 @@ from goals.models import (
     Agent,
     Connector,
     ConnectorReply,
+    Decision,
     Goal,
     GoalTurn,
     InboxEvent,
@@ -95,6 +96,10 @@ def todo(goal_row: Goal, pk: int) -> Todo | None:
 
 def material(goal_row: Goal, key: str) -> Material | None:
     return for_update(Material.objects.filter(goal=goal_row, key=key)).first()
+
+
+def decision(goal_row: Goal, pk: int) -> Decision | None:
+    return for_update(Decision.objects.filter(goal=goal_row, pk=pk)).first()
 
 
 def receipt(pk: int) -> IngressReceipt | None:

@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from goals.core import connectors as ck
+from goals.core import inbox as inbox_rules
 from goals.core import lifecycle as lc
 from goals.core import turns as turn_rules
 
@@ -272,6 +273,32 @@ class InboxSettlement(models.Model):
     effect_kind = models.CharField(max_length=20)
     effect = models.JSONField(default=dict, blank=True)  # owner-local: ids, rationale
     created_at = models.DateTimeField(auto_now_add=True)
+
+
+class Decision(models.Model):
+    """What an inbox event left for a person to decide instead of changing the goal
+    (seed 003): an owner gate, a pending decision (a message or comment that contradicts
+    accepted state) or an evidence gap. Open until a person resolves it with a note."""
+
+    goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="decisions")
+    settlement = models.OneToOneField(InboxSettlement, null=True, blank=True,
+                                      on_delete=models.SET_NULL, related_name="decision")
+    kind = models.CharField(max_length=20, choices=_choices(inbox_rules.DECISION_KINDS))
+    text = models.TextField(max_length=inbox_rules.DECISION_TEXT_MAX)
+    contradicts = models.TextField(max_length=inbox_rules.DECISION_TEXT_MAX, blank=True,
+                                   help_text="the accepted state the event disputes")
+    todo = models.ForeignKey(Todo, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="decisions")
+    state = models.CharField(max_length=10, default="open",
+                             choices=[("open", "open"), ("resolved", "resolved")])
+    resolution = models.TextField(max_length=inbox_rules.RESOLUTION_MAX, blank=True)
+    resolved_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["goal", "id"]
+        indexes = [models.Index(fields=["goal", "state"], name="goal_decision_state")]
 
 
 class ConnectorReply(models.Model):

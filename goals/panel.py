@@ -158,3 +158,21 @@ def connector_channel(request, slug: str, pk: int):
         else:
             messages.success(request, f"{label}: channel {changed.source_ref}.")
     return redirect("panel-goal", slug=slug)
+
+
+@roles.operator_required
+@require_POST
+def decision_resolve(request, slug: str, pk: int):
+    """A person resolves an open decision with a note: the same command as
+    ``POST goals/<slug>/decisions/<id>/resolve``."""
+    get_object_or_404(Goal, slug=slug)
+    try:
+        actions.resolve_decision(slug, pk, resolution=request.POST.get("resolution", ""),
+                                 by=request.user.get_username())
+    except Refused as exc:
+        if exc.status == 404:
+            raise Http404(str(exc)) from None
+        messages.error(request, f"Decision {pk}: {exc}")
+    else:
+        messages.success(request, f"Decision {pk} resolved.")
+    return redirect("panel-goal", slug=slug)

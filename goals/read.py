@@ -70,6 +70,12 @@ def goal_page(goal: Goal) -> dict[str, Any]:
                   for t in goal.todos.select_related("claimed_by")],
         "materials": [{"key": m.key, "title": m.title or m.key, "revision": m.revision,
                        "fetched_at": m.fetched_at} for m in goal.materials.all()],
+        # open ones first, newest first within each: what waits for a person leads
+        "decisions": [{"id": d.pk, "kind": d.kind.replace("_", " "), "text": d.text,
+                       "contradicts": d.contradicts, "todo": d.todo_id, "state": d.state,
+                       "resolution": d.resolution, "resolved_by": d.resolved_by,
+                       "at": d.created_at}
+                      for d in goal.decisions.order_by("state", "-id")[:50]],
     }
 
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from goals import api, api_inbox, api_turns, panel
+from goals import api, api_decisions, api_inbox, api_turns, panel
 
 G = "goals/<slug:slug>/"
 A = G + "agents/<slug:agent>/"
@@ -11,6 +11,11 @@ api_urlpatterns = [
     path(G + "todos/", api.TodoList.as_view(), name="goal-todo-list"),
     path(G + "todos/<int:pk>/", api.TodoDetail.as_view(), name="goal-todo-detail"),
     path(G + "materials/", api.MaterialList.as_view(), name="goal-material-list"),
+    path(G + "decisions/", api_decisions.DecisionList.as_view(), name="goal-decision-list"),
+    path(G + "decisions/<int:pk>/", api_decisions.DecisionDetail.as_view(),
+         name="goal-decision-detail"),
+    path(G + "decisions/<int:pk>/resolve/", api_decisions.DecisionResolveView.as_view(),
+         name="goal-decision-resolve"),
     path(G + "agents/", api.AgentList.as_view(), name="goal-agent-list"),
     path(A, api.AgentDetail.as_view(), name="goal-agent-detail"),
     path(A + "start/", api.AgentStart.as_view(), name="goal-agent-start"),
@@ -52,6 +57,8 @@ panel_urlpatterns = [
          panel.turn_cancel, name="panel-goal-turn-cancel"),
     path("sessions/goals/<slug:slug>/agents/<slug:agent>/<str:action>/", panel.agent_action,
          name="panel-goal-agent-action"),
+    path("sessions/goals/<slug:slug>/decisions/<int:pk>/resolve/", panel.decision_resolve,
+         name="panel-goal-decision-resolve"),
     path("sessions/goals/<slug:slug>/connectors/<int:pk>/channel/",
          panel.connector_channel, name="panel-goal-connector-channel"),
     path("sessions/goals/<slug:slug>/connectors/<int:pk>/<str:action>/",

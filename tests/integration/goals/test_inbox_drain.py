@@ -15,7 +15,7 @@ from django.utils import timezone
 from effects import outbox
 from effects.models import Effect
 from goals import ingress, replies
-from goals.models import Connector, ConnectorReply, InboxEvent, Todo
+from goals.models import Connector, ConnectorReply, Decision, InboxEvent, Todo
 from intake.models import Source
 from intake.sources.lark import Lark
 from policy import services as policy_services
@@ -272,7 +272,10 @@ def test_an_expired_claim_is_taken_by_the_next_drain(api, client, inbox, lark):
     assert retaken["events"][0]["drains"] == 2
     done = settle(api, asked.pk, key="other",
                   effect={"kind": "owner_gate", "question": "who owns it?"})
-    assert done.status_code == 200 and done.json()["effect"] == {"kind": "owner_gate"}
+    gate = Decision.objects.get()  # an owner gate waits for a person like any decision
+    assert done.status_code == 200 and done.json()["effect"] == {"kind": "owner_gate",
+                                                                 "decision": gate.pk}
+    assert (gate.kind, gate.text, gate.state) == ("owner_gate", "who owns it?", "open")
 
 
 @pytest.mark.parametrize(("body", "field"), [
@@ -326,3 +329,87 @@ def test_status_and_urgency_hold_no_bodies_authors_or_places(api, client, inbox,
                  f"/api/v1/ingress-receipts/?connector={inbox.pk}"):
         payload = api.get(path).json()
         assert not _private(payload, "codename", ALICE, CHAT), path
+
+
+def test_a_message_that_disputes_a_done_todo_becomes_a_pending_decision(
+        api, client, inbox, lark, operator):
+    """Seed 003: a message that contradicts accepted state is recorded as a pending
+    decision for a person, never a silent change of what the goal holds true."""
+    done = Todo.objects.create(goal=inbox.goal, title="Ship the login fix", state="done",
+                               evidence="PR #12 merged")
+    disputed = mention(client, lark, "the login fix is not done, it still fails", "om_no")
+    key = drain(api)["key"]
+    reopened = settle(api, disputed.pk, key=key,
+                      effect={"kind": "todo", "todo": done.pk, "state": "open"})
+    assert reopened.status_code == 409, reopened.content
+    error = reopened.json()["error"]
+    assert error["code"] == "contradicts_accepted" and "effect.todo" in error["fields"]
+    done.refresh_from_db()
+    assert (done.state, done.evidence) == ("done", "PR #12 merged")
+
+    recorded = settle(api, disputed.pk, key=key, reply="Noted: a person will decide.",
+                      effect={"kind": "pending_decision", "todo": done.pk,
+                              "question": "Reopen the login fix? Alice says it fails.",
+                              "contradicts": "todo 'Ship the login fix' is done"})
+    assert recorded.status_code == 200, recorded.content
+    effect = recorded.json()["effect"]
+    assert effect["kind"] == "pending_decision" and effect["todo"] == done.pk
+    listed = api.get("/api/v1/goals/ship/decisions/?state=open").json()["results"]
+    assert [(d["id"], d["kind"], d["todo"], d["inbox_event"], d["state"]) for d in listed] == [
+        (effect["decision"], "pending_decision", done.pk, disputed.pk, "open")]
+    assert listed[0]["contradicts"] == "todo 'Ship the login fix' is done"
+    done.refresh_from_db()
+    assert done.state == "done"  # the goal's truth stands until a person decides
+
+    client.force_login(operator)
+    page = client.get("/panel/sessions/goals/ship/").content.decode()
+    assert f'data-decision="{effect["decision"]}" data-state="open"' in page
+    assert "Reopen the login fix? Alice says it fails." in page
+
+    resolved = api.post(f"/api/v1/goals/ship/decisions/{effect['decision']}/resolve/",
+                        {"resolution": "Reopened: the fix missed SSO users."})
+    assert resolved.status_code == 200, resolved.content
+    assert (resolved.json()["state"], resolved.json()["resolved_by"]) == (
+        "resolved", operator.username)
+    again = api.post(f"/api/v1/goals/ship/decisions/{effect['decision']}/resolve/",
+                     {"resolution": "twice"})
+    assert again.status_code == 409 and again.json()["error"]["code"] == "resolved"
+    assert api.get("/api/v1/goals/ship/decisions/?state=open").json()["results"] == []
+    assert api.get("/api/v1/goals/ship/decisions/?state=maybe").status_code == 400
+
+
+def test_an_evidence_gap_and_a_panel_resolution(api, client, inbox, lark, operator):
+    asked = mention(client, lark, "where are the benchmark numbers?", "om_gap")
+    key = drain(api)["key"]
+    gap = settle(api, asked.pk, key=key,
+                 effect={"kind": "evidence_gap", "gap": "No benchmark run is recorded."})
+    assert gap.status_code == 200, gap.content
+    decision = gap.json()["effect"]["decision"]
+    client.force_login(operator)
+    empty = client.post(f"/panel/sessions/goals/ship/decisions/{decision}/resolve/",
+                        {"resolution": "  "}, follow=True)
+    assert "resolution must be a non-empty string" in empty.content.decode()
+    client.post(f"/panel/sessions/goals/ship/decisions/{decision}/resolve/",
+                {"resolution": "Run make bench before the review."})
+    row = api.get(f"/api/v1/goals/ship/decisions/{decision}/").json()
+    assert (row["kind"], row["text"], row["state"], row["resolution"]) == (
+        "evidence_gap", "No benchmark run is recorded.", "resolved",
+        "Run make bench before the review.")
+    assert client.post("/panel/sessions/goals/ship/decisions/999999/resolve/",
+                       {"resolution": "x"}).status_code == 404
+
+
+@pytest.mark.parametrize(("effect", "field"), [
+    ({"kind": "todo", "title": "x", "titel": "y"}, "effect.titel"),
+    ({"kind": "no_follow_up", "rationale": "x", "reason": "y"}, "effect.reason"),
+    ({"kind": "pending_decision"}, "effect.question"),
+    ({"kind": "pending_decision", "question": "q", "todo": 999999}, "effect.todo"),
+    ({"kind": "evidence_gap", "gap": "g", "todo": "3"}, "effect.todo"),
+])
+def test_settle_effects_refuse_unknown_members_and_bad_decisions(api, client, inbox, lark,
+                                                                 effect, field):
+    asked = mention(client, lark, "hello?", "om_members")
+    refused = settle(api, asked.pk, key=drain(api)["key"], effect=effect)
+    assert refused.status_code == 400, refused.content
+    assert field in refused.json()["error"]["fields"]
+    assert api.get("/api/v1/goals/ship/decisions/").json()["count"] == 0
