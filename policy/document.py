@@ -30,12 +30,15 @@ from policy.gate import (
     CELLS,
     MANUAL,
     NO_SENDER_SCOPES,
+    PLACED_SCOPES,
     SCOPES,
     UNADDRESSED_ALLOWED,
     UNADDRESSED_ANYONE,
     UNADDRESSED_CELLS,
     Policy,
+    base_scope,
     cells_of,
+    placed,
 )
 
 MAX_NAME = 200
@@ -50,7 +53,7 @@ SCOPE_LABELS = {
     "pr_new": "New pull requests",
     "comment": "Comments on issues and pull requests",
     "ci_default_branch": "CI results on the default branch",
-    "group_configured": "Messages in the configured groups",
+    "group_configured": "Messages in configured groups without a row of their own",
     "group_other": "Other groups the agent is in",
     "direct": "Direct messages",
     "doc_comment": "Comments on documents",
@@ -103,6 +106,31 @@ class SourceInfo:
     enabled: bool = True
     name: str = ""
     receives_all: frozenset[str] = field(default_factory=frozenset)
+    places: tuple[str, ...] = ()  # a Lark source's configured groups, each its own row
+
+
+def places_of(kind: str, config: Mapping | None) -> tuple[str, ...]:
+    """The places a source keeps a row each for: a Lark source's configured groups."""
+    if kind != "lark":
+        return ()
+    groups = (config or {}).get("groups") or []
+    return tuple(dict.fromkeys(g for g in groups if isinstance(g, str) and g))
+
+
+def rows_of(info: SourceInfo) -> tuple[str, ...]:
+    """The admission table's rows of one source, in the panel's order: its kind's scopes,
+    each placed scope followed by one row per place (``group_configured:oc_…``)."""
+    rows: list[str] = []
+    for scope in SCOPES.get(info.kind, ()):
+        rows.append(scope)
+        if scope in PLACED_SCOPES:
+            rows.extend(placed(scope, p) for p in info.places)
+    return tuple(rows)
+
+
+def row_label(row: str) -> str:
+    scope, _, place = row.partition(":")
+    return f"Group {place}" if place else SCOPE_LABELS.get(scope, scope)
 
 
 class PolicyInvalid(ValueError):  # noqa: N818 - reads as "the policy is invalid"
@@ -134,15 +162,16 @@ def receives_all_scopes(kind: str, config: Mapping | None) -> frozenset[str]:
     if kind == "lark":
         scopes = {"direct"}
         flag = config.get("receive_all")
-        groups = config.get("groups") or []
+        groups = [g for g in config.get("groups") or [] if isinstance(g, str)]
         if isinstance(flag, Mapping):
-            whole = any(_truthy(v) for v in flag.values())
+            whole = [g for g, v in flag.items() if _truthy(v)]
         elif isinstance(flag, list | tuple):
-            whole = bool(flag)
+            whole = [g for g in flag if isinstance(g, str)]
         else:
-            whole = _truthy(flag) and bool(groups)
+            whole = groups if _truthy(flag) else []
         if whole:
             scopes.add("group_configured")
+        scopes.update(placed("group_configured", g) for g in whole if g in groups)
         return frozenset(scopes)
     if kind == "webchat":
         return frozenset(SCOPES.get("webchat", ()))
@@ -160,6 +189,10 @@ def closed_reason(kind: str, scope: str, cell: str, info: SourceInfo | None) -> 
         if kind == "lark" and scope == "group_configured":
             return ("No configured group is set to receive all messages. Set a group to "
                     "\u201creceive all\u201d in the source's settings (Sources) to open it.")
+        if kind == "lark" and base_scope(scope) == "group_configured":
+            return ("This group is not set to receive all messages. Add it to "
+                    "\u201cGroups that receive all messages\u201d in the source's settings "
+                    "(Sources) to open it.")
         return ("This source only receives messages that @mention the agent here, so "
                 "there is no unaddressed message to admit.")
     return None
@@ -242,11 +275,22 @@ def validate(document, sources: Mapping[str, SourceInfo]) -> dict:
             rows_in = {}
         kind_scopes = SCOPES[info.kind]
         for scope in rows_in:
-            if scope not in kind_scopes:
-                errors[f"{path}.rows.{scope}"] = (
-                    f"unknown scope for a {info.kind} source (known: {', '.join(kind_scopes)})")
+            if scope in kind_scopes:
+                continue
+            base, _, place = str(scope).partition(":")
+            if place and base in PLACED_SCOPES and base in kind_scopes:
+                if place not in info.places:
+                    errors[f"{path}.rows.{scope}"] = (
+                        f"{place} is not one of the source's configured groups "
+                        f"({', '.join(info.places) or 'none'})")
+                continue
+            errors[f"{path}.rows.{scope}"] = (
+                f"unknown scope for a {info.kind} source (known: {', '.join(kind_scopes)}"
+                + (f", or {base}:<configured group>" if PLACED_SCOPES & set(kind_scopes)
+                   else "") + ")")
         rows: dict[str, dict[str, bool]] = {}
-        for scope in kind_scopes:
+        # every scope's row, and a place's own row only where the document keeps one
+        for scope in (*kind_scopes, *(r for r in rows_of(info) if r in rows_in)):
             cells_in = rows_in.get(scope) or {}
             rpath = f"{path}.rows.{scope}"
             if not isinstance(cells_in, Mapping):
@@ -328,7 +372,7 @@ def diff(old: Mapping, new: Mapping) -> list[dict]:
                 a = bool((nrows.get(scope) or {}).get(cell))
                 if a != b:
                     add(f"sources.{slug}.rows.{scope}.{cell}", b, a,
-                        f"{slug} \u00b7 {SCOPE_LABELS.get(scope, scope)} \u00b7 "
+                        f"{slug} \u00b7 {row_label(scope)} \u00b7 "
                         f"{CELL_LABELS[cell]}: {'opened' if a else 'closed'}")
     return changes
 

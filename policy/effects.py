@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from policy.document import CELL_LABELS, SCOPE_LABELS, SourceInfo, compile_policy
+from policy.document import CELL_LABELS, SourceInfo, compile_policy, row_label
 from policy.gate import (
     ADDRESSED,
     AUTO,
@@ -35,9 +35,11 @@ from policy.gate import (
     BOTS,
     INFERRED,
     NOT_ALLOWED,
+    PLACED_SCOPES,
     UNADDRESSED_CELLS,
     Facts,
     Verdict,
+    base_scope,
     gate,
 )
 from prompts_app import contract
@@ -82,7 +84,9 @@ def facts_of(mandate: Mapping, kinds: Mapping[str, str]) -> Facts:
     basis = mandate.get("basis") or {}
     r_source, r_scope, cell = _rule_parts(mandate.get("rule") or "")
     source = mandate.get("source") or r_source
-    scope = mandate.get("scope") or r_scope
+    scope = mandate.get("scope") or base_scope(r_scope)
+    # the group a per-group row decides for: kept in the basis (or named by the rule)
+    place = basis.get("place") or r_scope.partition(":")[2]
     is_bot = basis.get("is_bot", cell == BOTS)
     return Facts(
         source=source,
@@ -93,6 +97,7 @@ def facts_of(mandate: Mapping, kinds: Mapping[str, str]) -> Facts:
         is_bot=is_bot,
         addressed=basis.get("addressed", cell == ADDRESSED),
         receives_all=basis.get("receives_all", cell in UNADDRESSED_CELLS or not cell),
+        place=place if scope in PLACED_SCOPES else "",
     )
 
 
@@ -115,7 +120,7 @@ def _message(reasons: Iterable[str], rule: str, new_version: str | None,
 def _describe(rule: str) -> str:
     source, scope, cell = _rule_parts(rule)
     label = "the bot list" if cell == BOTS else CELL_LABELS.get(cell, cell).lower()
-    return f"{source} \u00b7 {SCOPE_LABELS.get(scope, scope)} \u00b7 {label}"
+    return f"{source} \u00b7 {row_label(scope)} \u00b7 {label}"
 
 
 def policy_effects(old: Mapping, new: Mapping, mandates: Iterable[Mapping],

@@ -49,6 +49,10 @@ SCOPES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "lark": ("group_configured", "group_other", "direct", "doc_comment"),
     "webchat": ("direct",),
 })
+# Rows a policy may also keep per place (seed 002: one row per configured Lark group):
+# ``group_configured:<chat id>`` decides for that chat; a configured group without a row
+# of its own is decided by the ``group_configured`` row.
+PLACED_SCOPES: frozenset[str] = frozenset({"group_configured"})
 # Rows whose events have no sender (a CI result): only the "anyone, unaddressed" cell.
 NO_SENDER_SCOPES: frozenset[str] = frozenset({"ci_default_branch"})
 # Kinds whose identities compare case-insensitively (GitHub logins).
@@ -74,6 +78,16 @@ REASONS = (
 def cells_of(scope: str) -> tuple[str, ...]:
     """The cells a scope row has: all three, or only the last one for sender-less rows."""
     return (UNADDRESSED_ANYONE,) if scope in NO_SENDER_SCOPES else CELLS
+
+
+def placed(scope: str, place: str) -> str:
+    """The row key of one place's own row: ``group_configured:oc_…``."""
+    return f"{scope}:{place}"
+
+
+def base_scope(row_key: str) -> str:
+    """The scope a row key belongs to (a placed row's scope, or the key itself)."""
+    return row_key.partition(":")[0]
 
 
 def rule_id(source: str, scope: str, cell: str) -> str:
@@ -103,15 +117,18 @@ class Facts:
     addressed: bool = False
     receives_all: bool = False
     is_self: bool = False
+    place: str = ""  # the chat of a PLACED_SCOPES row (its own row may decide)
 
     @classmethod
     def of(cls, source: str, kind: str, trigger) -> Facts:
         """The gate's view of a trigger (amux_common.trigger_facts.TriggerFacts, or a
         stored Trigger, which has the same fields): the one place it is derived."""
+        meta = trigger.meta or {}
+        place = str(meta.get("chat_id") or "") if trigger.scope in PLACED_SCOPES else ""
         return cls(source=source, kind=kind, scope=trigger.scope, actor=trigger.actor or "",
                    is_human=trigger.is_human, is_bot=trigger.is_bot,
                    addressed=trigger.addressed, receives_all=trigger.receives_all,
-                   is_self=bool((trigger.meta or {}).get("own_message")))
+                   is_self=bool(meta.get("own_message")), place=place)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +167,7 @@ class _Row:
                 return Verdict(INFERRED, INFERRED, rule, ACCEPTANCE_MANUAL)
             return Verdict(strength, strength, rule, None)
 
-        self.no_sender = scope in NO_SENDER_SCOPES
+        self.no_sender = base_scope(scope) in NO_SENDER_SCOPES
         self.addressed = None if self.no_sender else verdict(ADDRESSED, EXPLICIT)
         self.allowed = None if self.no_sender else verdict(UNADDRESSED_ALLOWED, INFERRED)
         self.anyone = verdict(UNADDRESSED_ANYONE, INFERRED)
@@ -201,7 +218,9 @@ def gate(f: Facts, policy: Policy) -> Verdict:
     part = policy.parts.get(f.source)
     if part is None:
         return _IGNORED[SOURCE_NOT_IN_POLICY]
-    row = part.rows.get(f.scope)
+    row = part.rows.get(placed(f.scope, f.place)) if f.place else None
+    if row is None:
+        row = part.rows.get(f.scope)
     if row is None:  # a row the kind declares but the policy left out is a closed row
         return _IGNORED[SCOPE_DISABLED if f.scope in SCOPES.get(f.kind, ()) else UNKNOWN_SCOPE]
     if not row.open:

@@ -17,13 +17,14 @@ from policy.document import (
     CELL_LABELS,
     CELL_OUTCOMES,
     GATE_REASON_WORDS,
-    SCOPE_LABELS,
     PolicyInvalid,
     closed_reason,
     diff,
     open_cells,
+    row_label,
+    rows_of,
 )
-from policy.gate import AUTO, CELLS, MANUAL, SCOPES, Facts, cells_of, gate
+from policy.gate import AUTO, CELLS, MANUAL, SCOPES, Facts, base_scope, cells_of, gate
 from policy.models import PolicyHead, PolicyVersion
 
 KIND_NAMES = {"github": "GitHub", "lark": "Lark", "webchat": "Web chat"}
@@ -41,7 +42,7 @@ def form_document(post, infos) -> dict:
     for slug in post.getlist("source"):
         info = infos.get(slug)
         rows = {}
-        for scope in SCOPES.get(info.kind if info else "", ()):
+        for scope in rows_of(info) if info else ():
             rows[scope] = {cell: f"cell:{slug}:{scope}:{cell}" in post for cell in cells_of(scope)}
         sources[slug] = {"allowed": _names(post.get(f"allowed:{slug}", "")),
                          "bots": _names(post.get(f"bots:{slug}", "")), "rows": rows}
@@ -62,8 +63,10 @@ def _grid(document: dict, infos) -> list[dict]:
             continue
         rows = []
         notes: list[str] = []
-        for scope in SCOPES.get(info.kind, ()):
-            cells_on = (part.get("rows") or {}).get(scope) or {}
+        part_rows = part.get("rows") or {}
+        for scope in rows_of(info):
+            # a group without a row of its own shows what the default row decides for it
+            cells_on = part_rows.get(scope) or part_rows.get(base_scope(scope)) or {}
             cells = []
             for cell in CELLS:
                 why = closed_reason(info.kind, scope, cell, info)
@@ -77,8 +80,8 @@ def _grid(document: dict, infos) -> list[dict]:
                     "checked": bool(cells_on.get(cell)) and not why,
                     "outcome": CELL_OUTCOMES[cell],
                 })
-            rows.append({"scope": scope, "label": SCOPE_LABELS.get(scope, scope),
-                         "cells": cells})
+            rows.append({"scope": scope, "label": row_label(scope), "cells": cells,
+                         "placed": scope != base_scope(scope)})
         out.append({"slug": slug, "name": info.name or slug,
                     "kind": KIND_NAMES.get(info.kind, info.kind), "disabled": False,
                     "allowed": "\n".join(part.get("allowed") or []),
@@ -107,7 +110,7 @@ def policy_tab(request):
     history = _history()
     try_sources = [
         {"slug": slug, "kind": info.kind,
-         "scopes": [(s, SCOPE_LABELS.get(s, s)) for s in SCOPES.get(info.kind, ())]}
+         "scopes": [(s, row_label(s)) for s in rows_of(info)]}
         for slug, info in sorted(infos.items()) if info.enabled and info.kind in SCOPES
     ]
     admitting = open_cells(cur.document, infos)
@@ -193,9 +196,10 @@ def try_gate(request):
     post = request.POST
     slug, _, scope = (post.get("try_scope") or "").partition("|")
     info = infos.get(slug)
-    if info is None or scope not in SCOPES.get(info.kind, ()):
+    if info is None or scope not in rows_of(info):
         return _fragment(request, "panel/policy_errors.html",
                          {"errors": {"try_scope": "choose a source and scope"}}, 400)
+    scope, _, place = scope.partition(":")  # a group's own row: a message in that group
     try:
         canonical = services.check_document(form_document(post, infos))
     except PolicyInvalid as exc:
@@ -204,10 +208,11 @@ def try_gate(request):
     facts = Facts(source=slug, kind=info.kind, scope=scope,
                   actor=(post.get("try_actor") or "").strip()[:200], is_bot=is_bot,
                   is_human=not is_bot, addressed="try_addressed" in post,
-                  receives_all="try_receives_all" in post, is_self="try_is_self" in post)
+                  receives_all="try_receives_all" in post, is_self="try_is_self" in post,
+                  place=place)
     verdict = gate(facts, services.compiled(canonical))
     cell = (verdict.rule or "").rsplit(".", 1)[-1] if verdict.rule else ""
     return _fragment(request, "panel/policy_try.html", {
         "verdict": verdict, "cell_label": CELL_LABELS.get(cell, "the bot list" if cell else ""),
         "reason_label": REASON_LABELS.get(verdict.reason or "", ""),
-        "scope_label": SCOPE_LABELS.get(scope, scope)})
+        "scope_label": row_label(f"{scope}:{place}" if place else scope)})

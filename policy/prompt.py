@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policy.document import CELL_LABELS, CELL_OUTCOMES, SCOPE_LABELS
+from policy.document import CELL_LABELS, CELL_OUTCOMES, row_label
 from policy.gate import AUTO, cells_of
 
 MAX_NAMES = 50
@@ -45,7 +45,7 @@ def describe(document: Mapping, version: str | None, kinds: Mapping[str, str] | 
                 continue
             open_rows += 1
             admits = "; ".join(f"{CELL_LABELS[c].lower()} \u2192 {CELL_OUTCOMES[c]}" for c in on)
-            lines.append(f"- {SCOPE_LABELS.get(scope, scope)}: {admits}.")
+            lines.append(f"- {row_label(scope)}: {admits}.")
         if not open_rows:
             lines.append("- no scope is open.")
         allowed = list(part.get("allowed") or [])

@@ -52,6 +52,10 @@ class CheckFactsSerializer(serializers.Serializer):
     receives_all = serializers.BooleanField(required=False,
                                             help_text="default: from the source's config")
     is_self = serializers.BooleanField(required=False)
+    place = serializers.CharField(
+        required=False, max_length=200,
+        help_text="the configured Lark group of a group_configured message: its own row "
+                  "decides when the policy keeps one")
     version = serializers.CharField(required=False, help_text="default: the current version")
 
 

@@ -24,7 +24,7 @@ from policy.document import (
     version_of,
 )
 from policy.effects import Affected, policy_effects
-from policy.gate import SCOPES, Facts, Policy, Verdict, gate
+from policy.gate import PLACED_SCOPES, SCOPES, Facts, Policy, Verdict, gate, placed
 from policy.models import PolicyHead, PolicyVersion
 from policy.prompt import describe
 from prompts_app.service import Reading
@@ -230,6 +230,16 @@ def facts_from(data) -> Facts:
     elif info is not None and scope not in SCOPES.get(info.kind, ()):
         errors["scope"] = (f"unknown scope for a {info.kind} source "
                            f"(known: {', '.join(SCOPES.get(info.kind, ()))})")
+    place = data.get("place", "")
+    if place is None:
+        place = ""
+    if not isinstance(place, str):
+        errors["place"] = "must be a string"
+    elif place and info is not None and not (scope in PLACED_SCOPES
+                                             and place in info.places):
+        errors["place"] = ("must be one of the source's configured groups "
+                           f"({', '.join(info.places) or 'none'}) with scope "
+                           f"{' or '.join(sorted(PLACED_SCOPES))}")
     actor = data.get("actor", "")
     if actor is None:
         actor = ""
@@ -242,18 +252,19 @@ def facts_from(data) -> Facts:
             errors[name] = "must be true or false"
         flags[name] = value
     for key in data:
-        if key not in ("source", "scope", "actor", "version", *BOOL_FACTS):
+        if key not in ("source", "scope", "actor", "place", "version", *BOOL_FACTS):
             errors[str(key)] = "unknown field"
     if errors:
         raise BadFacts(errors)
     is_bot = bool(flags["is_bot"])
     receives_all = flags["receives_all"]
     if receives_all is None:
-        receives_all = scope in info.receives_all
+        receives_all = (placed(scope, place) if place else scope) in info.receives_all
     return Facts(source=slug, kind=info.kind, scope=scope, actor=actor.strip(),
                  is_human=(not is_bot) if flags["is_human"] is None else flags["is_human"],
                  is_bot=is_bot, addressed=bool(flags["addressed"]),
-                 receives_all=bool(receives_all), is_self=bool(flags["is_self"]))
+                 receives_all=bool(receives_all), is_self=bool(flags["is_self"]),
+                 place=place)
 
 
 def check(facts: Facts, document: dict | None = None) -> tuple[Verdict, str | None]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from intake.models import Source
 from intake.sources import plugin
 from policy import services
-from policy.document import SourceInfo, compile_policy, receives_all_scopes
+from policy.document import SourceInfo, compile_policy, places_of, receives_all_scopes
 from policy.effects import Affected, policy_effects
 from policy.gate import Facts, Policy, Verdict, gate
 from tickets.core import resume
@@ -31,7 +31,8 @@ def current_version() -> str:
 def source_infos() -> dict[str, SourceInfo]:
     return {
         s.slug: SourceInfo(slug=s.slug, kind=s.kind, enabled=s.enabled, name=s.name,
-                           receives_all=receives_all_scopes(s.kind, s.config))
+                           receives_all=receives_all_scopes(s.kind, s.config),
+                           places=places_of(s.kind, s.config))
         for s in Source.objects.all()
     }
 

@@ -180,3 +180,52 @@ def test_diff_says_what_changed_in_plain_words():
     assert any("An allowed person @mentions the agent: closed" in t for t in texts)
     assert diff(a, a) == []
     assert set(CELLS) >= {"addressed"}
+
+
+def test_each_configured_lark_group_may_keep_its_own_row():
+    from policy.document import places_of, row_label, rows_of
+    from policy.gate import Facts, Policy, gate
+
+    config = {"groups": ["oc_1", "oc_2"], "receive_all": ["oc_2"]}
+    lk = SourceInfo("lk", "lark", receives_all=receives_all_scopes("lark", config),
+                    places=places_of("lark", config))
+    assert rows_of(lk) == ("group_configured", "group_configured:oc_1",
+                           "group_configured:oc_2", "group_other", "direct", "doc_comment")
+    assert row_label("group_configured:oc_2") == "Group oc_2"
+    assert {"group_configured:oc_2", "group_configured"} <= lk.receives_all
+    assert "group_configured:oc_1" not in lk.receives_all
+    sources = {"lk": lk}
+    doc = {"acceptance": "auto", "sources": {"lk": {"allowed": ["ou_a"], "rows": {
+        "group_configured": {"addressed": True},
+        "group_configured:oc_2": {"addressed": False, "unaddressed_allowed": True}}}}}
+    canonical = validate(doc, sources)
+    rows = canonical["sources"]["lk"]["rows"]
+    assert "group_configured:oc_1" not in rows  # oc_1 keeps the default row
+    assert rows["group_configured:oc_2"] == {"addressed": False, "unaddressed_allowed": True,
+                                             "unaddressed_anyone": False}
+    policy = Policy(canonical, {"lk": "lark"})
+
+    def decide(place, addressed, receives_all=False):
+        return gate(Facts("lk", "lark", "group_configured", actor="ou_a", addressed=addressed,
+                          receives_all=receives_all, place=place), policy)
+
+    assert decide("oc_1", True).rule == "lk.group_configured.addressed"
+    assert decide("oc_2", True).reason == "cell_closed"  # its own row closes the mention
+    assert decide("oc_2", False, True).rule == "lk.group_configured:oc_2.unaddressed_allowed"
+    assert decide("oc_3", True).rule == "lk.group_configured.addressed"  # no row: default
+
+    errors = bad_with(sources, {"acceptance": "manual", "sources": {"lk": {"rows": {
+        "group_configured:oc_9": {"addressed": True},
+        "group_configured:oc_1": {"unaddressed_anyone": True},
+        "group_other:oc_1": {}}}}})
+    assert errors["sources.lk.rows.group_configured:oc_9"].startswith(
+        "oc_9 is not one of the source's configured groups (oc_1, oc_2)")
+    assert "not set to receive all" in errors[
+        "sources.lk.rows.group_configured:oc_1.unaddressed_anyone"]
+    assert "unknown scope" in errors["sources.lk.rows.group_other:oc_1"]
+
+
+def bad_with(sources, doc) -> dict:
+    with pytest.raises(PolicyInvalid) as exc:
+        validate(doc, sources)
+    return exc.value.fields

@@ -127,3 +127,35 @@ def test_property_affected_tickets_are_live_ones_each_once_with_a_reason(old, ne
     tickets = [a.ticket for a in got]
     assert len(tickets) == len(set(tickets)) and set(tickets) <= {m["ticket"] for m in live}
     assert all(a.reasons and "Nothing has been cancelled" in a.text for a in got)
+
+
+def test_a_ticket_from_a_group_is_judged_by_that_groups_row():
+    """A mandate keeps the configured group it came from (basis ``place``): closing that
+    group's own row affects it, closing another group's row does not, and a ticket the
+    default row admitted is affected when its group gets a closed row of its own."""
+    lk = SourceInfo("lk", "lark", receives_all=frozenset({"direct"}),
+                    places=("oc_eng", "oc_ops"))
+    sources = {"lk": lk}
+
+    def lark_doc(**own):
+        rows = {"group_configured": {"addressed": True}}
+        rows.update({f"group_configured:{chat}": {"addressed": on} for chat, on in own.items()})
+        return validate({"acceptance": "auto", "sources": {"lk": {
+            "allowed": ["ou_a"], "rows": rows}}}, sources)
+
+    def lark_mandate(ticket, rule, place):
+        return {"ticket": ticket, "source": "lk", "scope": "group_configured",
+                "strength": "explicit", "rule": rule, "requester": "ou_a",
+                "basis": {"addressed": True, "receives_all": False, "place": place}}
+
+    live = [lark_mandate(1, "lk.group_configured:oc_eng.addressed", "oc_eng"),
+            lark_mandate(2, "lk.group_configured.addressed", "oc_ops")]
+
+    def changed(old, new):
+        return {a.ticket: a.reasons
+                for a in policy_effects(old, new, live, sources, "o", "n")}
+
+    before = lark_doc(oc_eng=True)
+    assert changed(before, lark_doc(oc_eng=True)) == {}
+    assert changed(before, lark_doc(oc_eng=False)) == {1: (RULE_DISABLED,)}
+    assert changed(before, lark_doc(oc_eng=True, oc_ops=False)) == {2: (RULE_DISABLED,)}

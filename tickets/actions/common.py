@@ -10,6 +10,7 @@ from datetime import datetime
 from amux_common.clock import now as clock
 from effects import outbox
 from intake.models import Channel, Thread, Trigger
+from policy.gate import Facts
 from sessions import model_credentials
 from tickets.actions import messages
 from tickets.core import answers, resume, rules
@@ -178,6 +179,9 @@ def open_ticket(trigger: Trigger, title: str) -> Ticket:
             "addressed": trigger.addressed,
             "receives_all": trigger.receives_all,
             "trigger": trigger.external_id,
+            # the configured group a per-group row decides for (policy.gate.PLACED_SCOPES)
+            **({"place": place} if (place := Facts.of(
+                trigger.source.slug, trigger.source.kind, trigger).place) else {}),
         },
     )
     Subscription.objects.create(ticket=ticket, thread=trigger.thread)
