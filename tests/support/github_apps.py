@@ -305,9 +305,8 @@ def manifest_problems(text: str) -> list[str]:
     if not _is_url(manifest.get("url")):
         problems.append("Url is not a valid URL")
     hook = manifest.get("hook_attributes")
-    if hook is not None:
-        if not isinstance(hook, dict) or not _is_url(hook.get("url")):
-            problems.append("Hook url is not a valid URL")
+    if hook is not None and (not isinstance(hook, dict) or not _is_url(hook.get("url"))):
+        problems.append("Hook url is not a valid URL")
     for key in ("redirect_url", "setup_url"):
         if key in manifest and not _is_url(manifest[key]):
             problems.append(f"{key} is not a valid URL")
