@@ -48,7 +48,8 @@ def new(request):
     return render(request, "panel/github_app_new.html", {
         "tab": "sources", "form": form, "errors": errors,
         "other_errors": sorted((k, v) for k, v in errors.items() if k not in shown),
-        "amux_url": _amux_url(request)}, status=400 if errors else 200)
+        "amux_url": _amux_url(request),
+        "unreachable": gm.unreachable_hint(_amux_url(request))}, status=400 if errors else 200)
 
 
 @roles.operator_required

@@ -12,6 +12,7 @@ webhook secret. No Django and no I/O here: intake/github_app.py does the rest.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode, urlsplit
@@ -151,6 +152,27 @@ def manifest(setup: Setup, *, amux_url: str, redirect_url: str) -> dict:
 def amux_url_problem(url: str) -> str | None:
     """Why amux's own address cannot go into a manifest (GitHub must reach its webhook)."""
     return _url_problem(url)
+
+
+def unreachable_hint(amux_url: str) -> str | None:
+    """A warning when amux is opened at an address no other machine reaches (loopback,
+    or a private network that only an Enterprise Server inside it may reach): GitHub
+    would create the app, and its webhooks would never arrive."""
+    host = (urlsplit(amux_url).hostname or "").lower()
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        loopback, private = host == "localhost" or host.endswith(".localhost"), False
+    else:
+        loopback, private = ip.is_loopback, ip.is_private
+    if loopback:
+        return (f"You opened amux at {host}, which only this machine reaches: GitHub could "
+                "not deliver the app's events. Open the panel at an address GitHub "
+                "reaches (a public name, or a tunnel in front of amux), then create the app.")
+    if private:
+        return (f"{host} is a private address: github.com cannot reach it (a GitHub "
+                "Enterprise Server on the same network may).")
+    return None
 
 
 def form_url(target: Target, state: str) -> str:

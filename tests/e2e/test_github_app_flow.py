@@ -35,7 +35,8 @@ def test_create_install_and_ready(logged_in_page):
         assert page.locator("#app-name").input_value() == "amux gh"
         page.fill("#app-name", "amux acme")
         page.click("#create-app")
-        page.wait_for_url(re.compile(re.escape(f"{page.base_url}/panel/sources/github-app/") + r"\d+/$"))
+        status_page = re.escape(f"{page.base_url}/panel/sources/github-app/") + r"\d+/"
+        page.wait_for_url(re.compile(status_page + "$"))
         page.locator("[data-state=waiting_for_installation]").wait_for()
         source = Source.objects.get(slug="gh")
         assert source.secrets["app_id"] == str(github.apps["amux-acme"].id)
@@ -47,8 +48,7 @@ def test_create_install_and_ready(logged_in_page):
         page.fill("#repos", "acme/demo")
         page.click("#install")
         # GitHub delivered the signed event to amux's webhook, then sent the person back
-        page.wait_for_url(re.compile(re.escape(f"{page.base_url}/panel/sources/github-app/")
-                                      + r"\d+/\?installation_id=\d+&setup_action=install$"))
+        page.wait_for_url(re.compile(status_page + r"\?installation_id=\d+&setup_action=install$"))
         assert github.deliveries == [(f"{page.base_url}/hooks/github/gh", 202)]
         process.drain()  # the intake drainer, as a worker runs it
         page.locator("[data-state=ready]").wait_for()

@@ -17,6 +17,7 @@ from django.db import connection
 from amux_common.secrets import decrypt
 from intake import process
 from intake.models import Delivery, GitHubAppSetup, Source
+from intake.sources.github import sign
 from tests.support.github_apps import GitHubApps
 
 pytestmark = pytest.mark.django_db
@@ -86,6 +87,8 @@ def _raw_secrets(slug: str) -> str:
 def test_three_clicks_to_an_installed_app(panel, github):
     page = panel.get("/panel/sources/")
     assert b"data-create-github-app" in page.content
+    form = panel.get(NEW, HTTP_HOST="127.0.0.1:8000")
+    assert form.status_code == 200 and b"data-unreachable" in form.content
     response = _started(panel, github)
     html = response.content.decode()
     setup = response.context["setup"]
@@ -247,3 +250,25 @@ def test_the_form_needs_csrf(operator, github):
     strict.force_login(operator)
     assert strict.post(NEW, {"slug": "gh", "repos": "octo/demo"}).status_code == 403
     assert not GitHubAppSetup.objects.exists()
+
+
+def test_an_uninstalled_app_clears_its_installation(panel, github):
+    panel.get(_created_on_github(_started(panel, github)))
+    headers, body, _hook = github.installation_event("amux-gh", ["octo/demo"])
+    installed = json.loads(body)
+    panel.post("/hooks/github/gh", data=body, content_type="application/json",
+               headers={k: v for k, v in headers.items() if k != "Content-Type"})
+    removed = json.dumps({**installed, "action": "deleted"}).encode()
+    app = github.apps["amux-gh"]
+    panel.post("/hooks/github/gh", data=removed, content_type="application/json",
+               headers={**{k: v for k, v in headers.items() if k != "Content-Type"},
+                        "X-GitHub-Delivery": "removed-1",
+                        "X-Hub-Signature-256": sign(app.webhook_secret, removed)})
+    process.drain()
+    source = Source.objects.get(slug="gh")
+    assert "installation_id" not in source.secrets
+    assert source.health["installation"]["state"] == "removed"
+    page = panel.get(f"/panel/sources/github-app/{GitHubAppSetup.objects.get().pk}/")
+    assert b'data-state="waiting_for_installation"' in page.content
+    tab = panel.get("/panel/sources/").content.decode()
+    assert 'data-installation="removed"' in tab

@@ -109,3 +109,10 @@ def test_amux_url_must_be_reachable_shape():
     assert gm.amux_url_problem("https://amux.example") is None
     assert gm.amux_url_problem("amux.example") == (
         "must be an http(s) URL, e.g. https://github.example.com")
+
+
+def test_an_address_github_cannot_reach_is_pointed_out():
+    assert "only this machine reaches" in gm.unreachable_hint("http://127.0.0.1:8000")
+    assert "only this machine reaches" in gm.unreachable_hint("http://localhost:8000")
+    assert "private address" in gm.unreachable_hint("http://10.1.2.3")
+    assert gm.unreachable_hint("https://amux.example.com") is None
