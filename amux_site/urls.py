@@ -43,6 +43,7 @@ panel_patterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("glossary/", root.glossary, name="panel-glossary"),
     *tickets_urls.panel_urlpatterns,
+    *intake_urls.panel_urlpatterns,
     *goals_urls.panel_urlpatterns,
     *sessions_urls.panel_urlpatterns,
     *policy_urls.panel_urlpatterns,

@@ -44,3 +44,10 @@ admin.site.register(models.Channel, ReadOnlyAdmin)
 class EventAckAdmin(ReadOnlyAdmin):
     list_display = ["id", "source", "cursor", "state", "outcome", "created_at", "acked_at"]
     list_filter = ["source", "state"]
+
+
+@admin.register(models.GitHubAppSetup)
+class GitHubAppSetupAdmin(ReadOnlyAdmin):
+    list_display = ["id", "slug", "status", "owner", "org", "web_url", "app_slug", "created_at"]
+    list_filter = ["status"]
+    exclude = ["state"]  # the single-use token GitHub hands back: never shown

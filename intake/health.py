@@ -73,3 +73,24 @@ def source_profile_checked(*, source_id: int, profile: dict) -> None:
         source.health = {**(source.health or {}), "profile": {**profile,
                                                               "at": clock().isoformat()}}
         source.save(update_fields=["health"])
+
+
+def source_state_reported(source_id: int, facts: dict) -> None:
+    """What an event said about the source itself, in the caller's transaction. A GitHub
+    App's installation: its id becomes the source's `installation_id` (tokens are minted
+    for it from now on, no lookup by repository), removed or suspended it is cleared; the
+    installation as GitHub described it is kept in the health the panel shows."""
+    source = Source.objects.select_for_update().filter(pk=source_id).first()
+    if source is None:
+        return
+    installation = facts.get("installation")
+    if isinstance(installation, dict):
+        secrets = dict(source.secrets or {})
+        if installation.get("state") == "installed":
+            secrets["installation_id"] = str(installation["id"])
+        elif secrets.get("installation_id") == str(installation.get("id")):
+            secrets.pop("installation_id")
+        source.secrets = secrets
+        source.health = {**(source.health or {}),
+                         "installation": {**installation, "at": clock().isoformat()}}
+        source.save(update_fields=["secrets", "health", "updated_at"])

@@ -40,4 +40,6 @@ def health(source: Source) -> dict:
         "profile": stored.get("profile"),
         # events of a cursor captured and not yet acknowledged, per cursor and step
         "unacknowledged": acks.pending(source),
+        # a GitHub App's installation as its last installation event reported it
+        "installation": stored.get("installation"),
     }

@@ -223,3 +223,42 @@ class EventAck(models.Model):
             models.UniqueConstraint(fields=["source", "cursor", "item"],
                                     name="event_ack_unique_item")
         ]
+
+
+
+class GitHubAppSetup(models.Model):
+    """One "Create a GitHub App" from the Sources tab, from the form until the app exists
+    (intake/github_app.py). `state` is handed to GitHub and comes back with the code: it
+    is used once, before `expires_at`. The app's credentials are never kept here: they
+    go straight into the source's encrypted secrets."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "sent to GitHub"
+        EXCHANGING = "exchanging", "exchanging the code"
+        CREATED = "created", "app created"
+        FAILED = "failed", "failed"
+
+    state = models.CharField(max_length=64, unique=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
+    created_by = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    web_url = models.URLField(max_length=300)
+    api_url = models.URLField(max_length=300)
+    owner = models.CharField(max_length=12)  # personal | organization
+    org = models.CharField(max_length=100, blank=True)
+    slug = models.SlugField(max_length=60, help_text="the source it creates")
+    name = models.CharField(max_length=120)
+    repos = models.JSONField(default=list)
+    manifest = models.JSONField(default=dict)
+    # what GitHub answered, once the code was exchanged (the app, not its secrets)
+    app_id = models.BigIntegerField(null=True, blank=True)
+    app_slug = models.CharField(max_length=100, blank=True)
+    html_url = models.URLField(max_length=300, blank=True)
+    source = models.ForeignKey(Source, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+")
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-id"]

@@ -108,6 +108,8 @@ def write(source: Source, result, decision: Callable[[], dict], *,
             thread.save(update_fields=["meta"])
             consumer.thread_state_reported(source, thread, facts)
     if not intake_core.is_trigger(result):
+        if getattr(result, "source_facts", None):
+            health.source_state_reported(source.pk, result.source_facts)
         if getattr(result, "poll", False):  # completed by the source's poll: ask for it now
             transaction.on_commit(functools.partial(poll_soon, source.pk))
         return intake_core.Outcome("ignored", result.reason, thread=thread_id, facts=facts)

@@ -91,6 +91,9 @@ class Ignored:
     # The event is completed by the source's own poll (a comment event without its text):
     # intake asks for a poll of the source right after it is recorded.
     poll: bool = False
+    # What the event says about the source itself (a GitHub App installed or removed):
+    # kept in the source's health when it is recorded (intake/health.py).
+    source_facts: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

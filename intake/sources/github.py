@@ -172,6 +172,8 @@ class GitHub(SourceKind, Polling, OpensPullRequests):
 
     def translate(self, env: Envelope) -> TriggerFacts | Ignored:
         p, event = env.payload, env.event
+        if event == "installation":
+            return _installation(p)
         if event not in HANDLED:
             return Ignored("event_not_handled", env.thread)
         full = _s(_d(p.get("repository")).get("full_name"))
@@ -476,6 +478,27 @@ class GitHub(SourceKind, Polling, OpensPullRequests):
         since = datetime.fromisoformat(cursor) if cursor else None
         envs, newest = catch_up(self, self.client(), since, list(watching or []))
         return envs, (newest.isoformat() if newest else cursor)
+
+
+# What an App's installation event changes for its source: created or unsuspended, the
+# source works; deleted or suspended, it cannot mint tokens until installed again.
+INSTALLATION_STATES = {"created": "installed", "unsuspend": "installed",
+                       "deleted": "removed", "suspend": "suspended"}
+
+
+def _installation(p: dict) -> Ignored:
+    """The App was installed (or removed): no trigger, a fact about the source itself."""
+    action = _s(p.get("action"))
+    state = INSTALLATION_STATES.get(action)
+    inst = _d(p.get("installation"))
+    if state is None or not isinstance(inst.get("id"), int):
+        return Ignored("action_not_handled")
+    repos = [_s(_d(r).get("full_name")) for r in p.get("repositories") or []]
+    return Ignored(f"app_{state}", source_facts={"installation": {
+        "state": state, "id": inst["id"],
+        "account": _s(_d(inst.get("account")).get("login")),
+        "repository_selection": _s(inst.get("repository_selection")),
+        "repositories": sorted(r for r in repos if r)}})
 
 
 def _is_issue(gh_repo, number: int) -> bool:

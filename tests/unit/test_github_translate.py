@@ -60,3 +60,28 @@ def test_default_branch_ci_stays_a_candidate_under_the_admission_table():
     suite = example("check_suite", "completed", 1)  # main, no PR
     result = translate("check_suite", suite)
     assert result.scope == "ci_default_branch"
+
+
+def _installation(action, inst_id=7):
+    return {"action": action,
+            "installation": {"id": inst_id, "account": {"login": "acme"},
+                             "repository_selection": "selected"},
+            "repositories": [{"full_name": "acme/b"}, {"full_name": "acme/a"}],
+            "sender": {"login": "octocat"}}
+
+
+def test_an_app_installation_is_a_fact_about_the_source_not_a_trigger():
+    result = translate("installation", _installation("created"))
+    assert result == Ignored("app_installed", source_facts={"installation": {
+        "state": "installed", "id": 7, "account": "acme", "repository_selection": "selected",
+        "repositories": ["acme/a", "acme/b"]}})
+    assert translate("installation", _installation("deleted")).source_facts[
+        "installation"]["state"] == "removed"
+    assert translate("installation", _installation("suspend")).reason == "app_suspended"
+
+
+def test_an_installation_event_it_does_not_follow_changes_nothing():
+    assert translate("installation", _installation("new_permissions_accepted")) == Ignored(
+        "action_not_handled")
+    assert translate("installation", _installation("created", inst_id="7")) == Ignored(
+        "action_not_handled")
