@@ -41,8 +41,8 @@ def version() -> str:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
-def fixture_dir(release: str | None = None) -> Path:
-    return ROOT / "tests" / "fixtures" / f"db-{release or version()}"
+def fixture_dir() -> Path:
+    return ROOT / "tests" / "fixtures" / f"db-{version()}"
 
 
 def _work(data_dir: Path, database_url: str | None) -> dict:
@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.support.kept_database",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--postgres", default=os.environ.get("DATABASE_URL", ""),
-                        help="a PostgreSQL server's URL (any database on it); default "
-                             "DATABASE_URL")
+                        help="a PostgreSQL server's URL, naming any database that exists "
+                             "on it (the work gets a new one); default DATABASE_URL")
     parser.add_argument("--force", action="store_true",
                         help="write over this version's kept database (only before the "
                              "release is cut)")
