@@ -49,7 +49,7 @@ def restore(file: str | os.PathLike, say: Callable[[str], None]) -> None:
     applied = _sqlite_applied(path) if kind == "sqlite" else _postgres_applied(path)
     if not applied:
         raise RestoreError(f"{path.name} holds no amux database (no applied migrations)")
-    unknown = sorted(f"{app}.{name}" for app, name in applied - _known_migrations())
+    unknown = sorted(f"{app}.{name}" for app, name in applied - known_migrations())
     if unknown:
         more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
         raise RestoreError(
@@ -91,7 +91,9 @@ def _kind(path: Path) -> str:
                        "database nor a pg_dump archive)")
 
 
-def _known_migrations() -> set[tuple[str, str]]:
+def known_migrations() -> set[tuple[str, str]]:
+    """Every (app, migration) this amux's code holds (the upgrade test of the kept
+    databases asks the same of theirs)."""
     return set(MigrationLoader(None, ignore_no_migrations=True).disk_migrations)
 
 
