@@ -27,6 +27,7 @@ class EffectKind(models.TextChoices):
     GOALS_QUEUE_DISPATCH = "goals.queue_dispatch", "deliver a session's queued ingress"
     INTAKE_ACK = "intake.ack", "reply to a source event, read it back, acknowledge it"
     GOALS_CONNECTOR_REPLY = "goals.connector_reply", "reply through a connector, read it back"
+    GOALS_ATTACHED_WRITEBACK = "goals.attached_writeback", "check an attached agent's done"
 
 
 class EffectState(models.TextChoices):

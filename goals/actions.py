@@ -11,7 +11,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from goals import comments, locks, queue
+from goals import comments, locks, queue, writeback
 from goals.core import agent_access as access
 from goals.core import connectors as ck
 from goals.core import inbox as inbox_rules
@@ -111,6 +111,13 @@ def change_todo_in_txn(goal_slug: str, todo_id: int, *, state: str | None = None
         if refused is not None:
             raise refused
         agent = as_agent
+        acting = goal.agents.filter(slug=as_agent).first()
+        if state == "done" and acting is not None and acting.mode == lc.ATTACHED:
+            # its word alone is not done: amux checks first (goals/writeback.py)
+            if title is not None:
+                todo.title = title
+            return writeback.request_in_txn(
+                goal, todo, acting, evidence if evidence is not None else todo.evidence)
     if evidence is not None:
         todo.evidence = evidence
     if title is not None:
@@ -122,6 +129,8 @@ def change_todo_in_txn(goal_slug: str, todo_id: int, *, state: str | None = None
             if agent and todo.claimed_by is None:
                 raise Refused(f"unknown agent {agent!r}", code="invalid", status=400,
                               field="agent")
+            if as_agent is not None and todo.claimed_by.mode == lc.ATTACHED:
+                writeback.note_claim(todo, todo.claimed_by)
         elif new == "open":
             todo.claimed_by = None
         todo.state = new

@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
@@ -123,13 +123,36 @@ class GoalDetail(RefusalsAnswered, APIView):
 
 
 # ------------------------------------------------------------------------------ todos
+class WritebackSerializer(serializers.Serializer):
+    """An attached agent's last "done" on its way through amux's check."""
+
+    state = serializers.ChoiceField(choices=["validating", "accepted", "refused"])
+    reason = serializers.CharField(allow_blank=True, required=False,
+                                   help_text="why a refused writeback left the todo claimed")
+    exit_code = serializers.IntegerField(allow_null=True, required=False)
+    output = serializers.CharField(allow_blank=True, required=False,
+                                   help_text="the check's output (its end)")
+    spent = serializers.IntegerField(required=False, help_text="quota the writeback spent")
+    requested_at = serializers.CharField(required=False)
+    checked_at = serializers.CharField(required=False)
+
+
 class TodoSerializer(serializers.ModelSerializer):
     claimed_by = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    writeback = serializers.SerializerMethodField()
 
     class Meta:
         model = Todo
-        fields = ["id", "title", "state", "evidence", "claimed_by", "created_at",
+        fields = ["id", "title", "state", "evidence", "claimed_by", "writeback", "created_at",
                   "updated_at"]
+
+    @extend_schema_field(WritebackSerializer(allow_null=True))
+    def get_writeback(self, obj: Todo) -> dict | None:
+        wb = obj.writeback or {}
+        if "state" not in wb:
+            return None
+        return {k: wb[k] for k in ("state", "reason", "exit_code", "output", "spent",
+                                   "requested_at", "checked_at") if k in wb}
 
 
 class TodoWrite(JsonTyped, serializers.Serializer):

@@ -96,6 +96,8 @@ class Todo(models.Model):
     evidence = models.TextField(blank=True)
     claimed_by = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="claims")
+    # an attached agent's "done" on its way through amux's check (goals/writeback.py)
+    writeback = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

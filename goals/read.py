@@ -66,7 +66,8 @@ def goal_page(goal: Goal) -> dict[str, Any]:
                   "spent": goal.quota_spent},
         "agents": agents,
         "todos": [{"id": t.pk, "title": t.title, "state": t.state,
-                   "claimed_by": t.claimed_by.slug if t.claimed_by else ""}
+                   "claimed_by": t.claimed_by.slug if t.claimed_by else "",
+                   "writeback": _writeback_words(t)}
                   for t in goal.todos.select_related("claimed_by")],
         "materials": [{"key": m.key, "title": m.title or m.key, "revision": m.revision,
                        "fetched_at": m.fetched_at} for m in goal.materials.all()],
@@ -77,6 +78,18 @@ def goal_page(goal: Goal) -> dict[str, Any]:
                        "at": d.created_at}
                       for d in goal.decisions.order_by("state", "-id")[:50]],
     }
+
+
+def _writeback_words(todo) -> str:
+    """An attached agent's pending or refused "done", beside a claimed todo's state."""
+    wb = todo.writeback or {}
+    if todo.state != "claimed" or "state" not in wb:
+        return ""
+    if wb["state"] == "validating":
+        return "done? amux is checking"
+    if wb["state"] == "refused":
+        return f"done refused: {wb.get('reason', '').replace('_', ' ')}"
+    return ""
 
 
 def channel_choice(connector) -> dict[str, Any]:

@@ -13,12 +13,12 @@ an endless loop in one task):
 from __future__ import annotations
 
 from amux_common.tasks import durable_task
-from goals import turns
+from goals import checks, turns
 from goals.core import turns as rules
 from goals.models import Agent
 
 
-@durable_task("goals.turn", time_limit=turns.check_timeout_s() + 120)
+@durable_task("goals.turn", time_limit=checks.check_timeout_s() + 120)
 def run_turn(turn_pk: int) -> str:
     turn = turns.advance(turn_pk)
     if turn.state not in rules.IN_FLIGHT:

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from goals import actions, ingress, locks
+from goals import actions, checks, ingress, locks
 from goals.core import ingress as ingress_rules
 from goals.core import lifecycle as lc
 from goals.core import quota
@@ -36,10 +36,6 @@ from sessions.models import Turn
 from sessions.timeline import ENDED
 
 TURN_TASK = "goals.turn"
-
-
-def check_timeout_s() -> int:
-    return int(getattr(settings, "AMUX_GOAL_CHECK_TIMEOUT_S", 120))
 
 
 def attempt_timeout_s() -> int:
@@ -225,19 +221,8 @@ def _attempt(turn: GoalTurn) -> dict[str, Any] | None:
 
 
 def run_check(turn: GoalTurn) -> dict[str, Any]:
-    """amux's own validation: the goal's check_command in the session's work directory, as
-    the session's identity in its sandbox (what it runs was written by the agent), with a
-    clean environment, bounded in time, output capped (sessions.session_commands)."""
-    done = session_commands.run_shell(turn.session, turn.goal.check_command,
-                                      timeout=check_timeout_s(), cap=rules.OUTPUT_CAP * 4)
-    if done.error:  # the backend refused it, or the directory is not on this machine
-        return {"passed": False, "exit_code": None, "timed_out": False,
-                "output": rules.cap(f"the check could not run: {done.error}")}
-    if done.timed_out:
-        return {"passed": False, "exit_code": None, "timed_out": True,
-                "output": rules.cap(done.output + f"\n[timed out after {check_timeout_s()} s]")}
-    return {"passed": done.exit_code == 0, "exit_code": done.exit_code, "timed_out": False,
-            "output": rules.cap(done.output)}
+    """amux's own validation of the attempt (goals/checks.py)."""
+    return checks.run(turn.session, turn.goal.check_command)
 
 
 def check_queue(turn: GoalTurn) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from effects import events, outbox
 from effects.models import EffectKind
-from goals import queue, read, replies, turn_end
+from goals import queue, read, replies, turn_end, writeback
 from goals.consumer import GoalsConsumer, claims
 from intake import consumers
 from sessions import hooks as session_hooks
@@ -19,6 +19,8 @@ def wire() -> None:
     outbox.register(queue.EFFECT_KIND)(queue.dispatch)
     # a connector's reply (an inbox settle's, a steered turn's answer), read back
     outbox.register(replies.EFFECT_KIND)(replies.deliver)
+    # an attached agent's "done", checked in its session before the todo is done
+    outbox.register(writeback.EFFECT_KIND)(writeback.validate)
     # what waits for a session's turn (an envelope, a reply, the queue) moves on at its end
     events.subscribe(EffectKind.TURN_ENDED, turn_end.SUBSCRIBER)(turn_end.turn_ended)
     # before each model request of a goal's session (sessions/model_gateway.py)

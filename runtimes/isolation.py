@@ -524,6 +524,13 @@ class Launch:
             return list(argv)
         return sandbox.command(self.sandbox, argv)
 
+    def prepare_side_command(self) -> None:
+        """Ready a command that runs beside the session's runtime (a check), not in place of
+        it: bwrap's relay folder exists, and the runtime's relay, when it runs, is left
+        alone (a check run while none does reaches no relayed port)."""
+        if self.relay is not None:
+            self.relay.ensure_folder()
+
     async def start(self) -> None:
         """What must run beside the process (bwrap: amux's side of the network relay)."""
         if self.relay is not None:

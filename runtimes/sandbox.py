@@ -269,13 +269,22 @@ class Relay:
     servers: list[asyncio.AbstractServer] = field(default_factory=list)
     folder_fd: int | None = None
 
+    def ensure_folder(self) -> Path | None:
+        """The relay's folder, made when missing (bwrap binds it into every sandbox of the
+        session, also a check's that runs while no runtime relays)."""
+        if not self.sandbox.ports:
+            return None
+        folder = self.sandbox.relay_dir()
+        if not folder.is_dir():
+            folder.mkdir(mode=0o700, exist_ok=True)
+            if self.owner is not None:
+                os.chown(folder, *self.owner)
+        return folder
+
     async def start(self) -> None:
         if self.servers or not self.sandbox.ports:
             return
-        folder = self.sandbox.relay_dir()
-        folder.mkdir(mode=0o700, exist_ok=True)
-        if self.owner is not None:
-            os.chown(folder, *self.owner)
+        folder = self.ensure_folder()
         # bound through the directory's descriptor: a short path whatever the folder's
         self.folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         for port in self.sandbox.ports:

@@ -67,6 +67,7 @@ async def run(config: RuntimeConfig, argv: list[str], *, timeout: float,
                                 provider_url=config.provider.base_url,
                                 mcp_urls=tuple(s.url for s in config.mcp_servers),
                                 loopback_fence=config.loopback_fence)
+        launch.prepare_side_command()
         env = launch.environment(clean_env(config, tag), config.workdir)
         proc = await asyncio.create_subprocess_exec(
             *launch.command(argv), stdin=asyncio.subprocess.DEVNULL,

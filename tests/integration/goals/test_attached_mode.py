@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from effects import outbox
 from goals.models import Goal, Todo, WorkingSession
 from runtimes import isolation, wsrpc
 from runtimes.base import CANCEL_GRACE_SECONDS
@@ -374,19 +375,28 @@ def test_automation_prompt_driven_work_updates_loopx_state_and_is_projected_with
     before = codex_processes()
     # the app's own loop (its automation prompt, on the operator's connection, not amux's)
     # claims the todo, does the work and writes it back through amux's todos resource
+    # amux checks the work itself in the agent's session: the release file must be there
+    assert api.patch("/api/v1/goals/ship/", {"check_command": "test -s RELEASE"}
+                     ).status_code == 200
     evidence = '{"state": "done", "evidence": "release cut: v1.2.0 tagged"}'
     model_server.script(
-        ToolCall(agent_curl(todo_id, '{"state": "claimed"}') + " && "
-                 + agent_curl(todo_id, evidence)),
+        ToolCall(agent_curl(todo_id, '{"state": "claimed"}') + " && echo v1.2.0 > RELEASE"
+                 + " && " + agent_curl(todo_id, evidence)),
         Text("cut the release; the todo is done"))
     status = OperatorClient(row).run_turn(
         thread, "Automation: advance goal ship. Claim the next open todo, do it, then "
                 "write it back to amux with your agent token.")
     assert status == "completed"
-    # LoopX state changed, through amux's own rules
+    # the agent's word alone is not done: the todo stays claimed while amux checks
     todo = api.get(f"/api/v1/goals/ship/todos/{todo_id}/").json()
-    assert (todo["state"], todo["claimed_by"], todo["evidence"]) == (
-        "done", "builder", "release cut: v1.2.0 tagged")
+    assert (todo["state"], todo["writeback"]["state"]) == ("claimed", "validating")
+    outbox.drain(seconds=30)
+    # LoopX state changed, through amux's own rules: checked, done with evidence, paid
+    todo = api.get(f"/api/v1/goals/ship/todos/{todo_id}/").json()
+    assert (todo["state"], todo["claimed_by"], todo["writeback"]["state"]) == (
+        "done", "builder", "accepted"), todo["writeback"]
+    assert todo["evidence"].startswith("release cut: v1.2.0 tagged\n\nchecked by amux: "
+                                       "`test -s RELEASE` passed (exit 0)")
     listed = api.get("/api/v1/goals/ship/todos/").json()["results"]
     assert [(t["id"], t["state"]) for t in listed] == [(todo_id, "done")]
     # ... projected on the goal page
@@ -399,7 +409,25 @@ def test_automation_prompt_driven_work_updates_loopx_state_and_is_projected_with
     # ... and no managed turn was launched: no envelope, no amux turn, no spend, no process
     assert GoalTurn.objects.count() == 0
     assert Turn.objects.filter(session_id=session_id).count() == 0
-    assert api.get("/api/v1/goals/ship/").json()["quota"]["spent"] == 0
+    assert api.get("/api/v1/goals/ship/").json()["quota"]["spent"] == 1  # like a turn
+    # a "done" the check does not hold stays claimed and says why; nothing is spent
+    second = api.post("/api/v1/goals/ship/todos/", {"title": "publish notes"}).json()["id"]
+    agent_api = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert agent_api.patch(f"/api/v1/goals/ship/todos/{second}/", '{"state": "claimed"}',
+                           content_type="application/json").status_code == 200
+    assert api.patch("/api/v1/goals/ship/", {"check_command": "test -s NOTES"}
+                     ).status_code == 200
+    said = agent_api.patch(f"/api/v1/goals/ship/todos/{second}/",
+                           '{"state": "done", "evidence": "notes published"}',
+                           content_type="application/json")
+    assert said.status_code == 200 and said.json()["state"] == "claimed"
+    outbox.drain(seconds=30)
+    refused = api.get(f"/api/v1/goals/ship/todos/{second}/").json()
+    assert (refused["state"], refused["writeback"]["state"], refused["writeback"]["reason"],
+            refused["writeback"]["exit_code"]) == ("claimed", "refused", "check_failed", 1)
+    assert api.get("/api/v1/goals/ship/").json()["quota"]["spent"] == 1
+    page = client.get("/panel/sessions/goals/ship/").content.decode()
+    assert "done refused: check failed" in page
     assert codex_processes() == before == [row.pid]
     assert OperatorClient(row).threads() == [thread]
     # the token is the binding's: detaching ends it and takes the file back
