@@ -73,6 +73,7 @@ def sign(secret: str, body: bytes) -> str:
 class GitHub(SourceKind, Polling, OpensPullRequests):
     kind = "github"
     label = "GitHub"
+    expected_interval = 7 * 86400  # a repository with no event for a week shows stale
     scopes = SCOPES["github"]  # the policy's rows for this kind (policy/gate.py)
     fields = (
         Field("repo", "Repositories", "list", required=True, pattern=REPO,
@@ -87,6 +88,9 @@ class GitHub(SourceKind, Polling, OpensPullRequests):
         Field("receive_all", "Receive all comments", "bool", default=False,
               help="Unaddressed comments become candidates (the policy decides)"),
         Field("poll", "Catch up by polling", "bool", default=True),
+        Field("expected_interval", "Expected event interval (s)", "int",
+              help="with no event for this long the source shows stale (default 604800, "
+                   "a week; 0: never)"),
         Field("notice_channel", "Notice channel", default="", pattern=NOTICE_CHANNEL,
               help="Where a ticket's final result is announced: <chat source slug>:<chat "
                    "id> (a Lark chat or a web chat thread). Empty: the pull request says it"),
@@ -101,8 +105,8 @@ class GitHub(SourceKind, Polling, OpensPullRequests):
     )
     health_items = SourceKind.health_items + (HealthItem("cursor", "Catch-up cursor"),)
 
-    def __init__(self, config=None, secrets=None):
-        super().__init__(config, secrets)
+    def __init__(self, config=None, secrets=None, profile=None):
+        super().__init__(config, secrets, profile)
         repos = self.config.get("repo") or []
         if isinstance(repos, str):
             repos = [repos]
@@ -170,8 +174,25 @@ class GitHub(SourceKind, Polling, OpensPullRequests):
             "[bot]"
         )
 
+    def _installation_event(self, p: dict, env: Envelope) -> Ignored:
+        """GitHub's word on the App installation this source's repositories use: deleted
+        or suspended disconnects the source until it is created or unsuspended again."""
+        action = _s(p.get("action"))
+        account = _s(_d(_d(p.get("installation")).get("account")).get("login")).lower()
+        if not account or account not in {r.split("/")[0] for r in self.repos}:
+            return Ignored("installation_not_ours", env.thread)
+        said = {"deleted": (True, "installation_deleted"),
+                "suspend": (True, "installation_suspended"),
+                "created": (False, ""), "unsuspend": (False, "")}.get(action)
+        if said is None:
+            return Ignored("action_not_handled", env.thread)
+        return Ignored(f"installation_{action}", env.thread,
+                       provider={"disconnected": said[0], "reason": said[1]})
+
     def translate(self, env: Envelope) -> TriggerFacts | Ignored:
         p, event = env.payload, env.event
+        if event == "installation":
+            return self._installation_event(p, env)
         if event not in HANDLED:
             return Ignored("event_not_handled", env.thread)
         full = _s(_d(p.get("repository")).get("full_name"))
