@@ -32,3 +32,6 @@ class TriggerFacts:
     thread_url: str = ""
     meta: dict = field(default_factory=dict)
     facts: dict = field(default_factory=dict)
+    # Set when the source itself refuses the trigger before any policy applies (a mention
+    # of a bot whose identity is not verified): kept as an ignored trigger with this reason.
+    refusal: str = ""

@@ -397,6 +397,11 @@ AMUX_MEMORY = os.environ.get("AMUX_MEMORY", "").strip().lower() in ("1", "true",
 AMUX_SESSION_LEASE_SECONDS = _positive_int("AMUX_SESSION_LEASE_SECONDS", 30)
 AMUX_SESSION_MIN_IDLE_SECONDS = _positive_seconds("AMUX_SESSION_MIN_IDLE_SECONDS", 60)
 AMUX_SESSION_CONTROL_POLL_SECONDS = _positive_seconds("AMUX_SESSION_CONTROL_POLL_SECONDS", 1.0)
+# Lark long-connection receivers (intake/liveness.py): each beats a heartbeat this often,
+# and its source shows stale once no beat (nor event) came for the timeout (four beats).
+AMUX_RECEIVER_BEAT_SECONDS = _positive_seconds("AMUX_RECEIVER_BEAT_SECONDS", 15.0)
+AMUX_RECEIVER_TIMEOUT_SECONDS = _positive_seconds(
+    "AMUX_RECEIVER_TIMEOUT_SECONDS", 4 * AMUX_RECEIVER_BEAT_SECONDS)
 # How many sessions one runtime worker keeps awake at once (sessions/capacity.py): set
 # AMUX_SESSION_CAPACITY, or it is derived when the settings load from the memory available
 # then and AMUX_SESSION_MEMORY_MB, what one awake session costs (its runtime process and

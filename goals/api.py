@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from amux_common.api import error_response
 from amux_common.fields import JsonTyped
-from goals import actions, ingress, read
+from goals import actions, connector_state, ingress, read
 from goals.agent_auth import AgentOrOperator, agent_of
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
@@ -272,8 +272,9 @@ class AgentSerializer(serializers.ModelSerializer):
         return binding.session_id if binding else None
 
     def get_connectors(self, obj: Agent) -> list[dict[str, Any]]:
-        return [{"id": c.pk, "label": ck.label(c.source_kind), "state": c.state}
-                for c in obj.connectors.all()]
+        states = connector_state.Reader()
+        return [{"id": c.pk, "label": ck.label(c.source_kind), **states.of(c)}
+                for c in obj.connectors.select_related("source")]
 
 
 class AgentWrite(JsonTyped, serializers.Serializer):
@@ -394,13 +395,39 @@ class ConnectorSerializer(serializers.ModelSerializer):
     capabilities = serializers.SerializerMethodField()
     permission_requirements = serializers.SerializerMethodField()
     label = serializers.SerializerMethodField()
+    # Derived, never stored (goals/core/connectors.py live_state): listening, stale,
+    # disconnected or connected, why (a content-free reason) and since when.
+    state = serializers.SerializerMethodField()
+    state_reason = serializers.SerializerMethodField()
+    state_since = serializers.SerializerMethodField()
+    detached = serializers.SerializerMethodField()
 
     class Meta:
         model = Connector
         fields = ["id", "goal", "agent", "provider_kind", "source_kind", "source",
                   "source_ref", "capture_scope", "ingress_mode", "fallback", "reply_mode",
-                  "mirror_ref", "capabilities", "permission_requirements", "state", "label",
+                  "mirror_ref", "capabilities", "permission_requirements", "state",
+                  "state_reason", "state_since", "detached", "label",
                   "created_at", "updated_at"]
+
+    def _live(self, obj: Connector) -> dict[str, Any]:
+        cache = self.context.setdefault("connector_states", {})
+        if obj.pk not in cache:
+            reader = self.context.setdefault("connector_reader", connector_state.Reader())
+            cache[obj.pk] = reader.of(obj)
+        return cache[obj.pk]
+
+    def get_state(self, obj: Connector) -> str:
+        return self._live(obj)["state"]
+
+    def get_state_reason(self, obj: Connector) -> str | None:
+        return self._live(obj)["state_reason"]
+
+    def get_state_since(self, obj: Connector) -> str | None:
+        return self._live(obj)["state_since"]
+
+    def get_detached(self, obj: Connector) -> bool:
+        return self._live(obj)["detached"]
 
     def get_capabilities(self, obj: Connector) -> list[str]:
         return list(ck.KINDS[obj.source_kind].capabilities)
@@ -413,7 +440,7 @@ class ConnectorSerializer(serializers.ModelSerializer):
             reply_mode=obj.reply_mode)
 
     def get_label(self, obj: Connector) -> str:
-        return f"{ck.label(obj.source_kind)} · {obj.state}"
+        return f"{ck.label(obj.source_kind)} · {self._live(obj)['state']}"
 
 
 class ConnectorWrite(JsonTyped, serializers.Serializer):

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import connection
 
 from amux_common import metrics
-from goals import ingress
+from goals import connector_state, ingress
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
 from goals.core import turns as turn_rules
@@ -38,6 +38,7 @@ def lifecycle(agent: Agent) -> str:
 
 def goal_page(goal: Goal) -> dict[str, Any]:
     agents = []
+    states = connector_state.Reader()
     for agent in goal.agents.select_related("provider").order_by("slug"):
         binding = agent.bindings.filter(active=True).first()
         agents.append({
@@ -46,7 +47,7 @@ def goal_page(goal: Goal) -> dict[str, Any]:
             "lifecycle": lifecycle(agent), "session": binding.session_id if binding else None,
             "runtime": agent.runtime, "provider": agent.provider.slug if agent.provider else "",
             "model": agent.model,
-            "connections": [{"id": c.pk, "label": ck.label(c.source_kind), "state": c.state,
+            "connections": [{"id": c.pk, "label": ck.label(c.source_kind), **states.of(c),
                              "queues": "session_queue" in (c.ingress_mode, c.fallback),
                              "ingress": c.ingress_mode, "fallback": c.fallback,
                              "capture": c.capture_scope, "reply": c.reply_mode,

@@ -12,6 +12,10 @@ def decide_incoming(source, facts: TriggerFacts, version: str | None = None) -> 
     ``version`` when intake read it with the source). Intake stores the answer on the
     trigger and its consumer routes it in the same transaction."""
     policy = services.current_policy({source.slug: source.kind}, version=version)
+    if facts.refusal:  # the source refused it: no policy cell can admit it
+        return {"decision": "ignore", "strength": None, "rule": None,
+                "reason": facts.refusal, "version": policy.version,
+                "acceptance": policy.acceptance}
     verdict = gate(Facts.of(source.slug, source.kind, facts), policy)
     return {"decision": verdict.decision, "strength": verdict.strength, "rule": verdict.rule,
             "reason": verdict.reason, "version": policy.version,

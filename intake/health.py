@@ -65,8 +65,9 @@ def move_cursor(source_id: int, name: str, cursor: str | None, extra: dict | Non
 
 def source_profile_checked(*, source_id: int, profile: dict) -> None:
     """Fact: the source's provider profile was checked against the provider (the bot's
-    identity as Lark states it); kept content-free in the source's health."""
-    with transaction.atomic(durable=True):
+    identity as Lark states it); kept in the source's health. Not durable: a source's
+    events may ask for it from inside their own transaction."""
+    with transaction.atomic():
         source = Source.objects.select_for_update().filter(pk=source_id).first()
         if source is None:
             return
@@ -94,3 +95,43 @@ def source_state_reported(source_id: int, facts: dict) -> None:
         source.health = {**(source.health or {}),
                          "installation": {**installation, "at": clock().isoformat()}}
         source.save(update_fields=["secrets", "health", "updated_at"])
+
+
+def chat_membership_reported(source_id: int, chat: str, *, removed: bool) -> None:
+    """The provider said the bot was removed from `chat` (or added back): kept in the
+    source's health (`removed_chats`, chat → since when), in the caller's transaction.
+    A connector on that chat shows disconnected while it is there."""
+    with transaction.atomic():
+        source = Source.objects.select_for_update().filter(pk=source_id).first()
+        if source is None:
+            return
+        chats = dict((source.health or {}).get("removed_chats") or {})
+        if removed:
+            chats.setdefault(chat, clock().isoformat())
+        else:
+            chats.pop(chat, None)
+        source.health = {**(source.health or {}), "removed_chats": chats}
+        source.save(update_fields=["health"])
+
+
+def provider_state_reported(source_id: int, *, disconnected: bool, reason: str = "") -> None:
+    """The provider said whether it still takes the source (Lark refusing the app's
+    credentials, GitHub deleting or suspending the installation): `provider` in the
+    source's health, kept since the first time it said so, cleared when it takes it again."""
+    with transaction.atomic():
+        source = Source.objects.select_for_update().filter(pk=source_id).first()
+        if source is None:
+            return
+        stored = dict(source.health or {})
+        before = stored.get("provider") or {}
+        if disconnected:
+            if before.get("state") == "disconnected" and before.get("reason") == reason:
+                return
+            stored["provider"] = {"state": "disconnected", "reason": reason,
+                                  "at": clock().isoformat()}
+        elif before:
+            stored.pop("provider")
+        else:
+            return
+        source.health = stored
+        source.save(update_fields=["health"])

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from django.db.models import Count
 
-from intake import acks, rejections
+from intake import acks, liveness, rejections
 from intake.models import Delivery, Source
 from intake.sources import plugin
+from intake.sources.lark_identity import binding
 
 
 def health(source: Source) -> dict:
@@ -38,8 +39,27 @@ def health(source: Source) -> dict:
         "missing_secrets": sorted(missing),
         # the provider profile as checked against the provider (intake/profile.py)
         "profile": stored.get("profile"),
+        # listening, stale or disconnected, why and since when (intake/liveness.py)
+        "connection": liveness.shown(liveness.of(
+            source, last_event_at=last["received_at"] if last else None)),
+        # chats the provider removed the bot from, and since when
+        "removed_chats": stored.get("removed_chats") or {},
+        "bot_identity": bot_identity(source),
         # events of a cursor captured and not yet acknowledged, per cursor and step
         "unacknowledged": acks.pending(source),
         # a GitHub App's installation as its last installation event reported it
         "installation": stored.get("installation"),
     }
+
+
+def bot_identity(source: Source) -> dict | None:
+    """Which bot a Lark source admits mentions of: `state` verified, or the reason
+    mentions are refused (bot_identity_mismatch, bot_identity_unverified)."""
+    if source.kind != "lark":
+        return None
+    config = source.config or {}
+    bound = binding(configured=config.get("bot_open_id") or "", app_id=config.get("app_id") or "",
+                    profile=(source.health or {}).get("profile"))
+    return {"state": bound.state, "verified_open_id": bound.verified or None,
+            "configured_open_id": config.get("bot_open_id") or None,
+            "verified_at": bound.verified_at or None}

@@ -26,20 +26,23 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections
 
 from amux_common.processes import die_with_parent
-from intake import card_hooks, health
+from intake import card_hooks, health, liveness
 from intake.models import Source
 from intake.receive import queue
 from intake.sources import plugin
+from intake.sources.lark import BOT_ADDED, BOT_DELETED
 
 log = logging.getLogger(__name__)
 
-EVENTS = ("im.message.receive_v1", "drive.notice.comment_add_v1", card_hooks.CARD_ACTION)
+EVENTS = ("im.message.receive_v1", "drive.notice.comment_add_v1", card_hooks.CARD_ACTION,
+          BOT_DELETED, BOT_ADDED)
 LONG_CONNECTION = "long_connection"
 
 # lark-oapi calls the handler inside its asyncio loop, where Django refuses database calls:
@@ -123,6 +126,8 @@ def event_handler(slug: str):
     builder.register_p2_im_message_receive_v1(on_event)
     builder.register_p2_card_action_trigger(on_card)
     builder.register_p2_customized_event("drive.notice.comment_add_v1", on_event)
+    builder.register_p2_customized_event(BOT_DELETED, on_event)
+    builder.register_p2_customized_event(BOT_ADDED, on_event)
     return builder.build()
 
 
@@ -136,7 +141,35 @@ def run(slug: str) -> None:
         log_level=lark.LogLevel.INFO, auto_reconnect=True,
     )
     close_old_connections()
+    threading.Thread(target=heartbeat, args=(source.pk, client), daemon=True,
+                     name="lark-heartbeat").start()
     client.start()  # blocks; the supervisor restarts the process if it dies
+
+
+def connected(client) -> bool:
+    """Whether lark-oapi's client holds an open connection now (it keeps none while it
+    reconnects)."""
+    return getattr(client, "_conn", None) is not None
+
+
+def heartbeat(source_id: int, client, every: float | None = None,
+              stop: threading.Event | None = None) -> None:
+    """Beat for the source while this process lives (the source is stale once the beats
+    stop: intake/liveness.py), saying whether the connection is up and since when."""
+    stop = stop or threading.Event()
+    every = every or liveness.beat_every()
+    state, since = None, time.time()
+    while True:
+        now_connected = connected(client)
+        if now_connected != state:
+            state, since = now_connected, time.time()
+        try:
+            liveness.beat(source_id, connected=now_connected,
+                          since=datetime.fromtimestamp(since, UTC))
+        except Exception:  # Redis is away: the next beat tries again
+            log.warning("lark receiver heartbeat failed", exc_info=True)
+        if stop.wait(every):
+            return
 
 
 # -- the supervisor of receivers -------------------------------------------------------------

@@ -27,7 +27,7 @@ from amux_common.clock import now as clock
 from amux_common.coalesce import Coalesced
 from amux_common.integrity import violates
 from amux_common.wakeups import Wakeup
-from intake import batch, checked_insert, health, record
+from intake import batch, checked_insert, health, profile, record
 from intake import rules as intake_core
 from intake.decide import current_version
 from intake.models import Delivery, Source
@@ -271,7 +271,7 @@ def process_mailbox(source: Source, mailbox: str, *, wait: bool = True,
                     version: str | None = None):
     """The stored deliveries of one mailbox processed (`version`: the current policy
     version when the caller read it already)."""
-    translate, decide = record.handlers(source, version)
+    translate, decide = record.handlers(profile.ensure_verified(source), version)
     return mailbox_processed(source=source, mailbox=mailbox, translate=translate,
                              decide=decide, wait=wait)
 
@@ -298,7 +298,7 @@ def process_pending(limit: int = 200) -> int:
 
     def source_of(source_id: int) -> Source:
         if source_id not in sources:
-            sources[source_id] = Source.objects.get(pk=source_id)
+            sources[source_id] = profile.ensure_verified(Source.objects.get(pk=source_id))
         return sources[source_id]
 
     done = 0

@@ -21,7 +21,7 @@ from django.db.models.functions import Cast
 
 from amux_common import metrics
 from amux_common.plain_asgi import error as _error
-from intake import card_hooks, process, record, rejections
+from intake import card_hooks, process, profile, record, rejections
 from intake.checked_insert import SourceSeen
 from intake.decide import decide_incoming
 from intake.models import Source
@@ -176,7 +176,7 @@ def accept(source: Source, env: Envelope, headers: dict | None = None,
     gate raised), the raw delivery is stored alone with the error and the sweep processes
     it later: nothing accepted is lost, nothing is dropped as unreadable."""
     mailbox = f"{source.slug}:{env.thread}"[:400]
-    plug = plugin(source.kind, source.config, source.secrets)
+    plug = profile.translator(profile.ensure_verified(source))
     headers = headers or {}
     try:
         outcome = process.mailbox_processed(

@@ -15,11 +15,10 @@ from django.db import transaction
 
 from amux_common import metrics
 from amux_common.wakeups import Wakeup
-from intake import consumers, health
+from intake import consumers, health, profile
 from intake import rules as intake_core
 from intake.decide import decide_incoming
 from intake.models import Delivery, Source, Thread, Trigger
-from intake.sources import plugin
 from intake.sources.base import Envelope
 
 log = logging.getLogger(__name__)
@@ -47,7 +46,7 @@ def error_text(exc: BaseException) -> str:
 def handlers(source: Source, version: str | None = None):
     """How a source's stored deliveries are translated (its plugin) and decided (the
     gate, under `version` when the caller read it already)."""
-    plug = plugin(source.kind, source.config, source.secrets)
+    plug = profile.translator(source)
     return (functools.partial(translate_stored, plug),
             functools.partial(decide_incoming, version=version))
 
@@ -108,8 +107,16 @@ def write(source: Source, result, decision: Callable[[], dict], *,
             thread.save(update_fields=["meta"])
             consumer.thread_state_reported(source, thread, facts)
     if not intake_core.is_trigger(result):
-        if getattr(result, "source_facts", None):
-            health.source_state_reported(source.pk, result.source_facts)
+        said = getattr(result, "source_facts", None) or {}
+        if "installation" in said:  # a GitHub App's installation: its id, in the secrets
+            health.source_state_reported(source.pk, said)
+        if "chat" in said:  # the provider's word on one chat (the bot left it)
+            health.chat_membership_reported(source.pk, said["chat"]["chat"],
+                                            removed=said["chat"]["removed"])
+        if "provider" in said:  # ... or on the whole source (an installation deleted)
+            health.provider_state_reported(source.pk,
+                                           disconnected=said["provider"]["disconnected"],
+                                           reason=said["provider"]["reason"])
         if getattr(result, "poll", False):  # completed by the source's poll: ask for it now
             transaction.on_commit(functools.partial(poll_soon, source.pk))
         return intake_core.Outcome("ignored", result.reason, thread=thread_id, facts=facts)

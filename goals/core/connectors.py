@@ -14,6 +14,8 @@ INGRESS_MODES = ("live_steering", "session_queue", "async_inbox")
 FALLBACKS = ("none", "session_queue", "async_inbox")
 REPLY_MODES = ("none", "source_thread", "topic_reply", "source_comment", "configured_mirror")
 STATES = ("connected", "listening", "stale", "disconnected")
+# The stored `state` says only whether the operator attached the connector (anything but
+# "disconnected") or detached it; what it shows is derived by `live_state`.
 LARK_BOT = "lark_group_message"  # the kind that is an agent's "Lark Bot connection"
 DOCUMENT_COMMENT = "lark_document_comment"
 # Lark's file types whose comments can be listed; a bare document token is a docx.
@@ -174,3 +176,23 @@ def comment_acknowledgement(events: list[tuple[str, str]]) -> str | None:
         return ""
     outcomes = [outcome or "no_response" for _, outcome in events]
     return "replied" if "replied" in outcomes else outcomes[0]
+
+
+def live_state(*, detached: bool, detached_at, source_kind: str, has_source: bool,
+               source_state: tuple[str, str, object] | None,
+               removed_chats: dict | None, source_ref: str, created_at):
+    """A connector's state as shown, with its reason and since when: `disconnected` when
+    the operator detached it, or the provider removed the bot from its chat; a web chat
+    (amux's own page, nothing to lose) is `connected`; otherwise its source's liveness
+    (`listening`, `stale`, `disconnected`: intake/liveness_rules.py). Answers
+    (state, reason, since)."""
+    if detached:
+        return "disconnected", "detached", detached_at
+    if not has_source:
+        return "connected", "", created_at
+    removed = (removed_chats or {}).get(source_ref) if source_kind == LARK_BOT else None
+    if removed:
+        return "disconnected", "bot_removed_from_chat", removed
+    if source_state is None:
+        return "stale", "source_unknown", None
+    return source_state

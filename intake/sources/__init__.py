@@ -40,7 +40,9 @@ def check_capabilities(kinds: dict[str, type[SourceKind]] | None = None) -> None
                     f"but does not implement {', '.join(missing)}")
 
 
-def plugin(kind: str, config: dict | None = None, secrets: dict | None = None) -> SourceKind:
-    """An instance of the plugin of `kind` for one source's config and secrets."""
-    return KINDS[kind](config, secrets)
+def plugin(kind: str, config: dict | None = None, secrets: dict | None = None,
+           profile: dict | None = None) -> SourceKind:
+    """An instance of the plugin of `kind` for one source's config and secrets (and, to
+    translate events, its provider profile as verified)."""
+    return KINDS[kind](config, secrets, profile)
 

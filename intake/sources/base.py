@@ -91,8 +91,10 @@ class Ignored:
     # The event is completed by the source's own poll (a comment event without its text):
     # intake asks for a poll of the source right after it is recorded.
     poll: bool = False
-    # What the event says about the source itself (a GitHub App installed or removed):
-    # kept in the source's health when it is recorded (intake/health.py).
+    # What the event says about the source itself, kept in its health when it is recorded
+    # (intake/record.py): "installation" (a GitHub App installed, removed or suspended),
+    # "provider" ({"disconnected", "reason"}: the provider takes the source or not) and
+    # "chat" ({"chat", "removed"}: the bot removed from one chat, or added back).
     source_facts: dict = field(default_factory=dict)
 
 
@@ -220,10 +222,17 @@ class SourceKind:
     # result) get only the "anyone, unaddressed" cell.
     scopes: ClassVar[tuple[str, ...]] = ()
     has_webhook: ClassVar[bool] = True
+    # Seconds a webhook source may stay quiet before it shows stale (intake/liveness.py);
+    # a source's config `expected_interval` overrides it; 0: never judged by quietness.
+    expected_interval: ClassVar[int] = 0
 
-    def __init__(self, config: dict | None = None, secrets: dict | None = None):
+    def __init__(self, config: dict | None = None, secrets: dict | None = None,
+                 profile: dict | None = None):
         self.config = self.defaults() | (config or {})
         self.secrets = dict(secrets or {})
+        # The provider profile as last read from the provider (Source.health["profile"]):
+        # what translation may trust beyond the operator's config (a Lark bot's open id).
+        self.profile = dict(profile or {})
 
     def catches_up(self) -> bool:
         """Does this source poll its platform to catch up on what its receiver missed

@@ -73,6 +73,7 @@ def sign(secret: str, body: bytes) -> str:
 class GitHub(SourceKind, Polling, OpensPullRequests):
     kind = "github"
     label = "GitHub"
+    expected_interval = 7 * 86400  # a repository with no event for a week shows stale
     scopes = SCOPES["github"]  # the policy's rows for this kind (policy/gate.py)
     fields = (
         Field("repo", "Repositories", "list", required=True, pattern=REPO,
@@ -87,6 +88,9 @@ class GitHub(SourceKind, Polling, OpensPullRequests):
         Field("receive_all", "Receive all comments", "bool", default=False,
               help="Unaddressed comments become candidates (the policy decides)"),
         Field("poll", "Catch up by polling", "bool", default=True),
+        Field("expected_interval", "Expected event interval (s)", "int",
+              help="with no event for this long the source shows stale (default 604800, "
+                   "a week; 0: never)"),
         Field("notice_channel", "Notice channel", default="", pattern=NOTICE_CHANNEL,
               help="Where a ticket's final result is announced: <chat source slug>:<chat "
                    "id> (a Lark chat or a web chat thread). Empty: the pull request says it"),
@@ -101,8 +105,8 @@ class GitHub(SourceKind, Polling, OpensPullRequests):
     )
     health_items = SourceKind.health_items + (HealthItem("cursor", "Catch-up cursor"),)
 
-    def __init__(self, config=None, secrets=None):
-        super().__init__(config, secrets)
+    def __init__(self, config=None, secrets=None, profile=None):
+        super().__init__(config, secrets, profile)
         repos = self.config.get("repo") or []
         if isinstance(repos, str):
             repos = [repos]
@@ -170,10 +174,32 @@ class GitHub(SourceKind, Polling, OpensPullRequests):
             "[bot]"
         )
 
+    def _installation_event(self, p: dict, env: Envelope) -> Ignored:
+        """GitHub's word on the App installation this source's repositories use: no
+        trigger, facts about the source itself. Created or unsuspended, the source works
+        (its installation id is kept for minting tokens); deleted or suspended, it is
+        disconnected until installed again. Another account's installation says nothing
+        about this source."""
+        action = _s(p.get("action"))
+        state = INSTALLATION_STATES.get(action)
+        inst = _d(p.get("installation"))
+        if state is None or not isinstance(inst.get("id"), int):
+            return Ignored("action_not_handled", env.thread)
+        account = _s(_d(inst.get("account")).get("login"))
+        if not account or account.lower() not in {r.split("/")[0] for r in self.repos}:
+            return Ignored("installation_not_ours", env.thread)
+        repos = [_s(_d(r).get("full_name")) for r in p.get("repositories") or []]
+        return Ignored(f"app_{state}", env.thread, source_facts={
+            "installation": {"state": state, "id": inst["id"], "account": account,
+                             "repository_selection": _s(inst.get("repository_selection")),
+                             "repositories": sorted(r for r in repos if r)},
+            "provider": {"disconnected": state != "installed",
+                         "reason": INSTALLATION_REASONS.get(state, "")}})
+
     def translate(self, env: Envelope) -> TriggerFacts | Ignored:
         p, event = env.payload, env.event
         if event == "installation":
-            return _installation(p)
+            return self._installation_event(p, env)
         if event not in HANDLED:
             return Ignored("event_not_handled", env.thread)
         full = _s(_d(p.get("repository")).get("full_name"))
@@ -484,21 +510,8 @@ class GitHub(SourceKind, Polling, OpensPullRequests):
 # source works; deleted or suspended, it cannot mint tokens until installed again.
 INSTALLATION_STATES = {"created": "installed", "unsuspend": "installed",
                        "deleted": "removed", "suspend": "suspended"}
-
-
-def _installation(p: dict) -> Ignored:
-    """The App was installed (or removed): no trigger, a fact about the source itself."""
-    action = _s(p.get("action"))
-    state = INSTALLATION_STATES.get(action)
-    inst = _d(p.get("installation"))
-    if state is None or not isinstance(inst.get("id"), int):
-        return Ignored("action_not_handled")
-    repos = [_s(_d(r).get("full_name")) for r in p.get("repositories") or []]
-    return Ignored(f"app_{state}", source_facts={"installation": {
-        "state": state, "id": inst["id"],
-        "account": _s(_d(inst.get("account")).get("login")),
-        "repository_selection": _s(inst.get("repository_selection")),
-        "repositories": sorted(r for r in repos if r)}})
+# ... and the connection's reason while it cannot (goals' connector state reads it).
+INSTALLATION_REASONS = {"removed": "installation_deleted", "suspended": "installation_suspended"}
 
 
 def _is_issue(gh_repo, number: int) -> bool:

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from amux_common import bounded_json
-from intake.sources import lark_history
+from intake.sources import lark_history, lark_identity
 from intake.sources.base import (
     CardSent,
     Context,
@@ -69,6 +69,8 @@ DOC_TYPES = ("doc", "docx", "sheet", "bitable", "slides", "file")
 # `conversation`: off (messages become tickets), topic, singleton (conversations/).
 CONVERSATION_MODES = ("off", "topic", "singleton")
 COMMENT_EVENT = "drive.notice.comment_add_v1"
+# The bot was removed from a chat (Lark's word that the chat is disconnected), or added.
+BOT_DELETED, BOT_ADDED = "im.chat.member.bot.deleted_v1", "im.chat.member.bot.added_v1"
 # A newly watched document's first poll takes the comments of the week before, at most the
 # latest 50 (later ones come through its committed cursor): bounded, never "from now".
 CATCHUP_SECONDS, CATCHUP_COMMENTS = 7 * 24 * 3600, 50
@@ -104,6 +106,7 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
            RepliesInChat):
     kind = "lark"
     label = "Lark / Feishu"
+    expected_interval = 86400  # a webhook chat source quiet for a day shows stale
     scopes = SCOPES["lark"]  # the policy's rows for this kind (policy/gate.py)
     fields = (
         Field("domain", "Domain", "url", default="https://open.feishu.cn",
@@ -131,6 +134,9 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
         Field("freshness_seconds", "Signature freshness window (s)", "int", default=300),
         Field("receiver", "Receiver", default="webhook", pattern=r"webhook|long_connection",
               help="webhook, or long_connection (lark-oapi's client in its own process)"),
+        Field("expected_interval", "Expected event interval (s)", "int",
+              help="a webhook source with no event for this long shows stale (default "
+                   "86400; 0: never); a long connection is judged by its heartbeat"),
         Field("conversation", "Conversation mode", default="off", choices=CONVERSATION_MODES,
               help="off: messages become tickets; topic: each topic (or direct chat) talks "
                    "to its own agent session; singleton: one agent session for the whole bot"),
@@ -240,6 +246,8 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
         if event_type == COMMENT_EVENT:
             meta = _d(event.get("notice_meta"))
             return f"doc:{_s(meta.get('file_token'))}:{_s(event.get('comment_id'))}"
+        if event_type in (BOT_DELETED, BOT_ADDED):
+            return _s(event.get("chat_id"))
         return ""
 
     def translate(self, env: Envelope) -> TriggerFacts | Ignored:
@@ -248,7 +256,19 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
             return self._message(env, event)
         if env.event == COMMENT_EVENT:
             return self._doc_comment(env, event)
+        if env.event in (BOT_DELETED, BOT_ADDED):
+            return self._bot_membership(env, event)
         return Ignored("event_not_handled", env.thread)
+
+    def _bot_membership(self, env: Envelope, event: dict) -> Ignored:
+        if _s(_d(env.payload.get("header")).get("app_id")) != _s(self.config.get("app_id")):
+            return Ignored("foreign_app", env.thread)
+        chat = _s(event.get("chat_id"))
+        if not chat:
+            return Ignored("no_chat_id", env.thread)
+        removed = env.event == BOT_DELETED
+        return Ignored("bot_removed_from_chat" if removed else "bot_added_to_chat", env.thread,
+                       source_facts={"chat": {"chat": chat, "removed": removed}})
 
     def _message(self, env: Envelope, event: dict) -> TriggerFacts | Ignored:
         # Addressed to this bot = this app's event (header.app_id) mentioning this bot's
@@ -259,28 +279,35 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
         sender = _d(event.get("sender"))
         msg = _d(event.get("message"))
         open_id = _s(_d(sender.get("sender_id")).get("open_id"))
-        bot = self.config.get("bot_open_id") or ""
-        if bot and open_id == bot:
+        configured = self.config.get("bot_open_id") or ""
+        binding = self.bot_binding()
+        if open_id and open_id in (configured, binding.verified):
             return Ignored("own_message", env.thread)
         message_id = _s(msg.get("message_id"))
         if not message_id:
             return Ignored("no_message_id", env.thread)
         chat = _s(msg.get("chat_id"))
         mentions = [m for m in msg.get("mentions") or [] if isinstance(m, dict)]
-        addressed = bool(bot) and any(_s(_d(m.get("id")).get("open_id")) == bot for m in mentions)
-        if msg.get("chat_type") == "p2p":
-            scope, addressed, receives_all = "direct", True, True
+        mentioned = {_s(_d(m.get("id")).get("open_id")) for m in mentions} - {""}
+        bot = binding.bot
+        addressed = bool(bot) and bot in mentioned
+        # A mention of the bot by an id Lark has not confirmed (configured and verified
+        # ids differ, or none is verified yet) is refused, not guessed: it is kept as an
+        # ignored trigger naming why, until the operator fixes the configuration.
+        refusal = binding.refusal if mentioned & ({configured, binding.verified} - {""}) else ""
+        if msg.get("chat_type") == "p2p":  # addressed by being sent to the bot at all
+            scope, addressed, receives_all, refusal = "direct", True, True, ""
         elif chat in (self.config.get("groups") or []):
             scope = "group_configured"
             receives_all = chat in (self.config.get("receive_all") or [])
-        elif addressed:
+        elif addressed or refusal:
             scope, receives_all = "group_other", False
         else:
             return Ignored("not_addressed", env.thread)
         is_bot = _s(sender.get("sender_type")) not in ("user", "")
         # In a conversation the bot's own mention is how it was called, not what was said
         # ("@amux goal ship it" is the command "goal ship it").
-        drop = bot if self.conversation_mode() != "off" else ""
+        drop = (bot or configured) if self.conversation_mode() != "off" else ""
         return TriggerFacts(
             external_id=f"message:{message_id}", thread=env.thread, scope=scope,
             actor=open_id, is_human=not is_bot, is_bot=is_bot, addressed=addressed,
@@ -289,6 +316,7 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
             meta={"scope": scope, "chat_id": chat, "chat_type": _s(msg.get("chat_type")),
                   "message_id": message_id, "root_id": _s(msg.get("root_id")),
                   "thread_id": _s(msg.get("thread_id"))},
+            refusal=refusal,
         )
 
     def _doc_comment(self, env: Envelope, event: dict) -> TriggerFacts | Ignored:
@@ -770,6 +798,12 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
             if marker in r["text"] and (not bot or r["user_id"] == bot):
                 return r["reply_id"]
         return ""
+
+    def bot_binding(self) -> lark_identity.Binding:
+        """Which bot this source admits mentions of (the verified one, or none and why)."""
+        return lark_identity.binding(configured=self.config.get("bot_open_id") or "",
+                                     app_id=_s(self.config.get("app_id")),
+                                     profile=self.profile)
 
     def bot_profile(self) -> dict:
         """The bot's identity as Lark states it (`GET /open-apis/bot/v3/info`, tenant

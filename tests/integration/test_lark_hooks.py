@@ -10,7 +10,7 @@ import pytest
 from intake.models import Delivery, Source, Trigger
 from intake.sources.lark import Lark, decrypt, encrypt
 from tests.support.intake import processed
-from tests.support.lark_events import message_event, sealed
+from tests.support.lark_events import bot_verified, message_event, sealed
 
 pytestmark = pytest.mark.django_db
 
@@ -26,6 +26,7 @@ def lark():
     source = Source(kind="lark", slug="lk", name="Lark", config=config)
     source.secrets = {"verification_token": TOKEN, "encrypt_key": KEY, "app_secret": "sec"}
     source.save()
+    bot_verified(source, BOT)
     return source
 
 
@@ -163,7 +164,7 @@ def test_schema_one_and_missing_fields_are_400(client, lark):
 
 def test_other_event_types_are_answered_and_ignored(client, lark):
     event = message_event(token=TOKEN)
-    event["header"]["event_type"] = "im.chat.member.bot.added_v1"
+    event["header"]["event_type"] = "im.message.reaction.created_v1"
     body = processed(post(client, event))
     assert (body["outcome"], body["reason"]) == ("ignored", "event_not_handled")
 

@@ -18,7 +18,7 @@ from intake import process
 from intake.lark_receiver import event_handler
 from intake.models import Delivery, Source, Trigger
 from intake.sources.lark import Lark
-from tests.support.lark_events import message_event
+from tests.support.lark_events import bot_verified, message_event
 from tests.support.lark_ws import LarkLongConnection
 from tests.support.recording_server import RecordingServer
 from tests.support.workers import ROOT, wait_for, worker_env
@@ -33,6 +33,7 @@ def lark():
     source = Source(kind="lark", slug="lk", name="Lark", config=config)
     source.secrets = {"verification_token": "v", "app_secret": "s"}
     source.save()
+    bot_verified(source)
     return source
 
 

@@ -64,24 +64,28 @@ def test_default_branch_ci_stays_a_candidate_under_the_admission_table():
 
 def _installation(action, inst_id=7):
     return {"action": action,
-            "installation": {"id": inst_id, "account": {"login": "acme"},
+            "installation": {"id": inst_id, "account": {"login": "Codertocat"},
                              "repository_selection": "selected"},
-            "repositories": [{"full_name": "acme/b"}, {"full_name": "acme/a"}],
+            "repositories": [{"full_name": "Codertocat/b"}, {"full_name": "Codertocat/a"}],
             "sender": {"login": "octocat"}}
 
 
 def test_an_app_installation_is_a_fact_about_the_source_not_a_trigger():
     result = translate("installation", _installation("created"))
-    assert result == Ignored("app_installed", source_facts={"installation": {
-        "state": "installed", "id": 7, "account": "acme", "repository_selection": "selected",
-        "repositories": ["acme/a", "acme/b"]}})
+    assert (result.reason, result.source_facts) == ("app_installed", {
+        "installation": {"state": "installed", "id": 7, "account": "Codertocat",
+                         "repository_selection": "selected",
+                         "repositories": ["Codertocat/a", "Codertocat/b"]},
+        "provider": {"disconnected": False, "reason": ""}})
+    assert translate("installation", _installation("deleted")).source_facts["provider"] == {
+        "disconnected": True, "reason": "installation_deleted"}
     assert translate("installation", _installation("deleted")).source_facts[
         "installation"]["state"] == "removed"
     assert translate("installation", _installation("suspend")).reason == "app_suspended"
 
 
 def test_an_installation_event_it_does_not_follow_changes_nothing():
-    assert translate("installation", _installation("new_permissions_accepted")) == Ignored(
-        "action_not_handled")
-    assert translate("installation", _installation("created", inst_id="7")) == Ignored(
-        "action_not_handled")
+    assert translate("installation", _installation("new_permissions_accepted")
+                     ).reason == "action_not_handled"
+    assert translate("installation", _installation("created", inst_id="7")
+                     ).reason == "action_not_handled"

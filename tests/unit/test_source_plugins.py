@@ -183,7 +183,8 @@ def test_doc_cursor_catch_up_is_bounded_and_passing_follows_newer():
 
 
 def test_lark_events_of_another_app_are_foreign():
-    lark = Lark({"app_id": "cli_ours", "bot_open_id": "ou_bot", "groups": ["oc_team"]}, {})
+    lark = Lark({"app_id": "cli_ours", "bot_open_id": "ou_bot", "groups": ["oc_team"]}, {},
+                {"open_id": "ou_bot", "app_id": "cli_ours"})
     body = {"header": {"app_id": "cli_theirs"}, "event": {"message": {
         "message_id": "om_1", "chat_id": "oc_team", "chat_type": "group",
         "mentions": [{"key": "@_user_1", "id": {"open_id": "ou_bot"}}]},
@@ -192,3 +193,52 @@ def test_lark_events_of_another_app_are_foreign():
     assert lark.translate(env).reason == "foreign_app"
     body["header"]["app_id"] = "cli_ours"
     assert lark.translate(lark.envelope("e2", "im.message.receive_v1", body)).addressed
+
+
+def _mention(bot: str, chat: str = "oc_team") -> dict:
+    return {"header": {"app_id": "cli_ours"}, "event": {"message": {
+        "message_id": "om_1", "chat_id": chat, "chat_type": "group",
+        "mentions": [{"key": "@_user_1", "id": {"open_id": bot}}]},
+        "sender": {"sender_id": {"open_id": "ou_a"}, "sender_type": "user"}}}
+
+
+def test_lark_mentions_are_admitted_by_the_verified_bot_only():
+    """The bot id Lark's bot info stated (for this app) admits mentions; a configured id
+    that differs, or none verified, refuses them with a reason; a direct message needs no
+    mention and is not refused."""
+    config = {"app_id": "cli_ours", "bot_open_id": "ou_bot", "groups": ["oc_team"]}
+    verified = {"open_id": "ou_bot", "app_id": "cli_ours"}
+    facts = Lark(config, {}, verified).translate(
+        Lark(config).envelope("e", "im.message.receive_v1", _mention("ou_bot")))
+    assert facts.addressed and not facts.refusal
+    # Lark names another bot: the configured id is not trusted, a mention of either refused
+    other = {"open_id": "ou_real", "app_id": "cli_ours"}
+    for bot in ("ou_bot", "ou_real"):
+        facts = Lark(config, {}, other).translate(
+            Lark(config).envelope("e", "im.message.receive_v1", _mention(bot, "oc_x")))
+        assert (facts.scope, facts.addressed, facts.refusal) == (
+            "group_other", False, "bot_identity_mismatch")
+    # nothing verified, or verified for an app the source no longer uses
+    for profile in (None, {"open_id": "ou_bot", "app_id": "cli_old"}):
+        facts = Lark(config, {}, profile).translate(
+            Lark(config).envelope("e", "im.message.receive_v1", _mention("ou_bot")))
+        assert facts.refusal == "bot_identity_unverified" and not facts.addressed
+    # a mention of somebody else is no mention of the bot: nothing to refuse
+    facts = Lark(config, {}, other).translate(
+        Lark(config).envelope("e", "im.message.receive_v1", _mention("ou_alice")))
+    assert facts.refusal == "" and not facts.addressed
+    direct = _mention("ou_bot")
+    direct["event"]["message"]["chat_type"] = "p2p"
+    facts = Lark(config, {}, other).translate(
+        Lark(config).envelope("e", "im.message.receive_v1", direct))
+    assert facts.addressed and facts.refusal == ""
+    # the operator fixes the configuration: admitted by the verified id
+    fixed = {**config, "bot_open_id": "ou_real"}
+    facts = Lark(fixed, {}, other).translate(
+        Lark(fixed).envelope("e", "im.message.receive_v1", _mention("ou_real", "oc_x")))
+    assert facts.addressed and facts.scope == "group_other" and not facts.refusal
+    # no configured id: the verified one is the only claim
+    bare = {k: v for k, v in config.items() if k != "bot_open_id"}
+    facts = Lark(bare, {}, other).translate(
+        Lark(bare).envelope("e", "im.message.receive_v1", _mention("ou_real")))
+    assert facts.addressed and not facts.refusal

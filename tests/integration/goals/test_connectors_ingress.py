@@ -324,7 +324,9 @@ def test_attaching_or_detaching_lark_changes_no_mode_session_or_goal_state(api, 
     agent = api.get("/api/v1/goals/ship/agents/builder/").json()
     assert (agent["mode"], agent["session"]) == ("managed_agent_runtime", session_id)
     assert agent["connectors"] == [{"id": connector["id"], "label": "Lark Bot",
-                                    "state": "listening"}]
+                                    "state": "listening", "state_reason": None,
+                                    "state_since": connector["state_since"],
+                                    "detached": False}]
     api.delete(f"/api/v1/connectors/{connector['id']}/")
     agent = api.get("/api/v1/goals/ship/agents/builder/").json()
     assert (agent["mode"], agent["session"]) == ("managed_agent_runtime", session_id)

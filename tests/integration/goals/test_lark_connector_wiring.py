@@ -16,7 +16,7 @@ from policy import services as policy_services
 from sessions.models import Turn
 from tests.integration.goals.conftest import start
 from tests.support.intake import processed
-from tests.support.lark_events import message_event, sealed
+from tests.support.lark_events import bot_verified, message_event, sealed
 
 pytestmark = pytest.mark.django_db
 
@@ -30,6 +30,7 @@ def lark_source(slug="lk", **config):
     source = Source(kind="lark", slug=slug, name="Lark", config=config)
     source.secrets = {"verification_token": TOKEN, "encrypt_key": KEY, "app_secret": "sec"}
     source.save()
+    bot_verified(source, BOT)
     policy_services.save({"acceptance": "manual", "sources": {slug: {
         "allowed": [ALICE],
         "rows": {"group_configured": {"addressed": True}}}}}, None)
