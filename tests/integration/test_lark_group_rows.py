@@ -13,7 +13,7 @@ from intake.sources.lark import Lark
 from policy import services as policy_services
 from policy.models import PolicyVersion
 from tests.support.intake import processed
-from tests.support.lark_events import message_event, sealed
+from tests.support.lark_events import bot_verified, message_event, sealed
 
 pytestmark = pytest.mark.django_db
 
@@ -28,6 +28,7 @@ def lark():
     source = Source(kind="lark", slug="lk", name="Lark", config=config)
     source.secrets = {"verification_token": TOKEN, "encrypt_key": KEY}
     source.save()
+    bot_verified(source, BOT)  # mentions are admitted by the bot id Lark confirmed
     return source
 
 
