@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
-from amux_common.fields import JsonTyped
+from amux_common.fields import JsonTyped, no_body
 from goals import actions, ingress, read
 from goals.agent_auth import AgentOrOperator, agent_of
 from goals.core import connectors as ck
@@ -300,6 +300,7 @@ class AgentDetail(RefusalsAnswered, APIView):
 
 class AgentStart(RefusalsAnswered, APIView):
     @extend_schema(request=None, responses={201: AgentSerializer})
+    @no_body
     def post(self, request, slug: str, agent: str):
         _agent(slug, agent)
         actions.start(slug, agent)
@@ -309,6 +310,7 @@ class AgentStart(RefusalsAnswered, APIView):
 
 class AgentDetach(RefusalsAnswered, APIView):
     @extend_schema(request=None, responses=AgentSerializer)
+    @no_body
     def post(self, request, slug: str, agent: str):
         _agent(slug, agent)
         actions.detach(slug, agent)
@@ -468,6 +470,7 @@ class ConnectorDetail(RefusalsAnswered, APIView):
         return Response(ConnectorSerializer(connector).data)
 
     @extend_schema(responses=ConnectorSerializer)
+    @no_body
     def delete(self, request, pk: int):
         """Disconnect (the receipts stay)."""
         _connector(pk)
@@ -481,6 +484,7 @@ class RebindSerializer(serializers.Serializer):
 
 class ConnectorRebind(RefusalsAnswered, APIView):
     @extend_schema(request=None, responses={200: RebindSerializer})
+    @no_body
     def post(self, request, pk: int):
         _connector(pk)
         return Response(actions.rebind(pk))
@@ -488,6 +492,7 @@ class ConnectorRebind(RefusalsAnswered, APIView):
 
 class ConnectorReconnect(RefusalsAnswered, APIView):
     @extend_schema(request=None, responses=ConnectorSerializer)
+    @no_body
     def post(self, request, pk: int):
         """A disconnected connector listens again with the settings it had (409 while the
         agent has another active connection of its kind, or its source is disabled)."""
@@ -530,6 +535,7 @@ class ReceiptDetail(APIView):
 
 class ReceiptCancel(RefusalsAnswered, APIView):
     @extend_schema(request=None, responses=ReceiptSerializer)
+    @no_body
     def post(self, request, pk: int):
         return Response(ReceiptSerializer(actions.cancel_queued(pk)).data)
 

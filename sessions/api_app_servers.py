@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
-from amux_common.fields import JsonTyped
+from amux_common.fields import JsonTyped, no_body
 from sessions import app_servers, services
 from sessions.models import AppServer
 
@@ -112,6 +112,7 @@ class AttachableDetail(APIView):
         return Response(app_servers.describe(_row(ref)))
 
     @extend_schema(responses=DescriptorSerializer)
+    @no_body
     def delete(self, request, ref: str):
         """Stop one amux started (its process ends) or forget a registered one; refused
         while an agent is attached to it."""
