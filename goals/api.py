@@ -32,8 +32,7 @@ class RefusalsAnswered:
 
     def handle_exception(self, exc):
         if isinstance(exc, Refused):
-            fields = {exc.field: [str(exc)]} if exc.field else {}
-            return error_response(exc.status, exc.code, str(exc), fields)
+            return error_response(exc.status, exc.code, str(exc), exc.fields)
         return super().handle_exception(exc)
 
 

@@ -113,3 +113,36 @@ def test_flat_fields_names_every_depth():
     assert flat_fields(drf) == {"items.1.name": ["Required."], "tags.0": ["Not a string."],
                                 "quota.limit": ["Required."], "quota": ["Bad quota."],
                                 "title": ["Too long.", "Bad."], "base": ["stale"]}
+
+
+def test_a_connector_names_every_fault_at_once(api):
+    assert api.post("/api/v1/goals/", {"slug": "ship", "title": "Ship"}).status_code == 201
+    for slug in ("builder", "reviewer"):
+        made = api.post("/api/v1/goals/ship/agents/", {"slug": slug, "mode": "attached_app_session"})
+        assert made.status_code == 201, made.content
+    answer = api.post("/api/v1/connectors/", {
+        "goal": "ship", "source_kind": "web_chat", "ingress_mode": "async_inbox",
+        "reply_mode": "source_comment", "fallback": "session_queue"}, format="json")
+    assert set(fields_of(answer)) == {"agent", "ingress_mode", "reply_mode", "fallback"}
+    lark = api.post("/api/v1/connectors/", {
+        "goal": "ship", "agent": "nobody", "source_kind": "lark_group_message",
+        "ingress_mode": "session_queue", "reply_mode": "configured_mirror"}, format="json")
+    assert set(fields_of(lark)) == {"agent", "source", "source_ref", "mirror_ref"}
+    assert api.get("/api/v1/connectors/").json()["count"] == 0
+
+
+def test_a_prompt_write_names_every_fault_at_once(api):
+    key = api.get("/api/v1/prompts/").json()["results"][0]["key"]
+    answer = api.put(f"/api/v1/prompts/{key}/", {"text": 5, "revison": 1}, format="json")
+    assert set(fields_of(answer)) == {"text", "base_revision", "revison"}
+    restore = api.post(f"/api/v1/prompts/{key}/restore/", {"base": 0}, format="json")
+    assert set(fields_of(restore)) == {"base", "base_revision"}
+
+
+def test_a_policy_names_its_base_and_its_document_faults_at_once(api):
+    answer = api.put("/api/v1/policy/", {"acceptance": "sometimes", "sources": {}},
+                     format="json")
+    assert set(fields_of(answer)) == {"base_version", "acceptance"}
+    check = api.post("/api/v1/policy/check/", {"scope": "comment", "version": "nope",
+                                               "adressed": True}, format="json")
+    assert set(fields_of(check)) == {"source", "version", "adressed"}
