@@ -118,7 +118,8 @@ def test_flat_fields_names_every_depth():
 def test_a_connector_names_every_fault_at_once(api):
     assert api.post("/api/v1/goals/", {"slug": "ship", "title": "Ship"}).status_code == 201
     for slug in ("builder", "reviewer"):
-        made = api.post("/api/v1/goals/ship/agents/", {"slug": slug, "mode": "attached_app_session"})
+        made = api.post("/api/v1/goals/ship/agents/",
+                        {"slug": slug, "mode": "attached_app_session"})
         assert made.status_code == 201, made.content
     answer = api.post("/api/v1/connectors/", {
         "goal": "ship", "source_kind": "web_chat", "ingress_mode": "async_inbox",
