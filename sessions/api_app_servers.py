@@ -19,7 +19,7 @@ from sessions.models import AppServer
 
 
 def _refused(exc: services.CommandError) -> Response:
-    fields = {exc.field: [str(exc)]} if exc.field else {}
+    fields = exc.fields
     return error_response(exc.status, exc.code, str(exc), fields)
 
 
