@@ -191,13 +191,15 @@ def _check_provider_model(provider_row, model: str) -> None:
 def change_provider(goal_slug: str, agent_slug: str, *, provider: str, model: str) -> Agent:
     """The explicit rebinding of a managed agent's provider and model (never a fallback):
     refused while a working session is bound — detach, change, start again."""
+    faults = Faults()
     provider_row = ProviderProfile.objects.filter(slug=provider).first()
     if provider_row is None:
-        raise Refused(f"unknown provider {provider!r}", code="unknown_provider", status=400,
-                      field="provider")
+        faults.add(f"unknown provider {provider!r}", field="provider", code="unknown_provider")
     if not model.strip():
-        raise Refused("model is required", code="model_required", status=400, field="model")
-    _check_provider_model(provider_row, model)
+        faults.add("model is required", field="model", code="model_required")
+    elif provider_row is not None:
+        faults.check(_check_provider_model, provider_row, model)
+    faults.settle()
     with transaction.atomic(durable=True):
         agent = locks.agent_of(goal_slug, agent_slug)
         if agent.mode != lc.MANAGED:
@@ -361,7 +363,9 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
         ck.check_mirror, source_kind=source_kind, reply_mode=reply_mode,
         mirror_ref=mirror_ref,
         groups=ck.configured_groups(source_row.config if source_row else None)) or ""
-    if agent and not Agent.objects.filter(goal__slug=goal, slug=agent).exists():
+    if not Goal.objects.filter(slug=goal).exists():
+        faults.add(f"unknown goal {goal!r}", field="goal")
+    elif agent and not Agent.objects.filter(goal__slug=goal, slug=agent).exists():
         faults.add(f"goal {goal!r} has no agent {agent!r}", field="agent")
     elif not agent and Agent.objects.filter(goal__slug=goal).count() != 1:
         # several agents (or none) and no agent named: routing would be ambiguous

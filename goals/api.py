@@ -434,9 +434,6 @@ class ConnectorList(RefusalsAnswered, generics.ListAPIView):
     @extend_schema(request=ConnectorWrite, responses={201: ConnectorSerializer})
     def post(self, request):
         data = _valid(ConnectorWrite, request)
-        if not Goal.objects.filter(slug=data["goal"]).exists():
-            raise Refused(f"unknown goal {data['goal']!r}", code="invalid", status=400,
-                          field="goal")
         connector = actions.create_connector(
             goal=data["goal"], agent=data.get("agent"), source_kind=data["source_kind"],
             provider_kind=data.get("provider_kind"), source=data.get("source"),

@@ -129,6 +129,10 @@ def test_a_connector_names_every_fault_at_once(api):
         "goal": "ship", "agent": "nobody", "source_kind": "lark_group_message",
         "ingress_mode": "session_queue", "reply_mode": "configured_mirror"}, format="json")
     assert set(fields_of(lark)) == {"agent", "source", "source_ref", "mirror_ref"}
+    nowhere = api.post("/api/v1/connectors/", {
+        "goal": "nowhere", "source_kind": "web_chat", "ingress_mode": "async_inbox"},
+        format="json")
+    assert set(fields_of(nowhere)) == {"goal", "ingress_mode"}
     assert api.get("/api/v1/connectors/").json()["count"] == 0
 
 
