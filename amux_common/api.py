@@ -43,15 +43,48 @@ def _message(detail) -> str:
     return str(detail)
 
 
+def flat_fields(detail, prefix: str = "") -> dict[str, list[str]]:
+    """Every fault by its path: an object's member by name, a list's item by its index,
+    joined with dots (`quota.limit`, `items.2.name`), each with its list of messages.
+
+    DRF nests the faults of a nested serializer (a dict), of a list of objects (a list
+    holding one entry per item, empty for a good one) and of a list field's items (a dict
+    keyed by index); one flat shape lets a client find a field's faults by one lookup,
+    whatever the depth."""
+    out: dict[str, list[str]] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            path = str(key) if not prefix else (
+                prefix if key == "non_field_errors" else f"{prefix}.{key}")
+            _merge(out, flat_fields(value, path))
+    elif isinstance(detail, list) and any(isinstance(v, (dict, list)) for v in detail):
+        for index, value in enumerate(detail):
+            if isinstance(value, (dict, list)):
+                _merge(out, flat_fields(value, f"{prefix}.{index}" if prefix else str(index)))
+            else:
+                _merge(out, {prefix: [str(value)]})
+    elif isinstance(detail, list):
+        if detail:
+            out[prefix] = [str(v) for v in detail]
+    elif detail is not None and detail != "":
+        out[prefix] = [str(detail)]
+    return out
+
+
+def _merge(into: dict[str, list[str]], more: dict[str, list[str]]) -> None:
+    for key, messages in more.items():
+        into.setdefault(key, []).extend(messages)
+
+
 def _fields(detail) -> dict:
     if isinstance(detail, dict):
-        return {k: v for k, v in detail.items() if k != "non_field_errors"}
+        return flat_fields({k: v for k, v in detail.items() if k != "non_field_errors"})
     return {}
 
 
 def error_response(status_code: int, code: str, message: str, fields: dict | None = None):
     return Response(
-        {"error": {"code": code, "message": message, "fields": fields or {}}},
+        {"error": {"code": code, "message": message, "fields": flat_fields(fields or {})}},
         status=status_code,
     )
 

@@ -8,6 +8,8 @@ guessed at; null clears a nullable field, "" does not.
 
 from __future__ import annotations
 
+import functools
+
 from rest_framework import serializers
 
 _MESSAGES = {str: "Must be a string.", int: "Must be an integer.", bool: "Must be true or false.",
@@ -80,3 +82,33 @@ class JsonTyped:
         if errors:
             raise serializers.ValidationError(errors)
         return value
+
+
+def refuse_body(request) -> None:
+    """An operation that takes no body refuses one: each field sent is named unknown (400),
+    rather than ignored, so a caller who thinks it is passing options learns it is not."""
+    data = request.data
+    if data is None or (hasattr(data, "keys") and not data):
+        return
+    if isinstance(data, dict):
+        raise serializers.ValidationError({str(key): [UNKNOWN] for key in data})
+    raise serializers.ValidationError("This operation takes no body.")
+
+
+def no_body(handler):
+    """Marks a view's handler (post, delete, an action) as taking no body: see refuse_body."""
+
+    @functools.wraps(handler)
+    def checked(view, request, *args, **kwargs):
+        refuse_body(request)
+        return handler(view, request, *args, **kwargs)
+
+    return checked
+
+
+class BodylessDestroy:
+    """A generic view's DELETE takes no body (refuse_body)."""
+
+    @no_body
+    def destroy(self, request, *args, **kwargs):
+        return super().destroy(request, *args, **kwargs)

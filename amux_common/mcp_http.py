@@ -53,16 +53,44 @@ def http_app(server: MCPServer):
 def close_arguments(server: MCPServer) -> MCPServer:
     """Every tool of ``server`` refuses an argument it does not declare (the API's rule: a
     typo is an error naming it, never a silently dropped argument), and its published
-    input schema says so (``additionalProperties: false``). The SDK builds each tool's
-    argument model with pydantic's default, which ignores extras; it offers no option, so
-    the built models are replaced here, once, after the tools are registered."""
+    input schema says so (``additionalProperties: false``). Every faulty argument is named
+    at once, in the API's words (``reasn: unknown field; reason: required``). The SDK
+    builds each tool's argument model with pydantic's default, which ignores extras; it
+    offers no option, so the built models are replaced here, once, after the tools are
+    registered."""
     from pydantic import ConfigDict
 
     for tool in server._tool_manager.list_tools():  # noqa: SLF001 - no public way
         loose = tool.fn_metadata.arg_model
         strict = type(loose.__name__, (loose,), {
             "model_config": ConfigDict(**loose.model_config, extra="forbid"),
+            "model_validate": classmethod(_validate_naming_every_fault(loose)),
             "__module__": loose.__module__})
         tool.fn_metadata.arg_model = strict
         tool.parameters = strict.model_json_schema(by_alias=True)
     return server
+
+
+# pydantic's words for the faults the API names otherwise
+_WORDS = {"extra_forbidden": "unknown field", "missing": "required"}
+
+
+def _validate_naming_every_fault(loose):
+    """The SDK reports a ValidationError's text to the caller: rebuilt with one line per
+    argument (``name: what is wrong``), no input echoed back, no links to pydantic's docs."""
+    from pydantic import ValidationError
+    from pydantic_core import PydanticCustomError
+
+    def validate(cls, obj, **kwargs):
+        try:
+            return loose.model_validate.__func__(cls, obj, **kwargs)
+        except ValidationError as exc:
+            lines = [{"type": PydanticCustomError(
+                          "invalid_argument",
+                          _WORDS.get(e["type"], e["msg"]).replace("{", "(").replace("}", ")")),
+                      "loc": e["loc"], "input": None} for e in exc.errors()]
+            raise ValidationError.from_exception_data(
+                f"{cls.__name__.removesuffix('Arguments')} arguments", lines,
+                hide_input=True) from None
+
+    return validate

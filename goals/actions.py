@@ -17,7 +17,7 @@ from goals.core import connectors as ck
 from goals.core import inbox as inbox_rules
 from goals.core import lifecycle as lc
 from goals.core import quota
-from goals.core.lifecycle import Refused
+from goals.core.lifecycle import Faults, Refused
 from goals.models import (
     Agent,
     Connector,
@@ -235,13 +235,15 @@ def _check_provider_model(provider_row, model: str) -> None:
 def change_provider(goal_slug: str, agent_slug: str, *, provider: str, model: str) -> Agent:
     """The explicit rebinding of a managed agent's provider and model (never a fallback):
     refused while a working session is bound — detach, change, start again."""
+    faults = Faults()
     provider_row = ProviderProfile.objects.filter(slug=provider).first()
     if provider_row is None:
-        raise Refused(f"unknown provider {provider!r}", code="unknown_provider", status=400,
-                      field="provider")
+        faults.add(f"unknown provider {provider!r}", field="provider", code="unknown_provider")
     if not model.strip():
-        raise Refused("model is required", code="model_required", status=400, field="model")
-    _check_provider_model(provider_row, model)
+        faults.add("model is required", field="model", code="model_required")
+    elif provider_row is not None:
+        faults.check(_check_provider_model, provider_row, model)
+    faults.settle()
     with transaction.atomic(durable=True):
         agent = locks.agent_of(goal_slug, agent_slug)
         if agent.mode != lc.MANAGED:
@@ -393,35 +395,27 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
                      source_ref: str = "", capture_scope: str = "mentions",
                      ingress_mode: str = "", fallback: str = "none",
                      reply_mode: str = "none", mirror_ref: str = "") -> Connector:
+    faults = Faults()  # every faulty field is named at once, before anything is kept
     kind = ck.check(source_kind=source_kind, provider_kind=provider_kind,
                     capture_scope=capture_scope, ingress_mode=ingress_mode,
-                    fallback=fallback, reply_mode=reply_mode)
+                    fallback=fallback, reply_mode=reply_mode, faults=faults)
     source_row = None
-    if kind.needs_source:
-        if not source:
-            raise Refused(f"a {source_kind} connector needs its intake source",
-                          code="invalid", status=400, field="source")
-        source_row = Source.objects.filter(slug=source, kind="lark").first()
-        if source_row is None:
-            raise Refused(f"unknown lark source {source!r}", code="invalid", status=400,
-                          field="source")
-        if not source_ref:
-            raise Refused(f"a {source_kind} connector needs its source_ref", code="invalid",
-                          status=400, field="source_ref")
-        if ck.in_conversation_mode(source_row.config):
-            # one source has one intake consumer: a conversation-mode source feeds
-            # conversations, so a connector on it would never hear a message or comment
-            raise Refused(f"lark source {source!r} is in a conversation mode; a "
-                          f"{ck.label(source_kind)} connector needs a source whose "
-                          "conversation is off", code="invalid", status=400, field="source")
-        if source_kind == ck.DOCUMENT_COMMENT:
-            ck.document_ref(source_ref)  # refused naming source_ref before anything is kept
-        if source_kind == ck.LARK_BOT:  # as an explicit channel selection checks it
-            ck.check_channel(source_kind=source_kind, source_ref=source_ref,
-                             groups=ck.configured_groups(source_row.config))
-    mirror_ref = ck.check_mirror(
-        source_kind=source_kind, reply_mode=reply_mode, mirror_ref=mirror_ref,
-        groups=ck.configured_groups(source_row.config if source_row else None))
+    if kind is not None and kind.needs_source:
+        source_row = _connector_source(faults, kind=source_kind, source=source,
+                                       source_ref=source_ref)
+    mirror_ref = faults.check(
+        ck.check_mirror, source_kind=source_kind, reply_mode=reply_mode,
+        mirror_ref=mirror_ref,
+        groups=ck.configured_groups(source_row.config if source_row else None)) or ""
+    if not Goal.objects.filter(slug=goal).exists():
+        faults.add(f"unknown goal {goal!r}", field="goal")
+    elif agent and not Agent.objects.filter(goal__slug=goal, slug=agent).exists():
+        faults.add(f"goal {goal!r} has no agent {agent!r}", field="agent")
+    elif not agent and Agent.objects.filter(goal__slug=goal).count() != 1:
+        # several agents (or none) and no agent named: routing would be ambiguous
+        faults.add("name the agent: a connector binds to one explicit agent",
+                   field="agent", code="agent_required")
+    faults.settle()
     with transaction.atomic(durable=True):
         goal_row = locks.goal(slug=goal)
         if agent:
@@ -455,6 +449,31 @@ def create_connector(*, goal: str, agent: str | None, source_kind: str,
             source_kind=source_kind, source=source_row, source_ref=source_ref,
             capture_scope=capture_scope, ingress_mode=ingress_mode, fallback=fallback,
             reply_mode=reply_mode, mirror_ref=mirror_ref, state=state)
+
+
+def _connector_source(faults: Faults, *, kind: str, source: str | None, source_ref: str):
+    """The intake source a Lark connector listens on, its faults (and its source_ref's)
+    added to ``faults``."""
+    if not source_ref:
+        faults.add(f"a {kind} connector needs its source_ref", field="source_ref")
+    if not source:
+        faults.add(f"a {kind} connector needs its intake source", field="source")
+        return None
+    source_row = Source.objects.filter(slug=source, kind="lark").first()
+    if source_row is None:
+        faults.add(f"unknown lark source {source!r}", field="source")
+        return None
+    if ck.in_conversation_mode(source_row.config):
+        # one source has one intake consumer: a conversation-mode source feeds
+        # conversations, so a connector on it would never hear a message or comment
+        faults.add(f"lark source {source!r} is in a conversation mode; a {ck.label(kind)} "
+                   "connector needs a source whose conversation is off", field="source")
+    if source_ref and kind == ck.DOCUMENT_COMMENT:
+        faults.check(ck.document_ref, source_ref)
+    if source_ref and kind == ck.LARK_BOT:  # as an explicit channel selection checks it
+        faults.check(ck.check_channel, source_kind=kind, source_ref=source_ref,
+                     groups=ck.configured_groups(source_row.config))
+    return source_row
 
 
 def _refuse_bound_chat(source, chat: str, exclude: int | None = None) -> None:

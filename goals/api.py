@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
-from amux_common.fields import JsonTyped
+from amux_common.fields import JsonTyped, no_body
 from goals import actions, connector_state, ingress, read
 from goals.agent_auth import AgentOrOperator, agent_of
 from goals.core import connectors as ck
@@ -32,8 +32,7 @@ class RefusalsAnswered:
 
     def handle_exception(self, exc):
         if isinstance(exc, Refused):
-            fields = {exc.field: [str(exc)]} if exc.field else {}
-            return error_response(exc.status, exc.code, str(exc), fields)
+            return error_response(exc.status, exc.code, str(exc), exc.fields)
         return super().handle_exception(exc)
 
 
@@ -324,6 +323,7 @@ class AgentDetail(RefusalsAnswered, APIView):
 
 class AgentStart(RefusalsAnswered, APIView):
     @extend_schema(request=None, responses={201: AgentSerializer})
+    @no_body
     def post(self, request, slug: str, agent: str):
         _agent(slug, agent)
         actions.start(slug, agent)
@@ -333,6 +333,7 @@ class AgentStart(RefusalsAnswered, APIView):
 
 class AgentDetach(RefusalsAnswered, APIView):
     @extend_schema(request=None, responses=AgentSerializer)
+    @no_body
     def post(self, request, slug: str, agent: str):
         _agent(slug, agent)
         actions.detach(slug, agent)
@@ -483,9 +484,6 @@ class ConnectorList(RefusalsAnswered, generics.ListAPIView):
     @extend_schema(request=ConnectorWrite, responses={201: ConnectorSerializer})
     def post(self, request):
         data = _valid(ConnectorWrite, request)
-        if not Goal.objects.filter(slug=data["goal"]).exists():
-            raise Refused(f"unknown goal {data['goal']!r}", code="invalid", status=400,
-                          field="goal")
         connector = actions.create_connector(
             goal=data["goal"], agent=data.get("agent"), source_kind=data["source_kind"],
             provider_kind=data.get("provider_kind"), source=data.get("source"),
@@ -518,6 +516,7 @@ class ConnectorDetail(RefusalsAnswered, APIView):
         return Response(ConnectorSerializer(connector).data)
 
     @extend_schema(responses=ConnectorSerializer)
+    @no_body
     def delete(self, request, pk: int):
         """Disconnect (the receipts stay)."""
         _connector(pk)
@@ -531,6 +530,7 @@ class RebindSerializer(serializers.Serializer):
 
 class ConnectorRebind(RefusalsAnswered, APIView):
     @extend_schema(request=None, responses={200: RebindSerializer})
+    @no_body
     def post(self, request, pk: int):
         _connector(pk)
         return Response(actions.rebind(pk))
@@ -538,6 +538,7 @@ class ConnectorRebind(RefusalsAnswered, APIView):
 
 class ConnectorReconnect(RefusalsAnswered, APIView):
     @extend_schema(request=None, responses=ConnectorSerializer)
+    @no_body
     def post(self, request, pk: int):
         """A disconnected connector listens again with the settings it had (409 while the
         agent has another active connection of its kind, or its source is disabled)."""
@@ -580,6 +581,7 @@ class ReceiptDetail(APIView):
 
 class ReceiptCancel(RefusalsAnswered, APIView):
     @extend_schema(request=None, responses=ReceiptSerializer)
+    @no_body
     def post(self, request, pk: int):
         return Response(ReceiptSerializer(actions.cancel_queued(pk)).data)
 

@@ -22,7 +22,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from amux_common.fields import JsonTyped
+from amux_common.fields import JsonTyped, no_body
 from goals import actions, turns
 from goals.api import AgentSerializer, RefusalsAnswered, _agent, _valid
 from goals.core import turns as rules
@@ -115,6 +115,7 @@ class TurnCancel(RefusalsAnswered, APIView):
     ``409`` a settled (done, skipped) or written turn, naming its state."""
 
     @extend_schema(request=None, responses={200: TurnSerializer, 202: TurnSerializer})
+    @no_body
     def post(self, request, slug: str, agent: str, key: str):
         _agent(slug, agent)
         return _answer(turns.cancel(slug, agent, key))

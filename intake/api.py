@@ -6,12 +6,13 @@ import json
 import time
 import uuid
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from amux_common.api import Conflict, error_response
-from amux_common.fields import JsonTyped
+from amux_common.fields import BodylessDestroy, JsonTyped, no_body
 from intake import source_actions
 from intake.health_view import health
 from intake.models import OutgoingMessage, Source, SourceKind, Trigger
@@ -91,6 +92,7 @@ class ChatMessageSerializer(JsonTyped, serializers.Serializer):
 
 
 class SourceViewSet(
+    BodylessDestroy,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
@@ -134,7 +136,9 @@ class SourceViewSet(
         thread = request.query_params.get("thread", "")
         return Response({"thread": thread, "results": chat_messages(source, thread)})
 
+    @extend_schema(request=None)
     @action(detail=True, methods=["post"], url_path="test")
+    @no_body
     def test_event(self, request, slug=None):
         """Send a test event signed with the source's own secrets through its endpoint."""
         source = self.get_object()

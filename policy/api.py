@@ -44,14 +44,19 @@ class PolicyView(APIView):
         if not isinstance(data, dict):
             return error_response(400, "invalid", "the body must be a JSON object",
                                   {"body": "must be a JSON object"})
-        if "base_version" not in data:
-            return error_response(400, "invalid", "base_version is required",
-                                  {"base_version": "required: the version this edit is based "
-                                                   "on (null for the first save)"})
+        faults = {}  # every fault at once: the base's and the document's
         base = data.get("base_version")
-        if base is not None and (not isinstance(base, str) or not base):
-            return error_response(400, "invalid", "base_version must be a string or null",
-                                  {"base_version": "must be a version hash or null"})
+        if "base_version" not in data:
+            faults["base_version"] = ("required: the version this edit is based on (null for "
+                                      "the first save)")
+        elif base is not None and (not isinstance(base, str) or not base):
+            faults["base_version"] = "must be a version hash or null"
+        try:
+            services.check_document(data)
+        except PolicyInvalid as exc:
+            faults.update(exc.fields)
+        if faults:
+            return _invalid(PolicyInvalid(faults))
         try:
             saved = services.save(data, base, author=request.user.get_username(), origin="api")
         except PolicyInvalid as exc:
@@ -119,17 +124,19 @@ class CheckView(APIView):
                    responses=schema.CheckResponseSerializer, operation_id="policy_check")
     def post(self, request):
         data = request.data if isinstance(request.data, dict) else None
+        faults = {}
         try:
             facts = services.facts_from(data)
         except services.BadFacts as exc:
-            return _invalid(exc)
+            faults.update(exc.fields)
         document = None
-        if data.get("version"):
+        if data is not None and data.get("version"):
             try:
                 document = services.document_of(data["version"])
             except (KeyError, TypeError):
-                return error_response(400, "invalid", "unknown version",
-                                      {"version": "unknown version"})
+                faults["version"] = "unknown version"
+        if faults:
+            return _invalid(services.BadFacts(faults))
         verdict, version = services.check(facts, document)
         return Response({**verdict.as_dict(), "version": version})
 

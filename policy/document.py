@@ -236,7 +236,7 @@ def validate(document, sources: Mapping[str, SourceInfo]) -> dict:
         raise PolicyInvalid({"document": "must be a JSON object"})
     for key in document:
         if key not in TOP_KEYS and key not in IGNORED_TOP_KEYS:
-            errors[str(key)] = "unknown key"
+            errors[str(key)] = "unknown field"
     acceptance = document.get("acceptance")
     if acceptance not in ACCEPTANCE_MODES:
         errors["acceptance"] = "must be \u201cmanual\u201d or \u201cauto\u201d"
@@ -265,7 +265,7 @@ def validate(document, sources: Mapping[str, SourceInfo]) -> dict:
             continue
         for key in part:
             if key not in PART_KEYS:
-                errors[f"{path}.{key}"] = "unknown key (allowed, bots, rows)"
+                errors[f"{path}.{key}"] = "unknown field (known: allowed, bots, rows)"
         fold = info.kind in CASE_INSENSITIVE_KINDS
         allowed = _names(part.get("allowed"), f"{path}.allowed", errors, fold)
         bots = _names(part.get("bots"), f"{path}.bots", errors, fold)

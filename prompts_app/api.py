@@ -37,14 +37,35 @@ def _stale(exc: service.Stale, key: str | None = None):
     return response
 
 
-def _body(request, serializer: type[serializers.Serializer]) -> dict:
-    """The JSON object, holding only the fields ``serializer`` documents."""
+def _body(request, serializer: type[serializers.Serializer], key: str | None = None) -> dict:
+    """The JSON object, holding only the fields ``serializer`` documents, each of them
+    well formed (and ``key`` editable when the body writes a text): every fault is named
+    at once, before the service checks the revision against the stored ones."""
     if not isinstance(request.data, dict):
         raise core.Invalid({"body": "Expected a JSON object."})
-    unknown = {str(k): UNKNOWN for k in request.data if k not in serializer().fields}
-    if unknown:
-        raise core.Invalid(unknown)
-    return request.data
+    data = request.data
+    fields = serializer().fields
+    faults: dict = {str(k): UNKNOWN for k in data if k not in fields}
+    kind = None
+    if key is not None:
+        kind = _collect(faults, core.check_editable, key)
+    _collect(faults, service.base_of, data.get("base_revision"))
+    if "text" in fields:
+        if "text" not in data:
+            faults["text"] = "The text is required."
+        elif kind is not None:
+            _collect(faults, core.clean_text, key, kind, data["text"])
+    if faults:
+        raise core.Invalid(faults)
+    return data
+
+
+def _collect(faults: dict, check, *args):
+    try:
+        return check(*args)
+    except core.Invalid as exc:
+        faults.update(exc.fields)
+        return None
 
 
 def _author(request) -> str:
@@ -110,10 +131,7 @@ class FragmentDetail(APIView):
     @extend_schema(request=WriteSerializer, responses=FragmentSerializer)
     def put(self, request, key):
         try:
-            core.check_editable(key)
-            body = _body(request, WriteSerializer)
-            if "text" not in body:
-                raise core.Invalid({"text": "The text is required."})
+            body = _body(request, WriteSerializer, key)
             service.save(key, body.get("text"), body.get("base_revision"), origin="api",
                          author=_author(request))
         except core.Invalid as exc:

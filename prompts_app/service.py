@@ -269,7 +269,7 @@ def note_revision(revisions: list | None, revision: int) -> list[int]:
 
 # --- writing -----------------------------------------------------------------------------
 
-def _base(base_revision) -> int:
+def base_of(base_revision) -> int:
     if isinstance(base_revision, bool) or base_revision is None:
         raise Invalid({"base_revision": "The revision this save is based on is required "
                                         "(0 when nothing has been saved yet)."})
@@ -283,7 +283,7 @@ def _base(base_revision) -> int:
 
 
 def _commit(base_revision, make, *, origin: str, author: str, summary: str) -> Saved:
-    base = _base(base_revision)
+    base = base_of(base_revision)
     if origin not in ORIGINS:
         raise Invalid({"origin": f"One of {', '.join(ORIGINS)}."})
     defs = defaults()

@@ -78,7 +78,7 @@ def check_limits(values: Any) -> tuple[dict[str, int | None], dict[str, str]]:
     problems: dict[str, str] = {}
     for name, value in values.items():
         if name not in LIMITS:
-            problems[name] = f"unknown limit (known: {', '.join(LIMITS)})"
+            problems[name] = "unknown field"
             continue
         if value is None:
             clean[name] = None

@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
-from amux_common.fields import JsonTyped
+from amux_common.fields import JsonTyped, no_body
 from amux_common.schema import page_of
 from amux_common.secrets import set_keys
 from runtimes import catalog, registered
@@ -36,7 +36,7 @@ from sessions.models import ProviderProbe, ProviderProfile, Session
 
 
 def _refused(exc: services.CommandError) -> Response:
-    fields = {exc.field: [str(exc)]} if exc.field else {}
+    fields = exc.fields
     return error_response(exc.status, exc.code, str(exc), fields)
 
 
@@ -189,6 +189,7 @@ class ProviderDetail(generics.RetrieveUpdateDestroyAPIView):
     serializer_class = ProviderSerializer
     lookup_field = "slug"
 
+    @no_body
     def destroy(self, request, *args, **kwargs):
         provider = self.get_object()
         if provider.sessions.exists():
@@ -219,6 +220,7 @@ class ProviderProbeView(APIView):
     changes the provider's ``models``."""
 
     @extend_schema(request=None, responses={201: ProbeSnapshot})
+    @no_body
     def post(self, request, slug: str):
         provider = get_object_or_404(ProviderProfile, slug=slug)
         row = capabilities.probe(provider)
@@ -488,6 +490,7 @@ class SessionGoalView(APIView):
 
 class SessionInterrupt(APIView):
     @extend_schema(request=None, responses=_accepted("InterruptRequested", "interrupt"))
+    @no_body
     def post(self, request, pk: int):
         _session(pk)
         try:
@@ -524,6 +527,7 @@ class SessionQuestion(APIView):
 
 class SessionSleep(APIView):
     @extend_schema(request=None, responses=_accepted("SleepRequested", "sleep"))
+    @no_body
     def post(self, request, pk: int):
         _session(pk)
         try:
@@ -536,6 +540,7 @@ class SessionSleep(APIView):
 class SessionArchive(APIView):
     @extend_schema(request=None, responses={200: inline_serializer(
         "Archived", {"lifecycle": serializers.CharField()})})
+    @no_body
     def post(self, request, pk: int):
         _session(pk)
         try:
@@ -637,6 +642,7 @@ class SessionModel(APIView):
 
 class SessionClear(APIView):
     @extend_schema(request=None, responses=_accepted("ClearRequested", "request_id"))
+    @no_body
     def post(self, request, pk: int):
         _session(pk)
         try:
@@ -648,6 +654,7 @@ class SessionClear(APIView):
 
 class SessionCompact(APIView):
     @extend_schema(request=None, responses={202: MessageAccepted})
+    @no_body
     def post(self, request, pk: int):
         _session(pk)
         try:

@@ -13,13 +13,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
-from amux_common.fields import JsonTyped
+from amux_common.fields import JsonTyped, no_body
 from sessions import app_servers, services
 from sessions.models import AppServer
 
 
 def _refused(exc: services.CommandError) -> Response:
-    fields = {exc.field: [str(exc)]} if exc.field else {}
+    fields = exc.fields
     return error_response(exc.status, exc.code, str(exc), fields)
 
 
@@ -112,6 +112,7 @@ class AttachableDetail(APIView):
         return Response(app_servers.describe(_row(ref)))
 
     @extend_schema(responses=DescriptorSerializer)
+    @no_body
     def delete(self, request, ref: str):
         """Stop one amux started (its process ends) or forget a registered one; refused
         while an agent is attached to it."""

@@ -11,7 +11,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from amux_common.fields import JsonTyped
+from amux_common.fields import BodylessDestroy, JsonTyped, no_body
 from sessions import profiles, services
 from sessions.api import _refused, _valid
 from sessions.models import AgentProfile, BotProfile, LaunchPreset
@@ -84,6 +84,7 @@ class ProfileDetail(APIView):
     patch = put
 
     @extend_schema(responses={204: None})
+    @no_body
     def delete(self, request, slug: str):
         self._get(slug)
         try:
@@ -169,7 +170,7 @@ class BotProfileList(generics.ListCreateAPIView):
     serializer_class = BotProfileSerializer
 
 
-class BotProfileDetail(generics.RetrieveUpdateDestroyAPIView):
+class BotProfileDetail(BodylessDestroy, generics.RetrieveUpdateDestroyAPIView):
     queryset = BotProfile.objects.select_related("agent_profile", "launch_preset")
     serializer_class = BotProfileSerializer
     lookup_field = "slug"

@@ -31,7 +31,13 @@ def _page(request, template: str, sub: str, status: int = 200, **context):
 
 
 def _refusal(exc: services.CommandError) -> str:
-    return f"{exc.field}: {exc}" if exc.field else str(exc)
+    return "; ".join(_faults(exc))
+
+
+def _faults(exc: services.CommandError) -> list[str]:
+    """Every fault the command named, each with its field (a manifest names them all)."""
+    return [f"{field}: {message}" for field, said in exc.fields.items() for message in said
+            ] or [str(exc)]
 
 
 def _options() -> dict:
@@ -52,7 +58,7 @@ def profile_list(request):
         try:
             created = profiles.create_profile(_json(text), request.POST.get("slug") or None)
         except services.CommandError as exc:
-            error, status = _refusal(exc), 400
+            error, status = _faults(exc), 400
         else:
             messages.success(request, f"Created the expert {created.slug}.")
             return redirect("panel-profiles")
@@ -82,7 +88,7 @@ def profile_edit(request, slug: str):
                 return redirect("panel-profiles")
             profiles.update_profile(slug, _json(text))
         except services.CommandError as exc:
-            error, status = _refusal(exc), (403 if exc.status == 403 else 400)
+            error, status = _faults(exc), (403 if exc.status == 403 else 400)
         else:
             messages.success(request, f"Saved the expert {slug}.")
             return redirect("panel-profiles")

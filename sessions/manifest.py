@@ -25,9 +25,14 @@ SKILL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,79}$")
 
 
 class ManifestError(ValueError):
-    def __init__(self, message: str, field: str):
-        super().__init__(message)
-        self.field = field
+    """Every fault of a manifest: ``faults`` maps each culprit's dotted path (``name``,
+    ``skills.0.content``; "" for the manifest itself) to what is wrong with it; ``field``
+    is the first."""
+
+    def __init__(self, faults: dict[str, str]):
+        super().__init__("; ".join(faults.values()))
+        self.faults = dict(faults)
+        self.field = next(iter(self.faults))
 
 
 @dataclass(frozen=True)
@@ -51,64 +56,74 @@ class Manifest:
                             "content": s.content} for s in self.skills]}
 
 
-def _text(data: dict[str, Any], key: str, where: str, limit: int, required: bool) -> str:
+def _text(data: dict[str, Any], key: str, where: str, limit: int, required: bool,
+          faults: dict[str, str]) -> str:
+    path = f"{where}{key}"
     value = data.get(key, "")
     if not isinstance(value, str):
-        raise ManifestError(f"{where}{key} must be a string", f"{where}{key}")
+        faults[path] = f"{path} must be a string"
+        return ""
     value = value.strip()
     if required and not value:
-        raise ManifestError(f"{where}{key} is required", f"{where}{key}")
-    if len(value) > limit:
-        raise ManifestError(f"{where}{key} is longer than {limit} characters", f"{where}{key}")
+        faults[path] = f"{path} is required"
+    elif len(value) > limit:
+        faults[path] = f"{path} is longer than {limit} characters"
     return value
 
 
 def parse(data: Any) -> Manifest:
-    """The manifest, checked; ``ManifestError.field`` is the dotted path of the culprit
-    (``manifest.`` prefixed by the caller)."""
+    """The manifest, checked; ``ManifestError`` names every fault at once, each by its
+    dotted path (``manifest.`` prefixed by the caller)."""
     if not isinstance(data, dict):
-        raise ManifestError("the manifest must be an object", "")
+        raise ManifestError({"": "the manifest must be an object"})
+    faults: dict[str, str] = {}
     for key in EXECUTION_FIELDS:
         if key in data:
-            raise ManifestError(
-                f"a v2 manifest cannot declare {key!r}: the runtime, model, provider and "
-                "permissions are chosen by the caller and amux's launch presets", key)
+            faults[key] = (f"a v2 manifest cannot declare {key!r}: the runtime, model, "
+                           "provider and permissions are chosen by the caller and amux's "
+                           "launch presets")
     version = data.get("version")
     if version != VERSION or isinstance(version, bool):
-        raise ManifestError(f"only manifest version {VERSION} is accepted (got {version!r})",
-                            "version")
-    unknown = sorted(set(data) - set(ALLOWED))
-    if unknown:
-        raise ManifestError(f"unknown manifest field {unknown[0]!r} (a v2 manifest has "
-                            f"{', '.join(ALLOWED)})", unknown[0])
-    name = _text(data, "name", "", MAX_NAME, True)
-    description = _text(data, "description", "", MAX_DESCRIPTION, False)
-    instructions = _text(data, "instructions", "", MAX_TEXT, False)
+        faults["version"] = f"only manifest version {VERSION} is accepted (got {version!r})"
+    for key in sorted(set(data) - set(ALLOWED) - set(EXECUTION_FIELDS)):
+        faults[str(key)] = (f"unknown field {key!r} (a v2 manifest has "
+                            f"{', '.join(ALLOWED)})")
+    name = _text(data, "name", "", MAX_NAME, True, faults)
+    description = _text(data, "description", "", MAX_DESCRIPTION, False, faults)
+    instructions = _text(data, "instructions", "", MAX_TEXT, False, faults)
     raw = data.get("skills", [])
     if not isinstance(raw, list):
-        raise ManifestError("skills must be a list", "skills")
-    if len(raw) > MAX_SKILLS:
-        raise ManifestError(f"at most {MAX_SKILLS} skills", "skills")
-    skills, seen = [], set()
-    for index, item in enumerate(raw):
-        where = f"skills[{index}]."
-        if not isinstance(item, dict):
-            raise ManifestError(f"skills[{index}] must be an object", f"skills[{index}]")
-        for key in EXECUTION_FIELDS:
-            if key in item:
-                raise ManifestError(f"a skill cannot declare {key!r}", f"{where}{key}")
-        extra = sorted(set(item) - set(SKILL_FIELDS))
-        if extra:
-            raise ManifestError(f"unknown skill field {extra[0]!r}", f"{where}{extra[0]}")
-        skill_name = _text(item, "name", where, 80, True)
-        if not SKILL_NAME.match(skill_name) or skill_name.lower() in seen:
-            raise ManifestError(f"skill name {skill_name!r} must be unique, letters, digits, "
-                                "spaces, '.', '_' or '-'", f"{where}name")
-        seen.add(skill_name.lower())
-        skills.append(Skill(skill_name, _text(item, "description", where, MAX_DESCRIPTION,
-                                              False),
-                            _text(item, "content", where, MAX_TEXT, True)))
-    return Manifest(name, description, instructions, tuple(skills))
+        faults["skills"] = "skills must be a list"
+        raw = []
+    elif len(raw) > MAX_SKILLS:
+        faults["skills"] = f"at most {MAX_SKILLS} skills"
+    skills = [_skill(index, item, faults) for index, item in enumerate(raw[:MAX_SKILLS])]
+    seen: set[str] = set()
+    for index, skill in enumerate(skills):
+        if skill is None or f"skills.{index}.name" in faults:
+            continue
+        if not SKILL_NAME.match(skill.name) or skill.name.lower() in seen:
+            faults[f"skills.{index}.name"] = (f"skill name {skill.name!r} must be unique, "
+                                              "letters, digits, spaces, '.', '_' or '-'")
+        seen.add(skill.name.lower())
+    if faults:
+        raise ManifestError(faults)
+    return Manifest(name, description, instructions, tuple(s for s in skills if s))
+
+
+def _skill(index: int, item: Any, faults: dict[str, str]) -> Skill | None:
+    where = f"skills.{index}."
+    if not isinstance(item, dict):
+        faults[f"skills.{index}"] = f"skills.{index} must be an object"
+        return None
+    for key in EXECUTION_FIELDS:
+        if key in item:
+            faults[f"{where}{key}"] = f"a skill cannot declare {key!r}"
+    for key in sorted(set(item) - set(SKILL_FIELDS) - set(EXECUTION_FIELDS)):
+        faults[f"{where}{key}"] = f"unknown skill field {key!r}"
+    return Skill(_text(item, "name", where, 80, True, faults),
+                 _text(item, "description", where, MAX_DESCRIPTION, False, faults),
+                 _text(item, "content", where, MAX_TEXT, True, faults))
 
 
 def prompt_text(name: str, instructions: str, skills: list[dict[str, str]]) -> str:

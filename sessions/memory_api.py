@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rest_framework import generics, serializers
 
-from amux_common.fields import JsonTyped
+from amux_common.fields import BodylessDestroy, JsonTyped
 from sessions.models import MemoryEntry
 
 
@@ -32,5 +32,5 @@ class MemoryList(_Owned, generics.ListCreateAPIView):
         serializer.save(owner=self.request.user)
 
 
-class MemoryDetail(_Owned, generics.RetrieveUpdateDestroyAPIView):
+class MemoryDetail(_Owned, BodylessDestroy, generics.RetrieveUpdateDestroyAPIView):
     pass

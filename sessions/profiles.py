@@ -57,8 +57,9 @@ def _parse(data: Any) -> manifest.Manifest:
     try:
         return manifest.parse(data)
     except manifest.ManifestError as exc:
-        where = f"manifest.{exc.field}" if exc.field else "manifest"
-        raise CommandError(str(exc), code="invalid_manifest", field=where) from exc
+        raise CommandError(str(exc), code="invalid_manifest", fields={
+            f"manifest.{path}" if path else "manifest": [message]
+            for path, message in exc.faults.items()}) from exc
 
 
 def manifest_of(profile: AgentProfile) -> dict[str, Any]:

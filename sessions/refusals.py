@@ -21,13 +21,16 @@ class CommandError(Exception):
     code = "invalid"
 
     def __init__(self, message: str, *, code: str | None = None, status: int | None = None,
-                 field: str | None = None):
+                 field: str | None = None, fields: dict[str, list[str]] | None = None):
         super().__init__(message)
         if code:
             self.code = code
         if status:
             self.status = status
-        self.field = field
+        self.field = field or (next(iter(fields)) if fields else None)
+        # every faulty field with its messages, when the command names several at once
+        self.fields = fields if fields is not None else (
+            {field: [message]} if field else {})
 
 
 class Conflict(CommandError):

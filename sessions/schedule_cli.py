@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from sessions import schedules
+from sessions import cli_input, schedules
 from sessions.services import CommandError
 
 FIELDS = ("name", "every_seconds", "cron", "mode", "prompt", "runtime", "model", "provider",
@@ -32,7 +32,9 @@ def run(action: str, options: dict[str, Any]) -> list[Any]:
     owner = _owner(options["user"])
     try:
         if action == "add":
-            data = {k: options[k] for k in FIELDS if options.get(k) is not None}
+            from sessions.schedules_api import CreateSchedule
+
+            data = cli_input.validated(CreateSchedule, cli_input.given(options, FIELDS))
             return [schedules.schedule_view(schedules.create_schedule(owner=owner, data=data))]
         if action == "list":
             return [schedules.schedule_view(s) for s in schedules.visible_to(owner)]
@@ -42,6 +44,8 @@ def run(action: str, options: dict[str, Any]) -> list[Any]:
         schedule = schedules.set_paused(owner=owner, schedule_id=options["id"],
                                         paused=action == "pause")
         return [schedules.schedule_view(schedule)]
+    except cli_input.InputRefused as exc:
+        raise CliError(str(exc)) from None
     except CommandError as exc:
         where = f" ({exc.field})" if exc.field else ""
         raise CliError(f"{exc}{where}") from None
@@ -52,14 +56,15 @@ def add_parser(sub) -> None:
         "schedule", help="prompts sent on a timer (see docs/sessions.md: Schedules)")
     actions = schedule.add_subparsers(dest="schedule_action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="define a schedule; prints it as JSON")
-    add.add_argument("--name", required=True)
-    timing = add.add_mutually_exclusive_group(required=True)
+    # required as fields, checked with every other fault at once (or given in --json)
+    add.add_argument("--name")
+    cli_input.add_json_argument(add)
+    timing = add.add_mutually_exclusive_group()
     timing.add_argument("--every", type=int, dest="every_seconds", metavar="SECONDS",
                         help="fire every SECONDS (at least 10)")
     timing.add_argument("--cron", help="five-field cron expression, UTC")
-    add.add_argument("--mode", required=True,
-                     choices=["reuse-session", "new-session-per-run", "subtask"])
-    add.add_argument("--prompt", required=True)
+    add.add_argument("--mode", choices=["reuse-session", "new-session-per-run", "subtask"])
+    add.add_argument("--prompt")
     add.add_argument("--runtime", help="kept for every firing (a subtask without one takes "
                                        "the default preset)")
     add.add_argument("--model")

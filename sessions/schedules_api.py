@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
-from amux_common.fields import JsonTyped
+from amux_common.fields import JsonTyped, no_body
 from amux_common.pagination import BoundedLimitOffsetPagination
 from amux_common.schema import page_of
 from sessions import schedule_timing, schedules
@@ -19,7 +19,7 @@ from sessions.services import CommandError
 
 
 def _refused(exc: CommandError) -> Response:
-    fields = {exc.field: [str(exc)]} if exc.field else {}
+    fields = exc.fields
     return error_response(exc.status, exc.code, str(exc), fields)
 
 
@@ -123,6 +123,7 @@ class ScheduleDetail(APIView):
         return Response(schedules.schedule_view(schedule)) if schedule else _missing(pk)
 
     @extend_schema(responses={204: None})
+    @no_body
     def delete(self, request, pk: int):
         try:
             schedules.delete_schedule(owner=request.user, schedule_id=pk)
@@ -135,6 +136,7 @@ class _Toggle(APIView):
     paused = True
 
     @extend_schema(request=None, responses=ScheduleSerializer)
+    @no_body
     def post(self, request, pk: int):
         try:
             schedule = schedules.set_paused(owner=request.user, schedule_id=pk,

@@ -1,12 +1,13 @@
-"""`manage.py amux task submit --runtime R [--model M] [--profile P] PROMPT`: one task from
-the command line, owned by ``--user`` (default ``admin``). Prints the task id; with
-``--wait`` also its state and the agent's answer once it has ended."""
+"""`manage.py amux task submit --runtime R [--model M] [--profile P] PROMPT` (or
+`--json FILE|-` with the body of `POST /api/v1/tasks/`): one task from the command line,
+owned by ``--user`` (default ``admin``). Prints the task id; with ``--wait`` also its state
+and the agent's answer once it has ended."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sessions import task_runs
+from sessions import cli_input, task_runs
 from sessions.services import CommandError as Refused
 
 DEFAULT_USER = "admin"
@@ -16,7 +17,8 @@ def add_parser(sub: Any) -> None:
     task = sub.add_parser("task", help="submit a task to an agent")
     task_sub = task.add_subparsers(dest="task_action", required=True, metavar="ACTION")
     submit = task_sub.add_parser("submit", help="submit a task; prints its id")
-    submit.add_argument("prompt", help="what the agent is asked to do")
+    submit.add_argument("prompt", nargs="?", help="what the agent is asked to do")
+    cli_input.add_json_argument(submit)
     submit.add_argument("--runtime", help="codex, claude, pi, acp … (default: the default "
                                           "launch preset's)")
     submit.add_argument("--model", help="the model (default: the preset's)")
@@ -32,19 +34,22 @@ def add_parser(sub: Any) -> None:
                         help="seconds --wait waits (default 3600)")
 
 
-def submit(write, *, prompt: str, runtime=None, model=None, profile=None, provider=None,
-           permission_policy=None, extra_args=None, user=DEFAULT_USER, wait=False,
-           timeout=3600.0, **_: Any) -> int:
+FIELDS = ("prompt", "runtime", "model", "profile", "provider", "permission_policy",
+          "extra_args")
+
+
+def submit(write, *, user=DEFAULT_USER, wait=False, timeout=3600.0, **options: Any) -> int:
     """Returns the exit code: 0 submitted (or succeeded), 1 refused or the task did not
-    succeed, 2 still running at the timeout."""
+    succeed, 2 still running at the timeout. Bad input raises cli_input.InputRefused."""
     from django.contrib.auth import get_user_model
 
+    from sessions.api_tasks import SubmitTask
+
+    data = cli_input.validated(SubmitTask, cli_input.given(options, FIELDS))
     owner = get_user_model().objects.filter(username=user, is_active=True).first()
     if owner is None:
         raise Refused(f"no active user {user!r}", field="user")
-    run = task_runs.submit_task(owner=owner, prompt=prompt, runtime=runtime, model=model,
-                                profile=profile, provider=provider, extra_args=extra_args,
-                                permission_policy=permission_policy)
+    run = task_runs.submit_task(owner=owner, **data)
     write(str(run.pk))
     if not wait:
         return 0

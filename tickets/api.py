@@ -8,7 +8,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
-from amux_common.fields import JsonTyped
+from amux_common.fields import JsonTyped, no_body
 from intake.models import Thread, Trigger
 from intake.text_cap import MAX_TEXT
 from sessions.models import ProviderProfile
@@ -123,6 +123,7 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=None)
     @action(detail=True, methods=["post"])
+    @no_body
     def stop(self, request, pk=None):
         ticket = run_command(ticket_commands.stop_ticket, ticket_id=self._id(pk),
                              by=request.user.username)
@@ -130,6 +131,7 @@ class TicketViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=None)
     @action(detail=True, methods=["post"])
+    @no_body
     def retry(self, request, pk=None):
         """Dispatch a failed ticket again (a new run under the same mandate), or let a
         ticket a cap blocked go on (one more cap's worth, held messages sent); 409 when the

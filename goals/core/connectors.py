@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from goals.core.lifecycle import Refused
+from goals.core.lifecycle import Faults, Refused
 
 SOURCE_KINDS = ("lark_group_message", "lark_document_comment", "web_chat")
 CAPTURE_SCOPES = ("mentions", "configured_chat_all")
@@ -78,25 +78,36 @@ def _one_of(value: str, allowed: tuple[str, ...], field: str, why: str = "") -> 
 
 
 def check(*, source_kind: str, provider_kind: str | None, capture_scope: str,
-          ingress_mode: str, fallback: str, reply_mode: str) -> Kind:
-    """Refuse settings the kind cannot support; answers the kind."""
-    _one_of(source_kind, SOURCE_KINDS, "source_kind")
-    kind = KINDS[source_kind]
-    if provider_kind not in (None, "", kind.provider_kind):
-        raise Refused(f"a {source_kind} connector's provider_kind is {kind.provider_kind}",
-                      code="invalid", status=400, field="provider_kind")
-    _one_of(capture_scope, CAPTURE_SCOPES, "capture_scope")
-    _one_of(ingress_mode, INGRESS_MODES, "ingress_mode")
-    _one_of(ingress_mode, kind.ingress, "ingress_mode", f" for {source_kind}")
-    _one_of(fallback, FALLBACKS, "fallback")
-    if fallback != "none":
+          ingress_mode: str, fallback: str, reply_mode: str,
+          faults: Faults | None = None) -> Kind | None:
+    """Refuse settings the kind cannot support, every faulty one at once (into ``faults``
+    when given, to be settled with the command's other checks); answers the kind."""
+    own = faults is None
+    faults = Faults() if own else faults
+    faults.check(_one_of, source_kind, SOURCE_KINDS, "source_kind")
+    kind = KINDS.get(source_kind)
+    if kind is not None and provider_kind not in (None, "", kind.provider_kind):
+        faults.add(f"a {source_kind} connector's provider_kind is {kind.provider_kind}",
+                   field="provider_kind")
+    faults.check(_one_of, capture_scope, CAPTURE_SCOPES, "capture_scope")
+    if ingress_mode not in INGRESS_MODES:
+        faults.check(_one_of, ingress_mode, INGRESS_MODES, "ingress_mode")
+    elif kind is not None:
+        faults.check(_one_of, ingress_mode, kind.ingress, "ingress_mode", f" for {source_kind}")
+    if fallback not in FALLBACKS:
+        faults.check(_one_of, fallback, FALLBACKS, "fallback")
+    elif fallback != "none":
         if ingress_mode != "live_steering":
-            raise Refused("only a live_steering connector takes a fallback", code="invalid",
-                          status=400, field="fallback")
-        _one_of(fallback, tuple(m for m in kind.ingress if m != ingress_mode), "fallback",
-                f" for {source_kind}")
-    _one_of(reply_mode, REPLY_MODES, "reply_mode")
-    _one_of(reply_mode, kind.replies, "reply_mode", f" for {source_kind}")
+            faults.add("only a live_steering connector takes a fallback", field="fallback")
+        elif kind is not None:
+            faults.check(_one_of, fallback, tuple(m for m in kind.ingress if m != ingress_mode),
+                         "fallback", f" for {source_kind}")
+    if reply_mode not in REPLY_MODES:
+        faults.check(_one_of, reply_mode, REPLY_MODES, "reply_mode")
+    elif kind is not None:
+        faults.check(_one_of, reply_mode, kind.replies, "reply_mode", f" for {source_kind}")
+    if own:
+        faults.settle()
     return kind
 
 

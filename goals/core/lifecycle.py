@@ -38,13 +38,52 @@ GOAL_TRANSITIONS: dict[str, frozenset[str]] = {
 
 
 class Refused(Exception):
-    """A command the rules refuse: ``status`` is the HTTP answer, ``field`` what was wrong."""
+    """A command the rules refuse: ``status`` is the HTTP answer, ``field`` what was wrong
+    (``fields``: each faulty field's messages, when there are several)."""
 
-    def __init__(self, message: str, *, code: str, status: int = 409, field: str | None = None):
+    def __init__(self, message: str, *, code: str, status: int = 409, field: str | None = None,
+                 fields: dict[str, list[str]] | None = None):
         super().__init__(message)
         self.code = code
         self.status = status
         self.field = field
+        self.fields = fields if fields is not None else ({field: [message]} if field else {})
+
+
+class Faults:
+    """Collects the input faults of one command, so a request learns every faulty field at
+    once: `check` runs a rule and keeps its 400 refusal (any other refusal, a conflict,
+    passes through); `settle` refuses them all, one alone as it was raised."""
+
+    def __init__(self):
+        self.found: list[Refused] = []
+
+    def check(self, rule, *args, **kwargs):
+        try:
+            return rule(*args, **kwargs)
+        except Refused as exc:
+            if exc.status != 400 or not exc.fields:
+                raise
+            self.found.append(exc)
+            return None
+
+    def add(self, message: str, *, field: str, code: str = "invalid") -> None:
+        self.found.append(Refused(message, code=code, status=400, field=field))
+
+    def __bool__(self) -> bool:
+        return bool(self.found)
+
+    def settle(self) -> None:
+        if len(self.found) == 1:
+            raise self.found[0]
+        if self.found:
+            fields: dict[str, list[str]] = {}
+            for exc in self.found:
+                for name, messages in exc.fields.items():
+                    fields.setdefault(name, []).extend(messages)
+            raise Refused("; ".join(f"{name}: {' '.join(messages)}"
+                                    for name, messages in fields.items()),
+                          code="invalid", status=400, field=next(iter(fields)), fields=fields)
 
 
 def transition(table: dict[str, frozenset[str]], what: str, current: str, target: str) -> str:

@@ -96,7 +96,7 @@ def test_a_policy_naming_a_disabled_source_is_400(api, gh):
     Source.objects.create(kind="github", slug="old", name="Old", enabled=False)
     r = put(api, doc(None, old={"allowed": ["a"]}))
     assert r.status_code == 400
-    assert "disabled" in r.json()["error"]["fields"]["sources.old"]
+    assert "disabled" in r.json()["error"]["fields"]["sources.old"][0]
     assert not PolicyVersion.objects.exists()
 
 

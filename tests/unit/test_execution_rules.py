@@ -108,9 +108,9 @@ def test_only_v2_manifests_without_execution_fields_are_experts():
                        ({**good, "models": []}, "models"), ({**good, "endpoint": "u"},
                                                            "endpoint"),
                        ({**good, "name": ""}, "name"),
-                       ({**good, "skills": [{"name": "a"}]}, "skills[0].content"),
+                       ({**good, "skills": [{"name": "a"}]}, "skills.0.content"),
                        ({**good, "skills": [{"name": "a", "content": "b"}] * 2},
-                        "skills[1].name")]:
+                        "skills.1.name")]:
         with pytest.raises(manifest.ManifestError) as refused:
             manifest.parse(bad)
         assert refused.value.field == field, bad

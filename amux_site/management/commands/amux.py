@@ -34,7 +34,7 @@ from amux_site import (
 from amux_site.logs import JsonLines, json_printer
 from amux_site.supervisor import CrashPolicy, Supervisor
 from amux_site.version import version
-from sessions import schedule_cli, task_cli
+from sessions import cli_input, schedule_cli, task_cli
 from sessions.services import CommandError as Refused
 
 ADMIN_USERNAME = "admin"
@@ -198,6 +198,8 @@ class Command(BaseCommand):
     def do_task(self, task_action, **options):
         try:
             code = task_cli.submit(self.stdout.write, **options)
+        except cli_input.InputRefused as exc:
+            raise CommandError(str(exc), returncode=1) from None
         except Refused as exc:
             field = f"{exc.field}: " if exc.field else ""
             raise CommandError(f"{field}{exc}", returncode=1) from None

@@ -19,7 +19,7 @@ def test_goal_shape_and_bad_quota_names_the_field(api, goal):
     assert goal["state"] == "active" and goal["check_command"] == "make test"
     bad = api.post("/api/v1/goals/", {"slug": "x", "title": "X",
                                       "quota": {"unit": "hours", "limit": 1}})
-    assert bad.status_code == 400 and "quota" in bad.json()["error"]["fields"]
+    assert bad.status_code == 400 and "quota.unit" in bad.json()["error"]["fields"]
     assert api.post("/api/v1/goals", {"slug": "ship", "title": "again"}).status_code == 409
     done = api.patch("/api/v1/goals/ship/", {"state": "done"})
     assert done.json()["state"] == "done"

@@ -78,7 +78,7 @@ def test_a_local_profile_is_created_edited_and_deleted_as_v2(api):
     assert AgentProfile.objects.get(slug="reviewer").instructions == "Read it three times."
     skill = api.put("/api/v1/profiles/reviewer", {"manifest": {
         **V2, "skills": [{"name": "x", "content": "y", "permissions": "all"}]}}, format="json")
-    assert list(skill.json()["error"]["fields"]) == ["manifest.skills[0].permissions"]
+    assert list(skill.json()["error"]["fields"]) == ["manifest.skills.0.permissions"]
     assert api.delete("/api/v1/profiles/reviewer").status_code == 204
     assert api.get("/api/v1/profiles/reviewer").status_code == 404
 

@@ -75,3 +75,49 @@ def test_the_admin_shows_schedules_and_runs_read_only(client, operator, admin_us
     assert listing.status_code == 200 and b"audited" in listing.content
     assert client.get("/admin/agent_sessions/schedulerun/").status_code == 200
     assert client.get("/admin/agent_sessions/schedule/add/").status_code == 403
+
+
+def test_schedule_add_takes_json_with_the_api_rule(operator, openai_provider, tmp_path):
+    profiles.ensure_builtin()
+    body = tmp_path / "schedule.json"
+    body.write_text(json.dumps({"name": "J", "every_seconds": 60, "mode": "subtask",
+                                "prompt": "P", "runtime": "pi", "model": "gpt-5.5"}))
+    (added,) = _amux("add", "--json", str(body), "--user", "operator")
+    assert (added["name"], added["every_seconds"], added["runtime"]) == ("J", 60, "pi")
+    body.write_text(json.dumps({"name": "K", "every_secs": 60, "mode": "daily",
+                                "extra_args": "--x"}))
+    with pytest.raises(CommandError) as refused:
+        call_command("amux", "schedule", "add", "--json", str(body), "--user", "operator",
+                     stdout=StringIO())
+    said = str(refused.value).splitlines()
+    assert "every_secs: unknown field" in said
+    assert {line.split(":")[0] for line in said} == {"every_secs", "mode", "prompt",
+                                                      "extra_args"}
+    with pytest.raises(CommandError) as mixed:
+        call_command("amux", "schedule", "add", "--json", str(body), "--name", "L",
+                     "--user", "operator", stdout=StringIO())
+    assert "name: give it in --json or as an option, not both" in str(mixed.value)
+    with pytest.raises(CommandError) as bare:
+        call_command("amux", "schedule", "add", "--user", "operator", stdout=StringIO())
+    assert {line.split(":")[0] for line in str(bare.value).splitlines()} == {
+        "name", "mode", "prompt"}
+    assert [s.name for s in Schedule.objects.all()] == ["J"]
+
+
+def test_task_submit_refuses_unknown_json_fields_naming_each(operator, tmp_path,
+                                                              monkeypatch):
+    from sessions.models import TaskRun
+
+    monkeypatch.setattr("sys.stdin", StringIO(json.dumps(
+        {"prompt": "", "runtme": "pi", "extra_args": [1], "permission_policy": "yolo"})))
+    with pytest.raises(CommandError) as refused:
+        call_command("amux", "task", "submit", "--json", "-", "--user", "operator",
+                     stdout=StringIO())
+    said = str(refused.value).splitlines()
+    assert "runtme: unknown field" in said
+    assert {line.split(":")[0] for line in said} == {"prompt", "runtme", "extra_args",
+                                                      "permission_policy"}
+    with pytest.raises(CommandError) as bare:
+        call_command("amux", "task", "submit", "--user", "operator", stdout=StringIO())
+    assert str(bare.value) == "prompt: This field is required."
+    assert not TaskRun.objects.exists()
