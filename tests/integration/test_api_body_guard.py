@@ -108,6 +108,7 @@ def world(api, operator, tmp_path):
     inbox = InboxEvent.objects.create(receipt=inboxed_receipt, agent=agent, kind="message",
                                       received_at=timezone.now())
     todo = goal.todos.create(title="t")
+    decision = goal.decisions.create(kind="pending_decision", text="Reopen it?")
     turn = GoalTurn.objects.create(goal=goal, agent=agent, key="t1")
     expert = AgentProfile.objects.create(slug="helper", name="Helper")
     preset = LaunchPreset.objects.get_or_create(slug="fast", defaults={
@@ -145,7 +146,7 @@ def world(api, operator, tmp_path):
         "ids": {"connectors": connector.pk, "ingress-receipts": receipt.pk,
                 "instances": instance.pk, "memory": memory.pk, "schedules": schedule.pk,
                 "sessions": session.pk, "tickets": ticket.pk,
-                "inbox": inbox.pk, "todos": todo.pk},
+                "inbox": inbox.pk, "todos": todo.pk, "decisions": decision.pk},
         "turn": turn.key,
         "worker": worker,
     }

@@ -136,7 +136,7 @@ def test_disabled_commands_are_set_in_the_api_and_the_panel_and_named_when_wrong
         "disabled_commands": ["amux provides these itself: gh, lark-cli"]}
     bad = api.patch("/api/v1/settings/agents/", {"disabled_commands": ["../sh"]},
                     format="json")
-    assert bad.status_code == 400 and "disabled_commands" in bad.json()["error"]["fields"]
+    assert bad.status_code == 400 and "disabled_commands.0" in bad.json()["error"]["fields"]
     assert AgentSettings.current().disabled_commands == ["curl", "ssh"]
 
     client.force_login(operator)
