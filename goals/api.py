@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from amux_common.api import error_response
 from amux_common.fields import JsonTyped
-from goals import actions, ingress, read
+from goals import actions, ingress, limits, read
 from goals.agent_auth import AgentOrOperator, agent_of
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
@@ -60,7 +60,7 @@ def _agent(slug: str, agent: str) -> Agent:
 # ------------------------------------------------------------------------------ goals
 class QuotaField(JsonTyped, serializers.Serializer):
     unit = serializers.ChoiceField(choices=["turns", "tokens"], required=False)
-    limit = serializers.IntegerField(min_value=0)
+    limit = serializers.IntegerField(min_value=0, max_value=limits.POSITIVE_INT_MAX)
     spent = serializers.IntegerField(read_only=True)
 
 
@@ -140,7 +140,8 @@ class TodoUpdate(JsonTyped, serializers.Serializer):
     title = serializers.CharField(max_length=300, required=False)
     state = serializers.ChoiceField(choices=lc.TODO_STATES, required=False)
     evidence = serializers.CharField(required=False, allow_blank=True, max_length=20000)
-    agent = serializers.SlugField(required=False, help_text="who claims it")
+    agent = serializers.SlugField(required=False, max_length=limits.SLUG,
+                                  help_text="who claims it")
 
 
 class TodoList(RefusalsAnswered, AgentOrOperator, generics.ListAPIView):
@@ -200,7 +201,8 @@ class MaterialWrite(JsonTyped, serializers.Serializer):
     title = serializers.CharField(required=False, allow_blank=True, max_length=200)
     source_ref = serializers.CharField(required=False, allow_blank=True, max_length=200,
                                        write_only=True)
-    max_age_s = serializers.IntegerField(required=False, min_value=1)
+    max_age_s = serializers.IntegerField(required=False, min_value=1,
+                                         max_value=limits.POSITIVE_INT_MAX)
 
 
 class MaterialList(RefusalsAnswered, generics.ListAPIView):
@@ -394,11 +396,12 @@ class ConnectorSerializer(serializers.ModelSerializer):
 
 
 class ConnectorWrite(JsonTyped, serializers.Serializer):
-    goal = serializers.SlugField()
-    agent = serializers.SlugField(required=False)
+    goal = serializers.SlugField(max_length=limits.SLUG)
+    agent = serializers.SlugField(required=False, max_length=limits.SLUG)
     provider_kind = serializers.ChoiceField(choices=["lark", "web"], required=False)
     source_kind = serializers.ChoiceField(choices=ck.SOURCE_KINDS)
-    source = serializers.SlugField(required=False, help_text="an intake source (Lark kinds)")
+    source = serializers.SlugField(required=False, max_length=limits.SLUG,
+                                   help_text="an intake source (Lark kinds)")
     source_ref = serializers.CharField(required=False, allow_blank=True, max_length=200,
                                        help_text="owner-local: chat id or document token")
     capture_scope = serializers.ChoiceField(choices=ck.CAPTURE_SCOPES, required=False)

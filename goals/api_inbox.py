@@ -12,8 +12,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from amux_common.bounds import json_bounds
 from amux_common.fields import JsonTyped
-from goals import inbox
+from goals import inbox, limits
 from goals.agent_auth import AgentOrOperator
 from goals.api import RefusalsAnswered, _agent, _valid
 from goals.core import inbox as rules
@@ -61,7 +62,9 @@ class DrainSerializer(serializers.Serializer):
 
 class SettleWrite(JsonTyped, serializers.Serializer):
     effect = serializers.DictField(help_text='{"kind": "todo"|"design_revision"|'
-                                             '"no_follow_up"|"owner_gate", ...}')
+                                             '"no_follow_up"|"owner_gate", ...}',
+                                   validators=json_bounds(limits.EFFECT_KEYS,
+                                                          limits.EFFECT_BYTES))
     reply = serializers.CharField(required=False, max_length=rules.REPLY_MAX,
                                   help_text="sent through the connector's reply_mode")
     key = serializers.CharField(required=False, allow_blank=True, max_length=120,

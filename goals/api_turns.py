@@ -23,6 +23,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.fields import JsonTyped
+from amux_common.limits import ID_MAX
 from goals import actions, turns
 from goals.api import AgentSerializer, RefusalsAnswered, _agent, _valid
 from goals.core import turns as rules
@@ -59,7 +60,7 @@ class TurnSerializer(serializers.ModelSerializer):
 class TurnWrite(JsonTyped, serializers.Serializer):
     key = serializers.CharField(max_length=rules.KEY_MAX,
                                 help_text="idempotency key: the same key is the same turn")
-    todo = serializers.IntegerField(required=False, min_value=1,
+    todo = serializers.IntegerField(required=False, min_value=1, max_value=ID_MAX,
                                     help_text="the todo to work (default: the oldest open)")
     wait = serializers.BooleanField(required=False, default=False)
     wait_s = serializers.IntegerField(required=False, min_value=1, max_value=WAIT_MAX_S)

@@ -8,10 +8,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
-from amux_common.fields import UNKNOWN
+from amux_common.fields import UNKNOWN, bound_errors
 from amux_common.pagination import paginate
 from amux_common.schema import PageQuery, page_of
-from prompts_app import assembly, core, service
+from prompts_app import assembly, core, limits, service
 from prompts_app.models import PromptVersion
 
 
@@ -44,6 +44,9 @@ def _body(request, serializer: type[serializers.Serializer]) -> dict:
     unknown = {str(k): UNKNOWN for k in request.data if k not in serializer().fields}
     if unknown:
         raise core.Invalid(unknown)
+    over = bound_errors(serializer, request.data)
+    if over:
+        raise core.Invalid(over)
     return request.data
 
 
@@ -73,12 +76,12 @@ class FragmentSerializer(serializers.Serializer):
 
 
 class WriteSerializer(serializers.Serializer):
-    base_revision = serializers.IntegerField(min_value=0)
-    text = serializers.CharField(max_length=core.MAX_TEXT_CHARS)
+    base_revision = serializers.IntegerField(min_value=0, max_value=limits.REVISION_MAX)
+    text = serializers.CharField(max_length=limits.TEXT)
 
 
 class BaseSerializer(serializers.Serializer):
-    base_revision = serializers.IntegerField(min_value=0)
+    base_revision = serializers.IntegerField(min_value=0, max_value=limits.REVISION_MAX)
 
 
 class FragmentList(APIView):

@@ -36,6 +36,9 @@ TURN_HARD_CAP = "turn_hard_cap"
 TURN_IDLE_TIMEOUT = "turn_idle_timeout"
 TOOL_IDLE_TIMEOUT = "tool_idle_timeout"
 
+# A person's value below this is refused: every negative means the default, so one is enough.
+MIN_LIMIT = -1
+
 # limit name -> (default, maximum)
 LIMITS: dict[str, tuple[int, int]] = {
     "turn_hard_cap_seconds": (DEFAULT_TURN_HARD_CAP, MAX_TURN_HARD_CAP),
@@ -87,6 +90,9 @@ def check_limits(values: Any) -> tuple[dict[str, int | None], dict[str, str]]:
             problems[name] = "must be a whole number (0 disables, negative means the default)"
             continue
         maximum = LIMITS[name][1]
+        if value < MIN_LIMIT:
+            problems[name] = f"must be at least {MIN_LIMIT} (-1 means the default)"
+            continue
         if value > maximum:
             problems[name] = f"must be at most {maximum}"
             continue

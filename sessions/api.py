@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
+from amux_common.bounds import json_bounds
 from amux_common.fields import JsonTyped
 from amux_common.schema import page_of
 from amux_common.secrets import set_keys
@@ -23,6 +24,7 @@ from runtimes import watchdog as watchdogs
 from sessions import (
     capabilities,
     capacity,
+    limits,
     model_catalog,
     native_goal_commands,
     native_goals,
@@ -53,7 +55,8 @@ class BaseUrl(serializers.URLField):
     {"type": "object", "required": ["name"], "additionalProperties": False, "properties": {
         "name": {"type": "string", "maxLength": 120},
         "display_name": {"type": "string", "maxLength": 120},
-        "efforts": {"type": "array", "items": {"type": "string"}, "maxItems": 16}}}]}})
+        "efforts": {"type": "array", "items": {"type": "string", "maxLength": catalog.MAX_EFFORT},
+                    "maxItems": catalog.MAX_EFFORTS}}}]}, "maxItems": catalog.MAX_MODELS})
 class ProviderModels(serializers.JSONField):
     """The provider's model list: names, or ``{"name", "display_name"?, "efforts"?}``."""
 
@@ -65,7 +68,7 @@ class ProviderModels(serializers.JSONField):
 
 
 @extend_schema_field({"type": "object", "additionalProperties": False, "properties": {
-    name: {"type": ["integer", "null"], "maximum": maximum}
+    name: {"type": ["integer", "null"], "maximum": maximum, "minimum": watchdogs.MIN_LIMIT}
     for name, (_default, maximum) in watchdogs.LIMITS.items()}})
 class WatchdogLimits(serializers.JSONField):
     """Watchdog limits (0 disables, negative means the default, null or absent: the next
@@ -80,7 +83,7 @@ class WatchdogLimits(serializers.JSONField):
 
 class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
     api_key = serializers.CharField(write_only=True, required=False, allow_blank=True,
-                                    trim_whitespace=False)
+                                    trim_whitespace=False, max_length=limits.API_KEY)
     models = ProviderModels(source="model_names", required=False)
     watchdog = WatchdogLimits(required=False)
     secrets = serializers.SerializerMethodField()
@@ -323,24 +326,32 @@ class RuntimeName(serializers.CharField):
 
 class CreateSession(JsonTyped, serializers.Serializer):
     runtime = RuntimeName(required=False, help_text="required unless a preset names it")
-    provider = serializers.CharField(required=False,
+    provider = serializers.CharField(required=False, max_length=limits.SLUG,
                                      help_text="default: the preset's binding, or the only "
                                                "provider the runtime can use")
-    model = serializers.CharField(required=False, help_text="required unless a preset names it")
+    model = serializers.CharField(required=False, max_length=limits.MODEL,
+                                  help_text="required unless a preset names it")
     workdir = serializers.CharField(
         required=False, max_length=500,
         help_text="a directory under the data directory's work/ (default: a new one)")
-    name = serializers.CharField(required=False, allow_blank=True, default="")
+    name = serializers.CharField(required=False, allow_blank=True, default="",
+                                 max_length=limits.SESSION_NAME)
     permission_mode = serializers.ChoiceField(
         ["bypass", "ask"], required=False, allow_null=True, default=None,
         help_text="omitted: the preset's, else the runtime's native bypass")
-    preset = serializers.CharField(required=False, help_text="a launch preset (shortcut)")
-    profile = serializers.CharField(required=False, help_text="the expert (Agent Profile)")
-    extra_args = serializers.ListField(child=serializers.CharField(trim_whitespace=False),
-                                       required=False, help_text="native arguments")
-    effort = serializers.CharField(required=False, allow_null=True, default=None)
-    idle_timeout_s = serializers.IntegerField(required=False, min_value=60, default=300)
-    watchdog = serializers.DictField(required=False, default=dict)
+    preset = serializers.CharField(required=False, max_length=limits.SLUG,
+                                   help_text="a launch preset (shortcut)")
+    profile = serializers.CharField(required=False, max_length=limits.SLUG,
+                                    help_text="the expert (Agent Profile)")
+    extra_args = serializers.ListField(
+        child=serializers.CharField(trim_whitespace=False, max_length=limits.ARG),
+        required=False, max_length=limits.ARGS, help_text="native arguments")
+    effort = serializers.CharField(required=False, allow_null=True, default=None,
+                                   max_length=catalog.MAX_EFFORT)
+    idle_timeout_s = serializers.IntegerField(required=False, min_value=60,
+                                              max_value=limits.IDLE_TIMEOUT_MAX_S, default=300)
+    watchdog = serializers.DictField(required=False, default=dict, validators=json_bounds(
+        len(watchdogs.LIMITS), limits.WATCHDOG_BYTES))
 
     def validate_workdir(self, value):
         # here too (the service checks again), so one 400 lists it with the other fields
@@ -381,7 +392,9 @@ def _session(pk: int) -> Session:
 class PostMessage(JsonTyped, serializers.Serializer):
     text = serializers.CharField(max_length=65_536, trim_whitespace=False, required=False)
     content = serializers.ListField(
-        child=serializers.DictField(), required=False, min_length=1, max_length=64,
+        child=serializers.DictField(validators=json_bounds(limits.CONTENT_PART_KEYS,
+                                                           limits.CONTENT_PART_BYTES)),
+        required=False, min_length=1, max_length=64,
         help_text="ordered parts instead of text: {type: text, text} or "
                   "{type: image, mime, data}")
     key = serializers.CharField(max_length=120, required=False, allow_null=True,
@@ -409,7 +422,8 @@ class PermissionAnswer(JsonTyped, serializers.Serializer):
 
 
 class QuestionAnswer(JsonTyped, serializers.Serializer):
-    answers = serializers.DictField(help_text="question id → answer", required=False)
+    answers = serializers.DictField(help_text="question id → answer", required=False,
+                                    validators=json_bounds(limits.ANSWERS, limits.ANSWERS_BYTES))
     cancel = serializers.BooleanField(
         required=False, default=False,
         help_text="cancel the question (a Claude AskUserQuestion call: all its questions)")
@@ -592,7 +606,8 @@ class RuntimeCatalog(serializers.Serializer):
 
 
 class CatalogQuery(serializers.Serializer):
-    provider = serializers.SlugField(required=False, help_text="list this provider's models")
+    provider = serializers.SlugField(required=False, max_length=limits.SLUG,
+                                     help_text="list this provider's models")
 
 
 class RuntimeModels(APIView):

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from amux_common.api import error_response
 from amux_common.fields import JsonTyped
-from sessions import app_servers, services
+from sessions import app_servers, limits, services
 from sessions.models import AppServer
 
 
@@ -52,7 +52,8 @@ class DescriptorSerializer(serializers.Serializer):
 
 
 class AppServerWrite(JsonTyped, serializers.Serializer):
-    provider = serializers.SlugField(required=False, help_text="start one: its provider")
+    provider = serializers.SlugField(required=False, max_length=limits.SLUG,
+                                     help_text="start one: its provider")
     model = serializers.CharField(required=False, max_length=120)
     workspace = serializers.CharField(required=False, max_length=1000,
                                       help_text="absolute work directory (default: new)")

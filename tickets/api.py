@@ -8,7 +8,8 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
-from amux_common.fields import JsonTyped
+from amux_common import limits
+from amux_common.fields import JsonTyped, SlugRef
 from intake.models import Thread, Trigger
 from intake.text_cap import MAX_TEXT
 from sessions.models import ProviderProfile
@@ -192,11 +193,13 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
 
 
 class AgentSettingsSerializer(JsonTyped, serializers.ModelSerializer):
-    triage_provider = serializers.SlugRelatedField(
-        slug_field="slug", queryset=ProviderProfile.objects.all(), allow_null=True, required=False
+    triage_provider = SlugRef(
+        max_length=limits.SLUG, queryset=ProviderProfile.objects.all(), allow_null=True,
+        required=False
     )
-    worker_provider = serializers.SlugRelatedField(
-        slug_field="slug", queryset=ProviderProfile.objects.all(), allow_null=True, required=False
+    worker_provider = SlugRef(
+        max_length=limits.SLUG, queryset=ProviderProfile.objects.all(), allow_null=True,
+        required=False
     )
     worker_runtime = serializers.ChoiceField(choices=WORKER_RUNTIMES, required=False)
     # Guards (0: no cap); bounded so a typo cannot overflow the column.
