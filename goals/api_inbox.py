@@ -25,7 +25,7 @@ from goals.models import InboxEvent
 class DrainWrite(JsonTyped, serializers.Serializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=rules.DRAIN_MAX,
                                      help_text="events to take (default 1)")
-    key = serializers.CharField(required=False, max_length=120,
+    key = serializers.CharField(required=False, max_length=limits.KEY,
                                 help_text="the drain's key: the same key again answers "
                                           "the same claim (default: a new one)")
     lease_s = serializers.IntegerField(required=False, min_value=rules.LEASE_MIN_S,
@@ -67,7 +67,7 @@ class SettleWrite(JsonTyped, serializers.Serializer):
                                                           limits.EFFECT_BYTES))
     reply = serializers.CharField(required=False, max_length=rules.REPLY_MAX,
                                   help_text="sent through the connector's reply_mode")
-    key = serializers.CharField(required=False, allow_blank=True, max_length=120,
+    key = serializers.CharField(required=False, allow_blank=True, max_length=limits.KEY,
                                 help_text="the key of the drain that claimed it")
 
 

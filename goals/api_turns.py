@@ -24,7 +24,7 @@ from rest_framework.views import APIView
 
 from amux_common.fields import JsonTyped
 from amux_common.limits import ID_MAX
-from goals import actions, turns
+from goals import actions, limits, turns
 from goals.api import AgentSerializer, RefusalsAnswered, _agent, _valid
 from goals.core import turns as rules
 from goals.models import GoalTurn
@@ -71,8 +71,8 @@ class AutorunWrite(JsonTyped, serializers.Serializer):
 
 
 class ProviderWrite(JsonTyped, serializers.Serializer):
-    provider = serializers.SlugField(max_length=60)
-    model = serializers.CharField(max_length=120)
+    provider = serializers.SlugField(max_length=limits.SLUG)
+    model = serializers.CharField(max_length=limits.MODEL)
 
 
 def _answer(turn: GoalTurn) -> Response:

@@ -10,6 +10,7 @@ REPORT_TEXT = TEXT
 QUESTION = SHORT_TEXT * 10   # a question may quote what it asks about
 QUESTION_OPTIONS = OPTIONS
 QUESTION_OPTION = NAME
+QUESTION_OPTIONS_BYTES = 128 * 1024  # Question.options: OPTIONS of at most NAME
 MESSAGE_REF = 300            # the Question.message_ref column
 REASON = SHORT_TEXT
 REPLY_TEXT = TEXT

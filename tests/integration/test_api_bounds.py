@@ -67,10 +67,9 @@ def _unbounded(document, schema, where, seen, sized=False) -> list[str]:
                 found += _unbounded(document, extra, f"{where}{{}}", seen, sized)
         elif not schema.get("properties") and "maxProperties" not in schema:
             found.append(f"{where}: free-form object without maxProperties")
-    elif kind is None and not any(k in schema for k in ("allOf", "oneOf", "anyOf")):
+    elif kind is None and not sized and not any(k in schema for k in ("allOf", "oneOf", "anyOf")):
         # Any JSON value: only a bound on the bytes of its encoding can hold it.
-        if not sized:
-            found.append(f"{where}: any JSON value without a bound")
+        found.append(f"{where}: any JSON value without a bound")
     return found
 
 
