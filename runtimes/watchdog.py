@@ -36,8 +36,9 @@ TURN_HARD_CAP = "turn_hard_cap"
 TURN_IDLE_TIMEOUT = "turn_idle_timeout"
 TOOL_IDLE_TIMEOUT = "tool_idle_timeout"
 
-# A person's value below this is refused: every negative means the default, so one is enough.
-MIN_LIMIT = -1
+# Every negative value means the default; one below this (a 32-bit integer's least) is
+# refused, so the range is bounded without refusing the negatives people already write.
+MIN_LIMIT = -(2**31)
 
 # limit name -> (default, maximum)
 LIMITS: dict[str, tuple[int, int]] = {
@@ -91,7 +92,7 @@ def check_limits(values: Any) -> tuple[dict[str, int | None], dict[str, str]]:
             continue
         maximum = LIMITS[name][1]
         if value < MIN_LIMIT:
-            problems[name] = f"must be at least {MIN_LIMIT} (-1 means the default)"
+            problems[name] = f"must be at least {MIN_LIMIT} (a negative means the default)"
             continue
         if value > maximum:
             problems[name] = f"must be at most {maximum}"
