@@ -44,17 +44,17 @@ def _refused(exc: services.CommandError) -> Response:
 
 # ------------------------------------------------------------------------- providers
 @extend_schema_field({"type": "string", "format": "uri", "pattern": "^https?://[a-z0-9]",
-                      "maxLength": 250})
+                      "maxLength": limits.BASE_URL})
 class BaseUrl(serializers.URLField):
     """An explicit http(s) URL (a host name is at most 253 characters, so a longer URL
     cannot be valid)."""
 
 
 @extend_schema_field({"type": "array", "items": {"oneOf": [
-    {"type": "string", "maxLength": 120},
+    {"type": "string", "maxLength": catalog.MAX_NAME},
     {"type": "object", "required": ["name"], "additionalProperties": False, "properties": {
-        "name": {"type": "string", "maxLength": 120},
-        "display_name": {"type": "string", "maxLength": 120},
+        "name": {"type": "string", "maxLength": catalog.MAX_NAME},
+        "display_name": {"type": "string", "maxLength": catalog.MAX_NAME},
         "efforts": {"type": "array", "items": {"type": "string", "maxLength": catalog.MAX_EFFORT},
                     "maxItems": catalog.MAX_EFFORTS}}}]}, "maxItems": catalog.MAX_MODELS})
 class ProviderModels(serializers.JSONField):
@@ -87,7 +87,7 @@ class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
     models = ProviderModels(source="model_names", required=False)
     watchdog = WatchdogLimits(required=False)
     secrets = serializers.SerializerMethodField()
-    base_url = BaseUrl(max_length=250)
+    base_url = BaseUrl(max_length=limits.BASE_URL)
 
     class Meta:
         model = ProviderProfile
@@ -332,7 +332,7 @@ class CreateSession(JsonTyped, serializers.Serializer):
     model = serializers.CharField(required=False, max_length=limits.MODEL,
                                   help_text="required unless a preset names it")
     workdir = serializers.CharField(
-        required=False, max_length=500,
+        required=False, max_length=limits.WORKDIR,
         help_text="a directory under the data directory's work/ (default: a new one)")
     name = serializers.CharField(required=False, allow_blank=True, default="",
                                  max_length=limits.SESSION_NAME)
@@ -390,14 +390,15 @@ def _session(pk: int) -> Session:
 
 
 class PostMessage(JsonTyped, serializers.Serializer):
-    text = serializers.CharField(max_length=65_536, trim_whitespace=False, required=False)
+    text = serializers.CharField(max_length=limits.MESSAGE_TEXT, trim_whitespace=False,
+                                 required=False)
     content = serializers.ListField(
         child=serializers.DictField(validators=json_bounds(limits.CONTENT_PART_KEYS,
                                                            limits.CONTENT_PART_BYTES)),
-        required=False, min_length=1, max_length=64,
+        required=False, min_length=1, max_length=limits.CONTENT_PARTS,
         help_text="ordered parts instead of text: {type: text, text} or "
                   "{type: image, mime, data}")
-    key = serializers.CharField(max_length=120, required=False, allow_null=True,
+    key = serializers.CharField(max_length=limits.KEY, required=False, allow_null=True,
                                 help_text="idempotency key: the same key posts once")
 
     def validate_text(self, value):
@@ -418,7 +419,8 @@ class MessageAccepted(serializers.Serializer):
 
 
 class PermissionAnswer(JsonTyped, serializers.Serializer):
-    option = serializers.CharField(max_length=200, help_text="one of the request's option ids")
+    option = serializers.CharField(max_length=limits.PERMISSION_OPTION,
+                                   help_text="one of the request's option ids")
 
 
 class QuestionAnswer(JsonTyped, serializers.Serializer):
@@ -469,7 +471,7 @@ class SessionMessages(APIView):
 
 class GoalCommandBody(JsonTyped, serializers.Serializer):
     command = serializers.CharField(
-        max_length=65_536, trim_whitespace=False,
+        max_length=limits.MESSAGE_TEXT, trim_whitespace=False,
         help_text="a goal command as in chat: `goal <text>`, `goal`, `goal pause`, "
                   "`goal resume`, `goal clear`, `goal set <text>`, `goal budget <tokens>` "
                   "(the leading `goal` may be left out; `status` asks for the status)")
@@ -568,9 +570,9 @@ class TimelineEventSerializer(serializers.Serializer):
 
 
 class TimelineQuery(serializers.Serializer):
-    after = serializers.IntegerField(min_value=0, max_value=2_147_483_647, default=0,
+    after = serializers.IntegerField(min_value=0, max_value=limits.SEQ_MAX, default=0,
                                      help_text="the last sequence number already seen")
-    limit = serializers.IntegerField(min_value=1, max_value=10_000, default=1000)
+    limit = serializers.IntegerField(min_value=1, max_value=limits.TIMELINE_PAGE, default=1000)
 
 
 class SessionTimeline(APIView):
@@ -625,8 +627,8 @@ class RuntimeModels(APIView):
             return _refused(exc)
 # ------------------------------------------------------------------------- runtime controls
 class ModelSwitch(JsonTyped, serializers.Serializer):
-    model = serializers.CharField(max_length=120)
-    effort = serializers.CharField(max_length=40, required=False, allow_null=True,
+    model = serializers.CharField(max_length=limits.MODEL)
+    effort = serializers.CharField(max_length=catalog.MAX_EFFORT, required=False, allow_null=True,
                                    help_text="omitted: the session's effort stays; null: "
                                              "the runtime's default")
 

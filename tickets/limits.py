@@ -27,3 +27,5 @@ MEMORY_ID = KEY
 GIT_PROTOCOL = 16
 GIT_HOST = 253               # a DNS name
 GIT_PATH = URL
+TOKEN_CAP_MAX = 10**15         # a token cap (0: none); far past any spend, within the column
+MESSAGES_PER_HOUR_MAX = 100_000
