@@ -2,6 +2,8 @@
 
 - `docs/glossary.md` holds `<!-- glossary -->`; it becomes `amux_site/glossary.py`'s terms,
   each a heading whose anchor is the id the panel's glossary gives it (`launch-preset`).
+- `docs/api.md` holds `<!-- limits -->`; it becomes the table of input bounds, read from
+  each app's `limits.py` (pure modules: no Django is started).
 - `docs/api-reference.md` holds `<!-- openapi -->`; it becomes the operations and schemas
   of `docs/api/openapi.yaml`, which `make docs` writes with
   `manage.py spectacular --file docs/api/openapi.yaml` before it builds.
@@ -12,8 +14,10 @@ Loaded by MkDocs outside Django: it reads the glossary module by its path (impor
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import yaml
@@ -21,6 +25,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent
 GLOSSARY_MARK = "<!-- glossary -->"
 OPENAPI_MARK = "<!-- openapi -->"
+LIMITS_MARK = "<!-- limits -->"
 OPENAPI_FILE = ROOT / "docs" / "api" / "openapi.yaml"
 METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -128,7 +133,57 @@ def openapi_markdown(document: dict) -> str:
     return "\n".join(out)
 
 
+# What is bounded, in words, and the constant that bounds it (module, name, unit).
+LIMIT_ROWS = [
+    ("A slug: source, provider, goal, agent, expert, preset, bot", "amux_common.limits",
+     "SLUG", "characters"),
+    ("An idempotency key, a turn or material key", "amux_common.limits", "KEY", "characters"),
+    ("A goal's title", "goals.limits", "GOAL_TITLE", "characters"),
+    ("A goal's description", "goals.limits", "GOAL_DESCRIPTION", "characters"),
+    ("A todo's evidence", "goals.limits", "TODO_EVIDENCE", "characters"),
+    ("A material's body", "goals.limits", "MATERIAL_BODY", "characters"),
+    ("A message to an agent", "goals.limits", "MESSAGE_TEXT", "characters"),
+    ("A quota, a material's max age", "goals.limits", "POSITIVE_INT_MAX", "(largest value)"),
+    ("A prompt fragment or team text", "prompts_app.limits", "TEXT", "characters"),
+    ("A prompt `base_revision`", "prompts_app.limits", "REVISION_MAX", "(largest value)"),
+    ("A task's or schedule's prompt", "sessions.limits", "PROMPT", "characters"),
+    ("A model name", "sessions.limits", "MODEL", "characters"),
+    ("Extra command-line arguments", "amux_common.limits", "ARGS", "items"),
+    ("One extra argument", "amux_common.limits", "ARG", "characters"),
+    ("A provider's API key", "sessions.limits", "API_KEY", "characters"),
+    ("A provider's models", "runtimes.catalog", "MAX_MODELS", "items"),
+    ("A memory entry's text", "sessions.limits", "MEMORY_TEXT", "characters"),
+    ("An expert's manifest", "sessions.limits", "MANIFEST_KEYS", "keys"),
+    ("An expert's manifest, as JSON", "sessions.limits", "MANIFEST_BYTES", "bytes"),
+    ("A session's `watchdog`, as JSON", "sessions.limits", "WATCHDOG_BYTES", "bytes"),
+    ("A message's content part, as JSON", "sessions.limits", "CONTENT_PART_BYTES", "bytes"),
+    ("A source's `config`", "intake.limits", "CONFIG_KEYS", "keys"),
+    ("A source's `config`, as JSON", "intake.limits", "CONFIG_BYTES", "bytes"),
+    ("A source's `secrets`", "intake.limits", "SECRET_KEYS", "keys"),
+    ("Sources in a policy document", "policy.limits", "MAX_SOURCES", "keys"),
+    ("Names in a policy `allowed` or `bots` list", "policy.limits", "MAX_LIST", "items"),
+    ("One policy name", "policy.limits", "MAX_NAME", "characters"),
+    ("A worker tool's text (report, question, reply, PR body)", "tickets.limits",
+     "REPORT_TEXT", "characters"),
+    ("A question's options", "tickets.limits", "QUESTION_OPTIONS", "items"),
+    ("A pull request title", "tickets.limits", "PR_TITLE", "characters"),
+    ("An id in a path or body", "amux_common.limits", "ID_MAX", "(largest value)"),
+]
+
+
+def limits_markdown() -> str:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    lines = ["| Input | Bound | Constant |", "|---|---|---|"]
+    for what, module, name, unit in LIMIT_ROWS:
+        value = getattr(importlib.import_module(module), name)
+        lines.append(f"| {what} | {value:,} {unit} | `{module}.{name}` |")
+    return "\n".join(lines)
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    if LIMITS_MARK in markdown:
+        markdown = markdown.replace(LIMITS_MARK, limits_markdown())
     if GLOSSARY_MARK in markdown:
         markdown = markdown.replace(GLOSSARY_MARK, glossary_markdown())
     if OPENAPI_MARK in markdown:

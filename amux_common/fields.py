@@ -112,3 +112,47 @@ class BodylessDestroy:
     @no_body
     def destroy(self, request, *args, **kwargs):
         return super().destroy(request, *args, **kwargs)
+
+
+class SlugRef(serializers.SlugRelatedField):
+    """A row named by its slug, bounded like the slug column: a longer name is refused for
+    its length (400) before it is looked up. The OpenAPI document shows ``maxLength``
+    (amux_common.schema)."""
+
+    def __init__(self, *, max_length: int, **kwargs):
+        self.max_length = max_length
+        kwargs.setdefault("slug_field", "slug")
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and len(data) > self.max_length:
+            raise serializers.ValidationError(
+                f"Ensure this field has no more than {self.max_length} characters.",
+                code="max_length")
+        return super().to_internal_value(data)
+
+
+_BOUND_CODES = {"max_length", "min_length", "max_value", "min_value", "max_keys",
+                "max_json_bytes"}
+
+
+def bound_errors(body: type[serializers.Serializer], data) -> dict:
+    """The fields of ``data`` that are over a bound ``body`` documents, with DRF's words for
+    each, for views that validate their bodies by hand: the bounds are the serializer's, the
+    rest (what a field means, whether one is missing) stays the view's to say."""
+    checked = body(data=data, partial=True)
+    if checked.is_valid():
+        return {}
+    return {name: errors for name, errors in checked.errors.items()
+            if name in data and _BOUND_CODES & set(_codes(errors))}
+
+
+def _codes(errors):
+    if isinstance(errors, dict):
+        for inner in errors.values():
+            yield from _codes(inner)
+    elif isinstance(errors, list):
+        for inner in errors:
+            yield from _codes(inner)
+    else:
+        yield getattr(errors, "code", None)

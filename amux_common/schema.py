@@ -14,6 +14,8 @@ from __future__ import annotations
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
+from amux_common import limits
+from amux_common.fields import SlugRef
 from amux_common.pagination import MAX_LIMIT, MAX_OFFSET
 
 
@@ -62,6 +64,14 @@ class AmuxAutoSchema(AutoSchema):
                 responses[code]["description"] = _DESCRIPTIONS[code]
         return operation
 
+    def _insert_field_validators(self, field, schema):
+        # A validator of ours (amux_common.bounds) says what the document should show.
+        super()._insert_field_validators(field, schema)
+        if isinstance(field, SlugRef) and schema.get("type") == "string":
+            schema.setdefault("maxLength", field.max_length)
+        for validator in getattr(field, "validators", ()):
+            schema.update(getattr(validator, "openapi", {}))
+
 
 def page_of(name: str, child: serializers.BaseSerializer) -> serializers.Serializer:
     """The documented shape of one page of a list (for views that paginate by hand)."""
@@ -84,6 +94,24 @@ class PageQuery(serializers.Serializer):
     offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET,
                                       help_text="The initial index from which to return "
                                                 "the results.")
+
+
+def bounded_path_parameters(result, generator, request, public):
+    """A path parameter names a row: an id is at most a BigAutoField's largest, a name at
+    most its column's length (amux_common.limits). A longer one names nothing (404)."""
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", ()) if isinstance(operation, dict) else ():
+                if parameter.get("in") != "path":
+                    continue
+                schema = parameter.setdefault("schema", {})
+                if schema.get("type") == "integer":
+                    schema.setdefault("minimum", 0)
+                    schema.setdefault("maximum", limits.ID_MAX)
+                elif schema.get("type") == "string" and "enum" not in schema \
+                        and parameter["name"] in limits.PATH_MAX_LENGTH:
+                    schema.setdefault("maxLength", limits.PATH_MAX_LENGTH[parameter["name"]])
+    return result
 
 
 def closed_request_bodies(result, generator, request, public):

@@ -495,7 +495,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "amux_common.schema.closed_request_bodies"],
+                             "amux_common.schema.closed_request_bodies",
+                             "amux_common.schema.bounded_path_parameters"],
 }
 
 # AMUX_LOG_FORMAT=json: one JSON object per line (time, level, logger, message,

@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from amux_common.api import error_response
 from amux_common.fields import JsonTyped, no_body
-from goals import actions, connector_state, ingress, read
+from goals import actions, connector_state, ingress, limits, read
 from goals.agent_auth import AgentOrOperator, agent_of
 from goals.core import connectors as ck
 from goals.core import lifecycle as lc
@@ -59,7 +59,7 @@ def _agent(slug: str, agent: str) -> Agent:
 # ------------------------------------------------------------------------------ goals
 class QuotaField(JsonTyped, serializers.Serializer):
     unit = serializers.ChoiceField(choices=["turns", "tokens"], required=False)
-    limit = serializers.IntegerField(min_value=0)
+    limit = serializers.IntegerField(min_value=0, max_value=limits.POSITIVE_INT_MAX)
     spent = serializers.IntegerField(read_only=True)
 
 
@@ -80,17 +80,21 @@ class GoalSerializer(serializers.ModelSerializer):
 
 
 class GoalWrite(JsonTyped, serializers.Serializer):
-    slug = serializers.SlugField(max_length=60)
-    title = serializers.CharField(max_length=200)
-    description = serializers.CharField(required=False, allow_blank=True, max_length=20000)
-    check_command = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    slug = serializers.SlugField(max_length=limits.SLUG)
+    title = serializers.CharField(max_length=limits.GOAL_TITLE)
+    description = serializers.CharField(required=False, allow_blank=True,
+                                        max_length=limits.GOAL_DESCRIPTION)
+    check_command = serializers.CharField(required=False, allow_blank=True,
+                                          max_length=limits.CHECK_COMMAND)
     quota = QuotaField(required=False)
 
 
 class GoalUpdate(JsonTyped, serializers.Serializer):
-    title = serializers.CharField(max_length=200, required=False)
-    description = serializers.CharField(required=False, allow_blank=True, max_length=20000)
-    check_command = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    title = serializers.CharField(max_length=limits.GOAL_TITLE, required=False)
+    description = serializers.CharField(required=False, allow_blank=True,
+                                        max_length=limits.GOAL_DESCRIPTION)
+    check_command = serializers.CharField(required=False, allow_blank=True,
+                                          max_length=limits.CHECK_COMMAND)
     state = serializers.ChoiceField(choices=lc.GOAL_STATES, required=False)
     quota = QuotaField(required=False)
 
@@ -155,14 +159,16 @@ class TodoSerializer(serializers.ModelSerializer):
 
 
 class TodoWrite(JsonTyped, serializers.Serializer):
-    title = serializers.CharField(max_length=300)
+    title = serializers.CharField(max_length=limits.TODO_TITLE)
 
 
 class TodoUpdate(JsonTyped, serializers.Serializer):
-    title = serializers.CharField(max_length=300, required=False)
+    title = serializers.CharField(max_length=limits.TODO_TITLE, required=False)
     state = serializers.ChoiceField(choices=lc.TODO_STATES, required=False)
-    evidence = serializers.CharField(required=False, allow_blank=True, max_length=20000)
-    agent = serializers.SlugField(required=False, help_text="who claims it")
+    evidence = serializers.CharField(required=False, allow_blank=True,
+                                     max_length=limits.TODO_EVIDENCE)
+    agent = serializers.SlugField(required=False, max_length=limits.SLUG,
+                                  help_text="who claims it")
 
 
 class TodoList(RefusalsAnswered, AgentOrOperator, generics.ListAPIView):
@@ -217,12 +223,14 @@ class MaterialSerializer(serializers.ModelSerializer):
 
 
 class MaterialWrite(JsonTyped, serializers.Serializer):
-    key = serializers.CharField(max_length=120)
-    body = serializers.CharField(allow_blank=True, max_length=1_000_000)
-    title = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    source_ref = serializers.CharField(required=False, allow_blank=True, max_length=200,
+    key = serializers.CharField(max_length=limits.KEY)
+    body = serializers.CharField(allow_blank=True, max_length=limits.MATERIAL_BODY)
+    title = serializers.CharField(required=False, allow_blank=True,
+                                  max_length=limits.MATERIAL_TITLE)
+    source_ref = serializers.CharField(required=False, allow_blank=True, max_length=limits.REF,
                                        write_only=True)
-    max_age_s = serializers.IntegerField(required=False, min_value=1)
+    max_age_s = serializers.IntegerField(required=False, min_value=1,
+                                         max_value=limits.POSITIVE_INT_MAX)
 
 
 class MaterialList(RefusalsAnswered, generics.ListAPIView):
@@ -277,13 +285,15 @@ class AgentSerializer(serializers.ModelSerializer):
 
 
 class AgentWrite(JsonTyped, serializers.Serializer):
-    slug = serializers.SlugField(max_length=60)
+    slug = serializers.SlugField(max_length=limits.SLUG)
     mode = serializers.ChoiceField(choices=lc.MODES)
-    name = serializers.CharField(required=False, allow_blank=True, max_length=120)
-    runtime = serializers.CharField(required=False, max_length=40,
+    name = serializers.CharField(required=False, allow_blank=True,
+                                 max_length=limits.AGENT_NAME)
+    runtime = serializers.CharField(required=False, max_length=limits.RUNTIME,
                                     help_text="managed runtime (default pi)")
-    provider = serializers.SlugField(required=False, max_length=60)
-    model = serializers.CharField(required=False, allow_blank=True, max_length=120)
+    provider = serializers.SlugField(required=False, max_length=limits.SLUG)
+    model = serializers.CharField(required=False, allow_blank=True,
+                                  max_length=limits.MODEL)
 
 
 class ModeWrite(JsonTyped, serializers.Serializer):
@@ -291,8 +301,8 @@ class ModeWrite(JsonTyped, serializers.Serializer):
 
 
 class MessageWrite(JsonTyped, serializers.Serializer):
-    text = serializers.CharField(max_length=100_000)
-    key = serializers.CharField(required=False, max_length=120,
+    text = serializers.CharField(max_length=limits.MESSAGE_TEXT)
+    key = serializers.CharField(required=False, max_length=limits.KEY,
                                 help_text="idempotency key (default: a new one)")
 
 
@@ -445,32 +455,33 @@ class ConnectorSerializer(serializers.ModelSerializer):
 
 
 class ConnectorWrite(JsonTyped, serializers.Serializer):
-    goal = serializers.SlugField()
-    agent = serializers.SlugField(required=False)
+    goal = serializers.SlugField(max_length=limits.SLUG)
+    agent = serializers.SlugField(required=False, max_length=limits.SLUG)
     provider_kind = serializers.ChoiceField(choices=["lark", "web"], required=False)
     source_kind = serializers.ChoiceField(choices=ck.SOURCE_KINDS)
-    source = serializers.SlugField(required=False, help_text="an intake source (Lark kinds)")
-    source_ref = serializers.CharField(required=False, allow_blank=True, max_length=200,
+    source = serializers.SlugField(required=False, max_length=limits.SLUG,
+                                   help_text="an intake source (Lark kinds)")
+    source_ref = serializers.CharField(required=False, allow_blank=True, max_length=limits.REF,
                                        help_text="owner-local: chat id or document token")
     capture_scope = serializers.ChoiceField(choices=ck.CAPTURE_SCOPES, required=False)
     ingress_mode = serializers.ChoiceField(choices=ck.INGRESS_MODES)
     fallback = serializers.ChoiceField(choices=ck.FALLBACKS, required=False)
     reply_mode = serializers.ChoiceField(choices=ck.REPLY_MODES, required=False)
     mirror_ref = serializers.CharField(
-        required=False, allow_blank=True, max_length=200,
+        required=False, allow_blank=True, max_length=limits.REF,
         help_text="configured_mirror: the chat replies go to (one of the source's groups)")
 
 
 class ReplyUpdate(JsonTyped, serializers.Serializer):
     reply_mode = serializers.ChoiceField(choices=ck.REPLY_MODES, required=False)
     mirror_ref = serializers.CharField(
-        required=False, allow_blank=True, max_length=200,
+        required=False, allow_blank=True, max_length=limits.REF,
         help_text="configured_mirror: the chat replies go to (one of the source's groups)")
 
 
 class ChannelWrite(JsonTyped, serializers.Serializer):
     source_ref = serializers.CharField(
-        max_length=200, help_text="a chat id among the Lark source's configured groups")
+        max_length=limits.REF, help_text="a chat id among the Lark source's configured groups")
 
 
 class ConnectorList(RefusalsAnswered, generics.ListAPIView):
@@ -587,9 +598,9 @@ class ReceiptCancel(RefusalsAnswered, APIView):
 
 
 class AttachWrite(JsonTyped, serializers.Serializer):
-    session = serializers.CharField(max_length=32,
+    session = serializers.CharField(max_length=limits.SESSION_REF,
                                     help_text="an attachable session's id (attachable-sessions/)")
-    thread = serializers.CharField(max_length=120, required=False,
+    thread = serializers.CharField(max_length=limits.KEY, required=False,
                                    help_text="its thread (needed when it has several)")
 
 

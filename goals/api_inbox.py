@@ -12,8 +12,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from amux_common.bounds import json_bounds
 from amux_common.fields import JsonTyped
-from goals import inbox
+from goals import inbox, limits
 from goals.agent_auth import AgentOrOperator
 from goals.api import RefusalsAnswered, _agent, _valid
 from goals.core import inbox as rules
@@ -24,7 +25,7 @@ from goals.models import InboxEvent
 class DrainWrite(JsonTyped, serializers.Serializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=rules.DRAIN_MAX,
                                      help_text="events to take (default 1)")
-    key = serializers.CharField(required=False, max_length=120,
+    key = serializers.CharField(required=False, max_length=limits.KEY,
                                 help_text="the drain's key: the same key again answers "
                                           "the same claim (default: a new one)")
     lease_s = serializers.IntegerField(required=False, min_value=rules.LEASE_MIN_S,
@@ -62,10 +63,12 @@ class DrainSerializer(serializers.Serializer):
 class SettleWrite(JsonTyped, serializers.Serializer):
     effect = serializers.DictField(help_text='{"kind": "todo"|"design_revision"|'
                                              '"no_follow_up"|"owner_gate"|'
-                                             '"pending_decision"|"evidence_gap", ...}')
+                                             '"pending_decision"|"evidence_gap", ...}',
+                                   validators=json_bounds(limits.EFFECT_KEYS,
+                                                          limits.EFFECT_BYTES))
     reply = serializers.CharField(required=False, max_length=rules.REPLY_MAX,
                                   help_text="sent through the connector's reply_mode")
-    key = serializers.CharField(required=False, allow_blank=True, max_length=120,
+    key = serializers.CharField(required=False, allow_blank=True, max_length=limits.KEY,
                                 help_text="the key of the drain that claimed it")
 
 

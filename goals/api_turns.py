@@ -23,7 +23,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.fields import JsonTyped, no_body
-from goals import actions, turns
+from amux_common.limits import ID_MAX
+from goals import actions, limits, turns
 from goals.api import AgentSerializer, RefusalsAnswered, _agent, _valid
 from goals.core import turns as rules
 from goals.models import GoalTurn
@@ -59,7 +60,7 @@ class TurnSerializer(serializers.ModelSerializer):
 class TurnWrite(JsonTyped, serializers.Serializer):
     key = serializers.CharField(max_length=rules.KEY_MAX,
                                 help_text="idempotency key: the same key is the same turn")
-    todo = serializers.IntegerField(required=False, min_value=1,
+    todo = serializers.IntegerField(required=False, min_value=1, max_value=ID_MAX,
                                     help_text="the todo to work (default: the oldest open)")
     wait = serializers.BooleanField(required=False, default=False)
     wait_s = serializers.IntegerField(required=False, min_value=1, max_value=WAIT_MAX_S)
@@ -70,8 +71,8 @@ class AutorunWrite(JsonTyped, serializers.Serializer):
 
 
 class ProviderWrite(JsonTyped, serializers.Serializer):
-    provider = serializers.SlugField(max_length=60)
-    model = serializers.CharField(max_length=120)
+    provider = serializers.SlugField(max_length=limits.SLUG)
+    model = serializers.CharField(max_length=limits.MODEL)
 
 
 def _answer(turn: GoalTurn) -> Response:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from goals import limits
 from goals.core import connectors as ck
 from goals.core import inbox as inbox_rules
 from goals.core import lifecycle as lc
@@ -21,7 +22,7 @@ def _choices(values):
 class Goal(models.Model):
     slug = models.SlugField(max_length=60, unique=True)
     title = models.CharField(max_length=200)
-    description = models.TextField(blank=True)
+    description = models.TextField(blank=True, max_length=limits.GOAL_DESCRIPTION)
     state = models.CharField(max_length=12, choices=_choices(lc.GOAL_STATES), default="active")
     check_command = models.CharField(
         max_length=2000, blank=True,
@@ -93,7 +94,7 @@ class Todo(models.Model):
     goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="todos")
     title = models.CharField(max_length=300)
     state = models.CharField(max_length=10, choices=_choices(lc.TODO_STATES), default="open")
-    evidence = models.TextField(blank=True)
+    evidence = models.TextField(blank=True, max_length=limits.TODO_EVIDENCE)
     claimed_by = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="claims")
     # an attached agent's "done" on its way through amux's check (goals/writeback.py)
@@ -112,7 +113,7 @@ class Material(models.Model):
     goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="materials")
     key = models.CharField(max_length=120)
     title = models.CharField(max_length=200, blank=True)
-    body = models.TextField(blank=True)
+    body = models.TextField(blank=True, max_length=limits.MATERIAL_BODY)
     source_ref = models.CharField(max_length=200, blank=True,
                                   help_text="owner-local: the document it was fetched from")
     revision = models.PositiveIntegerField(default=1)

@@ -12,8 +12,9 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from amux_common.api import Conflict, error_response
+from amux_common.bounds import json_bounds
 from amux_common.fields import BodylessDestroy, JsonTyped, no_body
-from intake import source_actions
+from intake import limits, source_actions
 from intake.health_view import health
 from intake.models import OutgoingMessage, Source, SourceKind, Trigger
 from intake.outcome import describe
@@ -35,9 +36,12 @@ def webhook_url(request, source: Source) -> str | None:
 
 class SourceSerializer(JsonTyped, serializers.ModelSerializer):
     kind = serializers.ChoiceField(choices=SourceKind.choices)
-    config = serializers.DictField(required=False, help_text="the kind's settings")
+    config = serializers.DictField(required=False, help_text="the kind's settings",
+                                   validators=json_bounds(limits.CONFIG_KEYS,
+                                                          limits.CONFIG_BYTES))
     secrets = serializers.DictField(
-        required=False, help_text="write: values to set (empty or null clears one); "
+        required=False, validators=json_bounds(limits.SECRET_KEYS, limits.SECRETS_BYTES),
+        help_text="write: values to set (empty or null clears one); "
         "read: which of the kind's secrets are set")
     health = serializers.SerializerMethodField()
     webhook_url = serializers.SerializerMethodField()
@@ -81,9 +85,11 @@ def _saved(source: Source | None, validated: dict, *, partial: bool) -> Source:
 
 
 class ChatMessageSerializer(JsonTyped, serializers.Serializer):
-    text = serializers.CharField(max_length=20000, trim_whitespace=False)
-    thread = serializers.RegexField(r"^[A-Za-z0-9_.:-]{1,200}$", required=False)
-    id = serializers.RegexField(r"^[A-Za-z0-9_.:-]{1,100}$", required=False)
+    text = serializers.CharField(max_length=limits.CHAT_TEXT, trim_whitespace=False)
+    thread = serializers.RegexField(rf"^[A-Za-z0-9_.:-]{{1,{limits.CHAT_THREAD}}}$",
+                                    max_length=limits.CHAT_THREAD, required=False)
+    id = serializers.RegexField(rf"^[A-Za-z0-9_.:-]{{1,{limits.CHAT_ID}}}$",
+                                max_length=limits.CHAT_ID, required=False)
 
     def validate_text(self, value):
         if not value.strip():

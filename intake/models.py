@@ -11,7 +11,9 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from amux_common.bounds import json_bounds
 from amux_common.secrets import EncryptedJSONField
+from intake import limits
 
 
 class SourceKind(models.TextChoices):
@@ -27,7 +29,8 @@ class Source(models.Model):
     slug = models.SlugField(max_length=60, unique=True)
     name = models.CharField(max_length=120)
     enabled = models.BooleanField(default=True)
-    config = models.JSONField(default=dict, blank=True)
+    config = models.JSONField(default=dict, blank=True,
+                              validators=json_bounds(limits.CONFIG_KEYS, limits.CONFIG_BYTES))
     secrets = EncryptedJSONField(default=dict, blank=True, editable=False)
     health = models.JSONField(default=dict, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

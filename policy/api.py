@@ -8,9 +8,10 @@ from rest_framework.views import APIView
 
 from amux_common import roles
 from amux_common.api import error_response
+from amux_common.fields import bound_errors
 from amux_common.pagination import paginate
 from amux_common.schema import PageQuery, page_of
-from policy import schema, services
+from policy import limits, schema, services
 from policy.document import PolicyInvalid, diff
 from policy.models import PolicyHead, PolicyVersion
 
@@ -49,8 +50,10 @@ class PolicyView(APIView):
         if "base_version" not in data:
             faults["base_version"] = ("required: the version this edit is based on (null for "
                                       "the first save)")
-        elif base is not None and (not isinstance(base, str) or not base):
-            faults["base_version"] = "must be a version hash or null"
+        elif base is not None and (not isinstance(base, str) or not base
+                                   or len(base) > limits.VERSION):
+            faults["base_version"] = ("must be a version hash or null, at most "
+                                      f"{limits.VERSION} characters")
         try:
             services.check_document(data)
         except PolicyInvalid as exc:
@@ -95,7 +98,9 @@ class VersionDetailView(APIView):
 class DiffView(APIView):
     """`policy/versions/diff?from=<hash>&to=<hash>` (either may be omitted: none / current)."""
 
-    @extend_schema(parameters=[OpenApiParameter("from", str), OpenApiParameter("to", str)],
+    @extend_schema(parameters=[
+        OpenApiParameter(key, {"type": "string", "maxLength": limits.VERSION})
+        for key in ("from", "to")],
                    responses=schema.DiffSerializer, operation_id="policy_versions_diff")
     def get(self, request):
         fields = {}
@@ -124,7 +129,8 @@ class CheckView(APIView):
                    responses=schema.CheckResponseSerializer, operation_id="policy_check")
     def post(self, request):
         data = request.data if isinstance(request.data, dict) else None
-        faults = {}
+        # a value over a bound is named with the facts' other faults
+        faults = dict(bound_errors(schema.CheckFactsSerializer, data)) if data else {}
         try:
             facts = services.facts_from(data)
         except services.BadFacts as exc:

@@ -40,9 +40,8 @@ from policy.gate import (
     cells_of,
     placed,
 )
+from policy.limits import MAX_LIST, MAX_NAME, MAX_ROWS, MAX_SOURCES
 
-MAX_NAME = 200
-MAX_LIST = 5000
 PART_KEYS = ("allowed", "bots", "rows")
 TOP_KEYS = ("acceptance", "sources")
 IGNORED_TOP_KEYS = ("version", "base_version", "saved_at", "author", "origin")
@@ -247,6 +246,9 @@ def validate(document, sources: Mapping[str, SourceInfo]) -> dict:
     elif not isinstance(raw_sources, Mapping):
         errors["sources"] = "must be an object keyed by source slug"
         raw_sources = {}
+    elif len(raw_sources) > MAX_SOURCES:
+        errors["sources"] = f"Ensure this object has no more than {MAX_SOURCES} keys."
+        raw_sources = {}
     out_sources: dict[str, dict] = {}
     for slug, part in raw_sources.items():
         path = f"sources.{slug}"
@@ -272,6 +274,9 @@ def validate(document, sources: Mapping[str, SourceInfo]) -> dict:
         rows_in = part.get("rows") or {}
         if not isinstance(rows_in, Mapping):
             errors[f"{path}.rows"] = "must be an object keyed by scope"
+            rows_in = {}
+        elif len(rows_in) > MAX_ROWS:
+            errors[f"{path}.rows"] = f"Ensure this object has no more than {MAX_ROWS} keys."
             rows_in = {}
         kind_scopes = SCOPES[info.kind]
         for scope in rows_in:

@@ -3,6 +3,9 @@ policy/document.py and policy/services.py so the API and the panel share it)."""
 
 from rest_framework import serializers
 
+from amux_common.bounds import MaxKeys
+from policy import limits
+
 
 class CellsSerializer(serializers.Serializer):
     addressed = serializers.BooleanField(required=False)
@@ -11,25 +14,29 @@ class CellsSerializer(serializers.Serializer):
 
 
 class SourcePartSerializer(serializers.Serializer):
-    allowed = serializers.ListField(child=serializers.CharField(), required=False)
-    bots = serializers.ListField(child=serializers.CharField(), required=False)
+    allowed = serializers.ListField(child=serializers.CharField(max_length=limits.MAX_NAME),
+                                    required=False, max_length=limits.MAX_LIST)
+    bots = serializers.ListField(child=serializers.CharField(max_length=limits.MAX_NAME),
+                                 required=False, max_length=limits.MAX_LIST)
     rows = serializers.DictField(child=CellsSerializer(), required=False,
-                                 help_text="scope → cells")
+                                 validators=[MaxKeys(limits.MAX_ROWS)], help_text="scope → cells")
 
 
 class PolicyDocumentSerializer(serializers.Serializer):
     version = serializers.CharField(read_only=True, allow_null=True)
-    base_version = serializers.CharField(allow_null=True,
+    base_version = serializers.CharField(allow_null=True, max_length=limits.VERSION,
                                          help_text="the version this edit is based on")
     acceptance = serializers.ChoiceField(choices=["manual", "auto"])
-    sources = serializers.DictField(child=SourcePartSerializer(), help_text="slug → part")
+    sources = serializers.DictField(child=SourcePartSerializer(), help_text="slug → part",
+                                    validators=[MaxKeys(limits.MAX_SOURCES)])
 
 
 class PolicyDraftSerializer(serializers.Serializer):
     """A document not (yet) saved: previewing needs no base version."""
 
     acceptance = serializers.ChoiceField(choices=["manual", "auto"])
-    sources = serializers.DictField(child=SourcePartSerializer(), help_text="slug → part")
+    sources = serializers.DictField(child=SourcePartSerializer(), help_text="slug → part",
+                                    validators=[MaxKeys(limits.MAX_SOURCES)])
 
 
 class VersionSerializer(serializers.Serializer):
@@ -43,9 +50,9 @@ class VersionSerializer(serializers.Serializer):
 
 
 class CheckFactsSerializer(serializers.Serializer):
-    source = serializers.CharField()
-    scope = serializers.CharField()
-    actor = serializers.CharField(required=False)
+    source = serializers.CharField(max_length=limits.SOURCE)
+    scope = serializers.CharField(max_length=limits.SCOPE)
+    actor = serializers.CharField(required=False, max_length=limits.ACTOR)
     is_bot = serializers.BooleanField(required=False)
     is_human = serializers.BooleanField(required=False)
     addressed = serializers.BooleanField(required=False)
@@ -56,7 +63,8 @@ class CheckFactsSerializer(serializers.Serializer):
         required=False, max_length=200,
         help_text="the configured Lark group of a group_configured message: its own row "
                   "decides when the policy keeps one")
-    version = serializers.CharField(required=False, help_text="default: the current version")
+    version = serializers.CharField(required=False, max_length=limits.VERSION,
+                                    help_text="default: the current version")
 
 
 class CheckResponseSerializer(serializers.Serializer):

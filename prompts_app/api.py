@@ -8,10 +8,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
-from amux_common.fields import UNKNOWN
+from amux_common.fields import UNKNOWN, bound_errors
 from amux_common.pagination import paginate
 from amux_common.schema import PageQuery, page_of
-from prompts_app import assembly, core, service
+from prompts_app import assembly, core, limits, service
 from prompts_app.models import PromptVersion
 
 
@@ -55,6 +55,7 @@ def _body(request, serializer: type[serializers.Serializer], key: str | None = N
             faults["text"] = "The text is required."
         elif kind is not None:
             _collect(faults, core.clean_text, key, kind, data["text"])
+    faults.update(bound_errors(serializer, data))
     if faults:
         raise core.Invalid(faults)
     return data
@@ -94,12 +95,12 @@ class FragmentSerializer(serializers.Serializer):
 
 
 class WriteSerializer(serializers.Serializer):
-    base_revision = serializers.IntegerField(min_value=0)
-    text = serializers.CharField(max_length=core.MAX_TEXT_CHARS)
+    base_revision = serializers.IntegerField(min_value=0, max_value=limits.REVISION_MAX)
+    text = serializers.CharField(max_length=limits.TEXT)
 
 
 class BaseSerializer(serializers.Serializer):
-    base_revision = serializers.IntegerField(min_value=0)
+    base_revision = serializers.IntegerField(min_value=0, max_value=limits.REVISION_MAX)
 
 
 class FragmentList(APIView):

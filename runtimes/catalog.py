@@ -34,6 +34,8 @@ UNSUPPORTED = "unsupported"
 NATIVE_VARIANT = "@native-variant:"
 MAX_NAME = 120
 MAX_EFFORTS = 16
+MAX_EFFORT = 40   # LaunchPreset.effort and Session.effort are narrower; a model lists its own
+MAX_MODELS = 500
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ def check_provider_models(raw: Any) -> tuple[list[Any], str | None]:
         return [], None
     if not isinstance(raw, list):
         return [], "must be a list of model names or {name, display_name?, efforts?} objects"
+    if len(raw) > MAX_MODELS:
+        return [], f"Ensure this field has no more than {MAX_MODELS} elements."
     out: list[Any] = []
     seen: set[str] = set()
     for index, entry in enumerate(raw):
@@ -99,7 +103,8 @@ def check_provider_models(raw: Any) -> tuple[list[Any], str | None]:
                 return [], f"{where}: display_name must be a string"
             if efforts is not None and not (
                     isinstance(efforts, list) and len(efforts) <= MAX_EFFORTS
-                    and all(isinstance(e, str) and e.strip() for e in efforts)):
+                    and all(isinstance(e, str) and e.strip() and len(e) <= MAX_EFFORT
+                            for e in efforts)):
                 return [], f"{where}: efforts must be a list of effort names"
         else:
             return [], f"{where}: must be a model name or an object"

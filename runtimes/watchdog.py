@@ -36,6 +36,10 @@ TURN_HARD_CAP = "turn_hard_cap"
 TURN_IDLE_TIMEOUT = "turn_idle_timeout"
 TOOL_IDLE_TIMEOUT = "tool_idle_timeout"
 
+# Every negative value means the default; one below this (a 32-bit integer's least) is
+# refused, so the range is bounded without refusing the negatives people already write.
+MIN_LIMIT = -(2**31)
+
 # limit name -> (default, maximum)
 LIMITS: dict[str, tuple[int, int]] = {
     "turn_hard_cap_seconds": (DEFAULT_TURN_HARD_CAP, MAX_TURN_HARD_CAP),
@@ -87,6 +91,9 @@ def check_limits(values: Any) -> tuple[dict[str, int | None], dict[str, str]]:
             problems[name] = "must be a whole number (0 disables, negative means the default)"
             continue
         maximum = LIMITS[name][1]
+        if value < MIN_LIMIT:
+            problems[name] = f"must be at least {MIN_LIMIT} (a negative means the default)"
+            continue
         if value > maximum:
             problems[name] = f"must be at most {maximum}"
             continue

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
+from amux_common.bounds import json_bounds
 from amux_common.fields import JsonTyped, no_body
 from amux_common.schema import page_of
 from amux_common.secrets import set_keys
@@ -23,6 +24,7 @@ from runtimes import watchdog as watchdogs
 from sessions import (
     capabilities,
     capacity,
+    limits,
     model_catalog,
     native_goal_commands,
     native_goals,
@@ -42,18 +44,19 @@ def _refused(exc: services.CommandError) -> Response:
 
 # ------------------------------------------------------------------------- providers
 @extend_schema_field({"type": "string", "format": "uri", "pattern": "^https?://[a-z0-9]",
-                      "maxLength": 250})
+                      "maxLength": limits.BASE_URL})
 class BaseUrl(serializers.URLField):
     """An explicit http(s) URL (a host name is at most 253 characters, so a longer URL
     cannot be valid)."""
 
 
 @extend_schema_field({"type": "array", "items": {"oneOf": [
-    {"type": "string", "maxLength": 120},
+    {"type": "string", "maxLength": catalog.MAX_NAME},
     {"type": "object", "required": ["name"], "additionalProperties": False, "properties": {
-        "name": {"type": "string", "maxLength": 120},
-        "display_name": {"type": "string", "maxLength": 120},
-        "efforts": {"type": "array", "items": {"type": "string"}, "maxItems": 16}}}]}})
+        "name": {"type": "string", "maxLength": catalog.MAX_NAME},
+        "display_name": {"type": "string", "maxLength": catalog.MAX_NAME},
+        "efforts": {"type": "array", "items": {"type": "string", "maxLength": catalog.MAX_EFFORT},
+                    "maxItems": catalog.MAX_EFFORTS}}}]}, "maxItems": catalog.MAX_MODELS})
 class ProviderModels(serializers.JSONField):
     """The provider's model list: names, or ``{"name", "display_name"?, "efforts"?}``."""
 
@@ -65,7 +68,7 @@ class ProviderModels(serializers.JSONField):
 
 
 @extend_schema_field({"type": "object", "additionalProperties": False, "properties": {
-    name: {"type": ["integer", "null"], "maximum": maximum}
+    name: {"type": ["integer", "null"], "maximum": maximum, "minimum": watchdogs.MIN_LIMIT}
     for name, (_default, maximum) in watchdogs.LIMITS.items()}})
 class WatchdogLimits(serializers.JSONField):
     """Watchdog limits (0 disables, negative means the default, null or absent: the next
@@ -80,11 +83,11 @@ class WatchdogLimits(serializers.JSONField):
 
 class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
     api_key = serializers.CharField(write_only=True, required=False, allow_blank=True,
-                                    trim_whitespace=False)
+                                    trim_whitespace=False, max_length=limits.API_KEY)
     models = ProviderModels(source="model_names", required=False)
     watchdog = WatchdogLimits(required=False)
     secrets = serializers.SerializerMethodField()
-    base_url = BaseUrl(max_length=250)
+    base_url = BaseUrl(max_length=limits.BASE_URL)
 
     class Meta:
         model = ProviderProfile
@@ -325,24 +328,32 @@ class RuntimeName(serializers.CharField):
 
 class CreateSession(JsonTyped, serializers.Serializer):
     runtime = RuntimeName(required=False, help_text="required unless a preset names it")
-    provider = serializers.CharField(required=False,
+    provider = serializers.CharField(required=False, max_length=limits.SLUG,
                                      help_text="default: the preset's binding, or the only "
                                                "provider the runtime can use")
-    model = serializers.CharField(required=False, help_text="required unless a preset names it")
+    model = serializers.CharField(required=False, max_length=limits.MODEL,
+                                  help_text="required unless a preset names it")
     workdir = serializers.CharField(
-        required=False, max_length=500,
+        required=False, max_length=limits.WORKDIR,
         help_text="a directory under the data directory's work/ (default: a new one)")
-    name = serializers.CharField(required=False, allow_blank=True, default="")
+    name = serializers.CharField(required=False, allow_blank=True, default="",
+                                 max_length=limits.SESSION_NAME)
     permission_mode = serializers.ChoiceField(
         ["bypass", "ask"], required=False, allow_null=True, default=None,
         help_text="omitted: the preset's, else the runtime's native bypass")
-    preset = serializers.CharField(required=False, help_text="a launch preset (shortcut)")
-    profile = serializers.CharField(required=False, help_text="the expert (Agent Profile)")
-    extra_args = serializers.ListField(child=serializers.CharField(trim_whitespace=False),
-                                       required=False, help_text="native arguments")
-    effort = serializers.CharField(required=False, allow_null=True, default=None)
-    idle_timeout_s = serializers.IntegerField(required=False, min_value=60, default=300)
-    watchdog = serializers.DictField(required=False, default=dict)
+    preset = serializers.CharField(required=False, max_length=limits.SLUG,
+                                   help_text="a launch preset (shortcut)")
+    profile = serializers.CharField(required=False, max_length=limits.SLUG,
+                                    help_text="the expert (Agent Profile)")
+    extra_args = serializers.ListField(
+        child=serializers.CharField(trim_whitespace=False, max_length=limits.ARG),
+        required=False, max_length=limits.ARGS, help_text="native arguments")
+    effort = serializers.CharField(required=False, allow_null=True, default=None,
+                                   max_length=catalog.MAX_EFFORT)
+    idle_timeout_s = serializers.IntegerField(required=False, min_value=60,
+                                              max_value=limits.IDLE_TIMEOUT_MAX_S, default=300)
+    watchdog = serializers.DictField(required=False, default=dict, validators=json_bounds(
+        len(watchdogs.LIMITS), limits.WATCHDOG_BYTES))
 
     def validate_workdir(self, value):
         # here too (the service checks again), so one 400 lists it with the other fields
@@ -381,12 +392,15 @@ def _session(pk: int) -> Session:
 
 
 class PostMessage(JsonTyped, serializers.Serializer):
-    text = serializers.CharField(max_length=65_536, trim_whitespace=False, required=False)
+    text = serializers.CharField(max_length=limits.MESSAGE_TEXT, trim_whitespace=False,
+                                 required=False)
     content = serializers.ListField(
-        child=serializers.DictField(), required=False, min_length=1, max_length=64,
+        child=serializers.DictField(validators=json_bounds(limits.CONTENT_PART_KEYS,
+                                                           limits.CONTENT_PART_BYTES)),
+        required=False, min_length=1, max_length=limits.CONTENT_PARTS,
         help_text="ordered parts instead of text: {type: text, text} or "
                   "{type: image, mime, data}")
-    key = serializers.CharField(max_length=120, required=False, allow_null=True,
+    key = serializers.CharField(max_length=limits.KEY, required=False, allow_null=True,
                                 help_text="idempotency key: the same key posts once")
 
     def validate_text(self, value):
@@ -407,11 +421,13 @@ class MessageAccepted(serializers.Serializer):
 
 
 class PermissionAnswer(JsonTyped, serializers.Serializer):
-    option = serializers.CharField(max_length=200, help_text="one of the request's option ids")
+    option = serializers.CharField(max_length=limits.PERMISSION_OPTION,
+                                   help_text="one of the request's option ids")
 
 
 class QuestionAnswer(JsonTyped, serializers.Serializer):
-    answers = serializers.DictField(help_text="question id → answer", required=False)
+    answers = serializers.DictField(help_text="question id → answer", required=False,
+                                    validators=json_bounds(limits.ANSWERS, limits.ANSWERS_BYTES))
     cancel = serializers.BooleanField(
         required=False, default=False,
         help_text="cancel the question (a Claude AskUserQuestion call: all its questions)")
@@ -457,7 +473,7 @@ class SessionMessages(APIView):
 
 class GoalCommandBody(JsonTyped, serializers.Serializer):
     command = serializers.CharField(
-        max_length=65_536, trim_whitespace=False,
+        max_length=limits.MESSAGE_TEXT, trim_whitespace=False,
         help_text="a goal command as in chat: `goal <text>`, `goal`, `goal pause`, "
                   "`goal resume`, `goal clear`, `goal set <text>`, `goal budget <tokens>` "
                   "(the leading `goal` may be left out; `status` asks for the status)")
@@ -559,9 +575,9 @@ class TimelineEventSerializer(serializers.Serializer):
 
 
 class TimelineQuery(serializers.Serializer):
-    after = serializers.IntegerField(min_value=0, max_value=2_147_483_647, default=0,
+    after = serializers.IntegerField(min_value=0, max_value=limits.SEQ_MAX, default=0,
                                      help_text="the last sequence number already seen")
-    limit = serializers.IntegerField(min_value=1, max_value=10_000, default=1000)
+    limit = serializers.IntegerField(min_value=1, max_value=limits.TIMELINE_PAGE, default=1000)
 
 
 class SessionTimeline(APIView):
@@ -597,7 +613,8 @@ class RuntimeCatalog(serializers.Serializer):
 
 
 class CatalogQuery(serializers.Serializer):
-    provider = serializers.SlugField(required=False, help_text="list this provider's models")
+    provider = serializers.SlugField(required=False, max_length=limits.SLUG,
+                                     help_text="list this provider's models")
 
 
 class RuntimeModels(APIView):
@@ -615,8 +632,8 @@ class RuntimeModels(APIView):
             return _refused(exc)
 # ------------------------------------------------------------------------- runtime controls
 class ModelSwitch(JsonTyped, serializers.Serializer):
-    model = serializers.CharField(max_length=120)
-    effort = serializers.CharField(max_length=40, required=False, allow_null=True,
+    model = serializers.CharField(max_length=limits.MODEL)
+    effort = serializers.CharField(max_length=catalog.MAX_EFFORT, required=False, allow_null=True,
                                    help_text="omitted: the session's effort stays; null: "
                                              "the runtime's default")
 

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from amux_common.api import error_response
 from amux_common.fields import JsonTyped, no_body
-from sessions import app_servers, services
+from sessions import app_servers, limits, services
 from sessions.models import AppServer
 
 
@@ -52,16 +52,19 @@ class DescriptorSerializer(serializers.Serializer):
 
 
 class AppServerWrite(JsonTyped, serializers.Serializer):
-    provider = serializers.SlugField(required=False, help_text="start one: its provider")
-    model = serializers.CharField(required=False, max_length=120)
-    workspace = serializers.CharField(required=False, max_length=1000,
+    provider = serializers.SlugField(required=False, max_length=limits.SLUG,
+                                     help_text="start one: its provider")
+    model = serializers.CharField(required=False, max_length=limits.MODEL)
+    workspace = serializers.CharField(required=False, max_length=limits.APP_SERVER_WORKSPACE,
                                       help_text="absolute work directory (default: new)")
-    url = serializers.CharField(required=False, max_length=300,
+    url = serializers.CharField(required=False, max_length=limits.APP_SERVER_URL,
                                 help_text="register a running one: ws://host:port")
-    token = serializers.CharField(required=False, max_length=500, write_only=True)
-    name = serializers.CharField(required=False, allow_blank=True, max_length=120)
-    goal = serializers.SlugField(required=False, max_length=60)
-    agent = serializers.SlugField(required=False, max_length=60)
+    token = serializers.CharField(required=False, max_length=limits.APP_SERVER_TOKEN,
+                                  write_only=True)
+    name = serializers.CharField(required=False, allow_blank=True,
+                                 max_length=limits.APP_SERVER_NAME)
+    goal = serializers.SlugField(required=False, max_length=limits.SLUG)
+    agent = serializers.SlugField(required=False, max_length=limits.SLUG)
 
     def validate(self, attrs):
         if bool(attrs.get("url")) == bool(attrs.get("provider")):

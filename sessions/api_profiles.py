@@ -11,8 +11,9 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from amux_common.fields import BodylessDestroy, JsonTyped, no_body
-from sessions import profiles, services
+from amux_common.bounds import json_bounds
+from amux_common.fields import BodylessDestroy, JsonTyped, SlugRef, no_body
+from sessions import limits, profiles, services
 from sessions.api import _refused, _valid
 from sessions.models import AgentProfile, BotProfile, LaunchPreset
 
@@ -32,13 +33,16 @@ class ProfileSerializer(serializers.ModelSerializer):
 
 class ProfileWrite(JsonTyped, serializers.Serializer):
     manifest = serializers.DictField(help_text="a v2 manifest: version, name, description, "
-                                               "instructions, skills")
-    slug = serializers.CharField(required=False, max_length=60,
+                                               "instructions, skills",
+                                     validators=json_bounds(limits.MANIFEST_KEYS,
+                                                            limits.MANIFEST_BYTES))
+    slug = serializers.CharField(required=False, max_length=limits.SLUG,
                                  help_text="default: from the manifest's name")
 
 
 class ProfileUpdate(JsonTyped, serializers.Serializer):
-    manifest = serializers.DictField()
+    manifest = serializers.DictField(validators=json_bounds(limits.MANIFEST_KEYS,
+                                                            limits.MANIFEST_BYTES))
 
 
 class ProfileList(generics.ListAPIView):
@@ -105,14 +109,18 @@ class PresetSerializer(serializers.ModelSerializer):
 
 
 class PresetUpdate(JsonTyped, serializers.Serializer):
-    runtime = serializers.CharField(required=False)
-    model = serializers.CharField(required=False)
-    effort = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    runtime = serializers.CharField(required=False, max_length=limits.RUNTIME)
+    model = serializers.CharField(required=False, max_length=limits.MODEL)
+    effort = serializers.CharField(required=False, allow_blank=True, allow_null=True,
+                                   max_length=limits.EFFORT)
     provider = serializers.CharField(required=False, allow_blank=True, allow_null=True,
+                                     max_length=limits.SLUG,
                                      help_text="provider binding (slug); null: none")
     permission = serializers.CharField(required=False, allow_blank=True, allow_null=True,
+                                       max_length=limits.PERMISSION,
                                        help_text="bypass or ask; empty: the native bypass")
-    extra_args = serializers.ListField(child=serializers.CharField(), required=False)
+    extra_args = serializers.ListField(child=serializers.CharField(max_length=limits.ARG),
+                                       required=False, max_length=limits.ARGS)
     is_default = serializers.BooleanField(required=False)
 
 
@@ -148,11 +156,11 @@ class PresetDetail(APIView):
 
 # ------------------------------------------------------------------------- bot profiles
 class BotProfileSerializer(JsonTyped, serializers.ModelSerializer):
-    agent_profile = serializers.SlugRelatedField(
-        slug_field="slug", queryset=AgentProfile.objects.all(), required=False,
+    agent_profile = SlugRef(
+        max_length=limits.SLUG, queryset=AgentProfile.objects.all(), required=False,
         allow_null=True, help_text="the default expert (an Agent Profile slug)")
-    launch_preset = serializers.SlugRelatedField(
-        slug_field="slug", queryset=LaunchPreset.objects.all(), required=False,
+    launch_preset = SlugRef(
+        max_length=limits.SLUG, queryset=LaunchPreset.objects.all(), required=False,
         allow_null=True, help_text="how the bot launches (a launch preset slug)")
 
     class Meta:

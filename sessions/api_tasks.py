@@ -11,7 +11,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from amux_common.fields import JsonTyped
-from sessions import instances, services, task_runs
+from sessions import instances, limits, services, task_runs
 from sessions.api import _refused, _valid
 from sessions.execution import TASK_POLICIES
 from sessions.models import AgentInstance, TaskRun
@@ -35,15 +35,16 @@ class TaskRunSerializer(serializers.ModelSerializer):
 
 class SubmitTask(JsonTyped, serializers.Serializer):
     prompt = serializers.CharField(max_length=task_runs.MAX_PROMPT, trim_whitespace=False)
-    profile = serializers.CharField(required=False, allow_null=True,
+    profile = serializers.CharField(required=False, allow_null=True, max_length=limits.SLUG,
                                     help_text="the expert (an Agent Profile slug)")
-    runtime = serializers.CharField(required=False, allow_null=True,
+    runtime = serializers.CharField(required=False, allow_null=True, max_length=limits.RUNTIME,
                                     help_text="default: the default launch preset's")
-    model = serializers.CharField(required=False, allow_null=True)
-    provider = serializers.CharField(required=False, allow_null=True)
-    extra_args = serializers.ListField(child=serializers.CharField(trim_whitespace=False),
-                                       required=False, allow_null=True,
-                                       help_text="native command-line arguments")
+    model = serializers.CharField(required=False, allow_null=True, max_length=limits.MODEL)
+    provider = serializers.CharField(required=False, allow_null=True, max_length=limits.SLUG)
+    extra_args = serializers.ListField(
+        child=serializers.CharField(trim_whitespace=False, max_length=limits.ARG),
+        required=False, allow_null=True, max_length=limits.ARGS,
+        help_text="native command-line arguments")
     permission_policy = serializers.ChoiceField(list(TASK_POLICIES), required=False,
                                                 allow_null=True)
 
@@ -93,12 +94,13 @@ class InstanceSerializer(serializers.ModelSerializer):
 
 class CreateInstance(JsonTyped, serializers.Serializer):
     name = serializers.CharField(max_length=instances.MAX_NAME)
-    profile = serializers.CharField(required=False, allow_null=True)
-    runtime = serializers.CharField(required=False, allow_null=True)
-    model = serializers.CharField(required=False, allow_null=True)
-    provider = serializers.CharField(required=False, allow_null=True)
-    extra_args = serializers.ListField(child=serializers.CharField(trim_whitespace=False),
-                                       required=False, allow_null=True)
+    profile = serializers.CharField(required=False, allow_null=True, max_length=limits.SLUG)
+    runtime = serializers.CharField(required=False, allow_null=True, max_length=limits.RUNTIME)
+    model = serializers.CharField(required=False, allow_null=True, max_length=limits.MODEL)
+    provider = serializers.CharField(required=False, allow_null=True, max_length=limits.SLUG)
+    extra_args = serializers.ListField(
+        child=serializers.CharField(trim_whitespace=False, max_length=limits.ARG),
+        required=False, allow_null=True, max_length=limits.ARGS)
     permission_policy = serializers.ChoiceField(list(TASK_POLICIES), required=False,
                                                 allow_null=True)
 

@@ -12,15 +12,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sessions import limits
+
 VERSION = 2
 EXECUTION_FIELDS = ("engine", "runtime", "model", "models", "model_allowlist", "provider",
                     "permissions", "permission_mode")
 ALLOWED = ("version", "name", "description", "instructions", "skills")
 SKILL_FIELDS = ("name", "description", "content")
 MAX_NAME = 120
-MAX_DESCRIPTION = 2000
-MAX_TEXT = 65_536
-MAX_SKILLS = 50
+MAX_DESCRIPTION = limits.PROFILE_DESCRIPTION
+MAX_TEXT = limits.PROFILE_INSTRUCTIONS
+MAX_SKILLS = limits.PROFILE_SKILLS
 SKILL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,79}$")
 
 

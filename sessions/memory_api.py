@@ -6,12 +6,13 @@ from __future__ import annotations
 from rest_framework import generics, serializers
 
 from amux_common.fields import BodylessDestroy, JsonTyped
+from sessions import limits
 from sessions.models import MemoryEntry
 
 
 class MemoryEntrySerializer(JsonTyped, serializers.ModelSerializer):
-    title = serializers.CharField(max_length=200)
-    text = serializers.CharField(max_length=20000, trim_whitespace=False)
+    title = serializers.CharField(max_length=limits.MEMORY_TITLE)
+    text = serializers.CharField(max_length=limits.MEMORY_TEXT, trim_whitespace=False)
 
     class Meta:
         model = MemoryEntry

@@ -6,8 +6,10 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from amux_common.bounds import JsonBytes
 from amux_common.secrets import EncryptedJSONField
 from runtimes.catalog import names, provider_catalog
+from sessions import limits as bounds
 
 
 class ProviderProfile(models.Model):
@@ -22,9 +24,11 @@ class ProviderProfile(models.Model):
     base_url = models.URLField(max_length=300)
     secrets = EncryptedJSONField(default=dict, blank=True, editable=False)
     model_names = models.JSONField(default=list, blank=True,
+                                   validators=[JsonBytes(bounds.PROVIDER_MODELS_BYTES)],
                                    help_text="suggested models: names or {name, display_name?, "
                                              "efforts?} (runtimes.catalog)")
     watchdog = models.JSONField(default=dict, blank=True,
+                                validators=[JsonBytes(bounds.WATCHDOG_BYTES)],
                                 help_text="watchdog limits for sessions on this provider "
                                           "(runtimes.watchdog.LIMITS)")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -258,9 +262,10 @@ class AgentProfile(models.Model):
 
     slug = models.SlugField(max_length=60, unique=True)
     name = models.CharField(max_length=120)
-    description = models.TextField(blank=True)
-    instructions = models.TextField(blank=True)
-    skills = models.JSONField(default=list, blank=True)
+    description = models.TextField(blank=True, max_length=bounds.PROFILE_DESCRIPTION)
+    instructions = models.TextField(blank=True, max_length=bounds.PROFILE_INSTRUCTIONS)
+    skills = models.JSONField(default=list, blank=True,
+                              validators=[JsonBytes(bounds.SKILLS_BYTES)])
     builtin = models.BooleanField(default=False)
     revision = models.PositiveIntegerField(default=1, help_text="counts content edits")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -286,7 +291,8 @@ class LaunchPreset(models.Model):
                                  help_text="provider binding; none: the runtime's only one")
     permission = models.CharField(max_length=20, blank=True,
                                   help_text="bypass or ask; blank: the native bypass")
-    extra_args = models.JSONField(default=list, blank=True)
+    extra_args = models.JSONField(default=list, blank=True,
+                                  validators=[JsonBytes(bounds.ARGS_BYTES)])
     is_default = models.BooleanField(default=False)
     builtin = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
@@ -356,7 +362,7 @@ class TaskRun(models.Model):
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                               related_name="task_runs")
-    prompt = models.TextField()
+    prompt = models.TextField(max_length=bounds.PROMPT)
     profile = models.ForeignKey(AgentProfile, null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="task_runs")
     instance = models.ForeignKey(AgentInstance, null=True, blank=True,
@@ -386,8 +392,8 @@ class MemoryEntry(models.Model):
 
     owner = models.ForeignKey("auth.User", on_delete=models.CASCADE,
                               related_name="memory_entries")
-    title = models.CharField(max_length=200)
-    text = models.TextField(max_length=20000)
+    title = models.CharField(max_length=bounds.MEMORY_TITLE)
+    text = models.TextField(max_length=bounds.MEMORY_TEXT)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -400,7 +406,8 @@ class WatchdogSettings(models.Model):
     """The global watchdog limits (one row): what a session gets when neither it nor its
     provider names a limit (runtimes.watchdog.resolve)."""
 
-    limits = models.JSONField(default=dict, blank=True)
+    limits = models.JSONField(default=dict, blank=True,
+                              validators=[JsonBytes(bounds.WATCHDOG_BYTES)])
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -430,7 +437,7 @@ class Schedule(models.Model):
     cron = models.CharField(max_length=120, blank=True, help_text="five fields, UTC")
     every_seconds = models.PositiveIntegerField(null=True, blank=True)
     mode = models.CharField(max_length=24, choices=ScheduleMode.choices)
-    prompt = models.TextField()
+    prompt = models.TextField(max_length=bounds.PROMPT)
     profile = models.CharField(max_length=60, blank=True, help_text="the expert's slug")
     execution = models.JSONField(default=dict, blank=True, help_text="frozen settings")
     session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL,

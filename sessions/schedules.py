@@ -24,7 +24,7 @@ from celery import current_app
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sessions import launch, locks, profiles, schedule_timing, services, turn_results
+from sessions import launch, limits, locks, profiles, schedule_timing, services, turn_results
 from sessions.execution import DIRECT, TASK, CallerSettings, from_snapshot
 from sessions.models import (
     Lifecycle,
@@ -41,7 +41,7 @@ from sessions.task_runs import submit_task
 log = logging.getLogger(__name__)
 
 MAX_NAME = 120
-MAX_PROMPT = 65_536
+MAX_PROMPT = limits.PROMPT
 SESSION_IDLE_TIMEOUT = 0  # a schedule's session sleeps once its firing's turn has settled
 # a run not set going this long after it was written lost its message: send it again
 RESEND_AFTER = timedelta(seconds=60)

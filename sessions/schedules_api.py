@@ -13,7 +13,7 @@ from amux_common.api import error_response
 from amux_common.fields import JsonTyped, no_body
 from amux_common.pagination import BoundedLimitOffsetPagination
 from amux_common.schema import page_of
-from sessions import schedule_timing, schedules
+from sessions import limits, schedule_timing, schedules
 from sessions.models import ScheduleMode, ScheduleRun
 from sessions.services import CommandError
 
@@ -25,21 +25,22 @@ def _refused(exc: CommandError) -> Response:
 
 class CreateSchedule(JsonTyped, serializers.Serializer):
     name = serializers.CharField(max_length=schedules.MAX_NAME)
-    cron = serializers.CharField(required=False, allow_null=True, max_length=120,
+    cron = serializers.CharField(required=False, allow_null=True, max_length=limits.CRON,
                                  help_text="five fields, UTC; or every_seconds")
     every_seconds = serializers.IntegerField(
         required=False, allow_null=True, min_value=schedule_timing.MIN_EVERY_SECONDS,
         max_value=schedule_timing.MAX_EVERY_SECONDS, help_text="or cron")
     mode = serializers.ChoiceField(ScheduleMode.values)
     prompt = serializers.CharField(max_length=schedules.MAX_PROMPT, trim_whitespace=False)
-    runtime = serializers.CharField(required=False, allow_null=True, max_length=20,
+    runtime = serializers.CharField(required=False, allow_null=True, max_length=limits.RUNTIME,
                                     help_text="required except for subtask (default preset)")
-    model = serializers.CharField(required=False, allow_null=True, max_length=120)
-    provider = serializers.CharField(required=False, allow_null=True, max_length=60)
-    profile = serializers.CharField(required=False, allow_null=True, max_length=60,
+    model = serializers.CharField(required=False, allow_null=True, max_length=limits.MODEL)
+    provider = serializers.CharField(required=False, allow_null=True, max_length=limits.SLUG)
+    profile = serializers.CharField(required=False, allow_null=True, max_length=limits.SLUG,
                                     help_text="the expert (Agent Profile slug)")
-    extra_args = serializers.ListField(child=serializers.CharField(max_length=500),
-                                       required=False, allow_null=True, max_length=32)
+    extra_args = serializers.ListField(child=serializers.CharField(max_length=limits.ARG),
+                                       required=False, allow_null=True,
+                                       max_length=limits.ARGS)
 
     def validate(self, attrs):
         # the timing rules live in one place (sessions/schedule_timing.py)

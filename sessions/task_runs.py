@@ -27,7 +27,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from sessions import launch, profiles, services
+from sessions import launch, limits, profiles, services
 from sessions.execution import TASK, CallerSettings
 from sessions.models import (
     AgentInstance,
@@ -42,7 +42,7 @@ from sessions.services import CommandError
 from sessions.timeline import RESUME_SUFFIX, base_key
 
 SUBSCRIBER = "tasks"  # of session.turn_ended, for sessions that have task runs
-MAX_PROMPT = 65_536
+MAX_PROMPT = limits.PROMPT
 TASK_IDLE_TIMEOUT = 0  # a task's own session sleeps once its turn has settled
 OUTCOME = {TurnState.COMPLETED: TaskRunState.SUCCEEDED, TurnState.FAILED: TaskRunState.FAILED,
            TurnState.CANCELLED: TaskRunState.CANCELLED}

@@ -22,13 +22,15 @@ from sessions.models import WatchdogSettings
 
 
 def _limit_fields(**kwargs: Any) -> dict[str, serializers.Field]:
-    return {name: serializers.IntegerField(allow_null=True, max_value=maximum, **kwargs)
+    return {name: serializers.IntegerField(allow_null=True, max_value=maximum,
+                                             min_value=watchdogs.MIN_LIMIT, **kwargs)
             for name, (_default, maximum) in watchdogs.LIMITS.items()}
 
 
 WATCHDOG_BODY = {"application/json": {
     "type": "object", "additionalProperties": False,
-    "properties": {name: {"type": ["integer", "null"], "maximum": maximum}
+    "properties": {name: {"type": ["integer", "null"], "maximum": maximum,
+                          "minimum": watchdogs.MIN_LIMIT}
                    for name, (_default, maximum) in watchdogs.LIMITS.items()}}}
 WATCHDOG_SETTINGS = inline_serializer("WatchdogSettings", {
     **_limit_fields(),

@@ -8,10 +8,11 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
-from amux_common.fields import JsonTyped, no_body
+from amux_common.fields import JsonTyped, SlugRef, no_body
 from intake.models import Thread, Trigger
 from intake.text_cap import MAX_TEXT
 from sessions.models import ProviderProfile
+from tickets import limits
 from tickets.actions import commands as ticket_commands
 from tickets.core.errors import CommandRefused, NotFound
 from tickets.models import AgentSettings, Eval, Mandate, Ticket
@@ -195,17 +196,22 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
 
 
 class AgentSettingsSerializer(JsonTyped, serializers.ModelSerializer):
-    triage_provider = serializers.SlugRelatedField(
-        slug_field="slug", queryset=ProviderProfile.objects.all(), allow_null=True, required=False
+    triage_provider = SlugRef(
+        max_length=limits.SLUG, queryset=ProviderProfile.objects.all(), allow_null=True,
+        required=False
     )
-    worker_provider = serializers.SlugRelatedField(
-        slug_field="slug", queryset=ProviderProfile.objects.all(), allow_null=True, required=False
+    worker_provider = SlugRef(
+        max_length=limits.SLUG, queryset=ProviderProfile.objects.all(), allow_null=True,
+        required=False
     )
     worker_runtime = serializers.ChoiceField(choices=WORKER_RUNTIMES, required=False)
     # Guards (0: no cap); bounded so a typo cannot overflow the column.
-    ticket_token_cap = serializers.IntegerField(min_value=0, max_value=10**15, required=False)
-    daily_token_cap = serializers.IntegerField(min_value=0, max_value=10**15, required=False)
-    messages_per_ticket_hour = serializers.IntegerField(min_value=0, max_value=100_000,
+    ticket_token_cap = serializers.IntegerField(min_value=0, max_value=limits.TOKEN_CAP_MAX,
+                                                required=False)
+    daily_token_cap = serializers.IntegerField(min_value=0, max_value=limits.TOKEN_CAP_MAX,
+                                               required=False)
+    messages_per_ticket_hour = serializers.IntegerField(min_value=0,
+                                                        max_value=limits.MESSAGES_PER_HOUR_MAX,
                                                         required=False)
     disabled_commands = serializers.ListField(
         child=serializers.RegexField(f"^{COMMAND_NAME.pattern}$", max_length=64),

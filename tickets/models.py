@@ -13,7 +13,9 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from amux_common.bounds import JsonBytes
 from intake.models import Channel, Strength, Thread, Trigger
+from tickets import limits as bounds
 
 
 class EvalState(models.TextChoices):
@@ -220,7 +222,7 @@ class Report(models.Model):
         Assignment, null=True, blank=True, on_delete=models.PROTECT, related_name="reports"
     )
     status = models.CharField(max_length=10, choices=ReportStatus.choices)
-    text = models.TextField(blank=True)
+    text = models.TextField(blank=True, max_length=bounds.REPORT_TEXT)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -231,8 +233,9 @@ class Question(models.Model):
     """A structured `ask` (the attention object). Only this makes a ticket wait for a person."""
 
     ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="questions")
-    text = models.TextField()
-    options = models.JSONField(default=list, blank=True)
+    text = models.TextField(max_length=bounds.QUESTION)
+    options = models.JSONField(default=list, blank=True,
+                               validators=[JsonBytes(bounds.QUESTION_OPTIONS_BYTES)])
     multi = models.BooleanField(default=False)
     message_ref = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

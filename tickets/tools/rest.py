@@ -14,7 +14,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import bearer_token, error_response
-from amux_common.fields import UNKNOWN
+from amux_common.fields import UNKNOWN, bound_errors
+from tickets import limits
 from tickets.tools import service
 from tickets.tools.service import ToolRefused
 
@@ -69,6 +70,13 @@ class IsAssignment(permissions.BasePermission):
         return isinstance(request.user, AssignmentPrincipal)
 
 
+def _check_bounds(body: type[serializers.Serializer], data) -> None:
+    fields = bound_errors(body, data)
+    if fields:
+        raise ToolRefused(400, "invalid", "; ".join(f"{k}: {v}" for k, v in fields.items()),
+                          fields)
+
+
 class ToolView(APIView):
     authentication_classes = [AssignmentTokenAuthentication]
     permission_classes = [IsAssignment]
@@ -84,6 +92,7 @@ class ToolView(APIView):
             if unknown:
                 raise ToolRefused(400, "invalid", f"unknown field: {', '.join(unknown)}",
                                   {name: [UNKNOWN] for name in unknown})
+            _check_bounds(self.body, data)
         return data
 
     def _run(self, request, call, status: int = 200) -> Response:
@@ -98,43 +107,47 @@ class ToolView(APIView):
 
 class ToolBody(serializers.Serializer):
     assignment = serializers.IntegerField(
-        required=False, help_text="the token's own assignment id (any other answers 403)")
+        required=False, min_value=1, max_value=limits.ID_MAX,
+        help_text="the token's own assignment id (any other answers 403)")
 
 
 class ReportSerializer(ToolBody):
     status = serializers.ChoiceField(choices=["progress", "done", "blocked", "failed"])
-    text = serializers.CharField(required=False, allow_blank=True)
+    text = serializers.CharField(required=False, allow_blank=True, max_length=limits.REPORT_TEXT)
 
 
 class AskSerializer(ToolBody):
-    question = serializers.CharField()
-    options = serializers.ListField(child=serializers.CharField(), required=False)
+    question = serializers.CharField(max_length=limits.QUESTION)
+    options = serializers.ListField(child=serializers.CharField(max_length=limits.QUESTION_OPTION),
+                                    required=False, max_length=limits.QUESTION_OPTIONS)
     multi = serializers.BooleanField(required=False)
-    message_ref = serializers.CharField(required=False, allow_blank=True)
+    message_ref = serializers.CharField(required=False, allow_blank=True,
+                                        max_length=limits.MESSAGE_REF)
 
 
 class HandBackSerializer(ToolBody):
-    trigger = serializers.IntegerField()
-    reason = serializers.CharField()
+    trigger = serializers.IntegerField(min_value=1, max_value=limits.ID_MAX)
+    reason = serializers.CharField(max_length=limits.REASON)
 
 
 class ReplySerializer(ToolBody):
-    text = serializers.CharField()
+    text = serializers.CharField(max_length=limits.REPLY_TEXT)
 
 
 class PullRequestSerializer(ToolBody):
-    title = serializers.CharField()
-    head = serializers.CharField(help_text="the ticket's own branch, amux/<short name>")
-    base = serializers.CharField(required=False)
-    body = serializers.CharField(required=False, allow_blank=True)
+    title = serializers.CharField(max_length=limits.PR_TITLE)
+    head = serializers.CharField(max_length=limits.PR_BRANCH,
+                                 help_text="the ticket's own branch, amux/<short name>")
+    base = serializers.CharField(required=False, max_length=limits.PR_BRANCH)
+    body = serializers.CharField(required=False, allow_blank=True, max_length=limits.PR_BODY)
 
 
 class MemorySearchSerializer(ToolBody):
-    query = serializers.CharField()
+    query = serializers.CharField(max_length=limits.MEMORY_QUERY)
 
 
 class MemoryReadSerializer(ToolBody):
-    id = serializers.CharField()
+    id = serializers.CharField(max_length=limits.MEMORY_ID)
 
 
 class ReportView(ToolView):
@@ -211,9 +224,9 @@ class MemoryReadView(ToolView):
 
 
 class GitCredentialSerializer(ToolBody):
-    protocol = serializers.CharField()
-    host = serializers.CharField()
-    path = serializers.CharField(required=False, allow_blank=True)
+    protocol = serializers.CharField(max_length=limits.GIT_PROTOCOL)
+    host = serializers.CharField(max_length=limits.GIT_HOST)
+    path = serializers.CharField(required=False, allow_blank=True, max_length=limits.GIT_PATH)
 
 
 class GitCredentialView(ToolView):
