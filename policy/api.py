@@ -129,8 +129,7 @@ class CheckView(APIView):
                    responses=schema.CheckResponseSerializer, operation_id="policy_check")
     def post(self, request):
         data = request.data if isinstance(request.data, dict) else None
-        # a value over a bound is named with the facts' other faults
-        faults = dict(bound_errors(schema.CheckFactsSerializer, data)) if data else {}
+        faults = {}
         try:
             facts = services.facts_from(data)
         except services.BadFacts as exc:
@@ -141,6 +140,8 @@ class CheckView(APIView):
                 document = services.document_of(data["version"])
             except (KeyError, TypeError):
                 faults["version"] = "unknown version"
+        if data:  # a value over a bound is named in the bound's words, with the other faults
+            faults.update(bound_errors(schema.CheckFactsSerializer, data))
         if faults:
             return _invalid(services.BadFacts(faults))
         verdict, version = services.check(facts, document)
