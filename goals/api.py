@@ -124,7 +124,7 @@ class GoalDetail(RefusalsAnswered, APIView):
 
 # ------------------------------------------------------------------------------ todos
 class TodoSerializer(serializers.ModelSerializer):
-    claimed_by = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    claimed_by = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
 
     class Meta:
         model = Todo
@@ -230,7 +230,7 @@ class ReceiptSerializer(serializers.ModelSerializer):
 
 # ----------------------------------------------------------------------------- agents
 class AgentSerializer(serializers.ModelSerializer):
-    provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    provider = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     lifecycle = serializers.SerializerMethodField()
     session = serializers.SerializerMethodField()
     connectors = serializers.SerializerMethodField()
@@ -367,7 +367,7 @@ class InboxUrgency(RefusalsAnswered, AgentOrOperator, APIView):
 class ConnectorSerializer(serializers.ModelSerializer):
     goal = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    source = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    source = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     capabilities = serializers.SerializerMethodField()
     permission_requirements = serializers.SerializerMethodField()
     label = serializers.SerializerMethodField()
