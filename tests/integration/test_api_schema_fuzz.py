@@ -91,19 +91,10 @@ def test_the_exceptions_name_real_operations():
 
 
 @pytest.fixture(autouse=True)
-def _keep_the_test_connection(world):
-    """The WSGI handler closes the database connection after each request (as it should in
-    production); in a test that would close the test transaction's connection. Django's own
-    test client disconnects the same handler (and connects it again after each request: the
-    world is built with it first)."""
-    from django.core.signals import request_finished, request_started
-    from django.db import close_old_connections
-
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
+def _keep_the_test_connection():
+    api_world.hold_test_connection()
     yield
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
+    api_world.release_test_connection()
 
 
 @pytest.fixture
@@ -121,7 +112,7 @@ def _figures_written():
 
 @pytest.fixture
 def world(api):
-    return api_world.build(api)
+    return api_world.World(api)
 
 
 @pytest.fixture(autouse=True)

@@ -44,12 +44,10 @@ def test_every_create_links_to_the_read_update_and_delete_of_what_it_made():
 
 @pytest.fixture
 def world(api):
-    return api_world.build(api)
+    return api_world.World(api)
 
 
 def test_linked_operations_answer_as_documented(world, operator):
-    from django.core.signals import request_finished, request_started
-    from django.db import close_old_connections
     from knox.models import AuthToken
 
     token = AuthToken.objects.create(user=operator)[1]
@@ -74,15 +72,12 @@ def test_linked_operations_answer_as_documented(world, operator):
         def validate_response(self, response, case, additional_checks=None, **kwargs):
             case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
 
-    # the WSGI handler would close the test transaction's connection after each request
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
+    api_world.hold_test_connection()
     try:
         run_state_machine_as_test(Machine, settings=settings(
             max_examples=int(os.environ.get("AMUX_FUZZ_STEPS", "10")), stateful_step_count=6,
             deadline=None, derandomize=not os.environ.get("AMUX_FUZZ_STEPS"),
             suppress_health_check=list(HealthCheck)))
     finally:
-        request_started.connect(close_old_connections)
-        request_finished.connect(close_old_connections)
+        api_world.release_test_connection()
     assert reached, "no link from a create reached what it made"

@@ -43,7 +43,8 @@ def _path_value(path: str, name: str, world: World):
         return world.get(_BY_PATH[(path, name)])
     segments = path.strip("/").split("/")
     at = segments.index("{" + name + "}")
-    return world.get(_BY_COLLECTION.get(segments[at - 1]) or "")
+    kind = _BY_COLLECTION.get(segments[at - 1])
+    return world.get(kind) if kind else None
 
 
 def steer(case, world: World, *, paths: bool = True) -> None:
@@ -67,8 +68,9 @@ def steer(case, world: World, *, paths: bool = True) -> None:
 def _steer_fields(data: dict, world: World) -> dict:
     steered = dict(data)
     for name in data:
-        if name in _BY_FIELD and world.get(_BY_FIELD[name]) is not None:
-            steered[name] = world[_BY_FIELD[name]]
+        value = world.get(_BY_FIELD[name]) if name in _BY_FIELD else None
+        if value is not None:
+            steered[name] = value
     if "manifest" in steered:
         steered["manifest"] = MANIFEST
     return steered
