@@ -467,7 +467,8 @@ class ConnectorDetail(RefusalsAnswered, APIView):
                                          mirror_ref=data.get("mirror_ref"))
         return Response(ConnectorSerializer(connector).data)
 
-    @extend_schema(responses=ConnectorSerializer)
+    # answers the disconnected connector (200), not an empty 204
+    @extend_schema(responses={200: ConnectorSerializer})
     def delete(self, request, pk: int):
         """Disconnect (the receipts stay)."""
         _connector(pk)

@@ -46,6 +46,8 @@ def record(case, response, document: dict) -> None:
         _counts["unknown_field_bodies"] += 1
         if response.status_code == 400:
             _counts["unknown_field_bodies_refused"] += 1
+        else:  # what answered instead (a 404 for a path naming nothing comes first)
+            _counts[f"unknown_field_bodies_answered_{response.status_code}"] += 1
 
 
 @contextmanager
