@@ -104,9 +104,10 @@ def operator_token(operator):
     return AuthToken.objects.create(user=operator)[1]
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(autouse=True)
 def _figures_written():
     yield
+    # after each operation: a long run stopped part way still leaves its figures so far
     fuzz_figures.write()
 
 
