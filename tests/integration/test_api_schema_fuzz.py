@@ -72,7 +72,6 @@ REFUSED_BY_STORED_STATE = {
                                   "validator)",
     "PUT /api/v1/launch-presets/{slug}/": "one preset stays the default",
     "PATCH /api/v1/launch-presets/{slug}/": "one preset stays the default",
-    "PATCH /api/v1/profiles/{slug}/": "the manifest is required",
     "POST /api/v1/connectors/": "the settings must fit the source kind's capabilities "
                                 "(goals/core/connectors.py)",
     "PATCH /api/v1/connectors/{id}/": "mirror_ref is only for reply_mode configured_mirror",
