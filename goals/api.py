@@ -60,7 +60,8 @@ def _agent(slug: str, agent: str) -> Agent:
 # ------------------------------------------------------------------------------ goals
 class QuotaField(JsonTyped, serializers.Serializer):
     unit = serializers.ChoiceField(choices=["turns", "tokens"], required=False)
-    limit = serializers.IntegerField(min_value=0)
+    # the column's range (PositiveIntegerField): a larger number was a database error (500)
+    limit = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
     spent = serializers.IntegerField(read_only=True)
 
 
@@ -200,7 +201,7 @@ class MaterialWrite(JsonTyped, serializers.Serializer):
     title = serializers.CharField(required=False, allow_blank=True, max_length=200)
     source_ref = serializers.CharField(required=False, allow_blank=True, max_length=200,
                                        write_only=True)
-    max_age_s = serializers.IntegerField(required=False, min_value=1)
+    max_age_s = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
 
 
 class MaterialList(RefusalsAnswered, generics.ListAPIView):

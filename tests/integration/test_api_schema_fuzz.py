@@ -70,6 +70,8 @@ REFUSED_BY_STORED_STATE = {
                                "a valid expression",
     "POST /api/v1/bot-profiles/": "a generated slug may be taken (400 from the unique "
                                   "validator)",
+    "POST /api/v1/profiles/": "a slug of white space only passes minLength but is blank once "
+                              "trimmed (request parsing, amux_common/fields.py)",
     "PUT /api/v1/launch-presets/{slug}/": "one preset stays the default",
     "PATCH /api/v1/launch-presets/{slug}/": "one preset stays the default",
     "POST /api/v1/connectors/": "the settings must fit the source kind's capabilities "
