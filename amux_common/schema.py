@@ -121,3 +121,39 @@ def closed_request_bodies(result, generator, request, public):
         if name.endswith("Request") and schema.get("type") == "object":
             schema["additionalProperties"] = False
     return result
+
+
+_LINK_NAMES = {"get": "Read", "put": "Replace", "patch": "Update", "delete": "Delete"}
+
+
+def resource_links(result, generator, request, public):
+    """OpenAPI links from each create (a POST answering 201) to the read, update and delete
+    of what it made: the detail path is the collection's path plus one parameter, filled
+    from the field of the same name in the created body (`{slug}` from `slug`), else from
+    its key (`{agent}` from `slug`, `{ref}` from `id`). A client
+    generator (and the stateful fuzz) follows them create → read → update → delete."""
+    schemas = result.get("components", {}).get("schemas", {})
+    paths = result.get("paths", {})
+    for path, operations in paths.items():
+        created = (operations.get("post") or {}).get("responses", {}).get("201")
+        if not created:
+            continue
+        ref = (created.get("content", {}).get("application/json", {})
+               .get("schema", {}).get("$ref", ""))
+        fields = set(schemas.get(ref.rsplit("/", 1)[-1], {}).get("properties") or {})
+        for detail, detail_operations in paths.items():
+            rest = detail[len(path):] if detail.startswith(path) else ""
+            if not (rest.startswith("{") and rest.endswith("}/") and rest.count("{") == 1):
+                continue
+            name = rest[1:-2]
+            # a parameter named for what it names ({agent}, {ref}) takes the row's key
+            field = next((f for f in (name, "slug", "id") if f in fields), None)
+            if field is None:
+                continue
+            links = created.setdefault("links", {})
+            for method, label in _LINK_NAMES.items():
+                if method in detail_operations:
+                    links[label] = {
+                        "operationId": detail_operations[method]["operationId"],
+                        "parameters": {name: f"$response.body#/{field}"}}
+    return result

@@ -485,6 +485,9 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "amux API",
     "DESCRIPTION": "Coding agents as accountable teammates in GitHub and Lark.",
     "VERSION": "1",
+    # two choice sets both called source_kind: a connector's is not an intake source's
+    "ENUM_NAME_OVERRIDES": {"ConnectorSourceKindEnum": "goals.core.connectors.SOURCE_KINDS",
+                            "SourceKindEnum": "intake.models.SourceKind"},
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1/",
     # Requests and responses are distinct shapes: write-only secrets appear only in
@@ -496,7 +499,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "amux_common.schema.closed_request_bodies",
-                             "amux_common.schema.bounded_path_parameters"],
+                             "amux_common.schema.bounded_path_parameters",
+                             "amux_common.schema.resource_links"],
 }
 
 # AMUX_LOG_FORMAT=json: one JSON object per line (time, level, logger, message,

@@ -141,7 +141,7 @@ class WritebackSerializer(serializers.Serializer):
 
 
 class TodoSerializer(serializers.ModelSerializer):
-    claimed_by = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    claimed_by = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     writeback = serializers.SerializerMethodField()
 
     class Meta:
@@ -260,7 +260,7 @@ class ReceiptSerializer(serializers.ModelSerializer):
 
 # ----------------------------------------------------------------------------- agents
 class AgentSerializer(serializers.ModelSerializer):
-    provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    provider = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     lifecycle = serializers.SerializerMethodField()
     session = serializers.SerializerMethodField()
     connectors = serializers.SerializerMethodField()
@@ -402,7 +402,7 @@ class InboxUrgency(RefusalsAnswered, AgentOrOperator, APIView):
 class ConnectorSerializer(serializers.ModelSerializer):
     goal = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    source = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    source = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     capabilities = serializers.SerializerMethodField()
     permission_requirements = serializers.SerializerMethodField()
     label = serializers.SerializerMethodField()
@@ -526,7 +526,8 @@ class ConnectorDetail(RefusalsAnswered, APIView):
                                          mirror_ref=data.get("mirror_ref"))
         return Response(ConnectorSerializer(connector).data)
 
-    @extend_schema(responses=ConnectorSerializer)
+    # answers the disconnected connector (200), not an empty 204
+    @extend_schema(responses={200: ConnectorSerializer})
     @no_body
     def delete(self, request, pk: int):
         """Disconnect (the receipts stay)."""

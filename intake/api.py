@@ -6,7 +6,7 @@ import json
 import time
 import uuid
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -97,6 +97,32 @@ class ChatMessageSerializer(JsonTyped, serializers.Serializer):
         return value
 
 
+class ChatOutcomeSerializer(serializers.Serializer):
+    admitted = serializers.BooleanField()
+    text = serializers.CharField()
+
+
+class ChatLineSerializer(serializers.Serializer):
+    id = serializers.CharField(allow_blank=True)
+    thread = serializers.CharField(allow_blank=True)
+    author = serializers.CharField(allow_blank=True)
+    text = serializers.CharField(allow_blank=True)
+    outgoing = serializers.BooleanField()
+    at = serializers.DateTimeField()
+    outcome = ChatOutcomeSerializer(required=False, allow_null=True,
+                                    help_text="incoming only; null while undecided")
+
+
+class ChatLogSerializer(serializers.Serializer):
+    thread = serializers.CharField(allow_blank=True, help_text="empty: every thread")
+    results = ChatLineSerializer(many=True)
+
+
+class TestEventSerializer(serializers.Serializer):
+    status = serializers.IntegerField(help_text="what the source's endpoint answered")
+    response = serializers.JSONField(help_text="the endpoint's answer body")
+
+
 class SourceViewSet(
     BodylessDestroy,
     mixins.ListModelMixin,
@@ -137,12 +163,14 @@ class SourceViewSet(
         return Response(body, status=code)
 
     @messages.mapping.get
+    @extend_schema(parameters=[OpenApiParameter("thread", str, required=False)],
+                   responses=ChatLogSerializer)
     def list_messages(self, request, slug=None):
         source = self.get_object()
         thread = request.query_params.get("thread", "")
         return Response({"thread": thread, "results": chat_messages(source, thread)})
 
-    @extend_schema(request=None)
+    @extend_schema(request=None, responses=TestEventSerializer)
     @action(detail=True, methods=["post"], url_path="test")
     @no_body
     def test_event(self, request, slug=None):

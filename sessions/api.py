@@ -623,7 +623,8 @@ class RuntimeModels(APIView):
 
     @extend_schema(parameters=[CatalogQuery], responses=RuntimeCatalog)
     def get(self, request, name: str):
-        params = CatalogQuery(data=request.query_params)
+        # a plain dict: from a query dict DRF reads `?provider=` as not given at all
+        params = CatalogQuery(data=request.query_params.dict())
         params.is_valid(raise_exception=True)
         try:
             return Response(model_catalog.for_runtime(

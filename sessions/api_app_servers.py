@@ -6,7 +6,7 @@ carry a token, URL, pid or local path."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
@@ -23,6 +23,9 @@ def _refused(exc: services.CommandError) -> Response:
     return error_response(exc.status, exc.code, str(exc), fields)
 
 
+# a name of its own: tickets' Thread is another shape, and one name for both made the
+# document describe one with the other's fields
+@extend_schema_serializer(component_name="AppServerThread")
 class ThreadSerializer(serializers.Serializer):
     id = serializers.CharField()
     workspace = serializers.CharField(help_text="an opaque reference, not a path")

@@ -85,7 +85,20 @@ class ProfileDetail(APIView):
             return _refused(exc)
         return Response(ProfileSerializer(profile).data)
 
-    patch = put
+    @extend_schema(request=ProfileUpdate, responses=ProfileSerializer)
+    def patch(self, request, slug: str):
+        """The manifest is the one field: a PATCH without it changes nothing (as PATCH
+        omits what stays)."""
+        profile = self._get(slug)
+        body = ProfileUpdate(data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        if "manifest" in body.validated_data:
+            return self.put(request, slug)
+        if profile.builtin:  # refused as any change to it is
+            return _refused(services.CommandError(
+                f"{slug!r} is a built-in profile: it cannot be changed", code="builtin",
+                status=403))
+        return Response(ProfileSerializer(profile).data)
 
     @extend_schema(responses={204: None})
     @no_body

@@ -40,7 +40,8 @@ def create_instance(*, owner, name: str, profile: str | None = None,
         with transaction.atomic():
             session = services.create_session(
                 execution=settings, profile=expert.slug if expert else None,
-                name=f"instance {name}")
+                # the label must fit the session's name column (120) whatever the name's length
+                name=f"instance {name}"[:120])
             return AgentInstance.objects.create(owner=owner, name=name, profile=expert,
                                                 session=session)
     except IntegrityError as exc:

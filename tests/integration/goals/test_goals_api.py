@@ -116,3 +116,19 @@ def test_start_after_detach_binds_a_new_session(api, pi_agent):
     second = start(api).json()["session"]
     assert first != second
     assert WorkingSession.objects.filter(active=True).count() == 1
+
+
+def test_numbers_past_the_columns_range_are_refused_by_name(api, goal):
+    """Found by the API fuzz: these were database errors (500)."""
+    quota = api.post("/api/v1/goals/", {"slug": "big", "title": "Big",
+                                        "quota": {"unit": "turns", "limit": 2**31}},
+                     format="json")
+    assert quota.status_code == 400, quota.content
+    assert "limit" in quota.json()["error"]["fields"]["quota"]
+    material = api.post("/api/v1/goals/ship/materials/", {"key": "design", "body": "v1",
+                                                          "max_age_s": 2**31}, format="json")
+    assert material.status_code == 400, material.content
+    assert "max_age_s" in material.json()["error"]["fields"]
+    kept = api.post("/api/v1/goals/ship/materials/", {"key": "design", "body": "v1",
+                                                      "max_age_s": 2**31 - 1}, format="json")
+    assert kept.status_code in (200, 201), kept.content

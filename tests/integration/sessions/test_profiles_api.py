@@ -242,3 +242,17 @@ def test_instance_tasks_queue_on_its_one_session(api, openai_provider, session_d
     listed = api.get(f"/api/v1/instances/{agent['id']}/tasks").json()
     assert {t["id"] for t in listed["results"]} == {first["id"], second["id"]}
     assert AgentInstance.objects.get().session_id == agent["session"]
+
+
+def test_a_patch_without_the_manifest_changes_nothing(api):
+    made = api.post("/api/v1/profiles/", {"manifest": V2}, format="json").json()
+    same = api.patch(f"/api/v1/profiles/{made['slug']}/", {}, format="json")
+    assert same.status_code == 200, same.content
+    assert same.json()["revision"] == made["revision"]
+    assert same.json()["manifest"] == made["manifest"]
+    changed = api.patch(f"/api/v1/profiles/{made['slug']}/",
+                        {"manifest": {**V2, "instructions": "Read it once."}}, format="json")
+    assert changed.status_code == 200, changed.content
+    assert changed.json()["manifest"]["instructions"] == "Read it once."
+    builtin = api.patch("/api/v1/profiles/pi/", {}, format="json")
+    assert builtin.status_code == 403 and builtin.json()["error"]["code"] == "builtin"

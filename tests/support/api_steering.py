@@ -1,0 +1,76 @@
+"""Steers a generated schemathesis case to the stored rows of `api_world`: a path parameter
+names the stored row of the collection it follows, a reference field in a body or query
+names a stored row of its kind. Only parts generated as valid data are steered (a part
+generated to violate the schema keeps its violation); schemathesis re-reads what changed
+and judges the case by what is sent."""
+
+from __future__ import annotations
+
+from schemathesis.core.parameters import ParameterLocation
+
+from tests.support.api_world import MANIFEST, World
+
+# path parameter -> world entry, by the collection segment before it
+_BY_COLLECTION = {
+    "sources": "source", "providers": "provider", "profiles": "expert",
+    "bot-profiles": "bot_profile", "launch-presets": "preset", "goals": "goal",
+    "agents": "agent", "connectors": "connector", "todos": "todo", "memory": "memory",
+    "schedules": "schedule", "instances": "instance", "tasks": "task", "sessions": "session",
+    "tickets": "ticket", "triggers": "trigger", "prompts": "prompt", "versions": None,
+    "runtimes": "runtime",
+}
+# (path, parameter) the segment rule cannot say
+_BY_PATH = {
+    ("/api/v1/policy/versions/{version}/", "version"): "policy_version",
+    ("/api/v1/prompts/versions/{revision}/", "revision"): "prompt_revision",
+    ("/api/v1/prompts/versions/{revision}/restore/", "revision"): "prompt_revision_first",
+    ("/api/v1/prompts/versions/{a}/diff/{b}/", "a"): "prompt_revision_first",
+    ("/api/v1/prompts/versions/{a}/diff/{b}/", "b"): "prompt_revision",
+}
+# body or query field -> world entry; the same name means the same kind of row everywhere
+_BY_FIELD = {
+    "provider": "provider", "triage_provider": "provider", "worker_provider": "provider",
+    "source": "source", "goal": "goal", "agent": "agent",
+    "agent_profile": "expert", "profile": "expert", "expert": "expert",
+    "launch_preset": "preset", "preset": "preset", "runtime": "runtime",
+    "base_version": "policy_version", "base_revision": "prompt_revision",
+    "from": "policy_version_first", "to": "policy_version",
+}
+
+
+def _path_value(path: str, name: str, world: World):
+    if (path, name) in _BY_PATH:
+        return world.get(_BY_PATH[(path, name)])
+    segments = path.strip("/").split("/")
+    at = segments.index("{" + name + "}")
+    kind = _BY_COLLECTION.get(segments[at - 1])
+    return world.get(kind) if kind else None
+
+
+def steer(case, world: World, *, paths: bool = True) -> None:
+    meta = case.meta
+    def generated_valid(location):
+        return meta is None or not meta.is_negative_at(location)
+
+    if paths and case.path_parameters and generated_valid(ParameterLocation.PATH):
+        steered = dict(case.path_parameters)
+        for name in steered:
+            value = _path_value(case.operation.path, name, world)
+            if value is not None:
+                steered[name] = str(value)
+        case.path_parameters = steered
+    if isinstance(case.query, dict) and case.query and generated_valid(ParameterLocation.QUERY):
+        case.query = _steer_fields(case.query, world)
+    if isinstance(case.body, dict) and generated_valid(ParameterLocation.BODY):
+        case.body = _steer_fields(case.body, world)
+
+
+def _steer_fields(data: dict, world: World) -> dict:
+    steered = dict(data)
+    for name in data:
+        value = world.get(_BY_FIELD[name]) if name in _BY_FIELD else None
+        if value is not None:
+            steered[name] = value
+    if "manifest" in steered:
+        steered["manifest"] = MANIFEST
+    return steered
