@@ -163,11 +163,15 @@ class SourceViewSet(
         return Response(body, status=code)
 
     @messages.mapping.get
-    @extend_schema(parameters=[OpenApiParameter("thread", str, required=False)],
-                   responses=ChatLogSerializer)
+    @extend_schema(parameters=[OpenApiParameter(
+        "thread", {"type": "string", "maxLength": limits.CHAT_THREAD}, required=False)],
+        responses=ChatLogSerializer)
     def list_messages(self, request, slug=None):
         source = self.get_object()
         thread = request.query_params.get("thread", "")
+        if len(thread) > limits.CHAT_THREAD:
+            raise serializers.ValidationError({"thread": [
+                f"Ensure this field has no more than {limits.CHAT_THREAD} characters."]})
         return Response({"thread": thread, "results": chat_messages(source, thread)})
 
     @extend_schema(request=None, responses=TestEventSerializer)

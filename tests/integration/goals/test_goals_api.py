@@ -124,7 +124,7 @@ def test_numbers_past_the_columns_range_are_refused_by_name(api, goal):
                                         "quota": {"unit": "turns", "limit": 2**31}},
                      format="json")
     assert quota.status_code == 400, quota.content
-    assert "limit" in quota.json()["error"]["fields"]["quota"]
+    assert "quota.limit" in quota.json()["error"]["fields"]
     material = api.post("/api/v1/goals/ship/materials/", {"key": "design", "body": "v1",
                                                           "max_age_s": 2**31}, format="json")
     assert material.status_code == 400, material.content
