@@ -14,8 +14,11 @@ neither configured nobody reads it. A refusal is 401 or 403 in the JSON error sh
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import hmac
 import ipaddress
+import os
 from collections.abc import Iterator
 
 import redis
@@ -152,6 +155,20 @@ def refusal(request) -> JsonResponse | None:
                          "Authorization header) or AMUX_METRICS_ALLOW (its addresses)")
 
 
+class _SettledFiles(multiprocess.MultiProcessCollector):
+    """The processes' counter files, leaving out one that is still empty: a process that is
+    creating its file (or was killed doing so) has not written its header yet, and reading
+    it would fail the whole scrape."""
+
+    def collect(self):
+        files = []
+        for name in glob.glob(os.path.join(self._path, "*.db")):
+            with contextlib.suppress(FileNotFoundError):  # a dead process's, just removed
+                if os.path.getsize(name) > 0:
+                    files.append(name)
+        return self.merge(files, accumulate=True)
+
+
 def metrics(request):
     if request.method not in ("GET", "HEAD"):
         response = JsonResponse({"error": {"code": "method_not_allowed", "message": "use GET",
@@ -162,6 +179,6 @@ def metrics(request):
     if refused is not None:
         return refused
     registry = CollectorRegistry(auto_describe=False)
-    multiprocess.MultiProcessCollector(registry, path=str(counters.directory()))
+    _SettledFiles(registry, path=str(counters.directory()))
     registry.register(StateCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

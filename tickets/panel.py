@@ -250,7 +250,10 @@ def _form_values(plug_cls, post) -> dict:
         if f.type == "bool":
             config[f.name] = f.name in post
         elif f.name in post:
-            config[f.name] = post.get(f.name, "")
+            value = post.get(f.name, "")
+            if f.type == "int" and not value.strip() and not f.required:
+                continue  # a number left empty is not set: its default holds
+            config[f.name] = value
     return config
 
 

@@ -41,7 +41,8 @@ def _build(tree: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [str(MKDOCS), "build", "--strict", "-f", str(tree / "mkdocs.yml")],
         capture_output=True, text=True, timeout=180, cwd=tree,
-        env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1"})
+        # the limits table reads each app's pure limits.py from the checkout
+        env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)})
 
 
 @pytest.fixture(scope="module")

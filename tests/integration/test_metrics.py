@@ -159,6 +159,19 @@ def test_caps_that_hold_work_back_are_counted(
     assert moved("amux_guard_blocks_total", cap="ticket_tokens", what="model_request") == 1
 
 
+def test_a_counter_file_still_being_created_does_not_fail_the_scrape(client):
+    """A process that is creating its counter file (or was killed doing so) leaves it
+    empty for a moment: the scrape reads the others."""
+    from amux_common import metrics as counters
+
+    torn = counters.directory() / "counter_4194303.db"
+    torn.write_bytes(b"")
+    try:
+        assert scrape(client)  # 200, the other processes' figures
+    finally:
+        torn.unlink()
+
+
 def test_only_an_allowed_scraper_reads_it(client, settings):
     settings.AMUX_METRICS_TOKEN = ""
     # neither a token nor an allow-list: nobody, not even this machine (behind a reverse
