@@ -18,10 +18,10 @@ import contextlib
 import os
 import subprocess
 import tempfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from tests.support.loopback_http import LoopbackServer, QuietHandler
 
 HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
 GIT_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1",
@@ -36,7 +36,7 @@ def git(*args: str, cwd: str | Path | None = None, env: dict | None = None) -> s
     return done.stdout
 
 
-class GitServer:
+class GitServer(LoopbackServer):
     def __init__(self, token: str, root: str | Path | None = None):
         self.token = token
         self._tmp = None if root else tempfile.TemporaryDirectory(prefix="gitserver-")
@@ -45,12 +45,7 @@ class GitServer:
         self.requests: list[tuple[str, str, str, int]] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def _body(self) -> bytes:
                 if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
                     out = bytearray()
@@ -61,7 +56,7 @@ class GitServer:
                             return bytes(out)
                         out += self.rfile.read(size)
                         self.rfile.readline()
-                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                return self.read_body()
 
             def _authorized(self) -> str | None:
                 header = self.headers.get("Authorization") or ""
@@ -79,12 +74,8 @@ class GitServer:
                 user = self._authorized()
                 if user is None:
                     server.requests.append((self.command, self.path, "401", 0))
-                    data = b"authentication required\n"
-                    self.send_response(401)
-                    self.send_header("WWW-Authenticate", 'Basic realm="git"')
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
+                    self.reply(401, b"authentication required\n",
+                               [("WWW-Authenticate", 'Basic realm="git"')])
                     return
                 url = urlsplit(self.path)
                 env = {**GIT_ENV, "GIT_PROJECT_ROOT": str(server.root),
@@ -108,30 +99,20 @@ class GitServer:
                     elif name:
                         headers.append((name, value.strip()))
                 server.requests.append((self.command, self.path, str(status), len(payload)))
-                self.send_response(status)
-                for name, value in headers:
-                    if name.lower() not in ("content-length", "transfer-encoding"):
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                self.reply(status, payload, [
+                    (name, value) for name, value in headers
+                    if name.lower() not in ("content-length", "transfer-encoding")])
 
             do_GET = do_POST = _handle
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.listen(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
+        return self.origin
 
     def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__exit__(*exc)
         if self._tmp is not None:
             self._tmp.cleanup()
 

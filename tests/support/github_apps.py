@@ -26,13 +26,13 @@ import time
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from intake.sources.github import sign
+from tests.support.loopback_http import LoopbackServer, QuietHandler
 
 MANIFEST_KEYS = {"name", "url", "hook_attributes", "redirect_url", "callback_urls",
                  "setup_url", "description", "public", "default_events",
@@ -75,7 +75,7 @@ class Pending:
     state: str
 
 
-class GitHubApps:
+class GitHubApps(LoopbackServer):
     """The stand-in; `url` is its web base, `api_url` its REST base."""
 
     def __init__(self):
@@ -89,46 +89,25 @@ class GitHubApps:
         self.login = "octocat"
         stand_in = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def _handle(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
+                raw = self.read_body()
                 url = urlsplit(self.path)
                 status, headers, body = stand_in.answer(self.command, url.path,
                                                         parse_qs(url.query), raw)
-                data = body.encode() if isinstance(body, str) else body
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.reply(status, body, headers.items())
 
             do_GET = do_POST = _handle
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.listen(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        return self.origin
 
     @property
     def api_url(self) -> str:
         return f"{self.url}/api/v3"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
     # -- what a test drives directly ------------------------------------------------------
     def expire_codes(self) -> None:

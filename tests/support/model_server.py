@@ -28,8 +28,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.support.loopback_http import QuietHandler
 
 SHELL_TOOL_NAMES = ("exec_command", "shell", "shell_command", "bash", "Bash", "local_shell")
 
@@ -276,21 +278,12 @@ class ModelServer:
         return f"{prefix}_{next(self._ids)}"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     model_server: ModelServer
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
-        pass
 
     # --- plumbing ---
     def _json(self, status: int, obj: Any) -> None:
-        data = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply(status, json.dumps(obj), [("Content-Type", "application/json")])
 
     def _sse_start(self) -> None:
         self.send_response(200)

@@ -20,8 +20,9 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from tests.support.loopback_http import LoopbackServer, QuietHandler
 
 
 @dataclass
@@ -83,7 +84,7 @@ class State:
     github_token: str = ""
 
 
-class RecordingServer:
+class RecordingServer(LoopbackServer):
     def __init__(self, prefix: str = ""):
         self.prefix = prefix.rstrip("/")
         self.requests: list[Recorded] = []
@@ -95,15 +96,9 @@ class RecordingServer:
         self.lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def _handle(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
+                raw = self.read_body()
                 try:
                     body = json.loads(raw) if raw else None
                 except ValueError:
@@ -120,34 +115,24 @@ class RecordingServer:
                     hold = server._take_hold(rec)
                 if hold is not None:
                     hold.released.wait(120)
-                data = json.dumps(payload).encode()
                 try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json; charset=utf-8")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
+                    self.reply(status, json.dumps(payload),
+                               [("Content-Type", "application/json; charset=utf-8")])
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True  # the client died while held
 
             do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _handle
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.listen(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}{self.prefix}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
+        return f"{self.origin}{self.prefix}"
 
     def __exit__(self, *exc):
         for hold in self.holds:
             hold.release()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__exit__(*exc)
 
     def hold(self, method: str, pattern: str) -> Hold:
         """Stall the answer to the next `method` request whose path matches `pattern` (after
