@@ -42,6 +42,8 @@ BENCHES: dict[str, tuple[str, list[str], int]] = {
     "sessions": ("bench.sessions",
                  ["session_rss_mb", "sleeping_session_processes", "wake_p95_ms"], 600),
     "first_action": ("bench.first_action", ["first_action_p50_ms", "first_action_p95_ms"], 420),
+    "burst": ("bench.burst", [f"first_action_burst_{k}_{r}" for r in ("codex", "pi")
+                              for k in ("p95_ms", "ratio")], 900),
     "gateway": ("bench.gateway", ["gateway_added_ms_p50", "gateway_added_ms_p95",
                                   "gateway_first_byte_added_ms_p50"], 300),
 }
