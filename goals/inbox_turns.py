@@ -163,11 +163,14 @@ def _settle(agent_pk: int, session_id: int, key: str) -> None:
     drained = list(InboxEvent.objects.filter(agent=agent, claim_key=key, state="processing")
                    .order_by("id").values_list("pk", flat=True))
     parsed = rules.parse(answer, drained)
+    bound = _still_bound(agent, session_id)  # freshness before every writeback
     for pk in drained:
         entry = parsed.settles.get(pk)
         why = parsed.problems.get(pk) or parsed.error or "the answer does not settle it"
         if turn is None or turn.state != TurnState.COMPLETED:
             why = f"the inbox turn ended {turn.state if turn else 'lost'}"
+        if bound != ingress_rules.LIVE:
+            entry, why = None, bound  # an answer from a session no longer the agent's
         if entry is not None:
             try:
                 inbox.settle(agent.goal.slug, agent.slug, pk, effect=entry.effect,
@@ -178,6 +181,13 @@ def _settle(agent_pk: int, session_id: int, key: str) -> None:
         _release(agent_pk, pk, key, why)
     with transaction.atomic(durable=True):
         schedule(agent_pk)  # the lane looks again: more events, or ordinary work
+
+
+def _still_bound(agent: Agent, session_id: int) -> str:
+    status, binding = ingress.session_status(agent)
+    if status == ingress_rules.LIVE and binding.session_id != session_id:
+        return "session_replaced"
+    return status
 
 
 def _bound(turn: Turn) -> None:

@@ -179,3 +179,21 @@ def test_an_ordinary_turn_asked_while_a_reply_is_due_is_skipped_for_the_inbox(
     assert Effect.objects.filter(kind=rules.EFFECT_KIND,
                                  key=rules.agent_key(connector.agent_id)).exists()
     assert Turn.objects.filter(session_id=session_id).count() == 0
+
+
+def test_an_answer_from_a_session_no_longer_the_agents_settles_nothing(
+        api, session_id, connector, model_server):
+    """The binding is checked again before the writeback: the agent detached while its
+    inbox turn ran, so its answer, valid as it is, changes nothing and the event waits."""
+    event = ordinary(connector, "the build is green", "om_detached")
+    model_server.script(Text(settle_block(
+        {"event": event.pk, "effect": {"kind": "todo", "title": "Watch the build"}})))
+    drain_outbox()
+    assert len(inbox_turns_of(session_id)) == 1
+    assert api.post(AGENT + "detach/").status_code == 200
+    assert run_host(session_id) == "slept"
+    drain_outbox()
+    event.refresh_from_db()
+    assert (event.state, event.claim_key, event.drains) == ("pending", "", 1)
+    assert not Todo.objects.filter(title="Watch the build").exists()
+    assert len(inbox_turns_of(session_id)) == 1  # no live session: the lane waits
