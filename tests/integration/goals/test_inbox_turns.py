@@ -197,3 +197,16 @@ def test_an_answer_from_a_session_no_longer_the_agents_settles_nothing(
     assert (event.state, event.claim_key, event.drains) == ("pending", "", 1)
     assert not Todo.objects.filter(title="Watch the build").exists()
     assert len(inbox_turns_of(session_id)) == 1  # no live session: the lane waits
+
+
+def test_the_supervisors_sweep_sends_the_lane_of_an_agent_with_events_waiting(
+        api, session_id, connector):
+    """The lane's row is written with the capture; should it be lost (an operator deleted
+    it from the admin), the 15 s sweep finds the agent by its waiting events."""
+    from goals import tasks
+
+    ordinary(connector, "the build is green", "om_swept")
+    Effect.objects.filter(kind=rules.EFFECT_KIND).delete()
+    assert tasks.supervise.apply(kwargs={}).get() == 0  # no todo turn: the inbox first
+    assert Effect.objects.filter(kind=rules.EFFECT_KIND,
+                                 key=rules.agent_key(connector.agent_id)).exists()
