@@ -35,6 +35,8 @@ KINDS: dict[str, KindPolicy] = {
     "intake.ack": KindPolicy(8, 5, 600, 15, 300),
     # goals/: a connector's reply (inbox settle or a steered turn's answer), read back
     "goals.connector_reply": KindPolicy(8, 2, 300, 15, 300),
+    # goals/: a managed agent's inbox lane (agent:<id>) and an inbox turn's settle
+    "goals.inbox_turn": KindPolicy(8, 2, 300, 15, 300),
     # goals/: an attached agent's "done", checked in its session (up to the check timeout)
     "goals.attached_writeback": KindPolicy(4, 5, 300, 8, 600, batch=1),
 }

@@ -28,6 +28,7 @@ class EffectKind(models.TextChoices):
     INTAKE_ACK = "intake.ack", "reply to a source event, read it back, acknowledge it"
     GOALS_CONNECTOR_REPLY = "goals.connector_reply", "reply through a connector, read it back"
     GOALS_ATTACHED_WRITEBACK = "goals.attached_writeback", "check an attached agent's done"
+    GOALS_INBOX_TURN = "goals.inbox_turn", "drain a managed agent's inbox in a turn, settle it"
 
 
 class EffectState(models.TextChoices):

@@ -48,16 +48,26 @@ def drain(goal: str, agent: str, *, limit: int = 1, key: str = "",
             if mine:
                 return Drained(key, mine)  # the same drain again: its claim, unchanged
         key = key or uuid.uuid4().hex
-        rank = Case(When(kind__in=ASKS_FOR_REPLY, then=Value(0)), default=Value(1),
-                    output_field=IntegerField())
-        taken = list(open_events.filter(
-            Q(state="pending") | Q(state="processing", claimed_until__lte=now))
-            .annotate(rank=rank).order_by("rank", "received_at", "id")[:limit])
-        for event in taken:
-            event.state, event.claim_key = "processing", key
-            event.claimed_until, event.drains = now + lease, event.drains + 1
-            event.save(update_fields=["state", "claim_key", "claimed_until", "drains"])
-        return Drained(key, taken)
+        return Drained(key, claim(drainable(open_events, now), key, limit, now + lease))
+
+
+def drainable(events, now):
+    """Events a drain may take: pending ones and those whose claim expired."""
+    return events.filter(Q(state="pending") | Q(state="processing", claimed_until__lte=now))
+
+
+def claim(events, key: str, limit: int, until) -> list[InboxEvent]:
+    """In the caller's transaction (the agent locked): the first ``limit`` of ``events``
+    claimed under ``key`` until ``until`` — those asking for a reply first, then the
+    oldest."""
+    rank = Case(When(kind__in=ASKS_FOR_REPLY, then=Value(0)), default=Value(1),
+                output_field=IntegerField())
+    taken = list(events.annotate(rank=rank).order_by("rank", "received_at", "id")[:limit])
+    for event in taken:
+        event.state, event.claim_key = "processing", key
+        event.claimed_until, event.drains = until, event.drains + 1
+        event.save(update_fields=["state", "claim_key", "claimed_until", "drains"])
+    return taken
 
 
 def settle(goal: str, agent: str, event_id: int, *, effect: object, reply: object = None,

@@ -13,10 +13,12 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from effects import outbox
 from goals import locks, queue, replies
+from goals.core import inbox_turns
 from goals.core import ingress as rules
 from goals.core import urgency as projection
-from goals.core.lifecycle import ATTACHED, Refused
+from goals.core.lifecycle import ATTACHED, MANAGED, Refused
 from goals.models import (
     Agent,
     Connector,
@@ -130,6 +132,10 @@ def accept(connector: Connector, event: Event) -> IngressReceipt:
                                       text=event.text, actor=event.actor,
                                       thread=event.thread, place=event.place,
                                       received_at=event.at or now)
+            if agent.mode == MANAGED:
+                # the agent's lane drains it in a turn of its own (goals/inbox_turns.py)
+                outbox.enqueue(inbox_turns.EFFECT_KIND, inbox_turns.agent_key(agent.pk),
+                               {"agent": agent.pk})
         return receipt
 
 

@@ -8,12 +8,15 @@ an endless loop in one task):
 - ``goals.supervise`` (beat, and after every turn) resumes envelopes nobody advanced
   lately (a lost task, a worker that died between steps), interrupts an attempt past its
   timeout and, for agents set to ``autorun``, starts the next bounded turn when the last
-  one said ``continue``."""
+  one said ``continue`` — after the agent's own inbox turn when a reply is due there
+  (goals/inbox_turns.py); an agent with inbox events waiting has its lane sent."""
 
 from __future__ import annotations
 
+from django.db.models import Q
+
 from amux_common.tasks import durable_task
-from goals import checks, turns
+from goals import checks, inbox_turns, turns
 from goals.core import turns as rules
 from goals.models import Agent
 
@@ -33,12 +36,14 @@ def run_turn(turn_pk: int) -> str:
 @durable_task("goals.supervise", time_limit=60)
 def supervise(agent_pk: int | None = None) -> int:
     """One bounded pass: stalled envelopes are sent on again, then each autorun agent (or
-    the one named) is asked whether another turn is eligible. Returns turns started."""
+    the one named) is asked whether another turn is eligible — an inbox turn first when a
+    reply is due, and agents with inbox events waiting too. Returns todo turns started."""
     for turn_pk in turns.stalled()[:100]:
         turns.enqueue(turn_pk)
-    agents = Agent.objects.filter(autorun=True)
     if agent_pk is not None:
-        agents = agents.filter(pk=agent_pk)
+        agents = Agent.objects.filter(pk=agent_pk)
+    else:
+        agents = Agent.objects.filter(Q(autorun=True) | Q(pk__in=inbox_turns.waiting_agents()))
     started = 0
     for pk in agents.values_list("pk", flat=True)[:100]:
         if turns.supervise(pk) is not None:

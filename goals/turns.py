@@ -24,7 +24,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from goals import actions, checks, ingress, locks
+from goals import actions, checks, inbox_turns, ingress, locks
+from goals.core import inbox_turns as inbox_rules
 from goals.core import ingress as ingress_rules
 from goals.core import lifecycle as lc
 from goals.core import quota
@@ -89,6 +90,10 @@ def request(goal_slug: str, agent_slug: str, *, key: str,
                           quota_remaining=quota.remaining(goal.quota_limit, goal.quota_spent),
                           has_check=bool(goal.check_command.strip()))
         chosen = None
+        if skip is None and inbox_turns.reply_due(agent, timezone.now()):
+            # the inbox answers first (seed 003): this turn is skipped, the lane drives
+            skip = rules.Skip(rules.REPLY_DUE, "continue")
+            inbox_turns.schedule(agent.pk)
         if skip is None:
             picked = rules.select_todo(_facts(goal), agent.pk, todo)
             if isinstance(picked, rules.Skip):
@@ -407,20 +412,21 @@ def _overdue(dispatched_at, now) -> bool:
 
 
 def supervise(agent_pk: int) -> GoalTurn | None:
-    """Start the agent's next bounded turn when it may run by itself. The key follows from
-    the last envelope, so two supervisors that race make one turn, not two."""
+    """Start the agent's next bounded turn when it may run by itself — unless its inbox
+    comes first (goals/inbox_turns.py): then its lane is sent instead. The key follows
+    from the last envelope, so two supervisors that race make one turn, not two."""
     agent = Agent.objects.select_related("goal").filter(pk=agent_pk).first()
     if agent is None:
         return None
     goal = agent.goal
     last = agent.turns.order_by("-id").first()
-    status, _ = ingress.session_status(agent)
-    if not rules.supervise_next(
-            autorun=agent.autorun, managed=agent.mode == lc.MANAGED,
-            live=status == ingress_rules.LIVE, goal_state=goal.state,
-            quota_remaining=quota.remaining(goal.quota_limit, goal.quota_spent),
-            in_flight=bool(last and last.state in rules.IN_FLIGHT),
-            last_hint=last.hint if last else None):
+    step, _ = inbox_turns.next_step(agent)
+    if step == inbox_rules.INBOX:
+        # a reply due preempts ordinary advancement; an idle agent drains its inbox
+        with transaction.atomic(durable=True):
+            inbox_turns.schedule(agent.pk)
+        return None
+    if step != inbox_rules.TURN:
         return None
     try:
         turn, _ = request(goal.slug, agent.slug, key=f"auto-after-{last.pk if last else 0}")

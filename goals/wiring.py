@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from effects import events, outbox
 from effects.models import EffectKind
-from goals import queue, read, replies, turn_end, writeback
+from goals import inbox_turns, queue, read, replies, turn_end, writeback
 from goals.consumer import GoalsConsumer, claims
 from intake import consumers
 from sessions import hooks as session_hooks
@@ -19,6 +19,8 @@ def wire() -> None:
     outbox.register(queue.EFFECT_KIND)(queue.dispatch)
     # a connector's reply (an inbox settle's, a steered turn's answer), read back
     outbox.register(replies.EFFECT_KIND)(replies.deliver)
+    # a managed agent's async inbox, drained and settled in turns of its own
+    outbox.register(inbox_turns.rules.EFFECT_KIND)(inbox_turns.drive)
     # an attached agent's "done", checked in its session before the todo is done
     outbox.register(writeback.EFFECT_KIND)(writeback.validate)
     # what waits for a session's turn (an envelope, a reply, the queue) moves on at its end

@@ -32,6 +32,10 @@ STATES = (*IN_FLIGHT, *SETTLED)
 CANCEL_REASON = "cancelled"
 CANCEL_HINT = "stop"
 
+# an ordinary turn asked for while an inbox event waits for its reply: the inbox turn
+# runs first (seed 003), and the hint lets the supervisor go on after it
+REPLY_DUE = "reply_due"
+
 KEY_MAX = 100  # the session turn's key is "loopx-" + this key (sessions allow 120)
 OUTPUT_CAP = 4000
 
