@@ -28,6 +28,7 @@ class EffectKind(models.TextChoices):
     INTAKE_ACK = "intake.ack", "reply to a source event, read it back, acknowledge it"
     GOALS_CONNECTOR_REPLY = "goals.connector_reply", "reply through a connector, read it back"
     GOALS_ATTACHED_WRITEBACK = "goals.attached_writeback", "check an attached agent's done"
+    MAIN_NOTIFY = "main.notify", "tell the main session of a request or follow-up"
 
 
 class EffectState(models.TextChoices):

@@ -205,6 +205,13 @@ class AgentSettingsSerializer(JsonTyped, serializers.ModelSerializer):
         required=False
     )
     worker_runtime = serializers.ChoiceField(choices=WORKER_RUNTIMES, required=False)
+    # The team's main session: empty runtime, amux routes explicit requests by code.
+    main_runtime = serializers.ChoiceField(choices=["", *WORKER_RUNTIMES], required=False,
+                                           allow_blank=True)
+    main_provider = SlugRef(
+        max_length=limits.SLUG, queryset=ProviderProfile.objects.all(), allow_null=True,
+        required=False
+    )
     # Guards (0: no cap); bounded so a typo cannot overflow the column.
     ticket_token_cap = serializers.IntegerField(min_value=0, max_value=limits.TOKEN_CAP_MAX,
                                                 required=False)
@@ -222,7 +229,8 @@ class AgentSettingsSerializer(JsonTyped, serializers.ModelSerializer):
     class Meta:
         model = AgentSettings
         fields = ["triage_provider", "triage_model", "worker_runtime", "worker_provider",
-                  "worker_model", "ticket_token_cap", "daily_token_cap",
+                  "worker_model", "main_runtime", "main_provider", "main_model",
+                  "ticket_token_cap", "daily_token_cap",
                   "messages_per_ticket_hour", "disabled_commands", "updated_at"]
         read_only_fields = ["updated_at"]
 

@@ -9,9 +9,10 @@ from django.db import transaction
 from amux_common.clock import now as clock
 from intake.models import Trigger
 from prompts_app.contract import clip_routing_note
-from tickets import locks
+from tickets import locks, main_config
 from tickets.actions import common
 from tickets.core import evals
+from tickets.core import main_session as main_rules
 from tickets.core.errors import NotFound
 from tickets.core.routing import Route, RoutingFacts, disposition, route
 from tickets.models import Eval, Input, Subscription, Ticket
@@ -41,10 +42,12 @@ def route_new(trigger: Trigger, acceptance: str | None) -> str:
     return trigger.disposition
 
 
-def route_locked(trigger: Trigger, acceptance: str | None = None) -> str:
-    """Route a locked trigger that has no disposition yet; answers its disposition."""
+def route_locked(trigger: Trigger, acceptance: str | None = None, *,
+                 main: bool | None = None) -> str:
+    """Route a locked trigger that has no disposition yet; answers its disposition.
+    `main=False` routes by code even with a main session configured (its fallback)."""
     taken, ticket = _route_of(trigger, acceptance)
-    _take(trigger, taken, ticket)
+    _take(trigger, taken, ticket, main=main)
     return trigger.disposition
 
 
@@ -65,9 +68,22 @@ def _route_of(trigger: Trigger, acceptance: str | None) -> tuple[Route, Ticket |
     return taken, ticket
 
 
-def _take(trigger: Trigger, taken: Route, ticket: Ticket | None) -> None:
+def _take(trigger: Trigger, taken: Route, ticket: Ticket | None, *,
+          main: bool | None = None) -> None:
     """Do what the route says, and record it as the trigger's disposition (a trigger
-    inserted with it already set is not written again)."""
+    inserted with it already set is not written again). With a main session an explicit
+    request waits for it (it routes through the same open_ticket), and it hears of a
+    person's follow-up."""
+    if taken in (Route.OPEN, Route.FOLLOW_UP, Route.REVIVE):
+        main = main_config.configured() if main is None else main
+    if main and main_rules.hands_to_main(taken, main):
+        if trigger.disposition != main_rules.AWAITING:
+            trigger.disposition = main_rules.AWAITING
+            trigger.save(update_fields=["disposition"])
+        common.enqueue(main_rules.notify(trigger.pk, "request"))
+        return
+    if main and main_rules.notifies_main(taken, main, trigger.is_human and not trigger.is_bot):
+        common.enqueue(main_rules.notify(trigger.pk, "follow_up", ticket.pk))
     if taken in (Route.FOLLOW_UP, Route.REVIVE, Route.RECORD):
         if taken is Route.REVIVE:
             _revive(ticket)
@@ -75,7 +91,8 @@ def _take(trigger: Trigger, taken: Route, ticket: Ticket | None) -> None:
     elif taken is Route.EVALUATE:
         start_eval(trigger)
     if taken is Route.OPEN:
-        common.open_ticket(trigger, common.title_of(trigger))
+        routed = common.open_ticket(trigger, common.title_of(trigger))
+        common.save_changes(routed, {"routed_by": main_rules.Router.CODE})
     elif trigger.disposition != disposition(taken):
         trigger.disposition = disposition(taken)
         trigger.save(update_fields=["disposition"])

@@ -1,0 +1,160 @@
+"""The team's main session routes explicit requests (seed 002, path B and role separation):
+a signed GitHub comment with an explicit request waits for it, its route makes the same
+ticket, mandate and first run as amux's own routing plus the routing note, a 31-word note
+is refused whole, a follow-up the executor owns may be stopped but not taken, and with no
+main runtime configured (or none any more) amux routes by code."""
+
+from __future__ import annotations
+
+import pytest
+
+from effects.models import Effect
+from intake.models import Source, Trigger
+from policy import services as policy
+from sessions.models import ProviderProfile
+from tests.support.github_payloads import example, signed
+from tests.support.intake import processed
+from tickets import main_config
+from tickets.actions import main_routing
+from tickets.core import main_session as rules
+from tickets.core.errors import InvalidCommand, NotFound
+from tickets.models import AgentSettings, Mandate, Subscription, Ticket
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "It's a Secret to Everybody"
+REPO = "Codertocat/Hello-World"
+NOTE = "Start at the login handler in src/auth; the stack trace is in the issue."
+
+
+@pytest.fixture
+def gh():
+    source = Source(kind="github", slug="gh", name="GitHub",
+                    config={"repo": [REPO], "handle": "amux-bot"})
+    source.secrets = {"webhook_secret": SECRET, "token": "ghp_test"}
+    source.save()
+    policy.save({"acceptance": "manual", "sources": {"gh": {
+        "allowed": ["Codertocat"],
+        "rows": {"comment": {"addressed": True, "unaddressed_allowed": False,
+                             "unaddressed_anyone": False}}}}}, None)
+    return source
+
+
+@pytest.fixture
+def main():
+    provider = ProviderProfile.objects.create(slug="scripted", platform="openai-compat",
+                                              base_url="http://127.0.0.1:9/v1")
+    AgentSettings.objects.update_or_create(pk=1, defaults={
+        "main_runtime": "codex", "main_provider": provider, "main_model": "scripted-model"})
+    return provider
+
+
+def comment(client, text: str, comment_id: int | None = None) -> Trigger:
+    payload = example("issue_comment", "created")
+    payload["comment"]["body"] = text
+    if comment_id is not None:
+        payload["comment"]["id"] = comment_id
+    body, headers = signed("issue_comment", payload, SECRET)
+    outcome = processed(client.post(f"/hooks/github/{'gh'}", data=body,
+                                    content_type="application/json", **headers))
+    assert outcome["outcome"] == "admitted", outcome
+    return Trigger.objects.get(pk=outcome["trigger"])
+
+
+def test_without_a_main_runtime_amux_routes_by_code(client, gh):
+    assert not main_config.configured()
+    assert "deterministic routing" in main_config.describe()
+    trigger = comment(client, "@amux-bot please fix the typo")
+    ticket = Ticket.objects.get()
+    assert trigger.disposition == "admitted"
+    assert (ticket.routed_by, ticket.routing_note) == ("code", "")
+    assert not Effect.objects.filter(kind="main.notify").exists()
+
+
+def test_an_explicit_request_waits_for_the_main_session_whose_route_opens_the_ticket(
+        client, gh, main):
+    assert "main session on codex (scripted/scripted-model)" in main_config.describe()
+    trigger = comment(client, "@amux-bot please fix the typo")
+    assert trigger.disposition == rules.AWAITING and not Ticket.objects.exists()
+    notice = Effect.objects.get(kind="main.notify")
+    assert notice.payload == {"trigger": trigger.pk, "what": "request", "ticket": None}
+
+    thirty_one = " ".join(["look"] * 31)
+    with pytest.raises(InvalidCommand, match="note has 31 words"):
+        main_routing.route(trigger_id=trigger.pk, note=thirty_one)
+    assert not Ticket.objects.exists()  # refused whole: nothing written, nothing cut
+    assert Trigger.objects.get(pk=trigger.pk).disposition == rules.AWAITING
+
+    routed = main_routing.route(trigger_id=trigger.pk, note=NOTE)
+    ticket = Ticket.objects.get()
+    assert (routed.ticket, routed.disposition) == (ticket.pk, "admitted")
+    assert (ticket.routed_by, ticket.routing_note) == ("main", NOTE)
+    # the same mandate, subscription and first run amux's own routing makes
+    mandate = Mandate.objects.get(ticket=ticket)
+    assert (mandate.trigger_id, mandate.strength, mandate.requester, mandate.rule) == (
+        trigger.pk, "explicit", "Codertocat", trigger.rule)
+    assert Subscription.objects.filter(ticket=ticket, thread=trigger.thread).exists()
+    assert Effect.objects.filter(kind="dispatch").count() == 1
+    # routed once: the trigger now belongs to the ticket's executor
+    with pytest.raises(rules.OwnedByExecutor):
+        main_routing.route(trigger_id=trigger.pk, note="")
+
+
+def test_a_follow_up_reaches_the_executor_and_the_main_session_may_only_stop(
+        client, gh, main):
+    first = comment(client, "@amux-bot please fix the typo")
+    ticket_id = main_routing.route(trigger_id=first.pk, note="").ticket
+    follow = comment(client, "@amux-bot also the second typo", comment_id=99_001)
+    assert follow.disposition == "follow_up"  # path B: the executor's input, as without it
+    assert follow.inputs.get().ticket_id == ticket_id
+    told = Effect.objects.get(kind="main.notify", key=f"trigger:{follow.pk}")
+    assert told.payload == {"trigger": follow.pk, "what": "follow_up", "ticket": ticket_id}
+
+    with pytest.raises(rules.OwnedByExecutor, match=f"executor of ticket {ticket_id}"):
+        main_routing.route(trigger_id=follow.pk, note="")
+    with pytest.raises(rules.OwnedByExecutor):
+        main_routing.dismiss(trigger_id=follow.pk, reason="mine now")
+    stopped = main_routing.stop(ticket_id=ticket_id, reason="the requester withdrew it")
+    assert stopped.ended_at is not None and stopped.end_reason == "stopped"
+    assert stopped.stop_note == "main session: the requester withdrew it"
+
+
+def test_hostile_arguments_are_refused_with_reasons(client, gh, main):
+    trigger = comment(client, "@amux-bot please fix the typo")
+    with pytest.raises(NotFound):
+        main_routing.route(trigger_id=trigger.pk + 1000, note="")
+    with pytest.raises(InvalidCommand, match="trigger must be an id"):
+        main_routing.route(trigger_id="1; drop table", note="")
+    with pytest.raises(InvalidCommand, match="note must be text"):
+        main_routing.route(trigger_id=trigger.pk, note={"plan": "step 1"})
+    with pytest.raises(NotFound):
+        main_routing.stop(ticket_id=424242, reason="x")
+    with pytest.raises(InvalidCommand, match="reason must be a non-empty line"):
+        main_routing.dismiss(trigger_id=trigger.pk, reason="")
+    assert main_routing.dismiss(trigger_id=trigger.pk, reason="a duplicate of #3").disposition \
+        == rules.DISMISSED
+    assert Trigger.objects.get(pk=trigger.pk).meta["dismissed"] == "a duplicate of #3"
+    assert not Ticket.objects.exists()
+
+
+def test_a_request_left_waiting_when_the_main_runtime_goes_is_routed_by_code(
+        client, gh, main):
+    from effects import outbox
+
+    trigger = comment(client, "@amux-bot please fix the typo")
+    AgentSettings.objects.filter(pk=1).update(main_runtime="")
+    outbox.drain(seconds=10)
+    ticket = Ticket.objects.get()
+    assert ticket.routed_by == "code" and ticket.mandate.trigger_id == trigger.pk
+    assert Trigger.objects.get(pk=trigger.pk).disposition == "admitted"
+
+
+def test_the_agent_settings_api_sets_and_clears_the_main_session(api, main):
+    body = api.get("/api/v1/settings/agents/").json()
+    assert (body["main_runtime"], body["main_provider"], body["main_model"]) == (
+        "codex", "scripted", "scripted-model")
+    assert api.patch("/api/v1/settings/agents/", {"main_runtime": "emacs"},
+                     format="json").status_code == 400
+    cleared = api.patch("/api/v1/settings/agents/", {"main_runtime": ""}, format="json")
+    assert cleared.status_code == 200 and cleared.json()["main_runtime"] == ""
+    assert not main_config.configured()
