@@ -50,7 +50,7 @@ def ensure(config: main_config.MainConfig) -> int:
     when there is none or the runtime, provider or model changed."""
     with transaction.atomic():
         MainSession.objects.get_or_create(pk=1)
-        row = MainSession.objects.select_for_update().select_related(
+        row = MainSession.objects.select_for_update(of=("self",)).select_related(
             "session__provider").get(pk=1)
         current = row.session
         if current is not None and row.token_hash and token_file().is_file() and (
