@@ -158,3 +158,27 @@ def test_the_agent_settings_api_sets_and_clears_the_main_session(api, main):
     cleared = api.patch("/api/v1/settings/agents/", {"main_runtime": ""}, format="json")
     assert cleared.status_code == 200 and cleared.json()["main_runtime"] == ""
     assert not main_config.configured()
+
+
+def test_the_panel_shows_which_router_is_in_use_and_sets_the_main_session(client, operator):
+    provider = ProviderProfile.objects.create(slug="scripted", platform="openai-compat",
+                                              base_url="http://127.0.0.1:9/v1")
+    client.force_login(operator)
+    page = client.get("/panel/settings/agents/").content.decode()
+    assert 'id="router">Routing of explicit requests: deterministic routing' in page
+    saved = client.post("/panel/settings/agents/", {
+        "worker_runtime": "codex", "worker_provider": provider.pk, "worker_model": "m",
+        "main_runtime": "pi", "main_provider": provider.pk, "main_model": "scripted-model",
+        "triage_model": ""})
+    assert saved.status_code == 302
+    page = client.get("/panel/settings/agents/").content.decode()
+    assert "main session on pi (scripted/scripted-model) routes explicit requests" in page
+
+
+def test_doctor_names_the_router(main):
+    from tickets import doctor
+
+    (probe,) = doctor.checks()
+    check = probe.run()
+    assert (check.name, check.ok, check.required) == ("router", True, False)
+    assert check.detail.startswith("main session on codex")
