@@ -107,10 +107,22 @@ def notify(effect_id: int, payload: dict) -> None:
             thread=trigger.thread.key, text=trigger.text)
     try:
         session_id = ensure(config)
-        sessions.post_message(session_id, text, key=f"main:trigger:{trigger.pk}",
+        sessions.post_message(session_id, text, key=rules.notice_key(trigger.pk),
                               origin={"via": "amux", "actor": trigger.actor})
     except sessions.CommandError as exc:
         log.warning("main session cannot take trigger %s (%s); routing it by code",
                     trigger.pk, exc)
         if request:
             main_routing.route_by_code(trigger_id=trigger.pk)
+
+
+def turn_ended(payload: dict) -> None:
+    """A main-session turn ended (any state). An explicit request it was told of and left
+    awaiting — the turn failed, or the model neither routed nor dismissed it — takes
+    amux's own route: a person asked, and the request is not lost to a silent router."""
+    session_id = payload.get("session")
+    if session_id is None or not MainSession.objects.filter(pk=1, session_id=session_id).exists():
+        return
+    trigger = rules.told_trigger(payload.get("turn_key"))
+    if trigger is not None:
+        main_routing.route_by_code(trigger_id=trigger)

@@ -132,3 +132,24 @@ def test_the_main_session_routes_with_a_short_note_and_may_only_stop_a_follow_up
     started = TimelineEvent.objects.filter(session=session, type="turn.started")
     assert {e.payload["prompt_role"] for e in started} == {"main"}
     assert "Your role: the main session" in str(requests[0].body)
+
+
+def test_a_request_the_main_session_leaves_undecided_takes_amuxs_own_route(team):
+    require_runtime("codex")
+    with ModelServer() as model:
+        provider = ProviderProfile.objects.create(slug="scripted", platform="openai-compat",
+                                                  base_url=model.base_url)
+        AgentSettings.objects.update_or_create(pk=1, defaults={
+            "main_runtime": "codex", "main_provider": provider,
+            "main_model": "scripted-model"})
+        request = comment("@amux-bot please fix the login crash", 7101)
+        model.script(Text("I think someone should look at this."))  # no route, no dismiss
+        outbox.drain(seconds=20)
+        session = Session.objects.get(pk=MainSession.objects.get().session_id)
+        Session.objects.filter(pk=session.pk).update(idle_timeout_s=2)
+        assert run_host(session.pk) == "slept"
+        outbox.drain(seconds=20)  # the turn's end reaches tickets through the outbox
+    ticket = Ticket.objects.get()
+    assert (ticket.routed_by, ticket.routing_note) == ("code", "")
+    assert ticket.mandate.trigger_id == request.pk
+    assert Trigger.objects.get(pk=request.pk).disposition == "admitted"

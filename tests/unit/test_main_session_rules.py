@@ -84,3 +84,9 @@ def test_notices_name_the_trigger_and_say_what_the_main_session_may_do():
     effect = rules.notify(5, "request")
     assert (effect.kind, effect.key, effect.payload) == (
         "main.notify", "trigger:5", {"trigger": 5, "what": "request", "ticket": None})
+
+
+def test_a_main_turn_names_the_trigger_it_was_told_of():
+    assert rules.told_trigger(rules.notice_key(42)) == 42
+    for other in (None, "", "assignment:3", "main:trigger:", "main:trigger:x", "input:7"):
+        assert rules.told_trigger(other) is None

@@ -143,3 +143,16 @@ def notify(trigger: int, what: str, ticket: int | None = None) -> EffectSpec:
     on a ticket's thread (`follow_up`), once per trigger."""
     return EffectSpec("main.notify", f"trigger:{trigger}",
                       {"trigger": trigger, "what": what, "ticket": ticket})
+
+
+def notice_key(trigger: int) -> str:
+    """The main session's input key of the notice about one trigger (one turn each)."""
+    return f"main:trigger:{trigger}"
+
+
+def told_trigger(turn_key: str | None) -> int | None:
+    """The trigger a main-session turn was about, from its input key, or None."""
+    prefix, _, rest = (turn_key or "").rpartition(":")
+    if prefix != "main:trigger" or not rest.isdigit():
+        return None
+    return int(rest)
