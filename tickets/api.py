@@ -67,7 +67,8 @@ class TicketSerializer(serializers.ModelSerializer):
     class Meta:
         model = Ticket
         fields = ["id", "short_name", "title", "stage", "label", "thread", "session", "mandate",
-                  "pr_url", "pr_state", "created_at", "ended_at", "end_reason", "failure"]
+                  "pr_url", "pr_state", "created_at", "ended_at", "end_reason", "failure",
+                  "routed_by", "routing_note", "stop_note"]
 
     def _stage(self, obj):
         known = self.context.setdefault("stages", {})

@@ -72,7 +72,7 @@ def test_without_a_main_runtime_amux_routes_by_code(client, gh):
 
 
 def test_an_explicit_request_waits_for_the_main_session_whose_route_opens_the_ticket(
-        client, gh, main):
+        client, gh, main, api):
     assert "main session on codex (scripted/scripted-model)" in main_config.describe()
     trigger = comment(client, "@amux-bot please fix the typo")
     assert trigger.disposition == rules.AWAITING and not Ticket.objects.exists()
@@ -95,6 +95,15 @@ def test_an_explicit_request_waits_for_the_main_session_whose_route_opens_the_ti
         trigger.pk, "explicit", "Codertocat", trigger.rule)
     assert Subscription.objects.filter(ticket=ticket, thread=trigger.thread).exists()
     assert Effect.objects.filter(kind="dispatch").count() == 1
+    from tickets import worker
+
+    brief = worker.brief(ticket, ticket.assignments.get())
+    # the worker reads the source first; the note is a pointer after it, labelled as such
+    assert brief.index("please fix the typo") < brief.index(
+        f"Routing note (where to look, not what to build): {NOTE}")
+    shown = api.get(f"/api/v1/tickets/{ticket.pk}/").json()
+    assert (shown["routed_by"], shown["routing_note"], shown["stop_note"]) == (
+        "main", NOTE, "")
     # routed once: the trigger now belongs to the ticket's executor
     with pytest.raises(rules.OwnedByExecutor):
         main_routing.route(trigger_id=trigger.pk, note="")
@@ -182,3 +191,4 @@ def test_doctor_names_the_router(main):
     check = probe.run()
     assert (check.name, check.ok, check.required) == ("router", True, False)
     assert check.detail.startswith("main session on codex")
+
