@@ -192,3 +192,26 @@ def test_doctor_names_the_router(main):
     assert (check.name, check.ok, check.required) == ("router", True, False)
     assert check.detail.startswith("main session on codex")
 
+
+
+def test_a_new_policy_decides_a_request_awaiting_the_main_session_again(
+        client, gh, main, django_capture_on_commit_callbacks):
+    kept = comment(client, "@amux-bot please fix the typo")
+    rows = {"comment": {"addressed": True, "unaddressed_allowed": False,
+                        "unaddressed_anyone": False}}
+    # still allowed: it waits again, stamped with the new version
+    with django_capture_on_commit_callbacks(execute=True):
+        second = policy.save({"acceptance": "manual", "sources": {"gh": {
+            "allowed": ["Codertocat", "mona"], "rows": rows}}},
+            policy.current().version).version
+    kept.refresh_from_db()
+    assert (kept.disposition, kept.policy_version) == (rules.AWAITING, second)
+    # no longer allowed: the old admission does not hold, and the main session cannot route it
+    with django_capture_on_commit_callbacks(execute=True):
+        policy.save({"acceptance": "manual", "sources": {"gh": {
+            "allowed": ["mona"], "rows": rows}}}, second)
+    kept.refresh_from_db()
+    assert (kept.decision, kept.disposition) == ("ignore", "ignore")
+    with pytest.raises(rules.NotAwaiting):
+        main_routing.route(trigger_id=kept.pk, note="")
+    assert not Ticket.objects.exists()
