@@ -215,3 +215,27 @@ def test_a_new_policy_decides_a_request_awaiting_the_main_session_again(
     with pytest.raises(rules.NotAwaiting):
         main_routing.route(trigger_id=kept.pk, note="")
     assert not Ticket.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)  # the MCP door closes stale connections per call
+def test_the_main_sessions_token_reaches_its_own_tools_only(main):
+    from amux_site import mcp
+    from tests import factories as f
+    from tickets.core import tokens
+    from tickets.models import MainSession
+    from tickets.tools import main_server
+    from tickets.tools.service import ToolRefused
+
+    token = tokens.new_token()
+    MainSession.objects.create(pk=1, session=f.SessionFactory(),
+                               token_hash=tokens.token_hash(token))
+    assert mcp.route(token) == mcp.MAIN
+    assert main_config.session_for_token(token) is not None
+    with pytest.raises(ToolRefused) as refused:
+        mcp.route(tokens.new_token())  # an unknown token of the same shape
+    assert refused.value.status == 401
+    # a replaced token (a new main session) reaches nothing
+    MainSession.objects.filter(pk=1).update(token_hash=tokens.token_hash("amx_other"))
+    assert main_config.session_for_token(token) is None
+    names = {t.name for t in main_server.build_server()._tool_manager.list_tools()}  # noqa: SLF001
+    assert names == {"route", "dismiss", "stop"}  # no tool takes a message or writes a plan
