@@ -110,9 +110,9 @@ def test_an_explicit_request_waits_for_the_main_session_whose_route_opens_the_ti
 
 
 def test_a_follow_up_reaches_the_executor_and_the_main_session_may_only_stop(
-        client, gh, main):
+        client, gh, main, operator):
     first = comment(client, "@amux-bot please fix the typo")
-    ticket_id = main_routing.route(trigger_id=first.pk, note="").ticket
+    ticket_id = main_routing.route(trigger_id=first.pk, note=NOTE).ticket
     follow = comment(client, "@amux-bot also the second typo", comment_id=99_001)
     assert follow.disposition == "follow_up"  # path B: the executor's input, as without it
     assert follow.inputs.get().ticket_id == ticket_id
@@ -126,6 +126,11 @@ def test_a_follow_up_reaches_the_executor_and_the_main_session_may_only_stop(
     stopped = main_routing.stop(ticket_id=ticket_id, reason="the requester withdrew it")
     assert stopped.ended_at is not None and stopped.end_reason == "stopped"
     assert stopped.stop_note == "main session: the requester withdrew it"
+    client.force_login(operator)
+    page = client.get(f"/panel/tickets/{ticket_id}/").content.decode()
+    assert f'<p id="routing-note">Routing note from the main session (where to look, not ' \
+        f'what to build): {NOTE}</p>' in page
+    assert '<p id="stop-note">Stopped — main session: the requester withdrew it</p>' in page
 
 
 def test_hostile_arguments_are_refused_with_reasons(client, gh, main):
