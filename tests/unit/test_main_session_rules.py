@@ -90,3 +90,12 @@ def test_a_main_turn_names_the_trigger_it_was_told_of():
     assert rules.told_trigger(rules.notice_key(42)) == 42
     for other in (None, "", "assignment:3", "main:trigger:", "main:trigger:x", "input:7"):
         assert rules.told_trigger(other) is None
+
+
+def test_a_web_chat_message_says_the_main_session_routes_or_dismissed_it():
+    from intake.outcome import describe
+
+    routing = describe("explicit", "", rules.AWAITING)
+    assert routing.admitted and "main session is routing it" in routing.text
+    dismissed = describe("explicit", "", rules.DISMISSED)
+    assert not dismissed.admitted and "dismissed" in dismissed.text
