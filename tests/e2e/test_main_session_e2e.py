@@ -17,6 +17,7 @@ from django.test import Client
 from effects import outbox
 from intake.models import Source, Trigger
 from policy import services as policy
+from prompts_app import service as prompts
 from sessions.models import ProviderProfile, Session, TimelineEvent
 from tests.e2e.test_executor_tools_e2e import server  # noqa: F401 - the live-server fixture
 from tests.runtimes.conftest import require_runtime
@@ -33,6 +34,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 SECRET = "hook-secret"
 NOTE = "The crash is in the login handler; read the stack trace in the issue first."
 LONG_NOTE = " ".join(["read"] * 31)
+TEAM_NOTE = "Crashes on login belong to the auth owners; route them with the stack trace."
 
 
 def tool(name: str, **arguments) -> ToolCall:
@@ -78,6 +80,8 @@ def test_the_main_session_routes_with_a_short_note_and_may_only_stop_a_follow_up
         AgentSettings.objects.update_or_create(pk=1, defaults={
             "main_runtime": "codex", "main_provider": provider,
             "main_model": "scripted-model"})
+        # the team's notes for the main session, edited as the panel edits them
+        prompts.save("team.main", TEAM_NOTE, prompts.latest_revision(), origin="panel")
         request = comment("@amux-bot the app crashes on login, please fix it", 7001)
         assert request.disposition == rules.AWAITING and not Ticket.objects.exists()
         model.script(tool("route", trigger=request.pk, note=LONG_NOTE),
@@ -122,9 +126,8 @@ def test_the_main_session_routes_with_a_short_note_and_may_only_stop_a_follow_up
     assert ended.inputs.filter(trigger=follow).exists()  # the executor's message
     # the model saw its three tools and no other amux tool; each refusal reached it
     names = set(requests[0].tool_names)
-    assert {"mcp__amux.route", "mcp__amux.dismiss", "mcp__amux.stop"} <= names \
-        or {"route", "dismiss", "stop"} <= names, names
-    assert not any("report" in n or "session_run" in n for n in names), names
+    amux = {n for n in names if "amux" in n}
+    assert amux == {"mcp__amux.route", "mcp__amux.dismiss", "mcp__amux.stop"}, names
     bodies = " ".join(str(r.body) for r in requests)
     assert "note has 31 words" in bodies
     assert "owned_by_executor" in bodies
@@ -132,6 +135,7 @@ def test_the_main_session_routes_with_a_short_note_and_may_only_stop_a_follow_up
     started = TimelineEvent.objects.filter(session=session, type="turn.started")
     assert {e.payload["prompt_role"] for e in started} == {"main"}
     assert "Your role: the main session" in str(requests[0].body)
+    assert TEAM_NOTE in str(requests[0].body)
 
 
 def test_a_request_the_main_session_leaves_undecided_takes_amuxs_own_route(team):
