@@ -15,6 +15,7 @@ from sessions.models import ProviderProfile
 from tickets import limits
 from tickets.actions import commands as ticket_commands
 from tickets.core.errors import CommandRefused, NotFound
+from tickets.main_config import MAIN_RUNTIMES
 from tickets.models import AgentSettings, Eval, Mandate, Ticket
 from tickets.read import failures, stages
 from tickets.tools.worker_bin import COMMAND_NAME, DISABLED_MAX, check_disabled
@@ -207,8 +208,10 @@ class AgentSettingsSerializer(JsonTyped, serializers.ModelSerializer):
     )
     worker_runtime = serializers.ChoiceField(choices=WORKER_RUNTIMES, required=False)
     # The team's main session: empty runtime, amux routes explicit requests by code.
-    main_runtime = serializers.ChoiceField(choices=["", *WORKER_RUNTIMES], required=False,
-                                           allow_blank=True)
+    main_runtime = serializers.ChoiceField(
+        choices=["", *MAIN_RUNTIMES], required=False, allow_blank=True,
+        help_text="A runtime that takes MCP servers (the main session acts only through "
+                  "amux's tools); empty: amux routes explicit requests by code.")
     main_provider = SlugRef(
         max_length=limits.SLUG, queryset=ProviderProfile.objects.all(), allow_null=True,
         required=False

@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from tickets.core import tokens
 from tickets.models import AgentSettings, MainSession
 
+# The main session acts only through amux's MCP tools: runtimes whose adapter takes MCP
+# servers (runtimes/*.py `takes_mcp`; a test holds the two together). Pi takes none.
+MAIN_RUNTIMES = ("codex", "claude", "acp")
+
 
 @dataclass(frozen=True)
 class MainConfig:

@@ -154,7 +154,8 @@ class AgentSettingsForm(forms.ModelForm):
         }
         widgets = {"worker_runtime": forms.Select(choices=[(r, r) for r in WORKER_RUNTIMES]),
                    "main_runtime": forms.Select(choices=[("", "none: amux routes by code"),
-                                                        *((r, r) for r in WORKER_RUNTIMES)]),
+                                                        *((r, r) for r in
+                                                          main_config.MAIN_RUNTIMES)]),
                    # suggestions from the runtime's model catalog (sessions.catalog_panel)
                    "worker_model": forms.TextInput(attrs={"list": "worker-model-options"})}
         help_texts = {

@@ -167,8 +167,10 @@ def test_the_agent_settings_api_sets_and_clears_the_main_session(api, main):
     body = api.get("/api/v1/settings/agents/").json()
     assert (body["main_runtime"], body["main_provider"], body["main_model"]) == (
         "codex", "scripted", "scripted-model")
-    assert api.patch("/api/v1/settings/agents/", {"main_runtime": "emacs"},
-                     format="json").status_code == 400
+    for wrong in ("emacs", "pi"):  # pi takes no MCP servers: it could not route
+        refused = api.patch("/api/v1/settings/agents/", {"main_runtime": wrong}, format="json")
+        assert refused.status_code == 400
+        assert "main_runtime" in refused.json()["error"]["fields"]
     cleared = api.patch("/api/v1/settings/agents/", {"main_runtime": ""}, format="json")
     assert cleared.status_code == 200 and cleared.json()["main_runtime"] == ""
     assert not main_config.configured()
@@ -182,11 +184,11 @@ def test_the_panel_shows_which_router_is_in_use_and_sets_the_main_session(client
     assert 'id="router">Routing of explicit requests: deterministic routing' in page
     saved = client.post("/panel/settings/agents/", {
         "worker_runtime": "codex", "worker_provider": provider.pk, "worker_model": "m",
-        "main_runtime": "pi", "main_provider": provider.pk, "main_model": "scripted-model",
+        "main_runtime": "claude", "main_provider": provider.pk, "main_model": "scripted-model",
         "triage_model": ""})
     assert saved.status_code == 302
     page = client.get("/panel/settings/agents/").content.decode()
-    assert "main session on pi (scripted/scripted-model) routes explicit requests" in page
+    assert "main session on claude (scripted/scripted-model) routes explicit requests" in page
 
 
 def test_doctor_names_the_router(main):
@@ -244,3 +246,10 @@ def test_the_main_sessions_token_reaches_its_own_tools_only(main):
     assert main_config.session_for_token(token) is None
     names = {t.name for t in main_server.build_server()._tool_manager.list_tools()}  # noqa: SLF001
     assert names == {"route", "dismiss", "stop"}  # no tool takes a message or writes a plan
+
+
+def test_main_runtimes_are_those_that_take_mcp():
+    from runtimes.registry import registered
+
+    takes = {name for name, adapter in registered().items() if adapter.takes_mcp}
+    assert set(main_config.MAIN_RUNTIMES) == takes & {"codex", "claude", "pi", "acp"}
