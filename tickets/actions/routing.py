@@ -36,9 +36,11 @@ def route_new(trigger: Trigger, acceptance: str | None) -> str:
     the route is chosen before the insert so the trigger is written once with its
     disposition, then taken. Answers the disposition."""
     taken, ticket = _route_of(trigger, acceptance)
-    trigger.disposition = disposition(taken)
+    main = _main_for(taken)
+    trigger.disposition = (main_rules.AWAITING if main_rules.hands_to_main(taken, main)
+                           else disposition(taken))
     trigger.save(force_insert=True)
-    _take(trigger, taken, ticket)
+    _take(trigger, taken, ticket, main=main)
     return trigger.disposition
 
 
@@ -74,15 +76,14 @@ def _take(trigger: Trigger, taken: Route, ticket: Ticket | None, *,
     inserted with it already set is not written again). With a main session an explicit
     request waits for it (it routes through the same open_ticket), and it hears of a
     person's follow-up."""
-    if taken in (Route.OPEN, Route.FOLLOW_UP, Route.REVIVE):
-        main = main_config.configured() if main is None else main
-    if main and main_rules.hands_to_main(taken, main):
+    main = _main_for(taken) if main is None else main
+    if main_rules.hands_to_main(taken, main):
         if trigger.disposition != main_rules.AWAITING:
             trigger.disposition = main_rules.AWAITING
             trigger.save(update_fields=["disposition"])
         common.enqueue(main_rules.notify(trigger.pk, "request"))
         return
-    if main and main_rules.notifies_main(taken, main, trigger.is_human and not trigger.is_bot):
+    if main_rules.notifies_main(taken, main, trigger.is_human and not trigger.is_bot):
         common.enqueue(main_rules.notify(trigger.pk, "follow_up", ticket.pk))
     if taken in (Route.FOLLOW_UP, Route.REVIVE, Route.RECORD):
         if taken is Route.REVIVE:
@@ -96,6 +97,11 @@ def _take(trigger: Trigger, taken: Route, ticket: Ticket | None, *,
     elif trigger.disposition != disposition(taken):
         trigger.disposition = disposition(taken)
         trigger.save(update_fields=["disposition"])
+
+
+def _main_for(taken: Route) -> bool:
+    """Whether the team's main session takes part in this route (read only when it could)."""
+    return taken in (Route.OPEN, Route.FOLLOW_UP, Route.REVIVE) and main_config.configured()
 
 
 def _input_from_trigger(ticket: Ticket, trigger: Trigger, *, deliver: bool) -> Input:
