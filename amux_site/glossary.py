@@ -17,6 +17,11 @@ TERMS = [
     ("Ticket", "Accepted work, carried out by one agent session in its own work directory. "
      "Its stage is derived from facts, never set by hand."),
     ("Assignment", "One run of a ticket's worker session: dispatched, started, ended."),
+    ("Main session", "The team's one router, when the agent settings name its runtime: it "
+     "routes explicit requests to tickets with a routing note and hears follow-ups, which "
+     "it may stop but never take. Without it amux routes explicit requests by code."),
+    ("Routing note", "The main session's pointer for a worker, at most 30 words: where to "
+     "look, never what to build. A longer one is refused, not cut."),
     ("Channel", "Where notices go: the chat or thread that should hear about a result."),
     ("Policy", "The versioned rules that decide who may ask for what and whether the agent "
      "may take work on by itself."),

@@ -16,10 +16,11 @@ from amux_common import bounded_json, mcp_http, plain_asgi
 from amux_common.mcp_http import PATH
 from amux_site import errors
 from sessions import mcp_tools
+from tickets.tools import main_server as main_tools
 from tickets.tools import mcp_server as worker_tools
 from tickets.tools.service import ToolRefused
 
-WORKER, CALLER = "worker", "caller"
+WORKER, CALLER, MAIN = "worker", "caller", "main"
 
 
 def route(token: str | None) -> str:
@@ -30,6 +31,8 @@ def route(token: str | None) -> str:
     except ToolRefused as refused:
         if refused.status != 401:
             raise  # a real assignment's token that has ended: say so
+    if main_tools.check_token(token):
+        return MAIN  # the team's main session: route, dismiss, stop
     if mcp_tools.api_user(token) is not None:
         return CALLER
     raise ToolRefused(401, "not_authenticated",
@@ -50,7 +53,8 @@ class McpApp:
     """The ASGI app for /mcp and the ASGI lifespan that runs the servers' task groups."""
 
     def __init__(self):
-        self.servers = {WORKER: worker_tools.build_server(), CALLER: mcp_tools.build_server()}
+        self.servers = {WORKER: worker_tools.build_server(), CALLER: mcp_tools.build_server(),
+                        MAIN: main_tools.build_server()}
         self.apps = {kind: mcp_http.http_app(server) for kind, server in self.servers.items()}
         self.running = False
 

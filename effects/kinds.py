@@ -39,6 +39,8 @@ KINDS: dict[str, KindPolicy] = {
     "goals.inbox_turn": KindPolicy(8, 2, 300, 15, 300),
     # goals/: an attached agent's "done", checked in its session (up to the check timeout)
     "goals.attached_writeback": KindPolicy(4, 5, 300, 8, 600, batch=1),
+    # tickets/: an explicit request or a follow-up told to the team's main session
+    "main.notify": KindPolicy(4, 5, 600, 12, 600, batch=10),
 }
 ORDERED_KINDS = [kind for kind, policy in KINDS.items() if policy.ordered]
 

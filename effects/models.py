@@ -29,6 +29,7 @@ class EffectKind(models.TextChoices):
     GOALS_CONNECTOR_REPLY = "goals.connector_reply", "reply through a connector, read it back"
     GOALS_ATTACHED_WRITEBACK = "goals.attached_writeback", "check an attached agent's done"
     GOALS_INBOX_TURN = "goals.inbox_turn", "drain a managed agent's inbox in a turn, settle it"
+    MAIN_NOTIFY = "main.notify", "tell the main session of a request or follow-up"
 
 
 class EffectState(models.TextChoices):

@@ -16,6 +16,8 @@ ROUTE_WORDS = {
     "revive": "Admitted: the ended ticket of this conversation runs again.",
     "record": "Recorded on this conversation's ended ticket (it wakes nobody).",
     "handed_back": "Handed back: the agent decided it is not for it.",
+    "routing": "Admitted: the team's main session is routing it.",
+    "dismissed": "Not taken: the team's main session dismissed it.",
 }
 
 
@@ -35,7 +37,7 @@ def describe(decision: str, reason: str, disposition: str) -> Outcome | None:
                                                  else "no rule admits it")
         return Outcome(False, f"Ignored: {why}.")
     if disposition in ROUTE_WORDS:
-        return Outcome(disposition != "handed_back", ROUTE_WORDS[disposition])
+        return Outcome(disposition not in ("handed_back", "dismissed"), ROUTE_WORDS[disposition])
     if decision:
         kind = "an explicit request" if decision == "explicit" else "an inferred candidate"
         return Outcome(True, f"Admitted as {kind}.")

@@ -63,13 +63,14 @@ TOOLS_MAIN = FixedText(
     roles=("main",),
     text=f"""# Your tools
 
-- route(trigger, note): turn an admitted trigger into a ticket and assign a worker. `note` is \
-the routing note, at most {ROUTING_NOTE_MAX_WORDS} words: where to look, never what to build; \
-a longer note is refused.
-- dismiss(trigger, reason): take no action on a trigger. `reason` is one line for the \
+- route(trigger, note): turn an explicit request awaiting routing into a ticket and assign a \
+worker. `note` is the routing note, at most {ROUTING_NOTE_MAX_WORDS} words: where to look, \
+never what to build; a longer note is refused.
+- dismiss(trigger, reason): take no action on a request. `reason` is one line for the \
 operators; nothing is posted anywhere.
 - stop(ticket, reason): stop a ticket's worker. The mandate ends; the thread stays subscribed.
-- reply(thread, text): post one short message in a thread, as the team's agent account.""",
+A follow-up on a ticket's thread belongs to its worker: you may stop that ticket, never take \
+the message.""",
 )
 
 TOOLS_WORKER = FixedText(

@@ -15,6 +15,7 @@ from sessions.models import ProviderProfile
 from tickets import limits
 from tickets.actions import commands as ticket_commands
 from tickets.core.errors import CommandRefused, NotFound
+from tickets.main_config import MAIN_RUNTIMES
 from tickets.models import AgentSettings, Eval, Mandate, Ticket
 from tickets.read import failures, stages
 from tickets.tools.worker_bin import COMMAND_NAME, DISABLED_MAX, check_disabled
@@ -67,7 +68,8 @@ class TicketSerializer(serializers.ModelSerializer):
     class Meta:
         model = Ticket
         fields = ["id", "short_name", "title", "stage", "label", "thread", "session", "mandate",
-                  "pr_url", "pr_state", "created_at", "ended_at", "end_reason", "failure"]
+                  "pr_url", "pr_state", "created_at", "ended_at", "end_reason", "failure",
+                  "routed_by", "routing_note", "stop_note"]
 
     def _stage(self, obj):
         known = self.context.setdefault("stages", {})
@@ -205,6 +207,15 @@ class AgentSettingsSerializer(JsonTyped, serializers.ModelSerializer):
         required=False
     )
     worker_runtime = serializers.ChoiceField(choices=WORKER_RUNTIMES, required=False)
+    # The team's main session: empty runtime, amux routes explicit requests by code.
+    main_runtime = serializers.ChoiceField(
+        choices=["", *MAIN_RUNTIMES], required=False, allow_blank=True,
+        help_text="A runtime that takes MCP servers (the main session acts only through "
+                  "amux's tools); empty: amux routes explicit requests by code.")
+    main_provider = SlugRef(
+        max_length=limits.SLUG, queryset=ProviderProfile.objects.all(), allow_null=True,
+        required=False
+    )
     # Guards (0: no cap); bounded so a typo cannot overflow the column.
     ticket_token_cap = serializers.IntegerField(min_value=0, max_value=limits.TOKEN_CAP_MAX,
                                                 required=False)
@@ -222,7 +233,8 @@ class AgentSettingsSerializer(JsonTyped, serializers.ModelSerializer):
     class Meta:
         model = AgentSettings
         fields = ["triage_provider", "triage_model", "worker_runtime", "worker_provider",
-                  "worker_model", "ticket_token_cap", "daily_token_cap",
+                  "worker_model", "main_runtime", "main_provider", "main_model",
+                  "ticket_token_cap", "daily_token_cap",
                   "messages_per_ticket_hour", "disabled_commands", "updated_at"]
         read_only_fields = ["updated_at"]
 

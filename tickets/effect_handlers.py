@@ -17,7 +17,7 @@ from intake.send import thread_context
 from prompts_app import service as prompts
 from sessions import services as sessions
 from sessions.models import Session, TimelineEvent
-from tickets import triage, worker, workspace
+from tickets import main_session, triage, worker, workspace
 from tickets.actions import executor, routing
 from tickets.actions import guards as guard_actions
 from tickets.core import failure as failures
@@ -172,7 +172,9 @@ def _wait_if_capped(found) -> None:
 
 def worker_turn_ended(effect_id: int, payload: dict) -> None:
     """A session's turn ended (written by sessions/timeline.py with the terminal event);
-    the action ignores sessions that are not a ticket's worker."""
+    the action ignores sessions that are not a ticket's worker. The team's main session's
+    turns answer for the request they were about (main_session.turn_ended)."""
+    main_session.turn_ended(payload)
     ended_at = payload.get("ended_at")
     executor.worker_turn_ended(
         session_id=payload["session"], state=payload["state"],

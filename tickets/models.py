@@ -72,6 +72,12 @@ class Ticket(models.Model):
     # What was spent when an operator pressed Retry on a ticket a cap blocked: its caps
     # count from there (tickets/core/guards.py Waiver).
     guard_waiver = models.JSONField(default=dict, blank=True, editable=False)
+    # Who routed the request (tickets/core/main_session.py: the main session or amux's
+    # code) and the main session's routing note: where to look, at most 30 words.
+    routed_by = models.CharField(max_length=10, blank=True)
+    routing_note = models.CharField(max_length=400, blank=True)
+    stop_note = models.CharField(max_length=340, blank=True,
+                                 help_text="who stopped the ticket and why (the main session)")
 
     class Meta:
         ordering = ["-id"]
@@ -273,6 +279,17 @@ class AgentSettings(models.Model):
         related_name="+",
     )
     worker_model = models.CharField(max_length=120, blank=True)
+    # The team's main session (seed 002): with a runtime, provider and model it routes
+    # explicit requests and hears follow-ups; empty, amux routes them by code.
+    main_runtime = models.CharField(max_length=20, blank=True)
+    main_provider = models.ForeignKey(
+        "agent_sessions.ProviderProfile",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    main_model = models.CharField(max_length=120, blank=True)
     # Guards (tickets/core/guards.py); 0 means no cap.
     ticket_token_cap = models.PositiveBigIntegerField(
         default=2_000_000, help_text="tokens one ticket's worker may spend (0: no cap)")
@@ -293,6 +310,18 @@ class AgentSettings(models.Model):
     def current(cls) -> AgentSettings:
         settings, _ = cls.objects.get_or_create(pk=1)
         return settings
+
+
+class MainSession(models.Model):
+    """The team's one main session (pk 1): its runtime session and the hash of the bearer
+    token its amux tools carry (route, dismiss, stop). A new session gets a new token."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    session = models.ForeignKey(
+        "agent_sessions.Session", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+")
+    token_hash = models.CharField(max_length=64, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
 
 
 class TicketMessage(models.Model):

@@ -21,7 +21,7 @@ from intake.receive import post_chat_message
 from intake.source_actions import has_events
 from intake.source_rules import SLUG_FIXED
 from intake.sources import KINDS
-from tickets import first_run, guarding
+from tickets import first_run, guarding, main_config
 from tickets.actions import commands as ticket_commands
 from tickets.api import WORKER_RUNTIMES
 from tickets.core.errors import CommandRefused
@@ -136,7 +136,8 @@ class AgentSettingsForm(forms.ModelForm):
     class Meta:
         model = AgentSettings
         fields = ["triage_provider", "triage_model", "worker_runtime", "worker_provider",
-                  "worker_model", "ticket_token_cap", "daily_token_cap",
+                  "worker_model", "main_runtime", "main_provider", "main_model",
+                  "ticket_token_cap", "daily_token_cap",
                   "messages_per_ticket_hour", "disabled_commands"]
         labels = {
             "ticket_token_cap": "Token cap per ticket",
@@ -147,11 +148,20 @@ class AgentSettingsForm(forms.ModelForm):
             "worker_runtime": "Worker runtime",
             "worker_provider": "Worker provider",
             "worker_model": "Worker model",
+            "main_runtime": "Main session runtime",
+            "main_provider": "Main session provider",
+            "main_model": "Main session model",
         }
         widgets = {"worker_runtime": forms.Select(choices=[(r, r) for r in WORKER_RUNTIMES]),
+                   "main_runtime": forms.Select(choices=[("", "none: amux routes by code"),
+                                                        *((r, r) for r in
+                                                          main_config.MAIN_RUNTIMES)]),
                    # suggestions from the runtime's model catalog (sessions.catalog_panel)
                    "worker_model": forms.TextInput(attrs={"list": "worker-model-options"})}
         help_texts = {
+            "main_runtime": "With a runtime, provider and model, the team's main session "
+                            "routes explicit requests with a routing note and hears "
+                            "follow-ups; without, amux routes them by code.",
             "ticket_token_cap": "Tokens one ticket's worker may spend; 0: no cap.",
             "daily_token_cap": "Tokens all agent sessions may spend per day (UTC); 0: no cap.",
             "messages_per_ticket_hour": "Replies and notices sent for one ticket per clock "
@@ -185,7 +195,8 @@ def agent_settings(request):
             messages.success(request, "Saved. New work uses these settings." + (
                 f" {len(again)} failed ticket(s) dispatched again." if again else ""))
             return redirect("panel-agent-settings")
-    return render(request, "panel/agent_settings.html", {"tab": "triage", "form": form})
+    return render(request, "panel/agent_settings.html", {"tab": "triage", "form": form,
+                                                          "router": main_config.describe()})
 
 
 @roles.operator_required

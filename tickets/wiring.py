@@ -14,7 +14,7 @@ from effects.models import EffectKind
 from intake import consumers
 from policy import hooks
 from sessions import hooks as session_hooks
-from tickets import effect_handlers, guarding, policy_hooks, reply_handlers
+from tickets import effect_handlers, guarding, main_session, policy_hooks, reply_handlers
 from tickets.actions import policy_changes
 from tickets.consumer import TicketsConsumer
 
@@ -24,6 +24,7 @@ EFFECT_HANDLERS = {
     "deliver": effect_handlers.deliver_input,
     "relay": reply_handlers.relay,  # through the sources
     "notice": reply_handlers.notice,
+    "main.notify": main_session.notify,  # the team's main session hears of it
 }
 
 

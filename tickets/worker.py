@@ -165,6 +165,9 @@ def brief(ticket: Ticket, assignment: Assignment) -> str:
         )
     if origin is not None and origin.text:
         lines += ["", "The original message:", origin.text]
+    if ticket.routing_note:
+        # the main session's pointer, never a requirement: the source above is the request
+        lines += ["", f"Routing note (where to look, not what to build): {ticket.routing_note}"]
     if assignment.attempt > 1:
         lines += ["", "This ticket was picked up again; read the new messages below and "
                   "the thread with `amux context`."]

@@ -1,6 +1,7 @@
-"""Both MCP servers (the worker's tools, the caller's tools) hold their arguments to the
-API's rule: every tool refuses arguments it does not declare and lacks ones it requires,
-naming each of them at once, before the tool runs (so nothing is done and no token is read)."""
+"""Every MCP server (the worker's, the caller's and the main session's tools) holds its
+arguments to the API's rule: every tool refuses arguments it does not declare and lacks
+ones it requires, naming each of them at once, before the tool runs (so nothing is done and
+no token is read)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 def _servers():
     from sessions.mcp_tools import build_server as caller
+    from tickets.tools.main_server import build_server as main
     from tickets.tools.mcp_server import build_server as worker
 
-    return {"worker": worker(), "caller": caller()}
+    return {"worker": worker(), "caller": caller(), "main": main()}
 
 
 def _tools():

@@ -7,10 +7,12 @@ from __future__ import annotations
 from django.db import transaction
 
 from amux_common.clock import now as clock
+from intake.models import Trigger
 from tickets import locks, policy_hooks
 from tickets.actions import common
 from tickets.actions.routing import route_locked, start_eval
 from tickets.core import evals, rules
+from tickets.core import main_session as main_rules
 from tickets.models import Eval, Input
 
 
@@ -26,6 +28,8 @@ def policy_changed(*, old_version: str | None, new_version: str) -> dict:
     change = policy_hooks.change(old_version, new_version)
     running = Eval.objects.filter(state="running").order_by("pk").values_list("pk", flat=True)
     requeued = [pk for pk in list(running) if _requeue_eval(pk, change) is not None]
+    for pk in _awaiting_main(new_version):
+        _decide_awaiting_again(pk, change)
     informed = [a.ticket for a in change.affected if _tell_policy_change(a, new_version)]
     return {"requeued_evals": requeued, "informed_tickets": informed}
 
@@ -53,6 +57,29 @@ def _requeue_eval(eval_id: int, change: policy_hooks.PolicyChange) -> str | None
             "rule": verdict.rule or "", "reason": verdict.reason or "",
             "policy_version": change.new_version, "disposition": ""})
         return route_locked(trigger)
+
+
+def _awaiting_main(new_version: str) -> list[int]:
+    return list(Trigger.objects.filter(disposition=main_rules.AWAITING)
+                .exclude(policy_version=new_version).order_by("pk")
+                .values_list("pk", flat=True))
+
+
+def _decide_awaiting_again(trigger_id: int, change: policy_hooks.PolicyChange) -> None:
+    """A request still awaiting the main session was admitted under the old rules: like a
+    running eval, the gate decides it again under the new version and it is routed again
+    (told to the main session again only if it is still an explicit request)."""
+    with transaction.atomic(durable=True):
+        trigger = locks.trigger(trigger_id)
+        if (trigger.disposition != main_rules.AWAITING
+                or trigger.policy_version == change.new_version):
+            return
+        verdict = policy_hooks.decide(trigger, change.policy)
+        common.save_changes(trigger, {
+            "decision": verdict.decision, "strength": verdict.strength or "",
+            "rule": verdict.rule or "", "reason": verdict.reason or "",
+            "policy_version": change.new_version, "disposition": ""})
+        route_locked(trigger)
 
 
 def _tell_policy_change(affected, new_version: str) -> bool:

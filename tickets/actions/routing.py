@@ -9,9 +9,10 @@ from django.db import transaction
 from amux_common.clock import now as clock
 from intake.models import Trigger
 from prompts_app.contract import clip_routing_note
-from tickets import locks
+from tickets import locks, main_config
 from tickets.actions import common
 from tickets.core import evals
+from tickets.core import main_session as main_rules
 from tickets.core.errors import NotFound
 from tickets.core.routing import Route, RoutingFacts, disposition, route
 from tickets.models import Eval, Input, Subscription, Ticket
@@ -35,16 +36,20 @@ def route_new(trigger: Trigger, acceptance: str | None) -> str:
     the route is chosen before the insert so the trigger is written once with its
     disposition, then taken. Answers the disposition."""
     taken, ticket = _route_of(trigger, acceptance)
-    trigger.disposition = disposition(taken)
+    main = _main_for(taken)
+    trigger.disposition = (main_rules.AWAITING if main_rules.hands_to_main(taken, main)
+                           else disposition(taken))
     trigger.save(force_insert=True)
-    _take(trigger, taken, ticket)
+    _take(trigger, taken, ticket, main=main)
     return trigger.disposition
 
 
-def route_locked(trigger: Trigger, acceptance: str | None = None) -> str:
-    """Route a locked trigger that has no disposition yet; answers its disposition."""
+def route_locked(trigger: Trigger, acceptance: str | None = None, *,
+                 main: bool | None = None) -> str:
+    """Route a locked trigger that has no disposition yet; answers its disposition.
+    `main=False` routes by code even with a main session configured (its fallback)."""
     taken, ticket = _route_of(trigger, acceptance)
-    _take(trigger, taken, ticket)
+    _take(trigger, taken, ticket, main=main)
     return trigger.disposition
 
 
@@ -65,9 +70,21 @@ def _route_of(trigger: Trigger, acceptance: str | None) -> tuple[Route, Ticket |
     return taken, ticket
 
 
-def _take(trigger: Trigger, taken: Route, ticket: Ticket | None) -> None:
+def _take(trigger: Trigger, taken: Route, ticket: Ticket | None, *,
+          main: bool | None = None) -> None:
     """Do what the route says, and record it as the trigger's disposition (a trigger
-    inserted with it already set is not written again)."""
+    inserted with it already set is not written again). With a main session an explicit
+    request waits for it (it routes through the same open_ticket), and it hears of a
+    person's follow-up."""
+    main = _main_for(taken) if main is None else main
+    if main_rules.hands_to_main(taken, main):
+        if trigger.disposition != main_rules.AWAITING:
+            trigger.disposition = main_rules.AWAITING
+            trigger.save(update_fields=["disposition"])
+        common.enqueue(main_rules.notify(trigger.pk, "request"))
+        return
+    if main_rules.notifies_main(taken, main, trigger.is_human and not trigger.is_bot):
+        common.enqueue(main_rules.notify(trigger.pk, "follow_up", ticket.pk))
     if taken in (Route.FOLLOW_UP, Route.REVIVE, Route.RECORD):
         if taken is Route.REVIVE:
             _revive(ticket)
@@ -75,10 +92,16 @@ def _take(trigger: Trigger, taken: Route, ticket: Ticket | None) -> None:
     elif taken is Route.EVALUATE:
         start_eval(trigger)
     if taken is Route.OPEN:
-        common.open_ticket(trigger, common.title_of(trigger))
+        routed = common.open_ticket(trigger, common.title_of(trigger))
+        common.save_changes(routed, {"routed_by": main_rules.Router.CODE})
     elif trigger.disposition != disposition(taken):
         trigger.disposition = disposition(taken)
         trigger.save(update_fields=["disposition"])
+
+
+def _main_for(taken: Route) -> bool:
+    """Whether the team's main session takes part in this route (read only when it could)."""
+    return taken in (Route.OPEN, Route.FOLLOW_UP, Route.REVIVE) and main_config.configured()
 
 
 def _input_from_trigger(ticket: Ticket, trigger: Trigger, *, deliver: bool) -> Input:
