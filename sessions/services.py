@@ -35,6 +35,7 @@ from sessions import (
     capabilities,
     control,
     gateway_rules,
+    hooks,
     identities,
     isolation,
     launch,
@@ -331,6 +332,7 @@ def runtime_config(session: Session, *, launch: bool = True,
         runtime_user, runtime_group = isolation.runtime_user(), None
     token = (session.runtime_env or {}).get("AMUX_ASSIGNMENT_TOKEN_FILE")
     provider = session.provider
+    env, path = dict(session.runtime_env or {}), list(snap.get("extra_path") or [])
 
     attach = app_servers.endpoint(session)
     if provider is None and attach is None:
@@ -339,6 +341,9 @@ def runtime_config(session: Session, *, launch: bool = True,
     # credential of its own; an attached app-server keeps its own identity
     reached = (model_credentials.gateway_spec(session, issue=launch) if attach is None
                       else app_servers.codex_attached.ATTACHED_PROVIDER)
+    credential = reached.api_key if attach is None and launch else None
+    if credential and snap.get("amux_mcp") and not get_adapter(session.runtime).takes_mcp:
+        env, path = _amux_command(env, path, credential)
     return RuntimeConfig(
         workdir=Path(session.workdir), state_dir=state_dir(session),
         provider=reached, attach=attach,
@@ -348,16 +353,13 @@ def runtime_config(session: Session, *, launch: bool = True,
                                .get("native") or {}),
         extra_args=tuple((snap.get("execution") or {}).get("extra_args") or ()),
         watchdog=WatchdogConfig.from_settings(snap.get("watchdog")),
-        mcp_servers=_mcp_servers(snap, reached.api_key if attach is None and launch
-                                 else None),
+        mcp_servers=_mcp_servers(snap, credential),
         ask_user=snap.get("ask_user", True),
         background_shell_after=snap.get("background_shell_after"),
-        extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
+        extra_env=env, extra_path=path,
         runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR), workdir_roots=workdirs.roots(),
         isolation=backend,
-        sandbox_read_only=isolation.sandbox_read_only(
-            Path(session.workdir), dict(session.runtime_env or {}),
-            list(snap.get("extra_path") or [])),
+        sandbox_read_only=isolation.sandbox_read_only(Path(session.workdir), env, path),
         amux_url=settings.AMUX_URL,
         role=execution.get("role") or (
             "worker" if snap.get("prompt_role") == "worker" else "session"),
@@ -380,6 +382,17 @@ def _mcp_servers(snap: dict[str, Any], credential: str | None) -> list[McpServer
         servers.append(McpServer(AMUX_MCP, f"{settings.AMUX_URL.rstrip('/')}/mcp",
                                  bearer_token=credential))
     return servers
+
+
+def _amux_command(env: dict[str, str], path: list[str], credential: str
+                  ) -> tuple[dict[str, str], list[str]]:
+    """For a runtime that takes no MCP (Pi): the `amux` command first on its PATH, with
+    the session credential of this launch (``amux memory search|read``)."""
+    if not hooks.session_cli.provided:
+        return env, path
+    directory = hooks.session_cli()
+    return ({**env, "AMUX_API_URL": f"{settings.AMUX_URL.rstrip('/')}/api/v1",
+             "AMUX_ASSIGNMENT_TOKEN": credential}, [directory, *path])
 
 
 @dataclass(frozen=True)

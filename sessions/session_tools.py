@@ -61,8 +61,18 @@ def memory_call(token: str | None, tool: str, kwargs: dict[str, Any]) -> dict[st
     session = _session(token)
     try:
         if tool == "memory_search":
-            return memory.search(session, kwargs.get("query") or "")
-        return memory.read(session, kwargs["entry_id"])
+            query = kwargs.get("query")
+            if not isinstance(query, str):
+                raise CommandError("query must be a string", field="query")
+            return memory.search(session, query)
+        entry_id = kwargs.get("entry_id")
+        try:  # the `amux` command sends the id as it was typed
+            entry_id = int(entry_id) if not isinstance(entry_id, bool) else None
+        except (TypeError, ValueError):
+            entry_id = None
+        if entry_id is None or not 0 < entry_id < 2 ** 63:
+            raise CommandError("id must be a memory entry id", field="id")
+        return memory.read(session, entry_id)
     except memory.MemoryUnavailable as exc:
         status = {"not_found": 404, "invalid": 400}.get(exc.code, 409)
         raise CommandError(str(exc), code=exc.code, status=status) from exc

@@ -26,12 +26,17 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 
 @pytest.fixture
-def amux(settings, session_dirs):
+def amux(settings, session_dirs, monkeypatch):
     """The model server, and amux's ASGI app with its lifespan (the MCP server runs in it)
-    serving the model gateway and /mcp as AMUX_URL."""
+    serving the model gateway and /mcp as AMUX_URL. An MCP server's session manager runs
+    once per instance: each test's app gets its own."""
     settings.AMUX_MEMORY = True
     settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
+    from amux_site import asgi
+    from amux_site.mcp import McpApp
     from sessions.gateway_threads import lookups
+
+    monkeypatch.setattr(asgi, "mcp_app", McpApp())
 
     try:
         with ModelServer() as model, AsgiThread(lifespan="on") as app:
@@ -166,3 +171,44 @@ def test_a_lark_conversation_reads_the_memory_of_the_person_who_started_it(
     sent = _outputs(model)
     assert "Standup is at nine in room Kepler." in sent and str(entry.pk) in sent
     assert "the viewer's standup" not in sent
+
+
+def test_a_pi_session_reads_its_owners_memory_with_the_amux_command(amux, operator):
+    """Pi takes no MCP: its session gets the `amux` command on its PATH with its own
+    credential, and its launch context names the `cli` channel."""
+    require_runtime("pi")
+    model = amux
+    entry = MemoryEntry.objects.create(owner=operator, title="Deploy window",
+                                       text="Deploys only between ten and four.")
+    ProviderProfile.objects.create(slug="scripted", platform="openai-compat",
+                                   base_url=model.base_url)
+    made = _client(operator).post("/api/v1/sessions/", {
+        "runtime": "pi", "provider": "scripted", "model": "scripted-model"}, format="json")
+    assert made.status_code == 201, made.content
+    session = Session.objects.get(pk=made.json()["id"])
+    model.script(ToolCall('amux memory search "deploy window"'),
+                 ToolCall(f"amux memory read {entry.pk}"),
+                 ToolCall("amux context"),  # a ticket's tool: not a session's
+                 Text("Between ten and four."))
+    Session.objects.filter(pk=session.pk).update(idle_timeout_s=2)
+    from sessions import services
+
+    services.post_message(session.pk, "When may we deploy?")
+    outcome: dict = {}
+    host = threading.Thread(target=lambda: outcome.setdefault("v", run_host(session.pk)))
+    host.start()
+    try:
+        wait_for(lambda: TimelineEvent.objects.filter(
+            session=session, type__in=["turn.completed", "turn.failed"]).exists(),
+            timeout=180)
+    finally:
+        host.join(120)
+    assert outcome.get("v") == "slept"
+    assert TimelineEvent.objects.filter(session=session, type="turn.completed").exists()
+    assert "Channel: the `amux` command on your PATH" in json.dumps(
+        model.tool_requests()[0].body)
+    sent = _outputs(model)
+    assert "Deploys only between ten and four." in sent
+    assert f"{entry.pk}: Deploy window" in sent  # found by the search, then read whole
+    # `amux context` is a ticket's tool: a session's credential does not open it
+    assert "amux: refused (403 permission_denied)" in sent
