@@ -342,7 +342,8 @@ def runtime_config(session: Session, *, launch: bool = True,
     reached = (model_credentials.gateway_spec(session, issue=launch) if attach is None
                       else app_servers.codex_attached.ATTACHED_PROVIDER)
     credential = reached.api_key if attach is None and launch else None
-    if credential and snap.get("amux_mcp") and not get_adapter(session.runtime).takes_mcp:
+    takes_mcp = get_adapter(session.runtime).takes_mcp
+    if credential and snap.get("amux_mcp") and not takes_mcp:
         env, path = _amux_command(env, path, credential)
     return RuntimeConfig(
         workdir=Path(session.workdir), state_dir=state_dir(session),
@@ -353,7 +354,7 @@ def runtime_config(session: Session, *, launch: bool = True,
                                .get("native") or {}),
         extra_args=tuple((snap.get("execution") or {}).get("extra_args") or ()),
         watchdog=WatchdogConfig.from_settings(snap.get("watchdog")),
-        mcp_servers=_mcp_servers(snap, credential),
+        mcp_servers=_mcp_servers(snap, credential if takes_mcp else None),
         ask_user=snap.get("ask_user", True),
         background_shell_after=snap.get("background_shell_after"),
         extra_env=env, extra_path=path,

@@ -8,6 +8,7 @@ Codex through them)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
@@ -182,3 +183,39 @@ def test_a_session_without_an_owner_still_has_its_channel(memory_on):
     assert nobody.value.code == "no_owner"
     # a launch-less config (a goal's check beside the runtime) issues nothing
     assert services.runtime_config(session, launch=False).mcp_servers == []
+
+
+def test_the_rest_memory_tools_take_a_sessions_credential_and_nothing_else(
+        memory_on, api, operator):
+    """The door a Pi session's `amux memory` uses: its credential opens the memory tools
+    only; bad input is refused naming the field."""
+    from rest_framework.test import APIClient
+
+    entry = MemoryEntry.objects.create(owner=operator, title="Oncall", text="Bob this week.")
+    made = api.post("/api/v1/sessions/", {"runtime": "pi", "provider": "scripted",
+                                          "model": "gpt-5.5"}, format="json")
+    session = Session.objects.get(pk=made.json()["id"])
+    config = services.runtime_config(session)
+    assert config.mcp_servers == []  # Pi takes no MCP: the `amux` command instead
+    assert (Path(config.extra_path[0]) / "amux").is_file()
+    assert config.extra_env["AMUX_API_URL"].endswith("/api/v1")
+    tools = APIClient()
+    tools.credentials(HTTP_AUTHORIZATION=f"Bearer {config.extra_env['AMUX_ASSIGNMENT_TOKEN']}")
+    found = tools.post("/api/v1/tools/memory_search/", {"query": "oncall"}, format="json")
+    assert found.status_code == 200, found.content
+    assert [r["id"] for r in found.json()["results"]] == [entry.pk]
+    read = tools.post("/api/v1/tools/memory_read/", {"id": str(entry.pk)}, format="json")
+    assert read.json()["text"] == "Bob this week."
+    for body, field in (({"id": "abc"}, "id"), ({"id": True}, "id")):
+        bad = tools.post("/api/v1/tools/memory_read/", body, format="json")
+        assert bad.status_code == 400, bad.content
+        assert field in str(bad.json()["error"]), bad.json()
+    unknown = tools.post("/api/v1/tools/memory_search/", {"query": "x", "owner": 1},
+                         format="json")
+    assert unknown.status_code == 400 and "owner" in unknown.json()["error"]["fields"]
+    assert tools.get("/api/v1/tools/context/").status_code == 403  # a ticket's tool
+    assert tools.post("/api/v1/tools/report/", {"status": "done"},
+                      format="json").status_code == 403
+    services.archive(session.pk)  # archived: the credential opens nothing
+    assert tools.post("/api/v1/tools/memory_search/", {"query": "oncall"},
+                      format="json").status_code == 401
