@@ -14,11 +14,12 @@ entries when amux's memory is on (``sessions.memory``).
 - a ticket's worker: acts for nobody (its tools are the ticket's, through its assignment
   token), and reads the memory of the amux user its requester maps to.
 
-A person of a source (a Lark open id, a GitHub login) maps to an amux user whose username
-is that identity, else through the team's identities skill (``skill.identities``): a line
-that names the identity and exactly one amux username, e.g. ``Lark ou_3f2 is GitHub
-octocat, amux alice``. Unmapped, memory falls back to the team's (the user named by
-``AMUX_MEMORY_TEAM``), and to none without one."""
+A person of a source (a Lark open id, a GitHub login) maps to an amux user only through the
+team's identities skill (``skill.identities``), never by a name that happens to match (a
+stranger's GitHub login may be an amux username): a line that names the identity and
+exactly one amux username, e.g. ``Lark ou_3f2 is GitHub octocat, amux alice``. Unmapped,
+memory falls back to the team's (the user named by ``AMUX_MEMORY_TEAM``), and to none
+without one."""
 
 from __future__ import annotations
 
@@ -28,10 +29,10 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 
 from prompts_app import service as prompts
 
-KINDS = ("direct", "task", "schedule", "instance", "lark", "goal", "worker", "other")
 IDENTITIES = "skill.identities"
 _WORD = re.compile(r"[\w.@\[\]-]+")
 
@@ -78,23 +79,21 @@ def _active(username: str):
 
 
 def person_user(identity: str) -> tuple[Any, str]:
-    """The amux user a source identity maps to, and how (``username`` or ``identities``);
-    (None, "none") when nothing maps it, or the identities skill names several users."""
+    """The amux user the identities skill maps a source identity to, and how
+    (``identities``); (None, "none") when no line names it with exactly one amux user."""
     identity = (identity or "").strip()
     if not identity:
         return None, "none"
-    user = _active(identity)
-    if user is not None:
-        return user, "username"
     text = prompts.fragment(IDENTITIES).get("text") or ""
     wanted = identity.lower()
     for line in text.splitlines():
-        words = {w.strip(".,;:") for w in _WORD.findall(line)}
-        if wanted not in {w.lower() for w in words}:
+        words = {w.strip(".,;:").lower() for w in _WORD.findall(line)} - {""}
+        if wanted not in words:
             continue
-        names = {w.lower() for w in words if w.lower() != wanted}
-        found = {u.pk: u for u in get_user_model().objects.filter(
-            username__in=[w for w in words if w.lower() in names], is_active=True)}
+        names = Q()
+        for word in words - {wanted}:
+            names |= Q(username__iexact=word)
+        found = {u.pk: u for u in get_user_model().objects.filter(names, is_active=True)}
         if len(found) == 1:
             return next(iter(found.values())), "identities"
     return None, "none"

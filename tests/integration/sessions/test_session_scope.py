@@ -155,11 +155,12 @@ def test_a_ticket_worker_reads_its_requesters_memory(memory_on, settings, operat
 
 def test_who_a_person_maps_to(memory_on, settings, operator, django_user_model):
     octocat = django_user_model.objects.create_user("octocat")
-    assert ownership.person_user("OctoCat") == (octocat, "username")
-    prompts.save(ownership.IDENTITIES, "Lark ou_a is GitHub alice-gh, amux operator\n"
+    # a login that happens to be an amux username maps nobody: only the skill maps
+    assert ownership.person_user("OctoCat") == (None, "none")
+    prompts.save(ownership.IDENTITIES, "Lark ou_a is GitHub alice-gh, amux Operator\n"
                  "Lark ou_b is amux operator or amux octocat", 0)
     assert ownership.person_user("ou_a") == (operator, "identities")
-    assert ownership.person_user("alice-gh") == (operator, "identities")
+    assert ownership.person_user("ALICE-GH") == (operator, "identities")
     assert ownership.person_user("ou_b") == (None, "none")  # two users: no guess
     assert ownership.of_person("worker", "ou_zz", acts=False) == ownership.Scope("worker")
     settings.AMUX_MEMORY_TEAM = "octocat"
