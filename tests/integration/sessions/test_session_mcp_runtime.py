@@ -1,8 +1,10 @@
-"""amux's MCP server in a session that is no ticket's, end to end through a real Codex
-app-server's own tool calls: a session made with `POST /api/v1/sessions/` is launched with
-amux's MCP server and its own credential, its launch context names the `mcp` channel, and
-the (scripted) model's calls to `memory_search`, `memory_read` and `instance_spawn` reach
-amux — its real ASGI app, lifespan on, in this process — and act for the session's owner.
+"""Memory and amux's MCP server end to end through a real runtime's own tool calls: a
+session made with `POST /api/v1/sessions/` is launched with amux's MCP server and its own
+credential, its launch context names the `mcp` channel, and the (scripted) model's calls to
+`memory_search`, `memory_read` and `instance_spawn` reach amux — its real ASGI app,
+lifespan on, in this process — and act for the session's owner. The same for a Lark
+conversation (the person's amux user), a Pi session (the `amux` command, channel `cli`) and
+a ticket's worker (its requester's memory, through its assignment's tools).
 
 Real things only: the Codex binary, the scripted model server behind amux's model gateway,
 the session host run in this process as a runtime worker runs it."""
@@ -212,3 +214,50 @@ def test_a_pi_session_reads_its_owners_memory_with_the_amux_command(amux, operat
     assert f"{entry.pk}: Deploy window" in sent  # found by the search, then read whole
     # `amux context` is a ticket's tool: a session's credential does not open it
     assert "amux: refused (403 permission_denied)" in sent
+
+
+def test_a_ticket_worker_reads_its_requesters_memory_through_its_own_tools(amux, operator):
+    """A dispatched worker (real Codex, its assignment's MCP server): the requester, GitHub
+    octocat, is the amux user `operator` by the identities skill; the worker's own
+    `memory_search` call finds that user's entry."""
+    require_runtime("codex")
+    from effects import outbox
+    from prompts_app import service as prompts
+    from sessions import ownership
+    from tests import factories as f
+    from tests.support.git_server import served_github
+    from tickets.actions import commands as ticket_commands
+    from tickets.models import AgentSettings, Ticket
+
+    model = amux
+    entry = MemoryEntry.objects.create(owner=operator, title="Crash triage",
+                                       text="Crashes go to the on-call first.")
+    prompts.save(ownership.IDENTITIES, "GitHub octocat is amux operator", 0)
+    provider = ProviderProfile.objects.create(slug="scripted", platform="openai-compat",
+                                              base_url=model.base_url)
+    AgentSettings.objects.update_or_create(pk=1, defaults={
+        "worker_runtime": "codex", "worker_provider": provider,
+        "worker_model": "scripted-model"})
+    model.script(_mcp("memory_search", query="crashes"), Text("Noted."))
+    with served_github(["octo/app"]) as (github, _git):
+        source = f.SourceFactory(config={"repo": ["octo/app"], "api_url": github.url},
+                                 secrets={"webhook_secret": "s", "token": "ghp_test"})
+        trigger = f.TriggerFactory(source=source, thread__key="octo/app#3", actor="octocat")
+        ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix")
+        outbox.drain(seconds=10)
+    session = Ticket.objects.get(pk=ticket.pk).session
+    assert session.snapshot["scope"]["memory_owner"] == operator.pk
+    Session.objects.filter(pk=session.pk).update(idle_timeout_s=2)
+    outcome: dict = {}
+    host = threading.Thread(target=lambda: outcome.setdefault("v", run_host(session.pk)))
+    host.start()
+    try:
+        wait_for(lambda: TimelineEvent.objects.filter(
+            session=session, type__in=["turn.completed", "turn.failed"]).exists(),
+            timeout=180)
+    finally:
+        host.join(120)
+    assert TimelineEvent.objects.filter(session=session, type="turn.completed").exists()
+    assert "mcp__amux.report" in model.tool_requests()[0].tool_names  # the ticket's tools
+    sent = _outputs(model)
+    assert "Crashes go to the on-call first." in sent and str(entry.pk) in sent
