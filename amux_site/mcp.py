@@ -1,9 +1,11 @@
-"""amux's MCP server at /mcp (streamable HTTP, bearer token), one door for two kinds of
+"""amux's MCP server at /mcp (streamable HTTP, bearer token), one door for three kinds of
 caller. An assignment token (a worker session's) reaches the worker's tools
-(tickets/tools/mcp_server.py); an amux API token (``manage.py amux token``) reaches the
-caller tools (sessions/mcp_tools.py); anything else is refused (401, or 403 for an ended
-assignment) before the MCP machinery reads the request. Each kind sees only its own tools:
-they are two servers. The ASGI lifespan runs both servers' session managers."""
+(tickets/tools/mcp_server.py); a session's own credential (every other session's: the one
+its runtime was launched with) reaches the caller tools acting as the session's owner and
+the memory tools (sessions/session_tools.py); an amux API token (``manage.py amux token``)
+reaches the caller tools (sessions/mcp_tools.py); anything else is refused (401, or 403 for
+an ended assignment) before the MCP machinery reads the request. Each kind sees only its
+own tools: they are three servers. The ASGI lifespan runs their session managers."""
 
 from __future__ import annotations
 
@@ -15,12 +17,12 @@ from django.conf import settings
 from amux_common import bounded_json, mcp_http, plain_asgi
 from amux_common.mcp_http import PATH
 from amux_site import errors
-from sessions import mcp_tools
+from sessions import mcp_tools, session_tools
 from tickets.tools import main_server as main_tools
 from tickets.tools import mcp_server as worker_tools
 from tickets.tools.service import ToolRefused
 
-WORKER, CALLER, MAIN = "worker", "caller", "main"
+WORKER, SESSION, CALLER, MAIN = "worker", "session", "caller", "main"
 
 
 def route(token: str | None) -> str:
@@ -33,10 +35,12 @@ def route(token: str | None) -> str:
             raise  # a real assignment's token that has ended: say so
     if main_tools.check_token(token):
         return MAIN  # the team's main session: route, dismiss, stop
+    if session_tools.session_of(token) is not None:
+        return SESSION
     if mcp_tools.api_user(token) is not None:
         return CALLER
-    raise ToolRefused(401, "not_authenticated",
-                      "an assignment token or an amux API token is required")
+    raise ToolRefused(401, "not_authenticated", "an assignment token, a live session's "
+                      "credential or an amux API token is required")
 
 
 def _route_closing(token: str | None) -> str:
@@ -53,8 +57,9 @@ class McpApp:
     """The ASGI app for /mcp and the ASGI lifespan that runs the servers' task groups."""
 
     def __init__(self):
-        self.servers = {WORKER: worker_tools.build_server(), CALLER: mcp_tools.build_server(),
-                        MAIN: main_tools.build_server()}
+        self.servers = {WORKER: worker_tools.build_server(),
+                        SESSION: mcp_tools.build_server(session=True),
+                        CALLER: mcp_tools.build_server(), MAIN: main_tools.build_server()}
         self.apps = {kind: mcp_http.http_app(server) for kind, server in self.servers.items()}
         self.running = False
 

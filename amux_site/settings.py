@@ -4,7 +4,7 @@ Only DATABASE_URL, REDIS_URL, AMUX_SECRET_KEY, AMUX_DATA_DIR, AMUX_ALLOWED_HOSTS
 AMUX_DEBUG, AMUX_TLS, AMUX_LOG_FORMAT, AMUX_RETENTION_DAYS, AMUX_DB_POOL_SIZE, AMUX_URL,
 AMUX_RUNTIMES_DIR, AMUX_HOSTNAME, AMUX_ISOLATION, AMUX_RUNTIME_USER, AMUX_RUNTIME_POOL,
 AMUX_RUNTIME_IDENTITIES, AMUX_LOOPBACK_FENCE, AMUX_RUN_RESTART_LIMIT, AMUX_MEMORY,
-AMUX_METRICS_TOKEN, AMUX_METRICS_ALLOW, the session
+AMUX_MEMORY_TEAM, AMUX_METRICS_TOKEN, AMUX_METRICS_ALLOW, the session
 host's AMUX_SESSION_* knobs and the outbox's AMUX_OUTBOX_* tuning knobs are read here;
 everything else is data managed in the panel, API or admin. No other module reads the
 environment for configuration.
@@ -389,6 +389,9 @@ Path(os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(DATA_DIR / "run" / "m
 # On-demand memory (sessions/memory.py): off unless AMUX_MEMORY=1; new Codex, Claude and Pi
 # sessions then get the memory protocol and the memory tools.
 AMUX_MEMORY = os.environ.get("AMUX_MEMORY", "").strip().lower() in ("1", "true", "yes", "on")
+# The amux user whose memory is the team's: what a ticket's worker or a Lark conversation
+# reads when its person maps to no amux user (sessions/ownership.py); none by default.
+AMUX_MEMORY_TEAM = os.environ.get("AMUX_MEMORY_TEAM", "").strip()
 
 # Session hosts (sessions/host.py). The lease's time to live (renewed every third of it),
 # the floor of a session's idle timeout (60 s by seed 000; tests lower it), and how long

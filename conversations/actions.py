@@ -100,7 +100,8 @@ def _started(source, mode: str, meta: dict, actor: str) -> Conversation:
     preset or the worker settings), marked as mirrored so its turns come back here."""
     place = rules.place_keys(mode, meta)[0]
     where = "bot" if mode == Mode.SINGLETON else f"{place.chat_id}/{place.thread_key or 'dm'}"
-    session = launch.start_session(source.config, name=f"Lark {source.slug} {where}"[:120])
+    session = launch.start_session(source.config, name=f"Lark {source.slug} {where}"[:120],
+                                   person=actor)
     services.set_mirrored(session.pk)
     try:
         with transaction.atomic():
@@ -138,7 +139,8 @@ def _post(conversation: Conversation, trigger: Trigger, mode: str) -> None:
     conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
     if conversation.session.lifecycle == Lifecycle.ARCHIVED:
         session = launch.start_session(trigger.source.config,
-                                       name=conversation.session.name)
+                                       name=conversation.session.name,
+                                       person=conversation.started_by)
         services.set_mirrored(session.pk)
         conversation.session, conversation.generation = session, conversation.generation + 1
         conversation.save(update_fields=["session", "generation", "updated_at"])

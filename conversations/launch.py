@@ -5,7 +5,7 @@ or — while no Bot Profile exists — the agent settings' worker runtime, provi
 
 from __future__ import annotations
 
-from sessions import hooks, services
+from sessions import hooks, ownership, services
 from sessions.models import BotProfile, Session
 from sessions.services import CommandError
 
@@ -24,16 +24,20 @@ def bot_profile(config: dict) -> BotProfile | None:
     return rows.order_by("pk").first()
 
 
-def start_session(config: dict, *, name: str) -> Session:
-    """A new session for a conversation; CommandError when nothing says how to run one."""
+def start_session(config: dict, *, name: str, person: str = "") -> Session:
+    """A new session for a conversation; CommandError when nothing says how to run one.
+    ``person``: the Lark open id of who started it — the session acts for, and reads the
+    memory of, the amux user they map to (sessions.ownership)."""
     bot = bot_profile(config)
+    scope = ownership.of_person("lark", person, acts=True)
     expert = bot.agent_profile.slug if bot and bot.agent_profile_id else None
     if bot is not None and bot.launch_preset_id:
         return services.create_session(preset=bot.launch_preset.slug, profile=expert,
-                                       name=name)
+                                       name=name, scope=scope)
     worker = hooks.worker_defaults()
     if not worker:
         raise CommandError("no Bot Profile with a launch preset and no worker runtime, "
                            "provider and model in the agent settings", code="no_agent")
     return services.create_session(runtime=worker["runtime"], provider=worker["provider"],
-                                   model=worker["model"], profile=expert, name=name)
+                                   model=worker["model"], profile=expert, name=name,
+                                   scope=scope)

@@ -29,7 +29,7 @@ from goals.models import (
     WorkingSession,
 )
 from intake.models import Source
-from sessions import app_servers, services
+from sessions import app_servers, ownership, services
 from sessions.models import ProviderProfile
 
 
@@ -265,9 +265,10 @@ def change_mode(goal_slug: str, agent_slug: str, mode: str) -> Agent:
         return agent
 
 
-def start(goal_slug: str, agent_slug: str) -> WorkingSession:
+def start(goal_slug: str, agent_slug: str, by=None) -> WorkingSession:
     """Start a managed agent: create its working session through sessions' create path
-    with the agent's runtime, provider and model. A second start while one is bound: 409."""
+    with the agent's runtime, provider and model, acting for (and reading the memory of)
+    ``by``, the operator who started it. A second start while one is bound: 409."""
     with transaction.atomic(durable=True):
         agent = locks.agent_of(goal_slug, agent_slug)
         if agent.mode != lc.MANAGED:
@@ -288,7 +289,8 @@ def start(goal_slug: str, agent_slug: str) -> WorkingSession:
         try:
             session = services.create_session(
                 runtime=agent.runtime, provider=agent.provider.slug, model=agent.model,
-                name=f"goal {agent.goal.slug} · {agent.slug}")
+                name=f"goal {agent.goal.slug} · {agent.slug}",
+                scope=ownership.of_caller("goal", by))
         except services.CommandError as exc:
             field = exc.field if exc.field in ("runtime", "provider", "model",
                                                "api_key") else None

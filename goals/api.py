@@ -336,7 +336,7 @@ class AgentStart(RefusalsAnswered, APIView):
     @no_body
     def post(self, request, slug: str, agent: str):
         _agent(slug, agent)
-        actions.start(slug, agent)
+        actions.start(slug, agent, by=request.user)
         return Response(AgentSerializer(_agent(slug, agent)).data,
                         status=status.HTTP_201_CREATED)
 

@@ -97,8 +97,13 @@ class McpServer:
     name: str
     url: str
     bearer_token_file: str | None = None
+    # a token given as it is (a session's own credential, issued with this launch): it
+    # never changes under a running runtime
+    bearer_token: str | None = field(default=None, repr=False, compare=False)
 
     def token(self) -> str | None:
+        if self.bearer_token:
+            return self.bearer_token
         if not self.bearer_token_file:
             return None
         try:

@@ -124,7 +124,7 @@ def render_mcp_servers(servers: list[McpServer]) -> str:
     out = []
     for index, server in enumerate(servers):
         out.append(f"\n[mcp_servers.{_toml_str(server.name)}]\nurl = {_toml_str(server.url)}\n")
-        if server.bearer_token_file:
+        if server.bearer_token_file or server.bearer_token:
             out.append(f"bearer_token_env_var = {_toml_str(mcp_token_env(index))}\n")
     return "".join(out)
 

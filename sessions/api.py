@@ -28,6 +28,7 @@ from sessions import (
     model_catalog,
     native_goal_commands,
     native_goals,
+    ownership,
     provider_templates,
     services,
     timeline,
@@ -375,8 +376,8 @@ class SessionList(generics.ListAPIView):
         data = CreateSession(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            session = services.create_session(**data.validated_data,
-                                              memory_owner=request.user.pk)
+            session = services.create_session(
+                **data.validated_data, scope=ownership.of_caller("direct", request.user))
         except services.CommandError as exc:
             return _refused(exc)
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from amux_common import roles
-from sessions import instances, services, task_runs, turn_results
+from sessions import instances, ownership, services, task_runs, turn_results
 from sessions.models import Session, TaskRun
 from sessions.services import CommandError
 
@@ -163,8 +163,8 @@ def session_run(user, *, prompt: str, runtime: str | None = None, model: str | N
                                    "pi, acp …)", field="runtime")
             target = services.create_session(
                 runtime=runtime, model=model, provider=provider, profile=profile,
-                extra_args=_extra_args(extra_args), name="session_run")
-            Session.objects.filter(pk=target.pk).update(owner=user)
+                extra_args=_extra_args(extra_args), name="session_run",
+                scope=ownership.of_caller("direct", user))
         services.post_message(target.pk, prompt, key=key)
     deadline = time.monotonic() + wait
     while True:

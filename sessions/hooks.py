@@ -22,6 +22,9 @@ from amux_common.ports import Port
 
 timeline_mirrored = Port("sessions.timeline_mirrored")
 worker_defaults = Port("sessions.worker_defaults")
+# `session_cli() -> str`: the directory holding the `amux` command (memory tools through
+# amux's REST API) for a session whose runtime takes no MCP (Pi); tickets writes it
+session_cli = Port("sessions.session_cli")
 
 
 class Checks:

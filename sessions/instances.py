@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from sessions import launch, profiles, services
+from sessions import launch, ownership, profiles, services
 from sessions.execution import TASK, CallerSettings
 from sessions.models import AgentInstance
 from sessions.services import CommandError, Conflict
@@ -41,7 +41,8 @@ def create_instance(*, owner, name: str, profile: str | None = None,
             session = services.create_session(
                 execution=settings, profile=expert.slug if expert else None,
                 # the label must fit the session's name column (120) whatever the name's length
-                name=f"instance {name}"[:120])
+                name=f"instance {name}"[:120],
+                scope=ownership.of_caller("instance", owner))
             return AgentInstance.objects.create(owner=owner, name=name, profile=expert,
                                                 session=session)
     except IntegrityError as exc:

@@ -1,7 +1,9 @@
 """The caller tools on amux's MCP server (/mcp, amux_site/mcp.py routes by token): for a
-program holding an amux API token (``manage.py amux token --user NAME``). Each call
-resolves the token again from its own HTTP request, so it always acts as that token's user.
-Tool logic, validation and ownership: sessions.caller_tools."""
+program holding an amux API token (``manage.py amux token --user NAME``), and — with the
+memory tools beside them — for a session holding its own session credential
+(``build_server(session=True)``: it acts as its owner, sessions.session_tools). Each call
+resolves the token again from its own HTTP request, so it always acts as that token's user
+(or that session's owner). Tool logic, validation and ownership: sessions.caller_tools."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from amux_common.mcp_http import bearer, close_arguments
-from sessions import caller_tools
+from sessions import caller_tools, session_tools
 from sessions.caller_tools import DESCRIPTIONS
 from sessions.services import CommandError
 
@@ -24,6 +26,15 @@ INSTRUCTIONS = (
     "`task_submit` returns at once (read it with `task_get`); `instance_spawn` creates a "
     "persistent agent. Runtime, model and expert (`profile`) are separate inputs."
 )
+SESSION_INSTRUCTIONS = INSTRUCTIONS + (
+    " They act as this session's owner. `memory_search` and `memory_read` read the "
+    "long-term memory amux keeps for this session's owner (when memory is on)."
+)
+MEMORY_DESCRIPTIONS = {
+    "memory_search": ("Search the long-term memory amux keeps for you: a few words; "
+                      "answers ids, titles and snippets (read one with memory_read)."),
+    "memory_read": "Read one memory entry whole, by the id memory_search gave.",
+}
 
 
 class NotAuthenticated(Exception):
@@ -44,9 +55,16 @@ def api_user(token: str | None):
     return user
 
 
-def _call(token: str | None, fn, kwargs) -> dict:
+def _call(token: str | None, fn, kwargs, as_session: bool) -> dict:
     close_old_connections()
     try:
+        if as_session:  # fn: the tool's name
+            try:
+                if fn in session_tools.MEMORY_TOOLS:
+                    return session_tools.memory_call(token, fn, kwargs)
+                return session_tools.call_as_owner(token, fn, kwargs)
+            except session_tools.NotASession:
+                raise NotAuthenticated from None
         user = api_user(token)
         if user is None:
             raise NotAuthenticated
@@ -55,14 +73,14 @@ def _call(token: str | None, fn, kwargs) -> dict:
         close_old_connections()
 
 
-async def _run(ctx: Context, fn, **kwargs) -> dict:
+async def _run(ctx: Context, fn, as_session: bool = False, **kwargs) -> dict:
     try:
         # not thread_sensitive: a call may wait minutes for an agent, in its own thread
         return await sync_to_async(_call, thread_sensitive=False)(
-            bearer(ctx.headers), fn, kwargs)
+            bearer(ctx.headers), fn, kwargs, as_session)
     except NotAuthenticated:
-        raise ToolError("refused (401 not_authenticated): an amux API token is "
-                        "required") from None
+        raise ToolError("refused (401 not_authenticated): an amux API token or a live "
+                        "session's credential is required") from None
     except CommandError as exc:
         where = f", field {exc.field}" if exc.field else ""
         raise ToolError(f"refused ({exc.status} {exc.code}{where}): {exc}") from None
@@ -79,9 +97,17 @@ Timeout = Annotated[float | None, Field(description="seconds to wait (default 60
 Prompt = Annotated[str, Field(description="what the agent should do")]
 
 
-def build_server() -> MCPServer:
-    server = MCPServer("amux", instructions=INSTRUCTIONS, version="1", log_level="WARNING",
-                       subscriptions=False)
+def build_server(*, session: bool = False) -> MCPServer:
+    """The caller tools for an API token; ``session``: for a session's credential, acting
+    as its owner, with the memory tools."""
+    server = MCPServer("amux", instructions=SESSION_INSTRUCTIONS if session else INSTRUCTIONS,
+                       version="1", log_level="WARNING", subscriptions=False)
+
+    def tool(fn):  # the tool's logic, or (a session's) its name for session_tools
+        return fn.__name__ if session else fn
+
+    async def run(ctx: Context, fn, **kwargs) -> dict:
+        return await _run(ctx, tool(fn), as_session=session, **kwargs)
 
     @server.tool(name="session_run", description=DESCRIPTIONS["session_run"])
     async def session_run(prompt: Prompt, ctx: Context, runtime: Runtime = None,
@@ -90,7 +116,7 @@ def build_server() -> MCPServer:
                           session: Annotated[int | None, Field(
                               description="continue this session of yours")] = None,
                           timeout_s: Timeout = None) -> dict[str, Any]:
-        return await _run(ctx, caller_tools.session_run, prompt=prompt, runtime=runtime,
+        return await run(ctx, caller_tools.session_run, prompt=prompt, runtime=runtime,
                           model=model, provider=provider, profile=profile,
                           extra_args=extra_args, session=session, timeout_s=timeout_s)
 
@@ -100,7 +126,7 @@ def build_server() -> MCPServer:
                        profile: Profile = None, extra_args: ExtraArgs = None,
                        permission_policy: Policy = None, instance: Instance = None,
                        timeout_s: Timeout = None) -> dict[str, Any]:
-        return await _run(ctx, caller_tools.task_run, prompt=prompt, runtime=runtime,
+        return await run(ctx, caller_tools.task_run, prompt=prompt, runtime=runtime,
                           model=model, provider=provider, profile=profile,
                           extra_args=extra_args, permission_policy=permission_policy,
                           instance=instance, timeout_s=timeout_s)
@@ -111,7 +137,7 @@ def build_server() -> MCPServer:
                           profile: Profile = None, extra_args: ExtraArgs = None,
                           permission_policy: Policy = None,
                           instance: Instance = None) -> dict[str, Any]:
-        return await _run(ctx, caller_tools.task_submit, prompt=prompt, runtime=runtime,
+        return await run(ctx, caller_tools.task_submit, prompt=prompt, runtime=runtime,
                           model=model, provider=provider, profile=profile,
                           extra_args=extra_args, permission_policy=permission_policy,
                           instance=instance)
@@ -119,7 +145,7 @@ def build_server() -> MCPServer:
     @server.tool(name="task_get", description=DESCRIPTIONS["task_get"])
     async def task_get(task: Annotated[int, Field(description="the task's id")],
                        ctx: Context) -> dict[str, Any]:
-        return await _run(ctx, caller_tools.task_get, task=task)
+        return await run(ctx, caller_tools.task_get, task=task)
 
     @server.tool(name="instance_spawn", description=DESCRIPTIONS["instance_spawn"])
     async def instance_spawn(name: Annotated[str, Field(description="the instance's name")],
@@ -127,8 +153,20 @@ def build_server() -> MCPServer:
                              provider: Provider = None, profile: Profile = None,
                              extra_args: ExtraArgs = None,
                              permission_policy: Policy = None) -> dict[str, Any]:
-        return await _run(ctx, caller_tools.instance_spawn, name=name, runtime=runtime,
+        return await run(ctx, caller_tools.instance_spawn, name=name, runtime=runtime,
                           model=model, provider=provider, profile=profile,
                           extra_args=extra_args, permission_policy=permission_policy)
+
+    if session:
+        @server.tool(name="memory_search", description=MEMORY_DESCRIPTIONS["memory_search"])
+        async def memory_search(query: Annotated[str, Field(
+                description="a few words to look for")], ctx: Context) -> dict[str, Any]:
+            return await _run(ctx, "memory_search", as_session=True, query=query)
+
+        @server.tool(name="memory_read", description=MEMORY_DESCRIPTIONS["memory_read"])
+        async def memory_read(id: Annotated[int, Field(  # noqa: A002 - the tool's word
+                description="the entry's id (from memory_search)")],
+                              ctx: Context) -> dict[str, Any]:
+            return await _run(ctx, "memory_read", as_session=True, entry_id=id)
 
     return close_arguments(server)

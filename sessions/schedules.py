@@ -24,14 +24,22 @@ from celery import current_app
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sessions import launch, limits, locks, profiles, schedule_timing, services, turn_results
+from sessions import (
+    launch,
+    limits,
+    locks,
+    ownership,
+    profiles,
+    schedule_timing,
+    services,
+    turn_results,
+)
 from sessions.execution import DIRECT, TASK, CallerSettings, from_snapshot
 from sessions.models import (
     Lifecycle,
     Schedule,
     ScheduleMode,
     ScheduleRun,
-    Session,
     TaskRun,
 )
 from sessions.schedule_timing import TimingError
@@ -210,8 +218,8 @@ def _start(schedule: Schedule, run: ScheduleRun) -> None:
         if session is None or session.lifecycle == Lifecycle.ARCHIVED:
             session = services.create_session(
                 execution=from_snapshot(schedule.execution), profile=schedule.profile or None,
-                name=f"schedule {schedule.name}"[:120], idle_timeout_s=SESSION_IDLE_TIMEOUT)
-            Session.objects.filter(pk=session.pk).update(owner=schedule.owner)
+                name=f"schedule {schedule.name}"[:120], idle_timeout_s=SESSION_IDLE_TIMEOUT,
+                scope=ownership.of_caller("schedule", schedule.owner))
             if schedule.mode == ScheduleMode.REUSE_SESSION:
                 schedule.session = session
                 schedule.save(update_fields=["session"])

@@ -35,6 +35,7 @@ from sessions import (
     capabilities,
     control,
     gateway_rules,
+    hooks,
     identities,
     isolation,
     launch,
@@ -42,6 +43,7 @@ from sessions import (
     memory,
     model_credentials,
     native_goals,
+    ownership,
     profiles,
     provider_templates,
     timeline,
@@ -65,6 +67,8 @@ from sessions.models import (
 )
 from sessions.refusals import CommandError, Conflict, settled_or_at_least
 from sessions.workdirs import runtime_root, state_dir
+
+AMUX_MCP = "amux"  # the name amux's own MCP server has in every session
 
 
 def lease_seconds() -> int:
@@ -175,7 +179,8 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
                    preset: str | None = None, profile: str | None = None,
                    extra_args: list[str] | None = None,
                    execution: ExecutionSettings | None = None,
-                   role: str | None = None, memory_owner: int | None = None) -> Session:
+                   role: str | None = None,
+                   scope: ownership.Scope | None = None) -> Session:
     """Create a session; nothing starts until its first input. ``env`` (stored encrypted)
     and ``path`` extend the runtime's minimal environment, e.g. with a worker's scoped tool
     token and the directory of the `amux` shim. ``background_shell_after`` (seconds) moves
@@ -192,8 +197,14 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
 
     ``role`` (``session``, ``task``, ``worker``; default ``worker`` for the worker prompt
     role, else ``session``) picks the session-schedule entry the agent is launched with (a
-    task's child gets the restricted one); ``memory_owner`` is the user whose memory the
-    session may read when amux's memory is on (sessions.memory)."""
+    task's child gets the restricted one).
+
+    ``scope`` (sessions.ownership, the one place that decides it for every kind of
+    session): whom the session acts for (``Session.owner``) and whose memory it reads when
+    amux's memory is on (sessions.memory). Every session is offered amux's MCP server
+    under the name ``amux`` — reached with its own session credential — unless the caller
+    gives an ``amux`` entry of its own (a ticket's worker: its assignment's tools)."""
+    scope = scope or ownership.Scope()
     if execution is None:
         execution = launch.resolve(DIRECT, CallerSettings(
             runtime=runtime, model=model, effort=effort, provider=provider,
@@ -214,7 +225,10 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
         "execution": {**execution.as_snapshot(),
                       "isolation": isolation.selected_backend(),
                       "isolation_reason": isolation.selection_reason(), "role": role,
-                      "memory": memory.binding(execution.runtime, memory_owner)},
+                      "memory": memory.binding(execution.runtime, scope.memory_owner)},
+        "scope": scope.snapshot(),
+        # amux's MCP server with the session's own credential (added at each launch)
+        "amux_mcp": not any(e["name"] == AMUX_MCP for e in mcp),
         "profile": expert,
         "watchdog": limits, "watchdog_sources": limit_sources,
         "developer_instructions": developer_instructions,
@@ -226,6 +240,7 @@ def create_session(*, runtime: str | None = None, provider: str | None = None,
                                    if background_shell_after is not None else None),
     }
     return _stored(Session(
+        owner_id=scope.owner,
         name=name, runtime=execution.runtime, provider=provider_row, model=execution.model,
         snapshot=snapshot, workdir=workdir or "",
         idle_timeout_s=settled_or_at_least(idle_timeout_s),
@@ -298,7 +313,6 @@ def _stored(session: Session) -> Session:
             "runtime": session.runtime, "model": session.model,
             "provider": session.provider.slug})
     return session
-    return session
 
 
 def runtime_config(session: Session, *, launch: bool = True,
@@ -318,32 +332,35 @@ def runtime_config(session: Session, *, launch: bool = True,
         runtime_user, runtime_group = isolation.runtime_user(), None
     token = (session.runtime_env or {}).get("AMUX_ASSIGNMENT_TOKEN_FILE")
     provider = session.provider
+    env, path = dict(session.runtime_env or {}), list(snap.get("extra_path") or [])
 
     attach = app_servers.endpoint(session)
     if provider is None and attach is None:
         raise errors.ProviderUnsupported("the session has no provider")
+    # the runtime reaches its provider only through amux's model gateway, with a
+    # credential of its own; an attached app-server keeps its own identity
+    reached = (model_credentials.gateway_spec(session, issue=launch) if attach is None
+                      else app_servers.codex_attached.ATTACHED_PROVIDER)
+    credential = reached.api_key if attach is None and launch else None
+    takes_mcp = get_adapter(session.runtime).takes_mcp
+    if credential and snap.get("amux_mcp") and not takes_mcp:
+        env, path = _amux_command(env, path, credential)
     return RuntimeConfig(
         workdir=Path(session.workdir), state_dir=state_dir(session),
-        # the runtime reaches its provider only through amux's model gateway, with a
-        # credential of its own; an attached app-server keeps its own identity
-        provider=(model_credentials.gateway_spec(session, issue=launch) if attach is None
-                  else app_servers.codex_attached.ATTACHED_PROVIDER), attach=attach,
+        provider=reached, attach=attach,
         model=catalog.launch_model(snap.get("model") or session.model),
         effort=snap.get("effort"), permission_mode=snap.get("permission_mode", "bypass"),
         native_permission=dict((snap.get("execution") or {}).get("permission", {})
                                .get("native") or {}),
         extra_args=tuple((snap.get("execution") or {}).get("extra_args") or ()),
         watchdog=WatchdogConfig.from_settings(snap.get("watchdog")),
-        mcp_servers=[McpServer(e["name"], e["url"], e.get("bearer_token_file"))
-                     for e in snap.get("mcp_servers") or []],
+        mcp_servers=_mcp_servers(snap, credential if takes_mcp else None),
         ask_user=snap.get("ask_user", True),
         background_shell_after=snap.get("background_shell_after"),
-        extra_env=dict(session.runtime_env or {}), extra_path=list(snap.get("extra_path") or []),
+        extra_env=env, extra_path=path,
         runtimes_dir=Path(settings.AMUX_RUNTIMES_DIR), workdir_roots=workdirs.roots(),
         isolation=backend,
-        sandbox_read_only=isolation.sandbox_read_only(
-            Path(session.workdir), dict(session.runtime_env or {}),
-            list(snap.get("extra_path") or [])),
+        sandbox_read_only=isolation.sandbox_read_only(Path(session.workdir), env, path),
         amux_url=settings.AMUX_URL,
         role=execution.get("role") or (
             "worker" if snap.get("prompt_role") == "worker" else "session"),
@@ -354,6 +371,29 @@ def runtime_config(session: Session, *, launch: bool = True,
         # the gateway applies the current prompt to every request: a changed prompt never
         # needs a runtime restart
         prompt_per_request=attach is None, **overrides)
+
+
+def _mcp_servers(snap: dict[str, Any], credential: str | None) -> list[McpServer]:
+    """The session's MCP servers, and amux's own with the session credential issued for
+    this launch (the same credential its model requests carry: one per launch, scoped to
+    this session, revoked when it is archived)."""
+    servers = [McpServer(e["name"], e["url"], e.get("bearer_token_file"))
+               for e in snap.get("mcp_servers") or []]
+    if snap.get("amux_mcp") and credential:
+        servers.append(McpServer(AMUX_MCP, f"{settings.AMUX_URL.rstrip('/')}/mcp",
+                                 bearer_token=credential))
+    return servers
+
+
+def _amux_command(env: dict[str, str], path: list[str], credential: str
+                  ) -> tuple[dict[str, str], list[str]]:
+    """For a runtime that takes no MCP (Pi): the `amux` command first on its PATH, with
+    the session credential of this launch (``amux memory search|read``)."""
+    if not hooks.session_cli.provided:
+        return env, path
+    directory = hooks.session_cli()
+    return ({**env, "AMUX_API_URL": f"{settings.AMUX_URL.rstrip('/')}/api/v1",
+             "AMUX_ASSIGNMENT_TOKEN": credential}, [directory, *path])
 
 
 @dataclass(frozen=True)

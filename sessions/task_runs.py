@@ -27,7 +27,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from sessions import launch, limits, profiles, services
+from sessions import launch, limits, ownership, profiles, services
 from sessions.execution import TASK, CallerSettings
 from sessions.models import (
     AgentInstance,
@@ -94,7 +94,10 @@ def submit_task(*, owner, prompt: str, profile: str | None = None, runtime: str 
                 extra_args=tuple(extra_args) if extra_args is not None else None))
             session = services.create_session(
                 execution=settings, profile=expert.slug if expert else None, name="task",
-                idle_timeout_s=TASK_IDLE_TIMEOUT)
+                idle_timeout_s=TASK_IDLE_TIMEOUT, scope=ownership.of_caller("task", owner),
+                # a task's own child session: the restricted entry, no session or schedule
+                # tools (seed 000); its memory tools stay
+                role="task")
         run = TaskRun.objects.create(
             owner=owner, prompt=prompt, profile=expert, instance=agent, session=session,
             execution=dict((session.snapshot or {}).get("execution") or {}))

@@ -15,6 +15,7 @@ from amux_common.clock import now as clock
 from effects import outbox
 from intake.send import thread_context
 from prompts_app import service as prompts
+from sessions import ownership
 from sessions import services as sessions
 from sessions.models import Session, TimelineEvent
 from tickets import main_session, triage, worker, workspace
@@ -131,12 +132,19 @@ def _start_run(ticket, assignment: Assignment, config, workdir) -> None:
                 path=[str(worker.bin_dir())],
                 ask_user=False,  # the worker profile: people are asked only through `amux ask`
                 background_shell_after=worker.BACKGROUND_SHELL_AFTER,
+                # acts for nobody (its tools are the ticket's); reads its requester's memory
+                scope=ownership.of_person("worker", _requester(ticket), acts=False),
             )
         sessions.post_message(
             session.pk, worker.brief(ticket, assignment), key=f"assignment:{assignment.pk}")
         return session.pk
 
     executor.run_dispatched(assignment_id=assignment.pk, start=start)
+
+
+def _requester(ticket) -> str:
+    mandate = getattr(ticket, "mandate", None)
+    return mandate.requester if mandate is not None else ""
 
 
 def deliver_input(effect_id: int, payload: dict) -> None:

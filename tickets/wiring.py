@@ -14,7 +14,7 @@ from effects.models import EffectKind
 from intake import consumers
 from policy import hooks
 from sessions import hooks as session_hooks
-from tickets import effect_handlers, guarding, main_session, policy_hooks, reply_handlers
+from tickets import effect_handlers, guarding, main_session, policy_hooks, reply_handlers, worker
 from tickets.actions import policy_changes
 from tickets.consumer import TicketsConsumer
 
@@ -43,5 +43,6 @@ def wire() -> None:
     hooks.live_mandates.provide(policy_hooks.live_mandates)
     hooks.worker_configured.provide(policy_hooks.worker_configured)
     session_hooks.worker_defaults.provide(policy_hooks.worker_defaults)
+    session_hooks.session_cli.provide(worker.session_cli)
     session_hooks.model_request_caps.register(guarding.model_request_refusal)
     hooks.new_version.listen(_policy_version_saved)

@@ -23,7 +23,12 @@ from intake.sources import plugin
 from sessions import isolation
 from tickets.models import AgentSettings, Assignment, Ticket
 from tickets.tools import install_worker_bin, mcp_server_entry, worker_env
-from tickets.tools.worker_bin import GITCONFIG_MODE, REMOVED_ENV, write_gitconfig
+from tickets.tools.worker_bin import (
+    GITCONFIG_MODE,
+    REMOVED_ENV,
+    install_session_bin,
+    write_gitconfig,
+)
 from tickets.workspace import amux_url, work_dir
 
 # The worker profile: a foreground shell command still running after this many seconds
@@ -57,6 +62,20 @@ def setup() -> None:
         # api.github.com serves github.com; an Enterprise API lives on its own host.
         hosts.append("github.com" if host == "api.github.com" else host)
     write_gitconfig(gitconfig_path(), bin_dir(), [h for h in hosts if h])
+
+
+def session_bin_dir() -> Path:
+    return Path(settings.DATA_DIR) / "session-bin"
+
+
+def session_cli() -> str:
+    """The `amux` command alone (no shims: a session that is no ticket's has no git
+    gateway or thread), for sessions whose runtime takes no MCP (Pi): it reaches the memory
+    tools with the session's own credential (sessions.hooks.session_cli)."""
+    directory = session_bin_dir()
+    install_session_bin(directory)
+    isolation.share_tree_read_only(directory)
+    return str(directory)
 
 
 def tokens_dir() -> Path:

@@ -12,7 +12,6 @@ import json
 import pytest
 
 from runtimes import get_adapter, launch_context
-from runtimes.base import McpServer
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text
 from tests.support.runtimes import adapter_for, collect, make_config, run_async, terminals
@@ -57,12 +56,13 @@ def _launch(runtime, cfg, model_server):
 @pytest.mark.parametrize("runtime", ["codex", "claude", "pi"])
 def test_the_schedule_entry_reaches_the_model_and_the_workspace_is_untouched(
         runtime, tmp_path, model_server):
+    """A runtime launched outside amux's sessions, with neither amux's MCP server nor the
+    `amux` command: the entry says there is no channel. Every amux session has one (`mcp`,
+    or `cli` for Pi: tests/integration/sessions/test_session_mcp_runtime.py)."""
     require_runtime(runtime)
     cfg = make_config(runtime, tmp_path, model_server.base_url, system_prompt="Be a worker.")
-    if runtime != "pi":  # an amux MCP server configured: the channel is mcp
-        cfg.mcp_servers = [McpServer("amux", "http://127.0.0.1:9/mcp")]
     adapter, env, requests = _launch(runtime, cfg, model_server)
-    chan = "unavailable" if runtime == "pi" else "mcp"  # no `amux` command on its PATH
+    chan = "unavailable"
     first = requests[0]
     assert f"<{launch_context.SKILL}>" in first
     assert str(launch_context.GUIDE) in first

@@ -2,7 +2,9 @@
 
 Only the assignment token authenticates here (an operator's API token or login does not),
 and an assignment token authenticates nowhere else (the operator endpoints use DRF's
-`Token` scheme and sessions). The logic is tickets.tools.service, shared with MCP.
+`Token` scheme and sessions). The logic is tickets.tools.service, shared with MCP. The
+memory tools also take a session's own credential (a Pi session's `amux memory`, which has
+no MCP: sessions.session_tools); every other tool refuses it (403).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from rest_framework.views import APIView
 
 from amux_common.api import bearer_token, error_response
 from amux_common.fields import UNKNOWN, bound_errors
+from sessions import gateway_rules, session_tools
+from sessions.refusals import CommandError
 from tickets import limits
 from tickets.tools import service
 from tickets.tools.service import ToolRefused
@@ -35,8 +39,24 @@ class AssignmentPrincipal:
         return self.username
 
 
+class SessionPrincipal:
+    """The caller: a session (no ticket's) with its own credential: memory tools only."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+
+    def __init__(self, token: str, session_id: int):
+        self.token = token
+        self.username = f"session-{session_id}"
+
+    def __str__(self):
+        return self.username
+
+
 class AssignmentTokenAuthentication(authentication.BaseAuthentication):
-    """`Authorization: Bearer amx_…` → the live assignment it was issued for."""
+    """`Authorization: Bearer amx_…` → the live assignment it was issued for (or, for a
+    live session's own credential, that session: ``SessionPrincipal``)."""
 
     keyword = "Bearer"
 
@@ -44,6 +64,11 @@ class AssignmentTokenAuthentication(authentication.BaseAuthentication):
         token = bearer_token(request, "assignment token")
         if token is None:
             return None
+        if gateway_rules.looks_like_credential(token):
+            session = session_tools.session_of(token)
+            if session is None:
+                raise exceptions.AuthenticationFailed("not a live session's credential")
+            return SessionPrincipal(token, session.pk), token
         try:
             assignment = service.resolve_token(token)
         except ToolRefused as refused:
@@ -205,22 +230,50 @@ class PullRequestView(ToolView):
             body=d.get("body")), status=201)
 
 
-class MemorySearchView(ToolView):
+class IsAssignmentOrSession(permissions.BasePermission):
+    def has_permission(self, request, view):
+        return isinstance(request.user, AssignmentPrincipal | SessionPrincipal)
+
+
+class MemoryView(ToolView):
+    """A memory tool: the worker's (its ticket's session) or a session's own."""
+
+    permission_classes = [IsAssignmentOrSession]
+
+    def _memory(self, request, call, tool: str, key: str, field: str) -> Response:
+        if not isinstance(request.user, SessionPrincipal):
+            return self._run(request, call)
+        try:
+            data = self._data(request)
+            return Response(session_tools.memory_call(request.user.token, tool,
+                                                      {key: data.get(field)}))
+        except ToolRefused as refused:
+            return error_response(refused.status, refused.code, refused.message,
+                                  refused.fields)
+        except session_tools.NotASession:
+            return error_response(401, "not_authenticated", "not a live session's credential")
+        except CommandError as exc:
+            return error_response(exc.status, exc.code, str(exc))
+
+
+class MemorySearchView(MemoryView):
     body = MemorySearchSerializer
 
     @extend_schema(request=MemorySearchSerializer, responses=dict,
                    description=service.DESCRIPTIONS["memory_search"])
     def post(self, request):
-        return self._run(request, lambda a, d: service.memory(a, query=d.get("query")))
+        return self._memory(request, lambda a, d: service.memory(a, query=d.get("query")),
+                            "memory_search", "query", "query")
 
 
-class MemoryReadView(ToolView):
+class MemoryReadView(MemoryView):
     body = MemoryReadSerializer
 
     @extend_schema(request=MemoryReadSerializer, responses=dict,
                    description=service.DESCRIPTIONS["memory_read"])
     def post(self, request):
-        return self._run(request, lambda a, d: service.memory(a, entry_id=d.get("id")))
+        return self._memory(request, lambda a, d: service.memory(a, entry_id=d.get("id")),
+                            "memory_read", "entry_id", "id")
 
 
 class GitCredentialSerializer(ToolBody):

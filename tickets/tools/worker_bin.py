@@ -117,6 +117,21 @@ def install_worker_bin(directory: str | os.PathLike, python: str | None = None,
     return target
 
 
+def install_session_bin(directory: str | os.PathLike) -> Path:
+    """Write the `amux` command alone into ``directory`` (a session's, not a worker's: no
+    shims) and return its path; a file amux did not write there fails (WorkerSetupError)."""
+    target_dir = Path(directory)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    foreign = sorted(p.name for p in target_dir.iterdir()
+                     if p.name != "amux" and not p.name.startswith(".amux.partial"))
+    if foreign:
+        raise WorkerSetupError(f"{target_dir} holds files amux did not write: "
+                               f"{', '.join(foreign)}")
+    target = target_dir / "amux"
+    _write(target, CLI_SOURCE.read_bytes())
+    return target
+
+
 def gitconfig_text(bin_directory: str | os.PathLike, hosts: list[str] | None = None,
                    lfs: bool | None = None) -> str:
     """The worker's global git configuration (it replaces the operator's): a default

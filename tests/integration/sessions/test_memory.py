@@ -1,5 +1,7 @@
 """On-demand memory: REST memory/ is each user's own; a session's binding is frozen at
-creation (off by default, unavailable on generic ACP); only explicit tool calls read it."""
+creation (off by default, unavailable on generic ACP). Who owns each kind of session's
+memory and how its tools read it: test_session_scope.py (and, through a real runtime's own
+tool calls, tests/e2e/sessions/test_session_mcp_e2e.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,6 @@ from rest_framework.test import APIClient
 
 from sessions import services
 from sessions.models import MemoryEntry, ProviderProfile, Session
-from tests import factories as f
-from tickets.actions import commands as ticket_commands
-from tickets.actions import executor
-from tickets.models import Assignment, Ticket
 
 pytestmark = pytest.mark.django_db
 
@@ -87,44 +85,3 @@ def test_the_binding_is_frozen_at_creation(settings, operator, provider, session
     runtimes = {r["name"]: r["capabilities"] for r in listed.get("results", listed)}
     assert runtimes["acp"]["memory"] is False and runtimes["codex"]["memory"] is True
     assert runtimes["acp"]["session_schedule"] is False
-
-
-def test_a_session_reads_only_through_its_tools(settings, operator, viewer, provider,
-                                                session_dirs):
-    settings.AMUX_MEMORY = True
-    MemoryEntry.objects.create(owner=viewer, title="Secret", text="viewer's deploy key spot")
-    entry = MemoryEntry.objects.create(owner=operator, title="Release train",
-                                       text="Releases leave on Tuesdays at noon.")
-    trigger = f.TriggerFactory(source=f.SourceFactory(), thread__key="octo/app#1",
-                               policy_version="v1")
-    ticket = ticket_commands.open_ticket(trigger_id=trigger.pk, title="t")
-    assignment = Assignment.objects.get(ticket=ticket)
-    token = executor.issue_assignment_token(assignment_id=assignment.pk)
-    session = services.create_session(runtime="pi", provider="p", model="m",
-                                      memory_owner=operator.pk)
-    Ticket.objects.filter(pk=ticket.pk).update(session=session)
-    tools = APIClient()
-    tools.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    found = tools.post("/api/v1/tools/memory_search/", {"query": "release tuesdays"},
-                       format="json")
-    assert found.status_code == 200, found.content
-    assert [r["id"] for r in found.json()["results"]] == [entry.pk]
-    assert tools.post("/api/v1/tools/memory_search/", {"query": "deploy key"},
-                      format="json").json()["results"] == []  # another owner's
-    read = tools.post("/api/v1/tools/memory_read/", {"id": entry.pk}, format="json")
-    assert read.json()["text"] == "Releases leave on Tuesdays at noon."
-    other = MemoryEntry.objects.get(owner=viewer)
-    assert tools.post("/api/v1/tools/memory_read/", {"id": other.pk},
-                      format="json").status_code == 404
-    assert tools.post("/api/v1/tools/memory_search/", {"query": ""},
-                      format="json").status_code == 400
-    # switched off since: each call is checked again
-    settings.AMUX_MEMORY = False
-    off = tools.post("/api/v1/tools/memory_read/", {"id": entry.pk}, format="json")
-    assert off.status_code == 409 and off.json()["error"]["code"] == "memory_off"
-    # a session created without an owner has no memory
-    unbound = services.create_session(runtime="pi", provider="p", model="m")
-    Ticket.objects.filter(pk=ticket.pk).update(session=unbound)
-    settings.AMUX_MEMORY = True
-    assert tools.post("/api/v1/tools/memory_search/", {"query": "release"},
-                      format="json").json()["error"]["code"] == "memory_unavailable"
