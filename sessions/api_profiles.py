@@ -11,7 +11,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from amux_common.bounds import json_bounds
+from amux_common.bounds import json_bounds, one_line
 from amux_common.fields import BodylessDestroy, JsonTyped, SlugRef, no_body
 from sessions import limits, profiles, services
 from sessions.api import _refused, _valid
@@ -36,8 +36,13 @@ class ProfileWrite(JsonTyped, serializers.Serializer):
                                                "instructions, skills",
                                      validators=json_bounds(limits.MANIFEST_KEYS,
                                                             limits.MANIFEST_BYTES))
-    slug = serializers.CharField(required=False, max_length=limits.SLUG,
-                                 help_text="default: from the manifest's name")
+    # a slug as it is stored (slugify keeps it): letters, digits, '-' and '_', at least
+    # one letter or digit (one of white space or dashes alone would be blank once made)
+    slug = serializers.RegexField(r"^[-a-zA-Z0-9_]*[a-zA-Z0-9][-a-zA-Z0-9_]*\Z",
+                                  required=False, max_length=limits.SLUG,
+                                  error_messages={"invalid": "letters, digits, '-' or '_', "
+                                                             "with a letter or digit"},
+                                  help_text="default: from the manifest's name")
 
 
 class ProfileUpdate(JsonTyped, serializers.Serializer):
@@ -132,7 +137,8 @@ class PresetUpdate(JsonTyped, serializers.Serializer):
     permission = serializers.CharField(required=False, allow_blank=True, allow_null=True,
                                        max_length=limits.PERMISSION,
                                        help_text="bypass or ask; empty: the native bypass")
-    extra_args = serializers.ListField(child=serializers.CharField(max_length=limits.ARG),
+    extra_args = serializers.ListField(child=serializers.CharField(
+        max_length=limits.ARG, trim_whitespace=False, validators=[one_line]),
                                        required=False, max_length=limits.ARGS)
     is_default = serializers.BooleanField(required=False)
 
