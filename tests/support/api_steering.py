@@ -9,7 +9,7 @@ from __future__ import annotations
 from schemathesis.core.parameters import ParameterLocation
 
 from amux_common import limits
-from tests.support.api_world import MANIFEST, World
+from tests.support.api_world import LARK_GROUP, MANIFEST, World
 
 # path parameter -> world entry, by the collection segment before it
 _BY_COLLECTION = {
@@ -70,6 +70,8 @@ def steer(case, world: World, *, paths: bool = True) -> None:
         case.query = _steer_fields(case.query, world)
     if isinstance(case.body, dict) and generated_valid(ParameterLocation.BODY):
         case.body = _steer_fields(case.body, world)
+        if case.operation.path in _BY_OPERATION:
+            case.body = _BY_OPERATION[case.operation.path](case.body, world)
         if case.method.upper() == "POST" and isinstance(case.body.get("slug"), str):
             case.body["slug"] = world.fresh_slug(case.body["slug"], limits.SLUG)
 
@@ -106,3 +108,24 @@ def _with_images(parts: list, world: World) -> list:
                     else {"type": "text", "text": "one image too many"})
         out.append(part)
     return out
+
+
+def _facts(body: dict, world: World) -> dict:
+    """Trigger facts name a source of the kind whose scope they give (a Lark scope a Lark
+    source, its place one of that source's groups) and a stored policy version."""
+    from policy.gate import SCOPES
+
+    kind = next((k for k, scopes in SCOPES.items() if body.get("scope") in scopes), None)
+    steered = dict(body)
+    entry = {"github": "source", "lark": "lark_source", "webchat": "webchat_source"}.get(kind)
+    if entry:
+        steered["source"] = world[entry]
+    if isinstance(steered.get("place"), str) and kind == "lark":
+        steered["place"] = LARK_GROUP
+    if isinstance(steered.get("version"), str):
+        steered["version"] = world["policy_version"]
+    return steered
+
+
+# a path's own rules for its body, past what a field's name says
+_BY_OPERATION = {"/api/v1/policy/check/": _facts}

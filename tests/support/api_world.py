@@ -21,6 +21,7 @@ GOAL = "fuzz-goal"
 AGENT = "fuzz-agent"
 EXPERT = "fuzz-expert"
 BOT_PROFILE = "fuzz-bot"
+LARK_GROUP = "oc_fuzz"
 PRESET = "pi"  # a built-in launch preset (amux owns presets; none is created by the API)
 RUNTIME = "pi"
 MODEL = "fuzz-model"
@@ -143,6 +144,13 @@ class World:
         self._made["webchat_source"] = self._post("/api/v1/sources/", {
             "kind": "webchat", "slug": "fuzz-webchat", "name": "Fuzz chat",
             "config": {}})["slug"]
+
+    def _make_lark_source(self):
+        # a Lark source with one configured group: made with the factory (the API would
+        # verify the app against Lark first)
+        self._made["lark_source"] = f.SourceFactory(
+            kind="lark", slug="fuzz-lark", name="Fuzz Lark",
+            config={"app_id": "cli_fuzz", "groups": [LARK_GROUP]}).slug
 
     def _make_provider(self):
         self._made["provider"] = self._post("/api/v1/providers/", {
