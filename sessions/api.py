@@ -328,6 +328,11 @@ class RuntimeName(serializers.CharField):
 
 
 class CreateSession(JsonTyped, serializers.Serializer):
+    # a runtime and a model, given or named by a preset
+    openapi_request_rules = {"allOf": [
+        {"anyOf": [{"required": [name]}, {"required": ["preset"]}]}
+        for name in ("runtime", "model")]}
+
     runtime = RuntimeName(required=False, help_text="required unless a preset names it")
     provider = serializers.CharField(required=False, max_length=limits.SLUG,
                                      help_text="default: the preset's binding, or the only "
@@ -354,8 +359,8 @@ class CreateSession(JsonTyped, serializers.Serializer):
                                    max_length=catalog.MAX_EFFORT)
     idle_timeout_s = serializers.IntegerField(required=False, min_value=60,
                                               max_value=limits.IDLE_TIMEOUT_MAX_S, default=300)
-    watchdog = serializers.DictField(required=False, default=dict, validators=json_bounds(
-        len(watchdogs.LIMITS), limits.WATCHDOG_BYTES))
+    # its limits by name, each bounded (an unknown one is refused): the provider's shape
+    watchdog = WatchdogLimits(required=False, default=dict)
 
     def validate_workdir(self, value):
         # here too (the service checks again), so one 400 lists it with the other fields

@@ -61,10 +61,11 @@ REFUSED_BY_STORED_STATE = {
     "POST /api/v1/policy/preview/": "sources are keyed by stored source slugs (a generated key "
                                     "names none)",
     "PUT /api/v1/policy/": "sources are keyed by stored source slugs",
-    "PUT /api/v1/settings/agents/": "the providers must suit the runtime they are bound to",
-    "PATCH /api/v1/settings/agents/": "as PUT",
-    "POST /api/v1/sessions/": "the workdir must be an absolute path under the data directory",
-    "POST /api/v1/sources/": "config must fit the kind's rules; a generated slug may be taken",
+    "POST /api/v1/sessions/": "the provider must serve the runtime's platform (named, bound "
+                              "by the preset, or the only one stored that can): a fit of "
+                              "runtime, preset and provider only the stored rows decide",
+    "POST /api/v1/sources/": "config must fit the kind's rules (intake/sources/<kind>.py), "
+                             "per kind and key, which the document keeps one open object",
     "PUT /api/v1/sources/{slug}/": "config must fit the kind's rules",
     "PATCH /api/v1/sources/{slug}/": "config must fit the kind's rules",
     "POST /api/v1/providers/": "base_url must pass Django's URL validator (a top-level "
@@ -73,9 +74,11 @@ REFUSED_BY_STORED_STATE = {
     "POST /api/v1/schedules/": "a cron expression must be one Celery's parser takes (each "
                                "field's range, a day that occurs in the month named), which "
                                "no pattern states exactly",
-    "POST /api/v1/connectors/": "the settings must fit the source kind's capabilities "
-                                "(goals/core/connectors.py)",
-    "PATCH /api/v1/connectors/{id}/": "mirror_ref is only for reply_mode configured_mirror",
+    "POST /api/v1/connectors/": "the settings must fit the source kind's table "
+                                "(goals/core/connectors.py), and a Lark kind names a stored "
+                                "Lark source and one of its chats",
+    "PATCH /api/v1/connectors/{id}/": "the reply mode must fit the stored connector's kind, "
+                                      "and mirror_ref goes only with configured_mirror",
     "POST /api/v1/attachable-sessions/": "registering one needs an app-server answering at "
                                          "the url now (a generated url names none)",
 }
