@@ -50,3 +50,41 @@ class JsonBytes:
 def json_bounds(keys: int, size: int) -> list:
     """The validators of a free-form object of at most ``keys`` keys and ``size`` bytes."""
     return [MaxKeys(keys), JsonBytes(size)]
+
+
+@deconstructible
+class NotBlank:
+    """A text that must say something: white space alone is refused. The document shows it
+    as a pattern that finds a character other than white space."""
+
+    code = "blank"
+    openapi = {"pattern": r"\S"}
+
+    def __call__(self, value) -> None:
+        if isinstance(value, str) and not value.strip():
+            raise ValidationError("must not be blank", code=self.code)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, NotBlank)
+
+
+not_blank = NotBlank()
+
+
+@deconstructible
+class OneLine:
+    """A value on one line (a command-line argument): a line break is refused. The document
+    shows it as a pattern of characters other than a line break."""
+
+    code = "line_break"
+    openapi = {"pattern": r"^[^\n]*$"}
+
+    def __call__(self, value) -> None:
+        if isinstance(value, str) and "\n" in value:
+            raise ValidationError("must be on one line (no line break)", code=self.code)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, OneLine)
+
+
+one_line = OneLine()

@@ -11,6 +11,8 @@ the document to it.
 
 from __future__ import annotations
 
+import re
+
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
@@ -42,6 +44,9 @@ _DESCRIPTIONS = {
 }
 
 
+_RULES = "x-amux-request-rules"
+
+
 class AmuxAutoSchema(AutoSchema):
     def get_operation(self, path, path_regex, path_prefix, method, registry):
         operation = super().get_operation(path, path_regex, path_prefix, method, registry)
@@ -57,12 +62,28 @@ class AmuxAutoSchema(AutoSchema):
             codes.append("404")
         if self.method not in ("GET", "HEAD", "OPTIONS"):
             codes.append("409")
+        # a rule across the body's fields applies to a body: one must be sent
+        if "requestBody" in operation and getattr(self.get_request_serializer(),
+                                                  "openapi_request_rules", None):
+            operation["requestBody"]["required"] = True
         responses = operation["responses"]
         for code in sorted(codes):
             if code not in responses:
                 responses[code] = self._get_response_for_code(ErrorSerializer, code)
                 responses[code]["description"] = _DESCRIPTIONS[code]
         return operation
+
+    def _map_serializer(self, serializer, direction, bypass_extensions=False):
+        # A rule across fields that the code enforces (exactly one of two fields, say) is
+        # stated in the request shape, so a client (and the fuzz) can know it: a request
+        # serializer's ``openapi_request_rules`` (JSON Schema keywords such as ``oneOf``).
+        # Placed by `cross_field_rules`, after drf-spectacular's enum hook (which would make
+        # an enum in a rule a shared component).
+        schema = super()._map_serializer(serializer, direction, bypass_extensions)
+        rules = getattr(serializer, "openapi_request_rules", None)
+        if rules and direction == "request":
+            schema[_RULES] = rules
+        return schema
 
     def _insert_field_validators(self, field, schema):
         # A validator of ours (amux_common.bounds) says what the document should show.
@@ -114,6 +135,14 @@ def bounded_path_parameters(result, generator, request, public):
     return result
 
 
+def cross_field_rules(result, generator, request, public):
+    """A request serializer's ``openapi_request_rules`` (AmuxAutoSchema) joined to its
+    shape: the JSON Schema keywords (``oneOf``, ``not``) of a rule across its fields."""
+    for schema in result.get("components", {}).get("schemas", {}).values():
+        schema.update(schema.pop(_RULES, {}))
+    return result
+
+
 def closed_request_bodies(result, generator, request, public):
     """Every object the API reads is closed (``additionalProperties: false``): a field it
     does not document is refused with 400 naming it (amux_common.fields.JsonTyped)."""
@@ -150,10 +179,15 @@ def resource_links(result, generator, request, public):
             field = next((f for f in (name, "slug", "id") if f in fields), None)
             if field is None:
                 continue
+            # the collection's own parameters ({slug} of goals/{slug}/agents/) name the
+            # same parent in the detail path: taken from the create's request
+            parameters = {parent: f"$request.path.{parent}"
+                          for parent in re.findall(r"\{(\w+)\}", path)}
+            parameters[name] = f"$response.body#/{field}"
             links = created.setdefault("links", {})
             for method, label in _LINK_NAMES.items():
                 if method in detail_operations:
                     links[label] = {
                         "operationId": detail_operations[method]["operationId"],
-                        "parameters": {name: f"$response.body#/{field}"}}
+                        "parameters": dict(parameters)}
     return result

@@ -501,6 +501,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "amux_common.schema.cross_field_rules",
                              "amux_common.schema.closed_request_bodies",
                              "amux_common.schema.bounded_path_parameters",
                              "amux_common.schema.resource_links"],

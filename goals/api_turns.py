@@ -58,8 +58,11 @@ class TurnSerializer(serializers.ModelSerializer):
 
 
 class TurnWrite(JsonTyped, serializers.Serializer):
-    key = serializers.CharField(max_length=rules.KEY_MAX,
-                                help_text="idempotency key: the same key is the same turn")
+    key = serializers.RegexField(
+        rf"^{rules.KEY_PATTERN.pattern}\Z", max_length=rules.KEY_MAX,
+        error_messages={"invalid": "letters, digits, '.', '_', ':' or '-', starting with a "
+                                   "letter or digit"},
+        help_text="idempotency key: the same key is the same turn")
     todo = serializers.IntegerField(required=False, min_value=1, max_value=ID_MAX,
                                     help_text="the todo to work (default: the oldest open)")
     wait = serializers.BooleanField(required=False, default=False)

@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from amux_common.api import Conflict, error_response
-from amux_common.bounds import json_bounds
+from amux_common.bounds import json_bounds, not_blank
 from amux_common.fields import BodylessDestroy, JsonTyped, no_body
 from intake import limits, source_actions
 from intake.health_view import health
@@ -85,16 +85,28 @@ def _saved(source: Source | None, validated: dict, *, partial: bool) -> Source:
 
 
 class ChatMessageSerializer(JsonTyped, serializers.Serializer):
-    text = serializers.CharField(max_length=limits.CHAT_TEXT, trim_whitespace=False)
+    text = serializers.CharField(max_length=limits.CHAT_TEXT, trim_whitespace=False,
+                                 validators=[not_blank])
     thread = serializers.RegexField(rf"^[A-Za-z0-9_.:-]{{1,{limits.CHAT_THREAD}}}$",
                                     max_length=limits.CHAT_THREAD, required=False)
     id = serializers.RegexField(rf"^[A-Za-z0-9_.:-]{{1,{limits.CHAT_ID}}}$",
                                 max_length=limits.CHAT_ID, required=False)
 
-    def validate_text(self, value):
-        if not value.strip():
-            raise serializers.ValidationError("must not be blank")
-        return value
+
+
+class ChatAcceptedSerializer(serializers.Serializer):
+    """A posted message taken like a delivery (intake.receive.accept)."""
+
+    delivery = serializers.CharField(help_text="the message id")
+    trigger = serializers.IntegerField(allow_null=True,
+                                       help_text="null while processing waits for the sweep")
+    outcome = serializers.CharField(help_text="admitted, ignored, queued, …")
+    reason = serializers.CharField(allow_null=True, help_text="content-free reason")
+
+
+class ChatDuplicateSerializer(serializers.Serializer):
+    duplicate = serializers.BooleanField(help_text="always true: this id was taken before")
+    delivery = serializers.CharField()
 
 
 class ChatOutcomeSerializer(serializers.Serializer):
@@ -144,6 +156,8 @@ class SourceViewSet(
         except source_actions.SourceInUse as exc:
             raise Conflict(str(exc)) from None
 
+    @extend_schema(request=ChatMessageSerializer,
+                   responses={202: ChatAcceptedSerializer, 200: ChatDuplicateSerializer})
     @action(detail=True, methods=["post"], serializer_class=ChatMessageSerializer)
     def messages(self, request, slug=None):
         """Post a message to a web chat source; it becomes a trigger like any other."""

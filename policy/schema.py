@@ -5,6 +5,7 @@ from rest_framework import serializers
 
 from amux_common.bounds import MaxKeys
 from policy import limits
+from policy.gate import PLACED_SCOPES, SCOPES
 
 
 class CellsSerializer(serializers.Serializer):
@@ -50,8 +51,17 @@ class VersionSerializer(serializers.Serializer):
 
 
 class CheckFactsSerializer(serializers.Serializer):
+    # a place is the configured Lark group of a group_configured message, nothing else's
+    openapi_request_rules = {"anyOf": [
+        {"not": {"required": ["place"]}},
+        {"required": ["scope"], "properties": {"scope": {"enum": sorted(PLACED_SCOPES)}}}]}
+
     source = serializers.CharField(max_length=limits.SOURCE)
-    scope = serializers.CharField(max_length=limits.SCOPE)
+    scope = serializers.ChoiceField(
+        sorted({scope for scopes in SCOPES.values() for scope in scopes}),
+        help_text="one of the named source's kind: github issue_new, pr_new, comment, "
+                  "ci_default_branch; lark group_configured, group_other, direct, "
+                  "doc_comment; webchat direct")
     actor = serializers.CharField(required=False, max_length=limits.ACTOR)
     is_bot = serializers.BooleanField(required=False)
     is_human = serializers.BooleanField(required=False)

@@ -25,7 +25,10 @@ async def connect(url: str, token: str | None, timeout: float = 10.0) -> Any:
         return await asyncio.wait_for(websockets.connect(
             url, additional_headers=headers, max_size=None, open_timeout=timeout,
             ping_interval=20, ping_timeout=20), timeout)
-    except (OSError, TimeoutError, websockets.exceptions.WebSocketException) as exc:
+    # ValueError: a host name IDNA cannot encode, a token a header cannot carry (what a
+    # caller registering an app-server may send: refused like an unreachable one)
+    except (OSError, TimeoutError, ValueError,
+            websockets.exceptions.WebSocketException) as exc:
         raise errors.RuntimeStartFailed(
             f"the app-server at {url} does not answer: {exc or 'timeout'}",
             code="app_server_unreachable") from exc

@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
-from amux_common.bounds import json_bounds
+from amux_common.bounds import json_bounds, not_blank, one_line
 from amux_common.fields import JsonTyped, no_body
 from amux_common.schema import page_of
 from amux_common.secrets import set_keys
@@ -24,6 +24,7 @@ from runtimes import watchdog as watchdogs
 from sessions import (
     capabilities,
     capacity,
+    content,
     limits,
     model_catalog,
     native_goal_commands,
@@ -328,6 +329,11 @@ class RuntimeName(serializers.CharField):
 
 
 class CreateSession(JsonTyped, serializers.Serializer):
+    # a runtime and a model, given or named by a preset
+    openapi_request_rules = {"allOf": [
+        {"anyOf": [{"required": [name]}, {"required": ["preset"]}]}
+        for name in ("runtime", "model")]}
+
     runtime = RuntimeName(required=False, help_text="required unless a preset names it")
     provider = serializers.CharField(required=False, max_length=limits.SLUG,
                                      help_text="default: the preset's binding, or the only "
@@ -347,14 +353,15 @@ class CreateSession(JsonTyped, serializers.Serializer):
     profile = serializers.CharField(required=False, max_length=limits.SLUG,
                                     help_text="the expert (Agent Profile)")
     extra_args = serializers.ListField(
-        child=serializers.CharField(trim_whitespace=False, max_length=limits.ARG),
+        child=serializers.CharField(trim_whitespace=False, max_length=limits.ARG,
+                                    validators=[one_line]),
         required=False, max_length=limits.ARGS, help_text="native arguments")
     effort = serializers.CharField(required=False, allow_null=True, default=None,
                                    max_length=catalog.MAX_EFFORT)
     idle_timeout_s = serializers.IntegerField(required=False, min_value=60,
                                               max_value=limits.IDLE_TIMEOUT_MAX_S, default=300)
-    watchdog = serializers.DictField(required=False, default=dict, validators=json_bounds(
-        len(watchdogs.LIMITS), limits.WATCHDOG_BYTES))
+    # its limits by name, each bounded (an unknown one is refused): the provider's shape
+    watchdog = WatchdogLimits(required=False, default=dict)
 
     def validate_workdir(self, value):
         # here too (the service checks again), so one 400 lists it with the other fields
@@ -392,10 +399,31 @@ def _session(pk: int) -> Session:
     return get_object_or_404(Session, pk=pk)
 
 
+@extend_schema_field({
+    "type": "array", "minItems": 1, "maxItems": limits.CONTENT_PARTS,
+    "items": {"type": "object", "maxProperties": limits.CONTENT_PART_KEYS,
+              "x-max-json-bytes": limits.CONTENT_PART_BYTES, "oneOf": [
+                  {"required": ["type", "text"], "properties": {
+                      "type": {"type": "string", "enum": ["text"]},
+                      "text": {"type": "string", "minLength": 1,
+                               "maxLength": content.MAX_TEXT, "pattern": r"\S"}}},
+                  {"required": ["type", "mime", "data"], "properties": {
+                      "type": {"type": "string", "enum": ["image"]},
+                      "mime": {"type": "string", "enum": list(content.MIME_FORMATS)},
+                      "data": {"type": "string", "minLength": 1,
+                               "description": "base64 of an image in the declared format"}}}]},
+})
+class ContentParts(serializers.ListField):
+    """A message's ordered parts, as sessions.content checks them (an image's data must
+    decode as the declared format, which only the code can tell)."""
+
+
 class PostMessage(JsonTyped, serializers.Serializer):
+    openapi_request_rules = {"oneOf": [{"required": ["text"]}, {"required": ["content"]}]}
+
     text = serializers.CharField(max_length=limits.MESSAGE_TEXT, trim_whitespace=False,
-                                 required=False)
-    content = serializers.ListField(
+                                 required=False, validators=[not_blank])
+    content = ContentParts(
         child=serializers.DictField(validators=json_bounds(limits.CONTENT_PART_KEYS,
                                                            limits.CONTENT_PART_BYTES)),
         required=False, min_length=1, max_length=limits.CONTENT_PARTS,
@@ -403,11 +431,6 @@ class PostMessage(JsonTyped, serializers.Serializer):
                   "{type: image, mime, data}")
     key = serializers.CharField(max_length=limits.KEY, required=False, allow_null=True,
                                 help_text="idempotency key: the same key posts once")
-
-    def validate_text(self, value):
-        if not value.strip():
-            raise ValidationError("must not be blank")
-        return value
 
     def validate(self, attrs):
         if ("text" in attrs) == ("content" in attrs):
@@ -427,6 +450,11 @@ class PermissionAnswer(JsonTyped, serializers.Serializer):
 
 
 class QuestionAnswer(JsonTyped, serializers.Serializer):
+    openapi_request_rules = {"oneOf": [
+        {"required": ["answers"], "properties": {"cancel": {"enum": [False]}}},
+        {"required": ["cancel"], "properties": {"cancel": {"enum": [True]}},
+         "not": {"required": ["answers"]}}]}
+
     answers = serializers.DictField(help_text="question id → answer", required=False,
                                     validators=json_bounds(limits.ANSWERS, limits.ANSWERS_BYTES))
     cancel = serializers.BooleanField(

@@ -55,13 +55,20 @@ class DescriptorSerializer(serializers.Serializer):
 
 
 class AppServerWrite(JsonTyped, serializers.Serializer):
+    # start one (provider and model) or register one (url), never both
+    openapi_request_rules = {"oneOf": [
+        {"required": ["provider", "model"], "not": {"required": ["url"]}},
+        {"required": ["url"], "not": {"required": ["provider"]}}]}
+
     provider = serializers.SlugField(required=False, max_length=limits.SLUG,
                                      help_text="start one: its provider")
     model = serializers.CharField(required=False, max_length=limits.MODEL)
     workspace = serializers.CharField(required=False, max_length=limits.APP_SERVER_WORKSPACE,
                                       help_text="absolute work directory (default: new)")
-    url = serializers.CharField(required=False, max_length=limits.APP_SERVER_URL,
-                                help_text="register a running one: ws://host:port")
+    url = serializers.RegexField(r"^wss?://", required=False,
+                                 max_length=limits.APP_SERVER_URL,
+                                 error_messages={"invalid": "must be a ws:// or wss:// address"},
+                                 help_text="register a running one: ws://host:port")
     token = serializers.CharField(required=False, max_length=limits.APP_SERVER_TOKEN,
                                   write_only=True)
     name = serializers.CharField(required=False, allow_blank=True,
@@ -117,7 +124,7 @@ class AttachableDetail(APIView):
     def get(self, request, ref: str):
         return Response(app_servers.describe(_row(ref)))
 
-    @extend_schema(responses=DescriptorSerializer)
+    @extend_schema(responses={200: DescriptorSerializer})
     @no_body
     def delete(self, request, ref: str):
         """Stop one amux started (its process ends) or forget a registered one; refused

@@ -11,10 +11,11 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from amux_common.bounds import json_bounds
+from amux_common.bounds import json_bounds, not_blank, one_line
 from amux_common.fields import BodylessDestroy, JsonTyped, SlugRef, no_body
 from sessions import limits, profiles, services
-from sessions.api import _refused, _valid
+from sessions.api import RuntimeName, _refused, _valid
+from sessions.execution import DIRECT_PERMISSIONS
 from sessions.models import AgentProfile, BotProfile, LaunchPreset
 
 
@@ -36,8 +37,13 @@ class ProfileWrite(JsonTyped, serializers.Serializer):
                                                "instructions, skills",
                                      validators=json_bounds(limits.MANIFEST_KEYS,
                                                             limits.MANIFEST_BYTES))
-    slug = serializers.CharField(required=False, max_length=limits.SLUG,
-                                 help_text="default: from the manifest's name")
+    # a slug as it is stored (slugify keeps it): letters, digits, '-' and '_', at least
+    # one letter or digit (one of white space or dashes alone would be blank once made)
+    slug = serializers.RegexField(r"^[-a-zA-Z0-9_]*[a-zA-Z0-9][-a-zA-Z0-9_]*\Z",
+                                  required=False, max_length=limits.SLUG,
+                                  error_messages={"invalid": "letters, digits, '-' or '_', "
+                                                             "with a letter or digit"},
+                                  help_text="default: from the manifest's name")
 
 
 class ProfileUpdate(JsonTyped, serializers.Serializer):
@@ -122,17 +128,19 @@ class PresetSerializer(serializers.ModelSerializer):
 
 
 class PresetUpdate(JsonTyped, serializers.Serializer):
-    runtime = serializers.CharField(required=False, max_length=limits.RUNTIME)
-    model = serializers.CharField(required=False, max_length=limits.MODEL)
+    runtime = RuntimeName(required=False, max_length=limits.RUNTIME)
+    model = serializers.CharField(required=False, max_length=limits.MODEL,
+                                  validators=[not_blank])
     effort = serializers.CharField(required=False, allow_blank=True, allow_null=True,
                                    max_length=limits.EFFORT)
     provider = serializers.CharField(required=False, allow_blank=True, allow_null=True,
                                      max_length=limits.SLUG,
                                      help_text="provider binding (slug); null: none")
-    permission = serializers.CharField(required=False, allow_blank=True, allow_null=True,
-                                       max_length=limits.PERMISSION,
-                                       help_text="bypass or ask; empty: the native bypass")
-    extra_args = serializers.ListField(child=serializers.CharField(max_length=limits.ARG),
+    permission = serializers.ChoiceField(list(DIRECT_PERMISSIONS), required=False,
+                                         allow_blank=True, allow_null=True,
+                                         help_text="bypass or ask; empty: the native bypass")
+    extra_args = serializers.ListField(child=serializers.CharField(
+        max_length=limits.ARG, trim_whitespace=False, validators=[one_line]),
                                        required=False, max_length=limits.ARGS)
     is_default = serializers.BooleanField(required=False)
 

@@ -10,6 +10,7 @@ from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
+from amux_common.bounds import one_line
 from amux_common.fields import JsonTyped
 from sessions import instances, limits, services, task_runs
 from sessions.api import _refused, _valid
@@ -42,7 +43,8 @@ class SubmitTask(JsonTyped, serializers.Serializer):
     model = serializers.CharField(required=False, allow_null=True, max_length=limits.MODEL)
     provider = serializers.CharField(required=False, allow_null=True, max_length=limits.SLUG)
     extra_args = serializers.ListField(
-        child=serializers.CharField(trim_whitespace=False, max_length=limits.ARG),
+        child=serializers.CharField(trim_whitespace=False, max_length=limits.ARG,
+                                    validators=[one_line]),
         required=False, allow_null=True, max_length=limits.ARGS,
         help_text="native command-line arguments")
     permission_policy = serializers.ChoiceField(list(TASK_POLICIES), required=False,
@@ -99,7 +101,8 @@ class CreateInstance(JsonTyped, serializers.Serializer):
     model = serializers.CharField(required=False, allow_null=True, max_length=limits.MODEL)
     provider = serializers.CharField(required=False, allow_null=True, max_length=limits.SLUG)
     extra_args = serializers.ListField(
-        child=serializers.CharField(trim_whitespace=False, max_length=limits.ARG),
+        child=serializers.CharField(trim_whitespace=False, max_length=limits.ARG,
+                                    validators=[one_line]),
         required=False, allow_null=True, max_length=limits.ARGS)
     permission_policy = serializers.ChoiceField(list(TASK_POLICIES), required=False,
                                                 allow_null=True)

@@ -48,7 +48,7 @@ class Image:
 
 
 def check_image(mime: Any, data: Any, index: int | None = None) -> Image:
-    if mime not in MIME_FORMATS:
+    if not isinstance(mime, str) or mime not in MIME_FORMATS:  # an object is unhashable
         raise ContentError(f"part {index}: mime must be one of {', '.join(MIME_FORMATS)}",
                            index)
     if not isinstance(data, str) or not data:

@@ -198,7 +198,9 @@ def update_preset(slug: str, changes: dict[str, Any]) -> LaunchPreset:
             LaunchPreset.objects.filter(is_default=True).update(is_default=False)
             row.is_default = True
         elif changes.get("is_default") is False and row.is_default:
+            # the request contradicts the stored state (this one is the default), not the
+            # shape of a request: 409, like any other conflict
             raise CommandError("one preset stays the default: make another one the default "
-                               "instead", field="is_default")
+                               "instead", code="conflict", status=409, field="is_default")
         row.save()
     return row

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from amux_common.api import error_response
+from amux_common.bounds import one_line
 from amux_common.fields import JsonTyped, no_body
 from amux_common.pagination import BoundedLimitOffsetPagination
 from amux_common.schema import page_of
@@ -24,6 +25,13 @@ def _refused(exc: CommandError) -> Response:
 
 
 class CreateSchedule(JsonTyped, serializers.Serializer):
+    # exactly one of cron and every_seconds (null is neither)
+    openapi_request_rules = {"oneOf": [
+        {"required": [given], "properties": {given: {"type": kind}},
+         "not": {"required": [other], "properties": {other: {"type": other_kind}}}}
+        for given, kind, other, other_kind in (("cron", "string", "every_seconds", "integer"),
+                                               ("every_seconds", "integer", "cron", "string"))]}
+
     name = serializers.CharField(max_length=schedules.MAX_NAME)
     cron = serializers.CharField(required=False, allow_null=True, max_length=limits.CRON,
                                  help_text="five fields, UTC; or every_seconds")
@@ -38,7 +46,8 @@ class CreateSchedule(JsonTyped, serializers.Serializer):
     provider = serializers.CharField(required=False, allow_null=True, max_length=limits.SLUG)
     profile = serializers.CharField(required=False, allow_null=True, max_length=limits.SLUG,
                                     help_text="the expert (Agent Profile slug)")
-    extra_args = serializers.ListField(child=serializers.CharField(max_length=limits.ARG),
+    extra_args = serializers.ListField(child=serializers.CharField(
+        max_length=limits.ARG, trim_whitespace=False, validators=[one_line]),
                                        required=False, allow_null=True,
                                        max_length=limits.ARGS)
 

@@ -647,7 +647,7 @@ def _content_parts(session_id: int, content: Any) -> list[dict[str, Any]]:
     try:
         parsed = rules.parse_parts(content)
     except rules.ContentError as exc:
-        field = "content" if exc.index is None else f"content[{exc.index}]"
+        field = "content" if exc.index is None else f"content.{exc.index}"
         raise CommandError(str(exc), field=field) from exc
     first_image = next((i for i, p in enumerate(parsed) if isinstance(p, rules.Image)), None)
     if first_image is not None:
@@ -655,7 +655,7 @@ def _content_parts(session_id: int, content: Any) -> list[dict[str, Any]]:
         why = images_refused(session) if session is not None else None
         if why:
             raise CommandError(why, code="images_unsupported",
-                               field=f"content[{first_image}]")
+                               field=f"content.{first_image}")
     return rules.stored(parsed)
 
 

@@ -91,3 +91,84 @@ def test_every_api_route_is_in_the_published_document(document):
     routes = {shape(p) for p in _api_routes() if p not in undocumented}
     missing = sorted(routes - {shape(p) for p in document["paths"]})
     assert not missing, f"served but not in the OpenAPI document: {missing}"
+
+
+def _served_methods(callback) -> set[str]:
+    """The HTTP methods a route's view answers (OPTIONS and HEAD are DRF's own)."""
+    actions = getattr(callback, "actions", None)  # a router's viewset route
+    if actions:  # (DRF adds head to it once the route has answered a request)
+        return {method.lower() for method in actions} - {"options", "head"}
+    view = getattr(callback, "cls", None) or getattr(callback, "view_class", None)
+    if view is None:
+        return set()
+    return {m for m in view.http_method_names
+            if m not in ("options", "head") and hasattr(view, m)}
+
+
+def test_every_method_each_api_route_answers_is_an_operation_of_the_document(document):
+    """Not only the paths: each method a route's view answers (a view's ``put = patch``, a
+    viewset's extra action) is an operation the document lists."""
+    import re
+
+    def shape(path: str) -> str:
+        return re.sub(r"\{\w+\}", "{}", path)
+
+    documented = {(shape(path), method) for path, operations in document["paths"].items()
+                  for method in operations}
+    served = {(shape(path), method) for path, callback in _api_routes().items()
+              if path not in {"/api/v1/schema/", "/api/v1/docs/"}
+              for method in _served_methods(callback)}
+    assert served, "no route found: the URLconf walk is broken"
+    missing = sorted(served - documented)
+    assert not missing, f"served but not in the OpenAPI document: {missing}"
+
+
+def _property_allows_null(prop: dict) -> bool:
+    if prop.get("nullable"):
+        return True
+    types = prop.get("type")
+    if isinstance(types, list) and "null" in types:
+        return True
+    return any(part.get("$ref", "").endswith("/NullEnum") or part.get("nullable")
+               for part in prop.get("oneOf", []) + prop.get("anyOf", []))
+
+
+def _property_lists_choices(prop: dict, schemas: dict) -> bool:
+    refs = [prop] + prop.get("allOf", []) + prop.get("oneOf", []) + prop.get("anyOf", [])
+    for part in refs:
+        if "enum" in part:
+            return True
+        ref = part.get("$ref", "")
+        if ref and "enum" in schemas.get(ref.rsplit("/", 1)[-1], {}):
+            return True
+    return False
+
+
+def test_every_serializer_field_that_takes_null_is_nullable_and_every_choice_lists_its_values():
+    """What the code says of each field is what the document says: a field that takes or
+    gives null is nullable, a choice lists its values (drf-spectacular derives both, unless
+    a hand-written schema overrides it: this checks those too)."""
+    from drf_spectacular.generators import SchemaGenerator
+    from rest_framework import serializers
+
+    generator = SchemaGenerator()
+    document = generator.get_schema(request=None, public=True)
+    schemas = document["components"]["schemas"]
+    checked, faults = 0, []
+    for component in generator.registry._components.values():
+        serializer = component.object
+        schema = schemas.get(component.name)
+        if not isinstance(serializer, serializers.Serializer) or not schema:
+            continue
+        for name, field in serializer.fields.items():
+            prop = (schema.get("properties") or {}).get(name)
+            if prop is None:  # write-only or read-only: in the other direction's shape
+                continue
+            checked += 1
+            if getattr(field, "allow_null", False) and not _property_allows_null(prop):
+                faults.append(f"{component.name}.{name}: takes null, not nullable")
+            if isinstance(field, serializers.ChoiceField) \
+                    and not _property_lists_choices(prop, schemas):
+                faults.append(f"{component.name}.{name}: a choice without its values")
+    assert checked > 500, checked  # the walk saw the API's serializers
+    assert not faults, faults

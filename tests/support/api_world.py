@@ -21,6 +21,7 @@ GOAL = "fuzz-goal"
 AGENT = "fuzz-agent"
 EXPERT = "fuzz-expert"
 BOT_PROFILE = "fuzz-bot"
+LARK_GROUP = "oc_fuzz"
 PRESET = "pi"  # a built-in launch preset (amux owns presets; none is created by the API)
 RUNTIME = "pi"
 MODEL = "fuzz-model"
@@ -41,6 +42,17 @@ def release_test_connection() -> None:
     request_finished.connect(close_old_connections)
 
 
+def stop_app_servers() -> None:
+    """App-servers a case started are stopped (their processes outlive the test's
+    rolled-back rows otherwise)."""
+    from sessions import app_servers
+    from sessions.models import AppServer
+
+    for row in AppServer.objects.filter(origin="spawned").exclude(state="stopped"):
+        if row.pid:
+            app_servers._kill(row.pid, row.ref)
+
+
 def _made(response, what: str) -> dict:
     assert response.status_code in (200, 201), (what, response.status_code, response.content)
     return response.json()
@@ -54,6 +66,43 @@ class World:
     def __init__(self, client):
         self._client = client
         self._made: dict[str, Any] = {"runtime": RUNTIME, "model": MODEL, "preset": PRESET}
+        self._workdirs = 0
+        self._slugs: set[str] = set()
+
+    def fresh_workdir(self) -> str:
+        """A directory no session holds yet, under the data directory's work/ (where a
+        session's or app-server's work directory must be): a new one each time."""
+        from django.conf import settings
+
+        self._workdirs += 1
+        return f"{settings.WORK_DIR}/fuzz-{self._workdirs}"
+
+    def image(self, mime: str) -> str | None:
+        """A one-pixel image of that MIME type, base64 (None for a type amux refuses)."""
+        import base64
+        import io
+
+        from PIL import Image
+
+        from sessions.content import MIME_FORMATS
+
+        if not isinstance(mime, str) or mime not in MIME_FORMATS:
+            return None
+        out = io.BytesIO()
+        Image.new("RGB", (1, 1)).save(out, format=MIME_FORMATS[mime])
+        return base64.b64encode(out.getvalue()).decode()
+
+    def fresh_slug(self, slug: str, max_length: int) -> str:
+        """The generated slug of a create, or one like it when an earlier case took it (a
+        taken slug is refused, rightly: it names a stored row, not the generated one)."""
+        n = 1
+        fresh = slug
+        while fresh.lower() in self._slugs:
+            n += 1
+            suffix = f"-{n}"
+            fresh = slug[:max_length - len(suffix)] + suffix
+        self._slugs.add(fresh.lower())
+        return fresh
 
     def _post(self, path: str, body: dict) -> dict:
         return self._answer(self._client.post(path, body, format="json"), path)
@@ -90,6 +139,18 @@ class World:
         self._made["source"] = self._post("/api/v1/sources/", {
             "kind": "github", "slug": SOURCE, "name": "Fuzz repo",
             "config": {"repo": "octo/fuzz"}})["slug"]
+
+    def _make_webchat_source(self):
+        self._made["webchat_source"] = self._post("/api/v1/sources/", {
+            "kind": "webchat", "slug": "fuzz-webchat", "name": "Fuzz chat",
+            "config": {}})["slug"]
+
+    def _make_lark_source(self):
+        # a Lark source with one configured group: made with the factory (the API would
+        # verify the app against Lark first)
+        self._made["lark_source"] = f.SourceFactory(
+            kind="lark", slug="fuzz-lark", name="Fuzz Lark",
+            config={"app_id": "cli_fuzz", "groups": [LARK_GROUP]}).slug
 
     def _make_provider(self):
         self._made["provider"] = self._post("/api/v1/providers/", {
@@ -161,6 +222,15 @@ class World:
 
     def _make_prompt(self):
         self._made["prompt"] = self._get("/api/v1/prompts/")["results"][0]["key"]
+
+    def _make_prompt_overridden(self):
+        # a built-in fragment with an override: what "keep mine" keeps and restore clears
+        fragments = self._get("/api/v1/prompts/?limit=200")
+        key = next(f["key"] for f in fragments["results"]
+                   if f["kind"] == "builtin" and f["editable"])
+        self._put(f"/api/v1/prompts/{key}/", {"base_revision": fragments["revision"],
+                                              "text": "Ours, carefully."})
+        self._made["prompt_overridden"] = key
 
     def _make_prompt_revision(self):
         # two revisions: a diff names two stored ones

@@ -213,3 +213,15 @@ def test_an_app_server_workspace_follows_the_workdir_rule(api, openai_provider,
     error = response.json()["error"]
     assert list(error["fields"]) == ["workspace"]
     assert "workspace must be a directory under" in error["fields"]["workspace"][0]
+
+
+@pytest.mark.parametrize("url, fault", [
+    ("http://127.0.0.1:9/", "ws:// or wss://"),
+    # a host IDNA cannot encode was a UnicodeError (500), found by the API fuzz
+    ("ws://\x84\u00e9:1/", "does not answer"),
+])
+def test_registering_an_app_server_names_a_url_that_cannot_be_one(api, url, fault):
+    response = api.post("/api/v1/attachable-sessions/", {"url": url}, format="json")
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert list(error["fields"]) == ["url"] and fault in error["fields"]["url"][0], error

@@ -116,6 +116,9 @@ def test_presets_are_amux_s_and_an_operator_edits_them(api, viewer, openai_provi
         == ["pi"]
     bad = api.patch("/api/v1/launch-presets/pi", {"permission": "yolo"}, format="json")
     assert bad.status_code == 400 and "permission" in bad.json()["error"]["fields"]
+    # the default cannot be unset, only moved: the request contradicts the stored state
+    kept = api.patch("/api/v1/launch-presets/pi", {"is_default": False}, format="json")
+    assert kept.status_code == 409 and list(kept.json()["error"]["fields"]) == ["is_default"]
     assert _client(viewer).patch("/api/v1/launch-presets/pi", {"model": "x"},
                                  format="json").status_code == 403
 
@@ -256,3 +259,12 @@ def test_a_patch_without_the_manifest_changes_nothing(api):
     assert changed.json()["manifest"]["instructions"] == "Read it once."
     builtin = api.patch("/api/v1/profiles/pi/", {}, format="json")
     assert builtin.status_code == 403 and builtin.json()["error"]["code"] == "builtin"
+
+
+@pytest.mark.parametrize("slug", ["  ", "--", "My Expert", "é"])
+def test_an_expert_s_explicit_slug_must_already_be_one(api, slug):
+    """The document's pattern is the rule: letters, digits, '-' and '_', one letter or digit
+    at least (before, a slug was slugified, so white space alone failed only after)."""
+    response = api.post("/api/v1/profiles/", {"manifest": V2, "slug": slug}, format="json")
+    assert response.status_code == 400, response.content
+    assert list(response.json()["error"]["fields"]) == ["slug"]
