@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import NOT_PROVIDED, Field
 
 from amux_common.clock import now as clock
@@ -56,14 +56,15 @@ def inserted(*, source_id: int, delivery_id: str, event: str, mailbox: str, head
              body: bytes, seen: SourceSeen) -> int | None:
     """The new delivery's id, or None when the source row is no longer `seen` (nothing
     stored). A delivery id stored before raises the database's IntegrityError."""
-    sql, given, rest = _statement(connection.vendor)
+    db = connections[DEFAULT_DB_ALIAS]  # once: each use of the proxy is a context lookup
+    sql, given, rest = _statement(db.vendor)
     values = (source_id, delivery_id, event, mailbox, headers, body, clock())
-    params = [f.get_db_prep_save(v, connection) for f, v in zip(given, values, strict=True)]
-    params += [prep() if callable(prep) else prep for prep in _defaults(rest)]
+    params = [f.get_db_prep_save(v, db) for f, v in zip(given, values, strict=True)]
+    params += [prep(db) if callable(prep) else prep for prep in _defaults(rest)]
     params += seen.checked
-    if connection.vendor == "postgresql":
-        return _bound_on_server(sql, params)
-    with connection.cursor() as cursor:
+    if db.vendor == "postgresql":
+        return _bound_on_server(db, sql, params)
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         found = cursor.fetchone()
     return None if found is None else found[0]
@@ -101,19 +102,19 @@ def _defaults(rest: tuple[Field, ...]) -> tuple:
     default, a function called per delivery for a callable one (a time, a new token)."""
     def prepared(field: Field):
         if field.has_default() and callable(field.default):
-            return lambda: field.get_db_prep_save(field.get_default(), connection)
+            return lambda db: field.get_db_prep_save(field.get_default(), db)
         return field.get_db_prep_save(field.get_default(), connection)
 
     return tuple(prepared(f) for f in rest)
 
 
-def _bound_on_server(sql: str, params: list) -> int | None:
+def _bound_on_server(db, sql: str, params: list) -> int | None:
     import psycopg
 
-    connection.ensure_connection()
-    raw = psycopg.Cursor(connection.connection)  # bound on the server, unlike Django's own
+    db.ensure_connection()
+    raw = psycopg.Cursor(db.connection)  # bound on the server, unlike Django's own
     # wrapped as Django wraps its cursors: execute wrappers, query logging, its exceptions
-    wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
+    wrap = db.make_debug_cursor if db.queries_logged else db.make_cursor
     with wrap(raw) as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
