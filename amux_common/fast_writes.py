@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
 from django.db.models.sql import InsertQuery
 
@@ -51,31 +51,31 @@ def insert(objs: Sequence[Model], *, unique_fields: Sequence[str] = (),
         return
     model = type(objs[0])
     head, tail, (row, fields) = _statement(model, tuple(unique_fields), tuple(update_fields))
+    db = connections[DEFAULT_DB_ALIAS]  # once: each use of the proxy is a context lookup
     params: list = []
     rows: list[str] = []
     for obj in objs:
         values = [f.pre_save(obj, True) for f in fields]
         if any(hasattr(v, "as_sql") for v in values):  # a db_default the database fills
-            rows.append(_row_with_expressions(model, fields, values, params))
+            rows.append(_row_with_expressions(db, model, fields, values, params))
             continue
-        params += [f.get_db_prep_save(v, connection) for f, v in zip(fields, values,
-                                                                     strict=True)]
+        params += [f.get_db_prep_save(v, db) for f, v in zip(fields, values, strict=True)]
         rows.append(row)
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(head + ", ".join(rows) + tail, params)
         ids = cursor.fetchall()
     for obj, (pk,) in zip(objs, ids, strict=True):
         obj.pk = pk
         obj._state.adding = False
-        obj._state.db = connection.alias
+        obj._state.db = db.alias
 
 
-def _row_with_expressions(model: type[Model], fields: tuple, values: list,
+def _row_with_expressions(db, model: type[Model], fields: tuple, values: list,
                           params: list) -> str:
     """One row's placeholders where some values are expressions (a ``DatabaseDefault``),
     compiled as the ORM's INSERT compiles them; their parameters appended to ``params``."""
     query = InsertQuery(model)
-    compiler = query.get_compiler(connection=connection)
+    compiler = query.get_compiler(connection=db)
     parts = []
     for field, value in zip(fields, values, strict=True):
         if hasattr(value, "as_sql"):
@@ -84,7 +84,7 @@ def _row_with_expressions(model: type[Model], fields: tuple, values: list,
             params += more
         else:
             parts.append("%s")
-            params.append(field.get_db_prep_save(value, connection))
+            params.append(field.get_db_prep_save(value, db))
     return "(" + ", ".join(parts) + ")"
 
 
@@ -114,9 +114,10 @@ def update(obj: Model, fields: Sequence[str], *,
         raise ValueError("a guard needs at least one value")
     sql, prepared = _update_sql(type(obj), tuple(fields), guard[0] if guard else None, negate,
                                 len(listed))
-    params = [f.get_db_prep_save(f.pre_save(obj, False), connection) for f in prepared]
+    db = connections[DEFAULT_DB_ALIAS]
+    params = [f.get_db_prep_save(f.pre_save(obj, False), db) for f in prepared]
     params.append(obj.pk)
     params += listed
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount > 0
