@@ -7,8 +7,9 @@ by the ORM each statement cost about 1 ms of Python (compiling the query, the pe
 checks of ``bulk_create``) on the session host's database thread, which shares the
 interpreter with the loop pumping the runtime. Here the fields' own
 ``pre_save``/``get_db_prep_save`` make the values, so defaults, ``auto_now``/``auto_now_add``
-and JSON encoding are what the ORM would store, and a field added to a model needs nothing
-here. No signals are sent (amux connects none).
+and JSON encoding are what the ORM would store, a database default (``db_default``) is
+written as the ORM's own compiler writes it (``DEFAULT``, or its expression on SQLite), and
+a field added to a model needs nothing here. No signals are sent (amux connects none).
 
 One path on every database: the statements are standard SQL that PostgreSQL and SQLite
 (3.35 or later: ``RETURNING``) both run, so the suite run on either covers them.
@@ -19,8 +20,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
+from django.db.models.sql import InsertQuery
 
 
 @functools.cache
@@ -49,16 +51,41 @@ def insert(objs: Sequence[Model], *, unique_fields: Sequence[str] = (),
         return
     model = type(objs[0])
     head, tail, (row, fields) = _statement(model, tuple(unique_fields), tuple(update_fields))
+    db = connections[DEFAULT_DB_ALIAS]  # once: each use of the proxy is a context lookup
     params: list = []
+    rows: list[str] = []
     for obj in objs:
-        params += [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(head + ", ".join([row] * len(objs)) + tail, params)
+        values = [f.pre_save(obj, True) for f in fields]
+        if any(hasattr(v, "as_sql") for v in values):  # a db_default the database fills
+            rows.append(_row_with_expressions(db, model, fields, values, params))
+            continue
+        params += [f.get_db_prep_save(v, db) for f, v in zip(fields, values, strict=True)]
+        rows.append(row)
+    with db.cursor() as cursor:
+        cursor.execute(head + ", ".join(rows) + tail, params)
         ids = cursor.fetchall()
     for obj, (pk,) in zip(objs, ids, strict=True):
         obj.pk = pk
         obj._state.adding = False
-        obj._state.db = connection.alias
+        obj._state.db = db.alias
+
+
+def _row_with_expressions(db, model: type[Model], fields: tuple, values: list,
+                          params: list) -> str:
+    """One row's placeholders where some values are expressions (a ``DatabaseDefault``),
+    compiled as the ORM's INSERT compiles them; their parameters appended to ``params``."""
+    query = InsertQuery(model)
+    compiler = query.get_compiler(connection=db)
+    parts = []
+    for field, value in zip(fields, values, strict=True):
+        if hasattr(value, "as_sql"):
+            sql, more = compiler.compile(value.resolve_expression(query, for_save=True))
+            parts.append(sql)
+            params += more
+        else:
+            parts.append("%s")
+            params.append(field.get_db_prep_save(value, db))
+    return "(" + ", ".join(parts) + ")"
 
 
 @functools.cache
@@ -87,9 +114,10 @@ def update(obj: Model, fields: Sequence[str], *,
         raise ValueError("a guard needs at least one value")
     sql, prepared = _update_sql(type(obj), tuple(fields), guard[0] if guard else None, negate,
                                 len(listed))
-    params = [f.get_db_prep_save(f.pre_save(obj, False), connection) for f in prepared]
+    db = connections[DEFAULT_DB_ALIAS]
+    params = [f.get_db_prep_save(f.pre_save(obj, False), db) for f in prepared]
     params.append(obj.pk)
     params += listed
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount > 0

@@ -19,6 +19,7 @@ one-mailbox path, which decides each case as it always has."""
 from __future__ import annotations
 
 import logging
+import re
 
 from django.db import IntegrityError, OperationalError, connection, transaction
 
@@ -122,25 +123,37 @@ def _mark_processed(deliveries: list[Delivery], now) -> None:
             cursor.executemany(_update_one_sql(), [[now, *row] for row in per_row])
 
 
-def _columns() -> tuple[str, ...]:
-    q, field = connection.ops.quote_name, Delivery._meta.get_field
-    return tuple(q(field(name).column) for name in (
-        "processed_at", "retry_at", "outcome", "reason", "trigger", "id"))
+# What processing sets on each row: one value for the whole batch, then one value each.
+SET_ALL, SET_EACH = ("processed_at", "retry_at"), ("outcome", "reason", "trigger")
+
+
+def _columns(names) -> list[str]:
+    return [connection.ops.quote_name(Delivery._meta.get_field(name).column) for name in names]
 
 
 def _update_one_sql() -> str:
-    processed, retry, outcome, reason, trigger, pk = _columns()
+    processed, retry = _columns(SET_ALL)
+    each = ", ".join(f"{c} = %s" for c in _columns(SET_EACH))
     return (f"UPDATE {connection.ops.quote_name(Delivery._meta.db_table)} SET "
-            f"{processed} = %s, {retry} = NULL, {outcome} = %s, {reason} = %s, "
-            f"{trigger} = %s WHERE {pk} = %s")
+            f"{processed} = %s, {retry} = NULL, {each} WHERE "
+            f"{_columns(['id'])[0]} = %s")
+
+
+def _array_type(field) -> str:
+    """The array a column's values travel in: the field's own database type, its length
+    left off (a varchar(n)[] cast would cut a longer value short instead of refusing it)."""
+    return re.sub(r"\(.*\)", "", field.cast_db_type(connection)) + "[]"
 
 
 def _update_all_sql() -> str:
-    processed, retry, outcome, reason, trigger, pk = _columns()
+    processed, retry = _columns(SET_ALL)
+    names = (*SET_EACH, "id")
+    fields = [Delivery._meta.get_field(name) for name in names]
+    arrays = ", ".join(f"%s::{_array_type(f)}" for f in fields)
+    each = ", ".join(f"{c} = v.{n}" for c, n in zip(_columns(SET_EACH), SET_EACH, strict=True))
     return (f"UPDATE {connection.ops.quote_name(Delivery._meta.db_table)} AS d SET "
-            f"{processed} = %s, {retry} = NULL, {outcome} = v.outcome, {reason} = v.reason, "
-            f"{trigger} = v.trigger FROM unnest(%s::text[], %s::text[], %s::bigint[], "
-            f"%s::bigint[]) AS v(outcome, reason, trigger, id) WHERE d.{pk} = v.id")
+            f"{processed} = %s, {retry} = NULL, {each} FROM unnest({arrays}) "
+            f"AS v({', '.join(names)}) WHERE d.{_columns(['id'])[0]} = v.id")
 
 
 def _try_lock(mailboxes: list[str]) -> set[str]:

@@ -43,7 +43,9 @@ def save(source: Source | None, *, kind: Any = KEEP, slug: Any = KEEP, name: Any
     """Create (``source`` None: ``kind`` required) or change a source. ``config`` replaces
     the stored one (``merge_config``: its members over the stored ones) and is checked by
     the kind's plugin with its defaults filled in; ``secrets`` sets the members it gives
-    and removes those given as None or "". Raises SourceRefused naming every fault."""
+    and removes those given as None or "". Raises SourceRefused naming every fault. Not
+    durable: a connector watching a document and a GitHub App's setup save their source in
+    their own transaction."""
     with transaction.atomic():
         if source is not None:
             source = Source.objects.select_for_update().get(pk=source.pk)
@@ -116,16 +118,18 @@ def _merged(source: Source | None, given: dict) -> dict:
 
 
 def switch(source: Source, enabled: bool) -> Source:
-    with transaction.atomic():
-        row = Source.objects.select_for_update().get(pk=source.pk)
+    """Turn a source on or off (an operator's command: a transaction of its own)."""
+    with transaction.atomic(durable=True):
+        row = Source.objects.select_for_update(no_key=True).get(pk=source.pk)
         row.enabled = enabled
         row.save(update_fields=["enabled", "updated_at"])
         return row
 
 
 def delete(source: Source) -> None:
-    """Delete a source that has received nothing; SourceInUse otherwise."""
-    with transaction.atomic():
+    """Delete a source that has received nothing; SourceInUse otherwise (an operator's
+    command: a transaction of its own)."""
+    with transaction.atomic(durable=True):
         row = Source.objects.select_for_update().get(pk=source.pk)
         if has_events(row):
             raise SourceInUse("this source has received events; disable it instead")

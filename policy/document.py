@@ -337,7 +337,7 @@ def version_of(document: Mapping) -> str:
 def compile_policy(document: Mapping, sources: Mapping[str, SourceInfo] | None = None,
                    version: str | None = None, acceptance: str | None = None) -> Policy:
     kinds = {slug: info.kind for slug, info in (sources or {}).items()}
-    return Policy(document, kinds, version, acceptance)
+    return Policy(document, kinds, version, acceptance, scopes=SCOPES)
 
 
 def diff(old: Mapping, new: Mapping) -> list[dict]:

@@ -191,14 +191,18 @@ class Policy:
 
     ``kinds`` maps each source slug to its kind (needed to know its rows and whether its
     identities are case-insensitive). Sources in the document whose kind is unknown are
-    compiled with the rows the document names.
+    compiled with the rows the document names. ``scopes`` is the vocabulary the policy is
+    read against (the scope rows each kind declares, normally ``SCOPES``): given, not read
+    from a global, so the gate decides from its inputs alone.
     """
 
-    __slots__ = ("acceptance", "auto", "parts", "version")
+    __slots__ = ("acceptance", "auto", "parts", "scopes", "version")
 
     def __init__(self, document: Mapping, kinds: Mapping[str, str] | None = None,
-                 version: str | None = None, acceptance: str | None = None):
+                 version: str | None = None, acceptance: str | None = None, *,
+                 scopes: Mapping[str, tuple[str, ...]]):
         kinds = kinds or {}
+        self.scopes = scopes
         self.version = version
         self.acceptance = acceptance or document.get("acceptance", MANUAL)
         self.auto = self.acceptance == AUTO
@@ -222,7 +226,8 @@ def gate(f: Facts, policy: Policy) -> Verdict:
     if row is None:
         row = part.rows.get(f.scope)
     if row is None:  # a row the kind declares but the policy left out is a closed row
-        return _IGNORED[SCOPE_DISABLED if f.scope in SCOPES.get(f.kind, ()) else UNKNOWN_SCOPE]
+        declared = f.scope in policy.scopes.get(f.kind, ())
+        return _IGNORED[SCOPE_DISABLED if declared else UNKNOWN_SCOPE]
     if not row.open:
         return _IGNORED[SCOPE_DISABLED]
     if row.no_sender:  # a CI result: no sender, only the "anyone, unaddressed" cell

@@ -199,7 +199,7 @@ def _compiled(version: str | None, document: dict, kinds: dict[str, str]) -> Pol
     if found is None:
         if len(_COMPILED) > 64:
             _COMPILED.clear()
-        found = _COMPILED[key] = Policy(document, kinds, version=version)
+        found = _COMPILED[key] = Policy(document, kinds, version=version, scopes=SCOPES)
     return found
 
 

@@ -5,7 +5,8 @@ last event seq), without compiling a queryset each time.
 Built by the ORM it cost about 2 ms of Python per batch (a locked queryset with three
 annotations) plus a second round trip for the last seq, on the host's database thread that
 shares the interpreter with the loop pumping the runtime. The SQL text is made once from
-the models' own metadata, so a field added to Session is read too.
+the models' own metadata (tables, columns, the ORM's converters), so a field added to
+Session is read too and a renamed column needs no edit here.
 
 The statements are the same on PostgreSQL and SQLite but for the lock clause (``FOR
 UPDATE OF``; SQLite has one writer at a time already). PostgreSQL gets them in one simple
@@ -57,6 +58,10 @@ def _lock_clause() -> str:
     return f" FOR UPDATE OF {table}" if connection.features.has_select_for_update_of else ""
 
 
+def _column(model, name: str) -> str:
+    return connection.ops.quote_name(model._meta.get_field(name).column)
+
+
 @functools.cache
 def _sql(with_turn: bool, with_last: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
     q = connection.ops.quote_name
@@ -65,14 +70,15 @@ def _sql(with_turn: bool, with_last: bool) -> tuple[tuple[str, ...], tuple[str, 
     cols = [f"{table}.{q(Session._meta.get_field(a).column)}" for a in fields]
     pk = f"{table}.{q(Session._meta.pk.column)}"
     if with_turn:
-        turns = q(Turn._meta.db_table)
-        cols += [f"(SELECT {q('seq')} FROM {turns} WHERE {q('id')} = %s)",
-                 f"(SELECT {q('key')} FROM {turns} WHERE {q('id')} = %s)"]
+        turns, turn_pk = q(Turn._meta.db_table), q(Turn._meta.pk.column)
+        cols += [f"(SELECT {_column(Turn, name)} FROM {turns} WHERE {turn_pk} = %s)"
+                 for name in ("seq", "key")]
     statements = [f"SELECT {', '.join(cols)} FROM {table} WHERE {pk} = %s{_lock_clause()}"]
     if with_last:
-        events = q(TimelineEvent._meta.db_table)
-        statements.append(f"SELECT {q('seq')} FROM {events} WHERE {q('session_id')} = %s "
-                          f"ORDER BY {q('seq')} DESC LIMIT 1")
+        events, seq = q(TimelineEvent._meta.db_table), _column(TimelineEvent, "seq")
+        statements.append(f"SELECT {seq} FROM {events} WHERE "
+                          f"{_column(TimelineEvent, 'session')} = %s "
+                          f"ORDER BY {seq} DESC LIMIT 1")
     return tuple(statements), fields
 
 
@@ -128,14 +134,16 @@ def _converters() -> list[list]:
 
 @functools.cache
 def _input_sql() -> tuple[str, str]:
-    q = connection.ops.quote_name
-    turns, events = q(Turn._meta.db_table), q(TimelineEvent._meta.db_table)
+    turns, events = (connection.ops.quote_name(m._meta.db_table) for m in (Turn, TimelineEvent))
+    turn_seq, event_seq = _column(Turn, "seq"), _column(TimelineEvent, "seq")
+    turn_session, event_session = _column(Turn, "session"), _column(TimelineEvent, "session")
     (lock,), _ = _sql(False, False)
     return lock, (
-        f"SELECT (SELECT {q('seq')} FROM {turns} WHERE {q('session_id')} = %s "
-        f"ORDER BY {q('seq')} DESC LIMIT 1), (SELECT {q('seq')} FROM {events} WHERE "
-        f"{q('session_id')} = %s ORDER BY {q('seq')} DESC LIMIT 1), (SELECT {q('id')} "
-        f"FROM {turns} WHERE {q('session_id')} = %s AND {q('key')} = %s)")
+        f"SELECT (SELECT {turn_seq} FROM {turns} WHERE {turn_session} = %s "
+        f"ORDER BY {turn_seq} DESC LIMIT 1), (SELECT {event_seq} FROM {events} WHERE "
+        f"{event_session} = %s ORDER BY {event_seq} DESC LIMIT 1), "
+        f"(SELECT {connection.ops.quote_name(Turn._meta.pk.column)} FROM {turns} "
+        f"WHERE {turn_session} = %s AND {_column(Turn, 'key')} = %s)")
 
 
 def locked_for_input(session_id: int, key: str | None

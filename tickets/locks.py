@@ -5,12 +5,19 @@ from __future__ import annotations
 
 from intake.models import Trigger
 from tickets.core.errors import NotFound
-from tickets.models import Assignment, Input, Ticket
+from tickets.models import AgentSettings, Assignment, Input, Ticket
 
 
 def _for_update(queryset):
     # of=("self",): joined rows (a trigger's source and thread) are read, not locked.
     return queryset.select_for_update(no_key=True, of=("self",)).order_by("pk")
+
+
+def agent_settings() -> AgentSettings:
+    """The one settings row (made if missing), locked before any ticket: a command that
+    takes both takes it first."""
+    AgentSettings.current()
+    return _for_update(AgentSettings.objects.filter(pk=1)).get()
 
 
 def ticket(ticket_id: int) -> Ticket:

@@ -1,12 +1,13 @@
-"""intake.checked_insert stores a webhook's delivery as the ORM would (on PostgreSQL with
-its own server-bound statement, elsewhere through the ORM's field preparation), and only
-while the source row is still the one the delivery was verified against."""
+"""intake.checked_insert stores a webhook's delivery as the ORM would (one statement made
+from the models, each value prepared by its field; bound on the server on PostgreSQL), and
+only while the source row is still the one the delivery was verified against. Run on
+PostgreSQL and SQLite alike."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import IntegrityError, models
-from django.db.models import TextField
+from django.db.models import TextField, Value
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -79,15 +80,19 @@ def test_a_delivery_id_stored_before_is_the_unique_constraint(source):
 
 @pytest.fixture
 def added_fields():
-    """Delivery grown by three fields (with a constant, a callable and a JSON default), in
-    the model and in its table, for one test; the model and table as they were after."""
+    """Delivery grown by five fields (with a constant, a callable and a JSON default, and two
+    with only a database default), in the model and in its table, for one test; the model
+    and table as they were after."""
     def forget():
         checked_insert._statement.cache_clear()
         checked_insert._defaults.cache_clear()
 
     with grown(Delivery, {"flagged": models.BooleanField(default=False),
                           "noted_at": models.DateTimeField(default=timezone.now),
-                          "labels": models.JSONField(default=list)}, forget) as fields:
+                          "labels": models.JSONField(default=list),
+                          "tally": models.IntegerField(db_default=7),
+                          "lane": models.CharField(max_length=8, db_default=Value("slow"))},
+               forget) as fields:
         yield fields
 
 
@@ -102,3 +107,13 @@ def test_a_field_added_to_delivery_is_stored_at_its_default(source, added_fields
     assert row["noted_at"] >= before  # a callable default is called for each delivery
     second = Delivery.objects.values_list("noted_at", flat=True).get(pk=insert(source, "d-2"))
     assert second >= row["noted_at"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_column_with_only_a_database_default_is_left_to_the_database(source, added_fields):
+    pk = insert(source, "d-1")
+    by_orm = Delivery.objects.create(
+        source=source, delivery_id="d-2", event="issue_comment", mailbox="gh:o/r#1",
+        headers={}, body=b"")
+    rows = Delivery.objects.filter(pk__in=[pk, by_orm.pk]).values_list("tally", "lane")
+    assert list(rows) == [(7, "slow"), (7, "slow")]

@@ -5,12 +5,15 @@ update that applies only while its guard holds."""
 from __future__ import annotations
 
 import pytest
+from django.db import models
+from django.db.models import Value
 from django.utils import timezone
 
 from amux_common import fast_writes
 from effects import outbox
 from effects.models import Effect, EffectKind
 from sessions.models import Session, TimelineEvent, Turn, TurnState
+from tests.support.grown_model import grown
 
 pytestmark = pytest.mark.django_db
 
@@ -67,3 +70,29 @@ def test_an_update_applies_only_while_its_guard_holds(session):
     assert fast_writes.update(session, ["lifecycle", "updated_at"])
     stored = Session.objects.get(pk=session.pk)
     assert stored.lifecycle == "idle" and stored.updated_at > before  # auto_now
+
+
+@pytest.fixture
+def grown_event():
+    """TimelineEvent grown by a field with a Python default and two with only a database
+    default, in the model and its table, for one test."""
+    with grown(TimelineEvent, {"flagged": models.BooleanField(default=False),
+                               "weight": models.IntegerField(db_default=3),
+                               "lane": models.CharField(max_length=8,
+                                                        db_default=Value("slow"))},
+               fast_writes._statement.cache_clear) as fields:
+        yield fields
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_field_added_to_the_model_is_written_as_the_orm_writes_it(grown_event):
+    session = Session.objects.create(runtime="pi", workdir="/tmp/w", name="grown")
+    events = [TimelineEvent(session=session, seq=1, type="t", payload={}),
+              TimelineEvent(session=session, seq=2, type="t", payload={}, weight=9),
+              TimelineEvent(session=session, seq=3, type="t", payload={}, flagged=True)]
+    fast_writes.insert(events)
+    by_orm = TimelineEvent.objects.create(session=session, seq=4, type="t", payload={})
+    rows = TimelineEvent.objects.filter(session=session).order_by("seq")
+    assert [e.pk for e in events] + [by_orm.pk] == [r.pk for r in rows]
+    assert list(rows.values_list("flagged", "weight", "lane")) == [
+        (False, 3, "slow"), (False, 9, "slow"), (True, 3, "slow"), (False, 3, "slow")]

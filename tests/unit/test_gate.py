@@ -14,6 +14,7 @@ from policy.gate import (
     INFERRED,
     SCOPES,
     Facts,
+    Policy,
     cells_of,
     gate,
 )
@@ -90,6 +91,18 @@ def test_disabled_row_unknown_scope_and_missing_source():
     assert gate(ci, p).reason == "scope_disabled"
     assert gate(facts(source="lk", kind="lark", scope="direct"), p).reason == (
         "source_not_in_policy")
+
+
+def test_the_gate_knows_the_scopes_it_was_given():
+    """The vocabulary is an input of the compiled policy, not a global read by the gate: the
+    same document read against other scope rows decides by those."""
+    document = validate({"acceptance": "auto", "sources": {"gh": COMMENT_ALL}}, SOURCES)
+    grown = Policy(document, {"gh": "github"},
+                   scopes={"github": (*SCOPES["github"], "discussion")})
+    assert gate(facts(scope="discussion", addressed=True), grown).reason == "scope_disabled"
+    assert gate(facts(scope="comment", addressed=True), grown).decision == EXPLICIT
+    declared = Policy(document, {"gh": "github"}, scopes=SCOPES)
+    assert gate(facts(scope="discussion", addressed=True), declared).reason == "unknown_scope"
 
 
 def test_own_message_is_ignored_first():

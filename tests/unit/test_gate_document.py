@@ -203,7 +203,7 @@ def test_each_configured_lark_group_may_keep_its_own_row():
     assert "group_configured:oc_1" not in rows  # oc_1 keeps the default row
     assert rows["group_configured:oc_2"] == {"addressed": False, "unaddressed_allowed": True,
                                              "unaddressed_anyone": False}
-    policy = Policy(canonical, {"lk": "lark"})
+    policy = Policy(canonical, {"lk": "lark"}, scopes=SCOPES)
 
     def decide(place, addressed, receives_all=False):
         return gate(Facts("lk", "lark", "group_configured", actor="ou_a", addressed=addressed,

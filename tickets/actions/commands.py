@@ -16,7 +16,7 @@ from tickets.core import failure as failures
 from tickets.core import guards as caps
 from tickets.core import messages, rules
 from tickets.core.errors import InvalidCommand, NotFound, ThreadAlreadyBound
-from tickets.models import AgentSettings, Assignment, Input, Question, Subscription, Ticket
+from tickets.models import Assignment, Input, Question, Subscription, Ticket
 
 SUBSCRIPTION_THREAD = "tickets_subscription_thread_id_key"  # one ticket per thread
 
@@ -123,8 +123,7 @@ def save_agent_settings(changes: dict) -> list[int]:
     a raised cap no longer holds goes now. Tickets are locked in id order after the
     settings row. Answers the tickets dispatched again."""
     with transaction.atomic(durable=True):
-        AgentSettings.current()  # the one row exists
-        row = AgentSettings.objects.select_for_update().get(pk=1)
+        row = locks.agent_settings()
         for name, value in changes.items():
             setattr(row, name, value)
         row.save()
