@@ -31,6 +31,10 @@ app.conf.beat_schedule = {
     "intake-sweep": {"task": "intake.sweep", "schedule": 30.0, "options": {"expires": 30}},
     "source-poll": {"task": "intake.poll_sources", "schedule": 300.0, "options": {"expires": 300}},
     "guards-sweep": {"task": "tickets.guards_sweep", "schedule": 60.0, "options": {"expires": 60}},
+    # requests whose notice to the main session is a dead letter (tickets/actions/main_routing)
+    "routing-sweep": {
+        "task": "tickets.routing_sweep", "schedule": 60.0, "options": {"expires": 60}
+    },
     # bounded batches per run (tickets/retention.py); a no-op with AMUX_RETENTION_DAYS=0
     "history-prune": {
         "task": "tickets.prune_history", "schedule": 900.0, "options": {"expires": 900}

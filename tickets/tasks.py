@@ -6,7 +6,7 @@ polls with intake (intake/tasks.py)."""
 
 from amux_common.tasks import durable_task
 from tickets import retention
-from tickets.actions import guards
+from tickets.actions import guards, main_routing
 
 
 @durable_task("tickets.guards_sweep", time_limit=60, soft_time_limit=50)
@@ -19,3 +19,9 @@ def guards_sweep() -> int:
 def prune_history() -> int:
     """Drop timelines of long-ended tickets and old deliveries (AMUX_RETENTION_DAYS)."""
     return retention.prune().total
+
+
+@durable_task("tickets.routing_sweep", time_limit=60, soft_time_limit=50)
+def routing_sweep() -> int:
+    """Requests whose notice never reached the main session take amux's own route."""
+    return len(main_routing.unreached_routed_by_code())

@@ -163,6 +163,26 @@ def test_a_request_left_waiting_when_the_main_runtime_goes_is_routed_by_code(
     assert Trigger.objects.get(pk=trigger.pk).disposition == "admitted"
 
 
+def test_a_request_whose_notice_is_a_dead_letter_is_routed_by_code_by_the_sweep(
+        client, gh, main):
+    from effects.models import EffectState
+    from tickets import tasks
+
+    waiting = comment(client, "@amux-bot please fix the typo", comment_id=501)
+    other = comment(client, "@amux-bot please fix the docs", comment_id=502)
+    assert not Ticket.objects.exists()  # both await the main session
+    # the outbox gave up on the first notice (as its last failed attempt leaves a row)
+    Effect.objects.filter(kind="main.notify", key=f"trigger:{waiting.pk}").update(
+        state=EffectState.DEAD, attempts=12, last_error="RuntimeError: unreachable")
+    assert tasks.routing_sweep() == 1
+    ticket = Ticket.objects.get()
+    assert ticket.routed_by == "code" and ticket.mandate.trigger_id == waiting.pk
+    assert Trigger.objects.get(pk=waiting.pk).disposition == "admitted"
+    # the other notice is still in line: its request keeps waiting for the main session
+    assert Trigger.objects.get(pk=other.pk).disposition == rules.AWAITING
+    assert tasks.routing_sweep() == 0
+
+
 def test_the_agent_settings_api_sets_and_clears_the_main_session(api, main):
     body = api.get("/api/v1/settings/agents/").json()
     assert (body["main_runtime"], body["main_provider"], body["main_model"]) == (

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from amux_common.clock import now as clock
+from effects.models import Effect, EffectKind, EffectState
 from intake.models import Trigger
 from tickets import locks
 from tickets.actions import common
@@ -84,6 +85,23 @@ def route_by_code(*, trigger_id: int) -> Routed:
         if trigger.disposition != rules.AWAITING:
             return Routed(trigger.pk, trigger.disposition, None)
         return _by_code(trigger)
+
+
+UNREACHED_BATCH = 100
+
+
+def unreached_routed_by_code() -> list[Routed]:
+    """Sweep (beat, every minute): a request whose notice to the main session became a
+    dead letter, with no newer one in line, never reached a router; amux routes it by code,
+    so an accepted request does not wait in `routing` for an operator to notice."""
+    keys = Effect.objects.filter(kind=EffectKind.MAIN_NOTIFY, key__startswith="trigger:")
+    pending = keys.filter(state=EffectState.PENDING).values("key")
+    dead = (keys.filter(state=EffectState.DEAD).exclude(key__in=pending)
+            .values_list("key", flat=True).distinct())
+    ids = [int(key.rpartition(":")[2]) for key in dead if key.rpartition(":")[2].isdigit()]
+    stuck = (Trigger.objects.filter(pk__in=ids, disposition=rules.AWAITING)
+             .order_by("pk").values_list("pk", flat=True)[:UNREACHED_BATCH])
+    return [route_by_code(trigger_id=trigger_id) for trigger_id in stuck]
 
 
 def _by_code(trigger: Trigger) -> Routed:
