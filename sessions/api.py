@@ -411,6 +411,7 @@ def _session(pk: int) -> Session:
                       "type": {"type": "string", "enum": ["image"]},
                       "mime": {"type": "string", "enum": list(content.MIME_FORMATS)},
                       "data": {"type": "string", "minLength": 1,
+                               "maxLength": limits.CONTENT_PART_BYTES,
                                "description": "base64 of an image in the declared format"}}}]},
 })
 class ContentParts(serializers.ListField):

@@ -33,19 +33,34 @@ def _resolved(schema: dict) -> dict:
     return schema
 
 
+def _required(schema: dict) -> list[str]:
+    """The fields an object needs: its own, each allOf part's, and the first option's of
+    a oneOf or anyOf (amux_common.schema's ``openapi_request_rules``)."""
+    names = list(schema.get("required", []))
+    parts = list(schema.get("allOf", []))
+    parts += [options[0] for options in (schema.get("oneOf"), schema.get("anyOf")) if options]
+    for part in parts:
+        names += [name for name in _required(_resolved(part)) if name not in names]
+    return names
+
+
 def _example(schema: dict):
     """A value of the documented type (its checks past the type are not the point)."""
     schema = _resolved(schema)
     if "enum" in schema:
         return next(v for v in schema["enum"] if v is not None)
-    for option in schema.get("oneOf", []) + schema.get("anyOf", []):
-        return _example(option)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next(k for k in kind if k != "null")
+    if kind == "object" and "properties" in schema:
+        # its fields, and those a rule across them asks for (the first way of each rule)
+        properties = schema["properties"]
+        return {name: _example(properties[name]) for name in _required(schema)
+                if name in properties}
+    for option in schema.get("oneOf", []) + schema.get("anyOf", []):
+        return _example(option)
     if kind == "object":
-        return {name: _example(schema["properties"][name])
-                for name in schema.get("required", [])}
+        return {}
     if kind == "array":
         return []
     if kind == "integer":

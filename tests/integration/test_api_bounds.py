@@ -25,6 +25,13 @@ def document(api):
     return response.json()
 
 
+def _constraint(part: dict) -> bool:
+    """A combinator part that declares no value of its own: ``required``, ``not`` and
+    properties restated by type or enum (amux_common.schema's ``openapi_request_rules``)."""
+    return not ({"type", "$ref", "items", "additionalProperties", "allOf", "oneOf", "anyOf"}
+                & part.keys())
+
+
 def _unbounded(document, schema, where, seen, sized=False) -> list[str]:
     components = document["components"]["schemas"]
     if "$ref" in schema:
@@ -37,7 +44,16 @@ def _unbounded(document, schema, where, seen, sized=False) -> list[str]:
     sized = sized or "x-max-json-bytes" in schema
     for key in ("allOf", "oneOf", "anyOf"):
         for index, part in enumerate(schema.get(key, [])):
-            found += _unbounded(document, part, f"{where}/{key}[{index}]", seen, sized)
+            at = f"{where}/{key}[{index}]"
+            if _constraint(part):
+                # a rule across the object's own fields (which must be given, which not):
+                # what it restates of a field is bounded where the field is declared
+                declared = schema.get("properties", {})
+                for name, prop in part.get("properties", {}).items():
+                    if name not in declared:
+                        found += _unbounded(document, prop, f"{at}.{name}", seen, sized)
+                continue
+            found += _unbounded(document, part, at, seen, sized)
     kind = schema.get("type")
     if isinstance(kind, list):  # ["integer", "null"]: the bound is the integer's
         kind = next((k for k in kind if k != "null"), None)

@@ -190,7 +190,9 @@ def test_a_session_cannot_reach_another_session_or_amux(runtime, backend, settin
         for name in ("data_list", "work_list", "token_dir_list", "write_data"):
             if SECRET not in found[name][1]:
                 escaped.pop(name, None)
-        assert set(found["data_list"][1].split()) <= {"run", "runtime", "work"}
+        # session-bin: the read-only `amux` command a runtime without MCP (Pi) reaches its
+        # memory tools with, the same for every session and holding no secret
+        assert set(found["data_list"][1].split()) <= {"run", "runtime", "work", "session-bin"}
         assert found["work_list"][1].split() == [Path(a.workdir).name]
         assert found["token_dir_list"][1].split() == ["ticket-1"]
     assert escaped == {}, escaped
