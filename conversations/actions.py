@@ -101,7 +101,7 @@ def _started(source, mode: str, meta: dict, actor: str) -> Conversation:
     place = rules.place_keys(mode, meta)[0]
     where = "bot" if mode == Mode.SINGLETON else f"{place.chat_id}/{place.thread_key or 'dm'}"
     session = launch.start_session(source.config, name=f"Lark {source.slug} {where}"[:120],
-                                   person=actor)
+                                   person=actor, shared=not rules.one_person(mode, place))
     services.set_mirrored(session.pk)
     try:
         with transaction.atomic():
@@ -138,9 +138,11 @@ def _post(conversation: Conversation, trigger: Trigger, mode: str) -> None:
             raise
     conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
     if conversation.session.lifecycle == Lifecycle.ARCHIVED:
+        place = rules.Place(conversation.chat_id, conversation.thread_key)
         session = launch.start_session(trigger.source.config,
                                        name=conversation.session.name,
-                                       person=conversation.started_by)
+                                       person=conversation.started_by,
+                                       shared=not rules.one_person(conversation.mode, place))
         services.set_mirrored(session.pk)
         conversation.session, conversation.generation = session, conversation.generation + 1
         conversation.save(update_fields=["session", "generation", "updated_at"])

@@ -24,12 +24,15 @@ def bot_profile(config: dict) -> BotProfile | None:
     return rows.order_by("pk").first()
 
 
-def start_session(config: dict, *, name: str, person: str = "") -> Session:
+def start_session(config: dict, *, name: str, person: str = "", shared: bool = True
+                  ) -> Session:
     """A new session for a conversation; CommandError when nothing says how to run one.
-    ``person``: the Lark open id of who started it — the session acts for, and reads the
-    memory of, the amux user they map to (sessions.ownership)."""
+    ``person``: the Lark open id of who started it. In a direct chat (``shared`` false) the
+    session acts for, and reads the memory of, the amux user they map to; in a place many
+    people write in it acts for nobody and reads the team's memory (sessions.ownership)."""
     bot = bot_profile(config)
-    scope = ownership.of_person("lark", person, acts=True)
+    scope = (ownership.of_shared_place("lark") if shared
+             else ownership.of_person("lark", person, acts=True))
     expert = bot.agent_profile.slug if bot and bot.agent_profile_id else None
     if bot is not None and bot.launch_preset_id:
         return services.create_session(preset=bot.launch_preset.slug, profile=expert,

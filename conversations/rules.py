@@ -46,6 +46,12 @@ def place_keys(mode: str, meta: dict) -> list[Place]:
     return [Place(chat, k) for k in dict.fromkeys(keys)]
 
 
+def one_person(mode: str, place: Place) -> bool:
+    """A direct chat: only the person in it writes there. A topic in a group and the
+    singleton are shared: any member may write, so none of them is who the session is."""
+    return mode == TOPIC and bool(place.chat_id) and not place.thread_key
+
+
 def in_thread(mode: str, meta: dict) -> bool:
     """Whether a reply to this message goes into its topic (Lark `reply_in_thread`)."""
     if meta.get("chat_type") == "p2p":

@@ -10,7 +10,8 @@ entries when amux's memory is on (``sessions.memory``).
 - direct (``POST sessions/``, MCP ``session_run``), task, schedule and instance sessions:
   the caller who made them (a schedule's and an instance's owner);
 - a goal's agent: the operator who started it;
-- a Lark conversation: the amux user the Lark person who started it maps to;
+- a Lark direct chat: the amux user the Lark person in it maps to; a group's topic or a
+  bot's one conversation (many people write there): nobody, and the team's memory;
 - a ticket's worker: acts for nobody (its tools are the ticket's, through its assignment
   token), and reads the memory of the amux user its requester maps to.
 
@@ -71,6 +72,14 @@ def of_person(kind: str, identity: str, *, acts: bool) -> Scope:
     if team is not None:
         return Scope(kind, None, team.pk, "team")
     return Scope(kind)
+
+
+def of_shared_place(kind: str) -> Scope:
+    """A session many people write to (a Lark group's topic, a bot's one conversation):
+    any member may steer it, so it acts for nobody and reads the team's memory, never the
+    memory of whoever happened to write first."""
+    team = team_user()
+    return Scope(kind, None, team.pk, "team") if team is not None else Scope(kind)
 
 
 def _active(username: str):

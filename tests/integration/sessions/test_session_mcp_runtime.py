@@ -123,9 +123,9 @@ def test_a_direct_session_reads_its_owners_memory_and_acts_as_its_owner(
     assert helper.session.owner == operator
 
 
-def test_a_lark_conversation_reads_the_memory_of_the_person_who_started_it(
+def test_a_lark_direct_chat_reads_the_memory_of_its_person(
         amux, client, operator, viewer):
-    """Alice writes in Lark; the team's identities skill says she is the amux user
+    """Alice writes to the bot in Lark; the team's identities skill says she is the amux user
     `operator`: the conversation's session reads that user's memory through its own tool
     calls on amux's MCP server."""
     require_runtime("codex")
@@ -154,8 +154,9 @@ def test_a_lark_conversation_reads_the_memory_of_the_person_who_started_it(
     model.script(_mcp("memory_search", query="standup"), Text("At nine, in Kepler."))
     with RecordingServer() as lark:
         lark_source(lark)
+        # a direct chat: Alice alone writes there (a group's topic reads the team's memory)
         outcome = say(client, lark, text="when is standup?", message_id="om_1",
-                      thread_id="omt_1")
+                      chat_id="oc_alice", chat_type="p2p", mention=False)
         assert outcome["outcome"] == "admitted", outcome
         session = Conversation.objects.get().session
         assert session.owner == operator
