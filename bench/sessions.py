@@ -3,7 +3,7 @@
 A runtime worker as `amux run` starts it (one Celery process, its thread pool, a thread per
 awake session) against a scratch PostgreSQL database and Redis; the real runtime (Codex
 app-server by default, or Pi, from node_modules) against the scripted model server, which
-answers every request at once. Three figures, measured in one run:
+answers every request at once. These figures, measured in one run:
 
 * ``session_rss_mb`` — what amux adds per awake session beyond the runtime's own process:
   the runtime worker's RSS with 50 sessions awake minus its RSS before the first, over 50
@@ -14,9 +14,29 @@ answers every request at once. Three figures, measured in one run:
 * ``wake_p95_ms`` — a message to a sleeping session until its runtime's first model
   request, p95 over 50 wakes that resume the native conversation (one wake every 0.3 s,
   while the others already woken stay awake). Goal < 2000.
+* ``session_total_rss_mb_codex`` / ``session_total_rss_mb_pi`` — the memory of everything
+  an awake session needs, per awake session: with the sessions awake (each after its first
+  turn), the runtime worker plus every process under it (the runtimes and whatever they
+  started), summed and divided by the awake sessions. The sum is of PSS (proportional set
+  size, /proc/<pid>/smaps_rollup), not RSS: N identical Node or Codex processes share
+  their binary's and libraries' pages, which RSS counts N times; the note gives both (RSS
+  is used for a process whose smaps_rollup cannot be read). Codex is measured with the
+  sessions of the main run; Pi with ``--pi-awake`` more sessions woken in the same runtime
+  worker once the Codex sessions sleep again (skipped with ``--runtime pi``, where the main
+  run measures it). The note says how many runtime process trees the sessions had: today
+  every Codex session starts its own ``codex app-server`` (the shared, attachable
+  app-servers of sessions/app_servers.py are only for ``codex-attached`` sessions), so
+  the figure is one app-server per session. Goal (Codex) < 50.
+* ``sessions_awake_max_codex`` — the most awake Codex sessions this machine holds at once,
+  derived from that measurement rather than by starting them: as the default capacity
+  (amux_site/session_capacity.py) would be with the measured cost, i.e. three quarters of
+  MemAvailable when the bench started over ``session_total_rss_mb_codex``, capped at the
+  runtime worker's thread pool (at most ``session_capacity.MAX`` threads). The
+  ``AMUX_SESSION_MEMORY_MB`` default (amux_site/settings.py) comes from these figures.
+  Goal >= 200.
 
     python -m bench.sessions [--awake 50] [--sleeping 500] [--runtime codex|pi]
-                             [--pool threads|prefork]
+                             [--pool threads|prefork] [--pi-awake 20]
 
 ``--pool prefork`` measures the previous layout (a prefork child per awake session, whose
 RSS is then the figure) for comparison. Needs DATABASE_URL=postgres://… (a scratch
@@ -45,6 +65,35 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _memory_mb(pids: list[int]) -> tuple[float, float, int]:
+    """(RSS, PSS, processes whose PSS could not be read) of ``pids`` together, in MB.
+    PSS splits each shared page among the processes mapping it, so N copies of one
+    runtime count its binary once; where smaps_rollup is unreadable RSS stands in."""
+    rss = pss = 0.0
+    unread = 0
+    for pid in pids:
+        fields: dict[str, int] = {}
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                name, _, rest = line.partition(":")
+                if name in ("Rss", "Pss") and rest.split():
+                    fields[name] = int(rest.split()[0])
+        except (OSError, ValueError):
+            pass
+        if "Rss" in fields and "Pss" in fields:
+            rss += fields["Rss"] / 1024
+            pss += fields["Pss"] / 1024
+        else:
+            unread += 1
+            try:
+                one = _rss_mb(pid)
+            except OSError:
+                continue  # gone meanwhile
+            rss += one
+            pss += one
+    return rss, pss, unread
 
 
 def _descendants(pid: int) -> list[int]:
@@ -83,16 +132,31 @@ def _wait(predicate, timeout: float, what: str, interval: float = 0.2):
 
 
 def figures(awake: int = 50, sleeping: int = 500, runtime: str = "codex",
-            pool: str = "threads") -> dict[str, dict]:
+            pool: str = "threads", pi_awake: int = 20) -> dict[str, dict]:
     """Run the bench once; ``{name: {"value", "unit", "goal", "met"}}``."""
+    from amux_site import session_capacity
     from bench._db import scratch_database
+
+    available = session_capacity.available_mb()
 
     data = Path(tempfile.mkdtemp(prefix="bench-sessions-"))
     saved = {k: os.environ.get(k) for k in ("DATABASE_URL", "AMUX_DATA_DIR")}
     try:
         with scratch_database("amux_bench_sessions") as url:
             os.environ["AMUX_DATA_DIR"] = str(data)
-            return _run(url, data, awake, sleeping, runtime, pool)
+            try:
+                return _run(url, data, awake, sleeping, runtime, pool,
+                            pi_awake if runtime != "pi" else 0, available)
+            except Exception:
+                log = data / "runtime.log"
+                if log.exists():  # the runtime worker's last words say why
+                    tail = log.read_text(errors="replace").splitlines()[-40:]
+                    print("\n".join(tail), file=sys.stderr)
+                from sessions.models import TimelineEvent
+                for event in TimelineEvent.objects.order_by("-pk")[:15]:
+                    print(event.session_id, event.type, str(event.payload)[:300],
+                          file=sys.stderr)
+                raise
     finally:
         for key, value in saved.items():
             if value is None:
@@ -103,7 +167,7 @@ def figures(awake: int = 50, sleeping: int = 500, runtime: str = "codex",
 
 
 def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
-         pool: str) -> dict[str, dict]:
+         pool: str, pi_awake: int, available: int | None) -> dict[str, dict]:
     from bench._db import setup_django
 
     setup_django(url, migrate=True)
@@ -112,13 +176,16 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
     from sessions import capacity, services
     from sessions.models import Lifecycle, ProviderProfile, Session, TimelineEvent
     from tests.support.model_server import ModelServer, Text
+    from tests.support.sessions import gateway_served
 
     settings.WORK_DIR = data / "work"
-    with ModelServer() as model:
+    # a session's runtime reaches its provider only through amux's model gateway, served
+    # here as `amux run` serves it (the runtime worker is told its URL)
+    with ModelServer() as model, gateway_served(settings):
         model.responder = lambda body: Text("ok")
         provider = ProviderProfile.objects.create(
             slug="bench", platform="openai-compat", base_url=model.base_url,
-            model_names=[MODEL[runtime]])
+            model_names=sorted(set(MODEL.values())))
         provider.secrets = {"api_key": "sk-bench"}
         provider.save()
         woken = [services.create_session(runtime=runtime, provider="bench",
@@ -127,8 +194,11 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
                                           model=MODEL[runtime]) for _ in range(sleeping)]
         Session.objects.filter(pk__in=[s.pk for s in asleep]).update(
             lifecycle=Lifecycle.SLEEPING)
+        others = [services.create_session(runtime="pi", provider="bench", model=MODEL["pi"])
+                  for _ in range(pi_awake)]
         env = {**os.environ, "DATABASE_URL": url, "AMUX_DATA_DIR": str(data),
                "REDIS_URL": settings.REDIS_URL, "AMUX_SECRET_KEY": settings.SECRET_KEY,
+               "AMUX_URL": settings.AMUX_URL,
                "DJANGO_SETTINGS_MODULE": "amux_site.settings"}
         slots = awake + 5
         argv = [sys.executable, "-m", "celery", "-A", "amux_site", "worker", "-Q",
@@ -146,19 +216,20 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
                                               if pool == "prefork" else 0)
             ids = [s.pk for s in woken]
 
-            def completed(n: int) -> bool:
+            def completed(n: int, among: list[int] = ids) -> bool:
                 return TimelineEvent.objects.filter(
-                    session_id__in=ids, type="turn.completed").count() >= n
+                    session_id__in=among, type="turn.completed").count() >= n
 
             # 1. wake every session for its first turn (a new native conversation each)
             for session in woken:
                 services.post_message(session.pk, f"first turn of {session.pk}")
                 time.sleep(0.3)
-            _wait(lambda: completed(awake), 300, f"{awake} first turns")
+            _wait(lambda: completed(awake), 60 + 4 * awake, f"{awake} first turns")
             rows = list(Session.objects.filter(pk__in=ids))
             assert all(services.lease_alive(s) for s in rows), "a session fell asleep"
             time.sleep(2)
             runtime_pids = {p for s in rows for p in _pids_of(s.runtime_tag)}
+            totals = {runtime: _total(worker.pid, awake)}
             if pool == "prefork":
                 hosts = [p for p in _descendants(worker.pid) if p not in runtime_pids
                          and not _ancestor_in(p, runtime_pids)]
@@ -208,6 +279,22 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
                     if pk not in firsts and f"wake {pk} now" in text:
                         firsts[pk] = request.at
             wakes = [(firsts[pk] - at) * 1000 for pk, at in marks.items() if pk in firsts]
+
+            # 4. the other runtime's memory, in the same worker once these sleep again
+            if others:
+                for session in woken:
+                    services.sleep(session.pk)
+                _wait(lambda: not [p for p in _descendants(worker.pid)
+                                   if pool != "prefork" or _descendants(p)],
+                      120, "every runtime stopped")
+                other_ids = [s.pk for s in others]
+                for session in others:
+                    services.post_message(session.pk, f"first turn of {session.pk}")
+                    time.sleep(0.3)
+                _wait(lambda: completed(len(others), other_ids), 300,
+                      f"{len(others)} first Pi turns")
+                time.sleep(2)
+                totals["pi"] = _total(worker.pid, len(others))
         finally:
             worker.terminate()
             try:
@@ -222,7 +309,7 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
           f"(not amux's); {total_sleeping} asleep hold {processes} processes, {leases} leases, "
           f"{tasks} host tasks; wake p50 "
           f"{_percentile(wakes, 50):.0f} ms over {len(wakes)}", file=sys.stderr)
-    return {
+    results = {
         "session_rss_mb": {"value": round(per_session, 2), "unit": "MB", "goal": "< 30",
                            "met": per_session < 30},
         "sleeping_session_processes": {"value": per_sleeper, "unit": "per session",
@@ -230,6 +317,59 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
         "wake_p95_ms": {"value": round(p95, 1), "unit": "ms", "goal": "< 2000",
                         "met": p95 < 2000 and len(wakes) == awake},
     }
+    for name, measured in totals.items():
+        results.update(_total_figures(name, measured, available))
+    return results
+
+
+def _total(worker_pid: int, awake: int) -> dict:
+    """The runtime worker and every process under it, summed (see the docstring)."""
+    under = _descendants(worker_pid)
+    rss, pss, unread = _memory_mb([worker_pid, *under])
+    trees = sum(1 for p in under if _parent(p) == worker_pid)
+    return {"awake": awake, "rss": rss, "pss": pss, "unread": unread,
+            "processes": len(under), "trees": trees}
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _total_figures(runtime: str, t: dict, available: int | None) -> dict[str, dict]:
+    from amux_site import session_capacity
+
+    per_pss, per_rss = t["pss"] / t["awake"], t["rss"] / t["awake"]
+    shared = ("one process tree per session" if t["trees"] >= t["awake"]
+              else f"{t['awake']} sessions in {t['trees']} process trees")
+    note = (f"{t['awake']} awake {runtime} sessions: runtime worker + {t['processes']} "
+            f"processes under it ({shared}): PSS {t['pss']:.0f} MB "
+            f"({per_pss:.1f} MB per session, the figure), RSS {t['rss']:.0f} MB "
+            f"({per_rss:.1f} MB per session)"
+            + (f"; {t['unread']} processes without smaps_rollup counted by RSS"
+               if t["unread"] else ""))
+    out = {f"session_total_rss_mb_{runtime}": {
+        "value": round(per_pss, 1), "unit": "MB PSS", "note": note,
+        **({"goal": "< 50", "met": per_pss < 50} if runtime == "codex"
+           else {"goal": "-", "met": None})}}
+    if runtime == "codex":
+        if available is None:
+            out["sessions_awake_max_codex"] = {
+                "value": None, "unit": "sessions", "goal": ">= 200", "met": None,
+                "note": "not measured: no /proc/meminfo MemAvailable"}
+        else:
+            by_memory = int(available * session_capacity.SHARE // per_pss)
+            most = max(1, min(session_capacity.MAX, by_memory))
+            out["sessions_awake_max_codex"] = {
+                "value": most, "unit": "sessions", "goal": ">= 200", "met": most >= 200,
+                "note": (f"MemAvailable {available} MB at the start x "
+                         f"{session_capacity.SHARE} / {per_pss:.1f} MB PSS per session = "
+                         f"{by_memory}, capped at the thread pool's "
+                         f"{session_capacity.MAX} (all of MemAvailable would hold "
+                         f"{int(available // per_pss)})")}
+    return out
 
 
 def _pids_of(tag: str) -> list[int]:
@@ -277,12 +417,16 @@ def main() -> None:
     parser.add_argument("--sleeping", type=int, default=500)
     parser.add_argument("--runtime", default="codex", choices=sorted(MODEL))
     parser.add_argument("--pool", default="threads", choices=["threads", "prefork"])
+    parser.add_argument("--pi-awake", type=int, default=20,
+                        help="Pi sessions woken after a Codex run for their memory (0: none)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    results = figures(args.awake, args.sleeping, args.runtime, args.pool)
+    results = figures(args.awake, args.sleeping, args.runtime, args.pool, args.pi_awake)
     for name, fig in results.items():
-        print(f"{name:28} {fig['value']:>10} {fig['unit']:12} goal {fig['goal']:8} "
-              f"{'met' if fig['met'] else 'NOT met'}")
+        print(f"{name:28} {fig['value']!s:>10} {fig['unit']:12} goal {fig['goal']:8} "
+              f"{'met' if fig['met'] else 'NOT met' if fig['met'] is False else '-'}")
+        if fig.get("note"):
+            print(f"    {fig['note']}")
 
 
 if __name__ == "__main__":
