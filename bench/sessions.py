@@ -152,10 +152,14 @@ def figures(awake: int = 50, sleeping: int = 500, runtime: str = "codex",
                 if log.exists():  # the runtime worker's last words say why
                     tail = log.read_text(errors="replace").splitlines()[-40:]
                     print("\n".join(tail), file=sys.stderr)
-                from sessions.models import TimelineEvent
-                for event in TimelineEvent.objects.order_by("-pk")[:15]:
-                    print(event.session_id, event.type, str(event.payload)[:300],
-                          file=sys.stderr)
+                # and the sessions' last events (a turn that failed, a provider unreached);
+                # never in the way of the error itself
+                with contextlib.suppress(Exception):
+                    from sessions.models import TimelineEvent
+
+                    for event in TimelineEvent.objects.order_by("-pk")[:15]:
+                        print(event.session_id, event.type, str(event.payload)[:300],
+                              file=sys.stderr)
                 raise
     finally:
         for key, value in saved.items():
