@@ -409,10 +409,11 @@ AMUX_RECEIVER_TIMEOUT_SECONDS = _positive_seconds(
 # AMUX_SESSION_CAPACITY, or it is derived when the settings load from the memory available
 # then and AMUX_SESSION_MEMORY_MB, what one awake session costs (its runtime's processes
 # plus the few MB amux adds). The default is measured: bench/sessions.py's
-# session_total_rss_mb_pi (108.8 MB PSS per awake Pi session, 20 awake, rounded up), the
-# costlier runtime; session_total_rss_mb_codex is 38 MB. Neither counts the tools an agent
-# runs during a turn (a build, a test suite): set it higher where those are heavy.
-AMUX_SESSION_MEMORY_MB = _positive_int("AMUX_SESSION_MEMORY_MB", 110)
+# session_total_rss_mb_pi (107-110 MB PSS per awake Pi session, 20 awake, three runs;
+# rounded up), the costlier runtime; session_total_rss_mb_codex is 31-38 MB. Neither counts
+# the tools an agent runs during a turn (a build, a test suite): set it higher where those
+# are heavy.
+AMUX_SESSION_MEMORY_MB = _positive_int("AMUX_SESSION_MEMORY_MB", 120)
 AMUX_SESSION_CAPACITY = _positive_int(
     "AMUX_SESSION_CAPACITY", session_capacity.from_memory(AMUX_SESSION_MEMORY_MB))
 

@@ -42,7 +42,7 @@ BENCHES: dict[str, tuple[str, list[str], int]] = {
     "sessions": ("bench.sessions",
                  ["session_rss_mb", "sleeping_session_processes", "wake_p95_ms",
                   "session_total_rss_mb_codex", "session_total_rss_mb_pi",
-                  "sessions_awake_max_codex"], 720),
+                  "sessions_awake_max_codex"], 600),
     "first_action": ("bench.first_action", ["first_action_p50_ms", "first_action_p95_ms"], 420),
     "burst": ("bench.burst", [f"first_action_burst_{k}_{r}" for r in ("codex", "pi")
                               for k in ("p95_ms", "ratio")], 900),

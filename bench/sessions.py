@@ -183,6 +183,10 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
     from tests.support.sessions import gateway_served
 
     settings.WORK_DIR = data / "work"
+    # every session not archived holds a runtime identity (a pooled OS user, made when its
+    # runtime first starts): the bench's sessions all need one, the sleepers' never used
+    identities = max(settings.AMUX_RUNTIME_IDENTITIES, awake + sleeping + pi_awake)
+    settings.AMUX_RUNTIME_IDENTITIES = identities
     # a session's runtime reaches its provider only through amux's model gateway, served
     # here as `amux run` serves it (the runtime worker is told its URL)
     with ModelServer() as model, gateway_served(settings):
@@ -202,7 +206,7 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
                   for _ in range(pi_awake)]
         env = {**os.environ, "DATABASE_URL": url, "AMUX_DATA_DIR": str(data),
                "REDIS_URL": settings.REDIS_URL, "AMUX_SECRET_KEY": settings.SECRET_KEY,
-               "AMUX_URL": settings.AMUX_URL,
+               "AMUX_URL": settings.AMUX_URL, "AMUX_RUNTIME_IDENTITIES": str(identities),
                "DJANGO_SETTINGS_MODULE": "amux_site.settings"}
         slots = awake + 5
         argv = [sys.executable, "-m", "celery", "-A", "amux_site", "worker", "-Q",
