@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Max, Q
+from django.db.models import F, Max, Q, Subquery
 from django.utils import timezone
 
 from amux_common import fast_writes, metrics
@@ -200,11 +200,20 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
             queued["origin"] = origin
         turn = Turn(session=session, seq=last + 1, key=key or f"turn-{last + 1}",
                     input=stored, origin=origin or {})
-        fast_writes.insert([turn])
         writer = Writer(session, last_event or 0)
-        writer.append("turn.queued", queued, turn=turn)
+        # the turn and its event in one round trip: the event names its turn by the turn's
+        # unique (session, seq), a subquery the INSERT resolves after the turn's own
+        writer.also.append(fast_writes.insert_statement([turn]))
+        event = writer.append("turn.queued", queued,
+                              turn=TurnRef(_turn_at(session_id, turn.seq), turn.seq))
+        writer.flush()
+        event.turn_id = turn.pk
         writer.commit_publish()
         return turn, True
+
+
+def _turn_at(session_id: int, seq: int) -> Subquery:
+    return Subquery(Turn.objects.filter(session_id=session_id, seq=seq).values("pk"))
 
 
 # ------------------------------------------------------------------------------- runtime

@@ -48,9 +48,11 @@ def test_each_step_of_a_turn_sends_only_what_it_must(session):
     pg = not apart
     sent, (turn, created) = statements(timeline.enqueue_input, session.pk, "hi", key="k1")
     assert created
-    # lock, then the last seqs and the key (one round trip on PostgreSQL); the turn; its
-    # turn.queued event
-    assert len(sent) == 3 + apart, sent
+    # lock, then the last seqs and the key (one round trip on PostgreSQL); the turn and its
+    # turn.queued event (one round trip on PostgreSQL), the event naming the new turn
+    assert len(sent) == (2 if pg else 4), sent
+    queued = TimelineEvent.objects.get(session=session, type="turn.queued")
+    assert (queued.turn_id, queued.seq, turn.seq) == (turn.pk, 1, 1)
 
     sent, _ = statements(timeline.start_turn, session.pk, turn.pk)
     # lock (with the turn's seq and the last seq, one round trip on PostgreSQL); the turn,
