@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Max, Q, Subquery
+from django.db import connection, transaction
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from amux_common import fast_writes, metrics
@@ -205,15 +205,35 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
         # unique (session, seq), a subquery the INSERT resolves after the turn's own
         writer.also.append(fast_writes.insert_statement([turn]))
         event = writer.append("turn.queued", queued,
-                              turn=TurnRef(_turn_at(session_id, turn.seq), turn.seq))
+                              turn=TurnRef(_TurnAt(session_id, turn.seq), turn.seq))  # type: ignore[arg-type]
         writer.flush()
         event.turn_id = turn.pk
         writer.commit_publish()
         return turn, True
 
 
-def _turn_at(session_id: int, seq: int) -> Subquery:
-    return Subquery(Turn.objects.filter(session_id=session_id, seq=seq).values("pk"))
+class _TurnAt:
+    """The id of the session's turn numbered ``seq``, as a value of an INSERT (an
+    expression fast_writes compiles); its SQL made once from the model, not by a queryset
+    each time (that cost more than the round trip it saves)."""
+
+    def __init__(self, session_id: int, seq: int) -> None:
+        self.params = [session_id, seq]
+
+    def resolve_expression(self, *args: Any, **kwargs: Any) -> _TurnAt:
+        return self
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list]:
+        return _turn_at_sql(), self.params
+
+
+@functools.cache
+def _turn_at_sql() -> str:
+    q = connection.ops.quote_name
+    meta = Turn._meta
+    return (f"(SELECT {q(meta.pk.column)} FROM {q(meta.db_table)} WHERE "
+            f"{q(meta.get_field('session').column)} = %s AND "
+            f"{q(meta.get_field('seq').column)} = %s)")
 
 
 # ------------------------------------------------------------------------------- runtime
