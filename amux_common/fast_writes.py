@@ -18,7 +18,8 @@ One path on every database: the statements are standard SQL that PostgreSQL and 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
@@ -47,8 +48,48 @@ def insert(objs: Sequence[Model], *, unique_fields: Sequence[str] = (),
     """Insert ``objs`` (new instances of one model) in the caller's transaction; each gets
     its id, as ``bulk_create`` gives it. With ``unique_fields`` a conflicting row is
     updated in place (``update_fields``) and the object gets that row's id."""
-    if not objs:
-        return
+    if objs:
+        send([insert_statement(objs, unique_fields=unique_fields,
+                               update_fields=update_fields)])
+
+
+class Statement(NamedTuple):
+    """One write made ready: its SQL, its parameters, and what takes its result (the rows it
+    returned, or None when it returns none, and its rowcount)."""
+
+    sql: str
+    params: list
+    done: Callable[[list | None, int], Any]
+
+
+def send(statements: Sequence[Statement]) -> list:
+    """Run ``statements`` in order in the caller's transaction, in one round trip where the
+    database takes several statements at once (PostgreSQL's simple query: Django's psycopg
+    cursor binds parameters on the client), else one after the other; each ``done``'s
+    answer, in order."""
+    db = connections[DEFAULT_DB_ALIAS]
+    out = []
+    with db.cursor() as cursor:
+        if len(statements) > 1 and db.vendor == "postgresql":
+            cursor.execute("; ".join(s.sql for s in statements),
+                           [p for s in statements for p in s.params])
+            for i, statement in enumerate(statements):
+                if i:
+                    cursor.nextset()
+                rows = cursor.fetchall() if cursor.description else None
+                out.append(statement.done(rows, cursor.rowcount))
+            return out
+        for statement in statements:
+            cursor.execute(statement.sql, statement.params)
+            rows = cursor.fetchall() if cursor.description else None
+            out.append(statement.done(rows, cursor.rowcount))
+    return out
+
+
+def insert_statement(objs: Sequence[Model], *, unique_fields: Sequence[str] = (),
+                     update_fields: Sequence[str] = ()) -> Statement:
+    """``insert``'s statement, to ``send`` with others; the objects get their ids when it
+    has run."""
     model = type(objs[0])
     head, tail, (row, fields) = _statement(model, tuple(unique_fields), tuple(update_fields))
     db = connections[DEFAULT_DB_ALIAS]  # once: each use of the proxy is a context lookup
@@ -61,13 +102,14 @@ def insert(objs: Sequence[Model], *, unique_fields: Sequence[str] = (),
             continue
         params += [f.get_db_prep_save(v, db) for f, v in zip(fields, values, strict=True)]
         rows.append(row)
-    with db.cursor() as cursor:
-        cursor.execute(head + ", ".join(rows) + tail, params)
-        ids = cursor.fetchall()
-    for obj, (pk,) in zip(objs, ids, strict=True):
-        obj.pk = pk
-        obj._state.adding = False
-        obj._state.db = db.alias
+
+    def done(ids: list | None, _count: int) -> None:
+        for obj, (pk,) in zip(objs, ids or [], strict=True):
+            obj.pk = pk
+            obj._state.adding = False
+            obj._state.db = db.alias
+
+    return Statement(head + ", ".join(rows) + tail, params, done)
 
 
 def _row_with_expressions(db, model: type[Model], fields: tuple, values: list,
@@ -104,10 +146,22 @@ def _update_sql(model: type[Model], names: tuple[str, ...], guard: str | None, n
 
 def update(obj: Model, fields: Sequence[str], *,
            only_if: tuple[str, Iterable] | None = None,
-           unless: tuple[str, Iterable] | None = None) -> bool:
+           unless: tuple[str, Iterable] | None = None,
+           returning: Sequence[str] = ()) -> Any:
     """``obj.save(update_fields=fields)`` (``auto_now`` fields take the time now), and only
     while the row's ``only_if`` field holds one of the values (``unless``: none of them);
-    True when the row was updated."""
+    True when the row was updated. With ``returning``: the updated row's values of those
+    fields (as the ORM reads them), or None when it was not updated — what the caller
+    would otherwise read back after the write."""
+    return send([update_statement(obj, fields, only_if=only_if, unless=unless,
+                                  returning=returning)])[0]
+
+
+def update_statement(obj: Model, fields: Sequence[str], *,
+                     only_if: tuple[str, Iterable] | None = None,
+                     unless: tuple[str, Iterable] | None = None,
+                     returning: Sequence[str] = ()) -> Statement:
+    """``update``'s statement, to ``send`` with others."""
     guard, negate = (only_if, False) if only_if else (unless, True) if unless else (None, False)
     listed = [str(v) for v in guard[1]] if guard else []
     if guard and not listed:
@@ -118,6 +172,35 @@ def update(obj: Model, fields: Sequence[str], *,
     params = [f.get_db_prep_save(f.pre_save(obj, False), db) for f in prepared]
     params.append(obj.pk)
     params += listed
-    with db.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount > 0
+    if not returning:
+        return Statement(sql, params, lambda _rows, count: count > 0)
+    back, converters = _returning(type(obj), tuple(returning))
+
+    def done(rows: list | None, _count: int) -> tuple | None:
+        if not rows:
+            return None
+        return tuple(_converted(v, convert) for v, convert in zip(rows[0], converters,
+                                                                   strict=True))
+
+    return Statement(sql + back, params, done)
+
+
+@functools.cache
+def _returning(model: type[Model], names: tuple[str, ...]) -> tuple[str, list]:
+    meta = model._meta
+    q = connection.ops.quote_name
+    fields = [meta.get_field(name) for name in names]
+    converters = []
+    for field in fields:
+        col = field.get_col(meta.db_table)
+        converters.append([(c, col) for c in [*connection.ops.get_db_converters(col),
+                                              *field.get_db_converters(connection)]])
+    return f" RETURNING {', '.join(q(f.column) for f in fields)}", converters
+
+
+def _converted(value: Any, converters: list) -> Any:
+    if value is None:
+        return None
+    for convert, expression in converters:
+        value = convert(value, expression, connection)
+    return value

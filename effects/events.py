@@ -73,10 +73,20 @@ def subscribers(fact: str) -> list[str]:
 def publish(fact: str, key: str, payload: dict) -> int:
     """State `fact` in the caller's transaction; each subscriber that wants it gets its own
     row, keyed `<subscriber>:<key>`. Returns how many rows were written."""
-    rows = [(f"{sub.name}:{key}", {**payload, FACT: fact, SUBSCRIBER: sub.name})
-            for sub in _fact(fact).values() if sub.wants is None or sub.wants(payload)]
+    rows = _rows(fact, key, payload)
     outbox.enqueue_many(fact, rows)
     return len(rows)
+
+
+def publish_statement(fact: str, key: str, payload: dict):
+    """`publish`'s one statement (None when no subscriber wants it), for the caller to send
+    with its own writes in one round trip in this transaction (fast_writes.send)."""
+    return outbox.enqueue_many_statement(fact, _rows(fact, key, payload))[0]
+
+
+def _rows(fact: str, key: str, payload: dict) -> list[tuple[str, dict]]:
+    return [(f"{sub.name}:{key}", {**payload, FACT: fact, SUBSCRIBER: sub.name})
+            for sub in _fact(fact).values() if sub.wants is None or sub.wants(payload)]
 
 
 def deliver(effect_id: int, payload: dict) -> None:

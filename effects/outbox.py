@@ -172,6 +172,18 @@ def enqueue(kind: str, key: str, payload: dict, *, channel: str = "", delay: flo
 def enqueue_many(kind: str, rows: list[tuple[str, dict]], *, channel: str = "",
                  delay: float = 0) -> list[Effect]:
     """`enqueue` for several keys of one kind in one statement (a fact's subscribers)."""
+    statement, effects = enqueue_many_statement(kind, rows, channel=channel, delay=delay)
+    if statement is not None:
+        fast_writes.send([statement])
+    return effects
+
+
+def enqueue_many_statement(kind: str, rows: list[tuple[str, dict]], *, channel: str = "",
+                           delay: float = 0
+                           ) -> tuple[fast_writes.Statement | None, list[Effect]]:
+    """`enqueue_many`'s one statement (None for no rows), for the caller to send with its
+    own writes in one round trip (fast_writes.send) in this transaction; the effects get
+    their ids once it has run."""
     _check_kind(kind)
     if not isinstance(channel, str) or len(channel) > MAX_CHANNEL:
         raise EffectError(f"effect channel must be a string of at most {MAX_CHANNEL} characters")
@@ -194,16 +206,17 @@ def enqueue_many(kind: str, rows: list[tuple[str, dict]], *, channel: str = "",
             version=new_version(), attempts=0, due_at=now + timedelta(seconds=delay),
             created_at=now,
         ))
+    if not effects:
+        return None, effects
     # One statement: insert, or replace the pending row of this (kind, key) in place (its
     # id, hence its place in line, and its channel stay; `line` is NULL on dead letters,
     # so they never conflict).
-    fast_writes.insert(
+    statement = fast_writes.insert_statement(
         effects, unique_fields=["kind", "key", "line"],
         update_fields=["payload", "version", "due_at", "attempts"],
     )
-    if effects:
-        _schedule_kick()
-    return effects
+    _schedule_kick()  # after the commit: the statement is sent before it, or rolled back
+    return statement, effects
 
 
 def wake(kind: str, key: str) -> bool:

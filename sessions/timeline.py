@@ -13,12 +13,12 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
@@ -104,6 +104,8 @@ class Writer:
         self.pending: list[tuple[TimelineEvent, int | None]] = []
         self.published: list[dict[str, Any]] = []
         self.mirrored: list[TimelineEvent] = []
+        # other writes of this transaction sent with the next flush, in the same round trip
+        self.also: list[fast_writes.Statement] = []
 
     def append(self, type_: str, payload: dict[str, Any] | None = None, *,
                turn: Turn | TurnRef | None = None, provenance: dict[str, Any] | None = None
@@ -115,17 +117,25 @@ class Writer:
         self.pending.append((ev, turn.seq if turn else None))
         return ev
 
-    def flush(self) -> None:
+    def flush(self, session_fields: Sequence[str] = ()) -> None:
+        """Store the pending events; with ``session_fields``, the session row's changed
+        fields too, in the same round trip (fast_writes.send): one write per batch."""
+        statements, self.also = self.also, []
+        if session_fields:
+            statements.append(fast_writes.update_statement(self.session, session_fields))
+        if self.pending:
+            statements.append(fast_writes.insert_statement([ev for ev, _ in self.pending]))
+        if statements:
+            fast_writes.send(statements)
         if not self.pending:
             return
-        fast_writes.insert([ev for ev, _ in self.pending])
         self.published.extend(event_data(ev, seq) for ev, seq in self.pending)
         if self.session.mirrored:
             self.mirrored.extend(ev for ev, _ in self.pending)
         self.pending.clear()
 
-    def commit_publish(self) -> None:
-        self.flush()
+    def commit_publish(self, session_fields: Sequence[str] = ()) -> None:
+        self.flush(session_fields)
         if self.mirrored:  # another place shows this session (sessions.hooks)
             events, self.mirrored = list(self.mirrored), []
             try:
@@ -190,11 +200,40 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
             queued["origin"] = origin
         turn = Turn(session=session, seq=last + 1, key=key or f"turn-{last + 1}",
                     input=stored, origin=origin or {})
-        fast_writes.insert([turn])
         writer = Writer(session, last_event or 0)
-        writer.append("turn.queued", queued, turn=turn)
+        # the turn and its event in one round trip: the event names its turn by the turn's
+        # unique (session, seq), a subquery the INSERT resolves after the turn's own
+        writer.also.append(fast_writes.insert_statement([turn]))
+        event = writer.append("turn.queued", queued,
+                              turn=TurnRef(_TurnAt(session_id, turn.seq), turn.seq))  # type: ignore[arg-type]
+        writer.flush()
+        event.turn_id = turn.pk
         writer.commit_publish()
         return turn, True
+
+
+class _TurnAt:
+    """The id of the session's turn numbered ``seq``, as a value of an INSERT (an
+    expression fast_writes compiles); its SQL made once from the model, not by a queryset
+    each time (that cost more than the round trip it saves)."""
+
+    def __init__(self, session_id: int, seq: int) -> None:
+        self.params = [session_id, seq]
+
+    def resolve_expression(self, *args: Any, **kwargs: Any) -> _TurnAt:
+        return self
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list]:
+        return _turn_at_sql(), self.params
+
+
+@functools.cache
+def _turn_at_sql() -> str:
+    q = connection.ops.quote_name
+    meta = Turn._meta
+    return (f"(SELECT {q(meta.pk.column)} FROM {q(meta.db_table)} WHERE "
+            f"{q(meta.get_field('session').column)} = %s AND "
+            f"{q(meta.get_field('seq').column)} = %s)")
 
 
 # ------------------------------------------------------------------------------- runtime
@@ -230,15 +269,21 @@ def record(session_id: int, turn_id: int | None,
                 error_code = payload.get("code", "") if state == TurnState.FAILED else ""
                 # only a turn not yet ended takes it (under the session lock)
                 ending = Turn(pk=turn.pk, state=state, ended_at=ended_at, error_code=error_code)
-                if not fast_writes.update(ending, ["state", "ended_at", "error_code"],
-                                          unless=("state", ENDED)):
+                # its start time comes back with the write: no read after it for the metrics
+                ended = fast_writes.update(ending, ["state", "ended_at", "error_code"],
+                                           unless=("state", ENDED), returning=("started_at",))
+                if ended is None:
                     writer.flush()  # a terminal earlier in this batch is the accepted one
                     _late_terminal(turn.pk, event.type, payload)
                     continue
-                _announce_turn_end(session_id, turn.pk, state, error_code, ended_at,
-                                   session.turn_key, session.has_task_runs)
+                fact = _announce_turn_end(session_id, turn.pk, state, error_code, ended_at,
+                                          session.turn_key, session.has_task_runs)
+                if fact is not None:  # sent with the batch's events, in their round trip
+                    writer.also.append(fact)
+                started_at = ended[0]
                 transaction.on_commit(functools.partial(
-                    _count_turn, turn.pk, session.runtime, str(state)))
+                    metrics.turn_ended, session.runtime, str(state),
+                    (ended_at - started_at).total_seconds() if started_at else None))
                 lifecycle.apply(session, lifecycle.TURN_ENDED)
                 session.last_active_at = timezone.now()
             if event.type == rt.UsageObserved.type:
@@ -253,9 +298,8 @@ def record(session_id: int, turn_id: int | None,
         fields = ["usage"] if usage_changed else []
         if session.lifecycle == Lifecycle.IDLE:
             fields += ["lifecycle", "last_active_at"]
-        if fields:
-            fast_writes.update(session, [*fields, "updated_at"])
-        writer.commit_publish()
+        # the session row's change goes with the batch's events (one round trip)
+        writer.commit_publish([*fields, "updated_at"] if fields else ())
         return writer.published
 
 
@@ -310,30 +354,16 @@ def _native_cumulative(runtime: str) -> bool:
 
 
 def _announce_turn_end(session_id: int, turn_id: int, state: str, error_code: str,
-                       ended_at: datetime, turn_key: str, has_task_runs: bool) -> None:
-    """State the turn-ended fact in the terminal event's own transaction, so it outlives a
-    crash right after the commit. Sessions knows no consumer: tickets, goals and task runs
-    subscribe to it (effects.events), each with its own durable row."""
-    events.publish(EffectKind.TURN_ENDED, f"turn:{turn_id}", {
+                       ended_at: datetime, turn_key: str, has_task_runs: bool
+                       ) -> fast_writes.Statement | None:
+    """The turn-ended fact, for the terminal event's own transaction, so it outlives a
+    crash right after the commit (the caller sends it with the batch's writes). Sessions
+    knows no consumer: tickets, goals and task runs subscribe to it (effects.events), each
+    with its own durable row."""
+    return events.publish_statement(EffectKind.TURN_ENDED, f"turn:{turn_id}", {
         "session": session_id, "turn": turn_id, "turn_key": turn_key, "state": str(state),
         "error_code": error_code, "ended_at": ended_at.isoformat(),
         "task_runs": bool(has_task_runs)})
-
-
-def _count_turn(turn_id: int, runtime: str, ended: str | None = None) -> None:
-    """After the commit, off the session's lock: a turn started (how long its input
-    waited) or ended (``ended``: its state; how long it ran) in amux's metrics."""
-    times = Turn.objects.filter(pk=turn_id).values_list(
-        "created_at", "started_at", "ended_at").first()
-    if times is None:
-        return
-    queued, started, stopped = times
-    if ended is None:
-        if started is not None:
-            metrics.turn_started(runtime, (started - queued).total_seconds())
-        return
-    ran = (stopped - started).total_seconds() if started and stopped else None
-    metrics.turn_ended(runtime, ended, ran)
 
 
 def _late_terminal(turn_id: int, type_: str, payload: dict[str, Any]) -> None:
@@ -360,8 +390,11 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
         # only a queued turn opens (under the session lock, so its state is current)
         opening = Turn(pk=turn_id, state=TurnState.RUNNING, started_at=timezone.now(),
                        prompt_revisions=list(payload.get("prompt_revisions") or []))
-        if not fast_writes.update(opening, ["state", "started_at", "prompt_revisions"],
-                                  only_if=("state", [TurnState.QUEUED])):
+        # when it was queued comes back with the write (the metrics' wait): no read after it
+        opened = fast_writes.update(opening, ["state", "started_at", "prompt_revisions"],
+                                    only_if=("state", [TurnState.QUEUED]),
+                                    returning=("created_at",))
+        if opened is None:
             return []
         turn = TurnRef(turn_id, session.turn_seq)
         if session.has_task_runs:  # its task run (sessions/task_runs.py) is running now
@@ -369,11 +402,13 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
                                    state=TaskRunState.QUEUED).update(
                 state=TaskRunState.RUNNING, started_at=timezone.now())
         lifecycle.apply(session, lifecycle.TURN_STARTED)
-        fast_writes.update(session, ["lifecycle", "sleep_reason", "updated_at"])
         writer = Writer(session, session.last_event_seq)
         writer.append("turn.started", payload, turn=turn)
-        writer.commit_publish()
-        transaction.on_commit(functools.partial(_count_turn, turn_id, session.runtime))
+        # the session's new state and the event: one round trip
+        writer.commit_publish(["lifecycle", "sleep_reason", "updated_at"])
+        transaction.on_commit(functools.partial(
+            metrics.turn_started, session.runtime,
+            (opening.started_at - opened[0]).total_seconds()))
         return writer.published
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.test import TestCase
 from django.test.utils import CaptureQueriesContext
 
 from effects.models import Effect
@@ -23,8 +24,11 @@ def session():
 
 
 def statements(fn, *args, **kwargs) -> tuple[list[str], object]:
-    """The statements ``fn`` sent (the savepoints of the test's own transaction aside)."""
-    with CaptureQueriesContext(connection) as captured:
+    """What ``fn`` sent, one entry per round trip (the savepoints of the test's own
+    transaction aside), what runs after its commit included: a read after the write there
+    (e.g. for the metrics) counts too."""
+    with CaptureQueriesContext(connection) as captured, \
+            TestCase.captureOnCommitCallbacks(execute=True):
         result = fn(*args, **kwargs)
     sent = [q["sql"] for q in captured.captured_queries
             if not q["sql"].upper().startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
@@ -38,18 +42,26 @@ def usage(total: int) -> rt.UsageObserved:
 
 
 def test_each_step_of_a_turn_sends_only_what_it_must(session):
-    # elsewhere than on PostgreSQL the lock and the reads beside it are two round trips
+    # elsewhere than on PostgreSQL the lock and the reads beside it are two round trips, and
+    # the writes sent together (fast_writes.send) one statement each
     apart = int(connection.vendor != "postgresql")
+    pg = not apart
     sent, (turn, created) = statements(timeline.enqueue_input, session.pk, "hi", key="k1")
     assert created
-    # lock, then the last seqs and the key (one round trip on PostgreSQL); the turn; its
-    # turn.queued event
-    assert len(sent) == 3 + apart, sent
+    # lock, then the last seqs and the key (one round trip on PostgreSQL); the turn and its
+    # turn.queued event (one round trip on PostgreSQL), the event naming the new turn
+    assert len(sent) == (2 if pg else 4), sent
+    queued = TimelineEvent.objects.get(session=session, type="turn.queued")
+    assert (queued.turn_id, queued.seq, turn.seq) == (turn.pk, 1, 1)
 
     sent, _ = statements(timeline.start_turn, session.pk, turn.pk)
     # lock (with the turn's seq and the last seq, one round trip on PostgreSQL); the turn,
-    # if still queued; the session; event
-    assert len(sent) == 4 + apart, sent
+    # if still queued (its queued time comes back with it: no read after the commit); the
+    # session with the event, one round trip
+    assert len(sent) == (3 if pg else 5), sent
+    if pg:
+        assert sent[-1].startswith('UPDATE "agent_sessions_session"') \
+            and '; INSERT INTO "agent_sessions_timelineevent"' in sent[-1], sent
 
     # the runtime's own turn.started carries nothing new: no transaction at all
     assert statements(timeline.record, session.pk, turn.pk, [rt.TurnStarted()])[0] == []
@@ -65,9 +77,14 @@ def test_each_step_of_a_turn_sends_only_what_it_must(session):
 
     sent, stored = statements(timeline.record, session.pk, turn.pk,
                               [usage(100), rt.TurnCompleted()])
-    # lock with the last seq; the day's usage (+ its first row); the turn, if not ended;
-    # the turn-ended fact; the session; one INSERT for both events
-    assert len(sent) == 7 + apart, sent
+    # lock with the last seq; the day's usage (+ its first row); the turn, if not ended
+    # (its start time comes back with it); then one round trip: the turn-ended fact, the
+    # session, one INSERT for both events; nothing read after the commit
+    assert len(sent) == (5 if pg else 8), sent
+    if pg:
+        assert sent[-1].startswith('INSERT INTO "effects_effect"') and \
+            '; UPDATE "agent_sessions_session"' in sent[-1] and \
+            '; INSERT INTO "agent_sessions_timelineevent"' in sent[-1], sent
     assert [e["type"] for e in stored] == ["usage.observed", "turn.completed"]
 
     turn.refresh_from_db()
