@@ -65,6 +65,27 @@ def _outputs(model: ModelServer) -> str:
     return json.dumps(model.tool_requests()[-1].body)
 
 
+def one_turn(session: Session, text: str | None = None) -> str:
+    """Post `text` (if any) and run the session's host, as a runtime worker does, until the
+    turn has completed; what the host returned (it sleeps once idle)."""
+    from sessions import services
+
+    Session.objects.filter(pk=session.pk).update(idle_timeout_s=2)
+    if text is not None:
+        services.post_message(session.pk, text)
+    outcome: dict = {}
+    host = threading.Thread(target=lambda: outcome.setdefault("v", run_host(session.pk)))
+    host.start()
+    try:
+        wait_for(lambda: TimelineEvent.objects.filter(
+            session=session, type__in=["turn.completed", "turn.failed"]).exists(),
+            timeout=180)
+    finally:
+        host.join(120)
+    assert TimelineEvent.objects.filter(session=session, type="turn.completed").exists()
+    return outcome.get("v")
+
+
 def test_a_direct_session_reads_its_owners_memory_and_acts_as_its_owner(
         amux, operator, viewer):
     require_runtime("codex")
@@ -87,21 +108,7 @@ def test_a_direct_session_reads_its_owners_memory_and_acts_as_its_owner(
                  _mcp("instance_spawn", name="helper", runtime="codex",
                       provider="scripted", model="scripted-model"),
                  Text("Releases leave on Tuesdays; a helper instance is ready."))
-    Session.objects.filter(pk=session.pk).update(idle_timeout_s=2)
-    from sessions import services
-
-    services.post_message(session.pk, "When do releases leave?")
-    outcome: dict = {}
-    host = threading.Thread(target=lambda: outcome.setdefault("v", run_host(session.pk)))
-    host.start()
-    try:
-        wait_for(lambda: TimelineEvent.objects.filter(
-            session=session, type__in=["turn.completed", "turn.failed"]).exists(),
-            timeout=180)
-    finally:
-        host.join(120)
-    assert outcome.get("v") == "slept"
-    assert TimelineEvent.objects.filter(session=session, type="turn.completed").exists()
+    assert one_turn(session, "When do releases leave?") == "slept"
 
     first = model.tool_requests()[0]
     assert {f"mcp__amux.{tool}" for tool in (
@@ -193,21 +200,7 @@ def test_a_pi_session_reads_its_owners_memory_with_the_amux_command(amux, operat
                  ToolCall(f"amux memory read {entry.pk}"),
                  ToolCall("amux context"),  # a ticket's tool: not a session's
                  Text("Between ten and four."))
-    Session.objects.filter(pk=session.pk).update(idle_timeout_s=2)
-    from sessions import services
-
-    services.post_message(session.pk, "When may we deploy?")
-    outcome: dict = {}
-    host = threading.Thread(target=lambda: outcome.setdefault("v", run_host(session.pk)))
-    host.start()
-    try:
-        wait_for(lambda: TimelineEvent.objects.filter(
-            session=session, type__in=["turn.completed", "turn.failed"]).exists(),
-            timeout=180)
-    finally:
-        host.join(120)
-    assert outcome.get("v") == "slept"
-    assert TimelineEvent.objects.filter(session=session, type="turn.completed").exists()
+    assert one_turn(session, "When may we deploy?") == "slept"
     assert "Channel: the `amux` command on your PATH" in json.dumps(
         model.tool_requests()[0].body)
     sent = _outputs(model)
@@ -248,17 +241,7 @@ def test_a_ticket_worker_reads_its_requesters_memory_through_its_own_tools(amux,
         outbox.drain(seconds=10)
     session = Ticket.objects.get(pk=ticket.pk).session
     assert session.snapshot["scope"]["memory_owner"] == operator.pk
-    Session.objects.filter(pk=session.pk).update(idle_timeout_s=2)
-    outcome: dict = {}
-    host = threading.Thread(target=lambda: outcome.setdefault("v", run_host(session.pk)))
-    host.start()
-    try:
-        wait_for(lambda: TimelineEvent.objects.filter(
-            session=session, type__in=["turn.completed", "turn.failed"]).exists(),
-            timeout=180)
-    finally:
-        host.join(120)
-    assert TimelineEvent.objects.filter(session=session, type="turn.completed").exists()
+    one_turn(session)  # its brief, posted by the dispatch
     assert "mcp__amux.report" in model.tool_requests()[0].tool_names  # the ticket's tools
     sent = _outputs(model)
     assert "Crashes go to the on-call first." in sent and str(entry.pk) in sent
