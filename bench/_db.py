@@ -179,6 +179,7 @@ def setup_django(url: str, migrate: bool = False) -> None:
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "amux_site.settings")
     os.environ.setdefault("AMUX_DATA_DIR", str(ROOT / "var" / "bench"))
+    os.environ.setdefault("AMUX_RUNTIME_POOL", "amux-bench")  # bench._setup.BENCH_POOL
     import sys
 
     if str(ROOT) not in sys.path:

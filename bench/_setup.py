@@ -12,6 +12,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Benches lease runtime users from a pool of their own, never an installation's (a bench's
+# scratch database hands out slot 1 again, and releasing a slot kills what runs as its uid).
+BENCH_POOL = "amux-bench"
+
 
 def django_setup(database: str, data_dir: str = "var/bench") -> str:
     """Create scratch database `database`, point Django at it, migrate; return its URL."""
@@ -21,6 +25,7 @@ def django_setup(database: str, data_dir: str = "var/bench") -> str:
 
     os.environ.setdefault("AMUX_DATA_DIR", str(ROOT / data_dir))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "amux_site.settings")
+    os.environ.setdefault("AMUX_RUNTIME_POOL", BENCH_POOL)
     stack = contextlib.ExitStack()
     url = stack.enter_context(scratch_database(database))
     atexit.register(_close_and_drop, stack)
@@ -47,6 +52,32 @@ def _close_and_drop(stack: contextlib.ExitStack) -> None:
 
         connections.close_all()
     stack.close()
+
+
+def remove_runtime_users(pool: str) -> int:
+    """Delete the OS users (and their groups) of a bench's runtime pool, so a bench leaves
+    no accounts behind: system ids are few (about 900), and a run of the sessions bench
+    alone makes hundreds. Only as root, and only the bench's own pool."""
+    if pool != BENCH_POOL or os.geteuid() != 0:
+        return 0
+    import pwd
+    import re
+    import shutil
+    import subprocess
+
+    userdel, pkill = shutil.which("userdel"), shutil.which("pkill")
+    if userdel is None:
+        return 0
+    mine = re.compile(rf"{re.escape(pool)}-(\d+|app)")
+    removed = 0
+    for entry in pwd.getpwall():
+        if not mine.fullmatch(entry.pw_name):
+            continue
+        if pkill:  # a runtime a stopped worker left behind keeps its user
+            subprocess.run([pkill, "-KILL", "-u", entry.pw_name], capture_output=True)
+        done = subprocess.run([userdel, entry.pw_name], capture_output=True)
+        removed += done.returncode == 0
+    return removed
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -146,6 +146,10 @@ def run(names: list[str], benches=None, out_path: Path | None = None,
     env = {**os.environ, "AMUX_DATA_DIR": os.environ.get("AMUX_DATA_DIR",
                                                          str(OUT_DIR))}
     env.pop("DJANGO_SETTINGS_MODULE", None)
+    sys.path.insert(0, str(ROOT))
+    from bench._setup import BENCH_POOL, remove_runtime_users
+
+    env.setdefault("AMUX_RUNTIME_POOL", BENCH_POOL)
     started_pg = started_redis = False
     setup_notes = []
     if services and not env.get("DATABASE_URL"):
@@ -187,6 +191,7 @@ def run(names: list[str], benches=None, out_path: Path | None = None,
             print(f"  ({time.monotonic() - began:.0f} s)", flush=True)
     finally:
         report["machine"]["load_after"] = list(os.getloadavg())
+        remove_runtime_users(env["AMUX_RUNTIME_POOL"])
         if started_pg:
             from bench import _db
 
