@@ -129,6 +129,14 @@ class RecordingServer(LoopbackServer):
     def url(self) -> str:
         return f"{self.origin}{self.prefix}"
 
+    def __enter__(self):
+        # lark-oapi keeps tenant tokens per app id for the whole process: a new stand-in Lark
+        # issues its own, so one an earlier server issued must not skip this one's token call
+        from lark_oapi.core.token.manager import TokenManager
+
+        getattr(TokenManager.cache, "cache", {}).clear()
+        return super().__enter__()
+
     def __exit__(self, *exc):
         for hold in self.holds:
             hold.release()
