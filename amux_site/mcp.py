@@ -10,6 +10,7 @@ own tools: they are three servers. The ASGI lifespan runs their session managers
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -57,11 +58,18 @@ class McpApp:
     """The ASGI app for /mcp and the ASGI lifespan that runs the servers' task groups."""
 
     def __init__(self):
-        self.servers = {WORKER: worker_tools.build_server(),
-                        SESSION: mcp_tools.build_server(session=True),
-                        CALLER: mcp_tools.build_server(), MAIN: main_tools.build_server()}
-        self.apps = {kind: mcp_http.http_app(server) for kind, server in self.servers.items()}
+        self.apps: dict[str, Any] = {}
         self.running = False
+
+    def _built(self) -> list:
+        """The servers and their HTTP apps, new for each lifespan: the SDK runs a server's
+        session manager once per instance, so an app started again in the same process (a
+        reload, a second server in a test run) needs new ones. Returns the servers."""
+        servers = {WORKER: worker_tools.build_server(),
+                   SESSION: mcp_tools.build_server(session=True),
+                   CALLER: mcp_tools.build_server(), MAIN: main_tools.build_server()}
+        self.apps = {kind: mcp_http.http_app(server) for kind, server in servers.items()}
+        return list(servers.values())
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "lifespan":
@@ -100,7 +108,7 @@ class McpApp:
             return
         try:
             async with contextlib.AsyncExitStack() as stack:
-                for server in self.servers.values():
+                for server in self._built():
                     await stack.enter_async_context(server.session_manager.run())
                 self.running = True
                 await send({"type": "lifespan.startup.complete"})

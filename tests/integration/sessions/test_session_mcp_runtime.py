@@ -28,17 +28,13 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 
 @pytest.fixture
-def amux(settings, session_dirs, monkeypatch):
+def amux(settings, session_dirs):
     """The model server, and amux's ASGI app with its lifespan (the MCP server runs in it)
-    serving the model gateway and /mcp as AMUX_URL. An MCP server's session manager runs
-    once per instance: each test's app gets its own."""
+    serving the model gateway and /mcp as AMUX_URL (each lifespan starts new MCP servers,
+    so every test starts the app afresh)."""
     settings.AMUX_MEMORY = True
     settings.AMUX_SESSION_MIN_IDLE_SECONDS = 1
-    from amux_site import asgi
-    from amux_site.mcp import McpApp
     from sessions.gateway_threads import lookups
-
-    monkeypatch.setattr(asgi, "mcp_app", McpApp())
 
     try:
         with ModelServer() as model, AsgiThread(lifespan="on") as app:
