@@ -237,7 +237,7 @@ def test_bot_open_id_verified_against_bot_info(client, lark, operator):
         lark.refresh_from_db()
         assert health(lark)["profile"]["state"] == "verified"
         assert server.matching("GET", r"/open-apis/bot/v3/info")[0].headers[
-            "authorization"] == "Bearer t-test"
+            "authorization"] == f"Bearer {server.tenant_token}"
 
         server.state.lark_app_open_id = "ou_another_bot"  # the app's bot is not ours
         assert profile.verify(lark)["state"] == "mismatch"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -94,6 +95,9 @@ class RecordingServer(LoopbackServer):
         # pull request whose head branch is not in its bare repository is refused (422).
         self.git = None
         self.lock = threading.Lock()
+        # Lark issues each tenant token itself: one another server (an earlier stand-in)
+        # issued is refused here as Lark refuses it (99991663)
+        self.tenant_token = f"t-{secrets.token_hex(8)}"
         server = self
 
         class Handler(QuietHandler):
@@ -340,12 +344,13 @@ class RecordingServer(LoopbackServer):
             creds = r.body if isinstance(r.body, dict) else {}
             if not creds.get("app_id") or not creds.get("app_secret"):
                 return 400, {"code": 10003, "msg": "invalid param"}
-            return 200, {"code": 0, "msg": "ok", "tenant_access_token": "t-test", "expire": 7200}
+            return 200, {"code": 0, "msg": "ok", "tenant_access_token": self.tenant_token,
+                         "expire": 7200}
         if r.path == "/open-apis/im/v1/messages" and r.method == "GET":
             return self._lark_list(r)
         m = re.fullmatch(r"/open-apis/docx/v1/documents/([^/]+)(/raw_content)?", r.path)
         if m and r.method == "GET":
-            if r.headers.get("authorization") != "Bearer t-test":
+            if r.headers.get("authorization") != f"Bearer {self.tenant_token}":
                 return 401, {"code": 99991663, "msg": "invalid token"}
             doc = self.state.lark_documents.get(m.group(1))
             if doc is None:
@@ -357,7 +362,7 @@ class RecordingServer(LoopbackServer):
                 "title": doc["title"]}}}
         if r.path == "/open-apis/bot/v3/info" and r.method == "GET":
             # The bot's identity (docs "获取机器人信息"); a tenant token only.
-            if r.headers.get("authorization") != "Bearer t-test":
+            if r.headers.get("authorization") != f"Bearer {self.tenant_token}":
                 return 401, {"code": 99991663, "msg": "invalid token"}
             return 200, {"code": 0, "msg": "ok", "bot": {
                 "activate_status": 2, "app_name": "amux", "avatar_url": "",
@@ -418,7 +423,7 @@ class RecordingServer(LoopbackServer):
         (default 20), paged by `page_token` with `has_more`. Refused as Lark refuses: a bad
         tenant token 99991663, a bad parameter 230001 / 99992402, a chat the bot is not in
         230002."""
-        if r.headers.get("authorization") != "Bearer t-test":
+        if r.headers.get("authorization") != f"Bearer {self.tenant_token}":
             return 401, {"code": 99991663, "msg": "Invalid access token for authorization."}
 
         def arg(name, default=""):
@@ -491,7 +496,7 @@ class RecordingServer(LoopbackServer):
         (or withdrew) 230011; a new message into a chat the bot is not in (not in
         `lark_chats`, and no message of it stored) 230002; the `uuid` makes a retry
         answer the first message."""
-        if r.headers.get("authorization") != "Bearer t-test":
+        if r.headers.get("authorization") != f"Bearer {self.tenant_token}":
             return 401, {"code": 99991663, "msg": "Invalid access token for authorization."}
         body = r.body if isinstance(r.body, dict) else {}
         msg_type, content = body.get("msg_type"), body.get("content")
@@ -545,7 +550,7 @@ class RecordingServer(LoopbackServer):
         """GET …/messages/:id — one message as Lark shows it (`data.items`); a bad tenant
         token 99991663, a message it does not have (or withdrew) 230011. `lark_withdraw`
         takes a message away, as a person or an admin withdrawing it would."""
-        if r.headers.get("authorization") != "Bearer t-test":
+        if r.headers.get("authorization") != f"Bearer {self.tenant_token}":
             return 401, {"code": 99991663, "msg": "Invalid access token for authorization."}
         msg = self.state.lark_store.get(message_id)
         if msg is None:
@@ -559,7 +564,7 @@ class RecordingServer(LoopbackServer):
     def _lark_patch(self, r: Recorded, message_id: str):
         """PATCH …/messages/:id — update a card: only an interactive card this app sent
         and shared (`config.update_multi`), as Lark refuses otherwise."""
-        if r.headers.get("authorization") != "Bearer t-test":
+        if r.headers.get("authorization") != f"Bearer {self.tenant_token}":
             return 401, {"code": 99991663, "msg": "Invalid access token for authorization."}
         msg = self.state.lark_store.get(message_id)
         if msg is None:
@@ -600,7 +605,7 @@ class RecordingServer(LoopbackServer):
         """drive v1 file comments (GET …/comments) and one comment's replies (GET
         …/comments/:id/replies), paged by `page_token` as Lark pages them; a comment in
         the list shows its first replies only, with `has_more` when there are more."""
-        if r.headers.get("authorization") != "Bearer t-test":
+        if r.headers.get("authorization") != f"Bearer {self.tenant_token}":
             return 401, {"code": 99991663, "msg": "invalid token"}
         if not (r.query.get("file_type") or [""])[0]:
             return 400, {"code": 99992402, "msg": "file_type is required"}
@@ -643,7 +648,7 @@ class RecordingServer(LoopbackServer):
         Refused as Lark documents it (file-comment-reply/create): no such document 1069305,
         no such comment 404 1069307, a whole-document comment (it takes no replies) or a bad
         body 1069302 — text_run text over 10000 characters, or with a raw `<` or `>`."""
-        if r.headers.get("authorization") != "Bearer t-test":
+        if r.headers.get("authorization") != f"Bearer {self.tenant_token}":
             return 401, {"code": 99991663, "msg": "invalid token"}
         if not (r.query.get("file_type") or [""])[0]:
             return 400, {"code": 1069302, "msg": "param error"}

@@ -38,7 +38,7 @@ def test_a_card_is_posted_once_per_key_and_updated_in_place(server):
     assert card["updates"] == 1 and card["card"]["body"]["elements"][0]["content"] == "done"
     assert card["thread_id"] == "omt_1"
     patch = server.matching("PATCH", rf"/open-apis/im/v1/messages/{first.message_id}")[0]
-    assert patch.headers["authorization"] == "Bearer t-test"
+    assert patch.headers["authorization"] == f"Bearer {server.tenant_token}"
 
 
 def test_lark_refusals_are_told_apart(server):
