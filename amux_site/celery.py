@@ -22,7 +22,7 @@ app.conf.task_routes = {"sessions.host": {"queue": "runtime"}}
 app.conf.beat_schedule = {
     # expired session leases and sessions with input but no host (sessions/tasks.py)
     "sessions-sweep": {"task": "sessions.sweep", "schedule": 10.0, "options": {"expires": 10}},
-    # schedules whose next slot has come (sessions/schedules.py); slots are exact, a firing
+    # schedules whose next slot has come (execution/schedules.py); slots are exact, a firing
     # is at most this late
     "schedules-due": {
         "task": "sessions.schedules_due", "schedule": 2.0, "options": {"expires": 2}
@@ -30,7 +30,6 @@ app.conf.beat_schedule = {
     "outbox-sweep": {"task": "effects.drain_outbox", "schedule": 5.0, "options": {"expires": 5}},
     "intake-sweep": {"task": "intake.sweep", "schedule": 30.0, "options": {"expires": 30}},
     "source-poll": {"task": "intake.poll_sources", "schedule": 300.0, "options": {"expires": 300}},
-    "guards-sweep": {"task": "tickets.guards_sweep", "schedule": 60.0, "options": {"expires": 60}},
     # requests whose notice to the main session is a dead letter (tickets/actions/main_routing)
     "routing-sweep": {
         "task": "tickets.routing_sweep", "schedule": 60.0, "options": {"expires": 60}
@@ -39,11 +38,8 @@ app.conf.beat_schedule = {
     "history-prune": {
         "task": "tickets.prune_history", "schedule": 900.0, "options": {"expires": 900}
     },
-    # managed goal agents: stalled turns resumed, autorun agents' next turn (goals/tasks.py)
+    # managed goal agents set to autorun: their next turn when one is eligible (goals/tasks.py)
     "goals-supervise": {"task": "goals.supervise", "schedule": 15.0, "options": {"expires": 15}},
-    "policy-effects-sweep": {
-        "task": "policy.apply_pending", "schedule": 30.0, "options": {"expires": 30}
-    },
 }
 # Liveness for `/healthz`, `amux status` and `amux doctor` (see amux_site/heartbeat.py).
 app.conf.beat_scheduler = "amux_site.heartbeat:HeartbeatScheduler"

@@ -2,8 +2,8 @@
 caller. An assignment token (a worker session's) reaches the worker's tools
 (tickets/tools/mcp_server.py); a session's own credential (every other session's: the one
 its runtime was launched with) reaches the caller tools acting as the session's owner and
-the memory tools (sessions/session_tools.py); an amux API token (``manage.py amux token``)
-reaches the caller tools (sessions/mcp_tools.py); anything else is refused (401, or 403 for
+the memory tools (execution/session_tools.py); an amux API token (``manage.py amux token``)
+reaches the caller tools (execution/mcp_tools.py); anything else is refused (401, or 403 for
 an ended assignment) before the MCP machinery reads the request. Each kind sees only its
 own tools: they are three servers. The ASGI lifespan runs their session managers."""
 
@@ -18,7 +18,7 @@ from django.conf import settings
 from amux_common import bounded_json, mcp_http, plain_asgi
 from amux_common.mcp_http import PATH
 from amux_site import errors
-from sessions import mcp_tools, session_tools
+from execution import mcp_tools, session_tools
 from tickets.tools import main_server as main_tools
 from tickets.tools import mcp_server as worker_tools
 from tickets.tools.service import ToolRefused

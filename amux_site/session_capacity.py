@@ -1,9 +1,10 @@
 """The default number of sessions one runtime worker keeps awake: sized by memory.
 
-An awake session costs its runtime's processes (a Node or Rust program: about 40 MB for a
-Codex app-server, 110 MB for Pi's Node, counted as PSS by bench/sessions.py, plus whatever
-tools it runs) and a few MB in the host (a thread, its event loop, a database and a Redis
-connection). Three quarters of the memory available when the worker starts, divided by that
+An awake session costs its runtime's processes (a Node or Rust program: about 34 MB for a
+Codex app-server of its own, 6-11 MB for a thread of a shared one under private-home,
+110 MB for Pi's Node, counted as PSS by bench/sessions.py, plus whatever tools it runs)
+and a few MB in the host (a thread, its event loop, a database and a Redis connection).
+Three quarters of the memory available when the worker starts, divided by that
 cost, leaves room for the web server, the other workers and the page cache.
 """
 

@@ -117,6 +117,7 @@ INSTALLED_APPS = [
     "policy",
     "effects",
     "sessions.apps.AgentSessionsConfig",
+    "execution",
     "intake",
     "tickets",
     "conversations",
@@ -309,6 +310,14 @@ def _positive_int(name: str, default: int) -> int:
     return value
 
 
+def _whole_number(name: str, default: int) -> int:
+    """0 or more (0: the feature it sizes is off)."""
+    raw = os.environ.get(name, "").strip()
+    if raw == "0":
+        return 0
+    return _positive_int(name, default) if raw else default
+
+
 def _positive_seconds(name: str, default: float) -> float:
     raw = os.environ.get(name, "").strip()
     if not raw:
@@ -410,12 +419,28 @@ AMUX_RECEIVER_TIMEOUT_SECONDS = _positive_seconds(
 # then and AMUX_SESSION_MEMORY_MB, what one awake session costs (its runtime's processes
 # plus the few MB amux adds). The default is measured: bench/sessions.py's
 # session_total_rss_mb_pi (107-110 MB PSS per awake Pi session, 20 awake, three runs;
-# rounded up), the costlier runtime; session_total_rss_mb_codex is 31-38 MB. Neither counts
+# rounded up), the costlier runtime; Codex is 31-38 MB with an app-server per session and
+# 6-11 MB as threads of shared app-servers (private-home, session_total_rss_mb_codex with 50
+# and 30 awake; 256 awake fit in the thread pool on 20 GB available either way). Neither counts
 # the tools an agent runs during a turn (a build, a test suite): set it higher where those
 # are heavy.
 AMUX_SESSION_MEMORY_MB = _positive_int("AMUX_SESSION_MEMORY_MB", 120)
+# Pre-started, idle runtime processes a runtime worker keeps per launch (runtime, provider,
+# model settings, environment, isolation: sessions/warm_pool.py) for the next new session
+# of that launch; each costs what an awake session does. 0 (the default): none.
+_warm = os.environ.get("AMUX_SESSION_WARM_POOL", "").strip() or "0"
+if not _warm.isdigit():
+    raise ImproperlyConfigured(
+        f"AMUX_SESSION_WARM_POOL must be a whole number of processes (0 turns the pool "
+        f"off), not {_warm!r}")
+AMUX_SESSION_WARM_POOL = int(_warm)
 AMUX_SESSION_CAPACITY = _positive_int(
     "AMUX_SESSION_CAPACITY", session_capacity.from_memory(AMUX_SESSION_MEMORY_MB))
+# Codex under private-home (every session already runs as amux's user): up to this many
+# sessions of equal launch settings are threads of one shared `codex app-server` per
+# runtime worker instead of a process each (runtimes/codex_shared.py); 0 turns it off.
+# Never under linux-dac or bwrap, where each session has an identity of its own.
+AMUX_CODEX_THREADS_PER_APP_SERVER = _whole_number("AMUX_CODEX_THREADS_PER_APP_SERVER", 64)
 
 # Login lockout (django-axes), panel and admin alike: 5 wrong passwords for one user name
 # from one address lock that pair out for 15 minutes (429). Locking the pair, not the

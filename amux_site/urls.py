@@ -8,6 +8,7 @@ from django.views.generic import RedirectView, TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from amux_site import favicon, health, metrics, root
+from execution import urls as execution_urls
 from goals import urls as goals_urls
 from intake import urls as intake_urls
 from policy import urls as policy_urls
@@ -28,6 +29,7 @@ api_patterns = [
     *tickets_urls.api_urlpatterns,
     *intake_urls.api_urlpatterns,
     *sessions_urls.api_urlpatterns,
+    *execution_urls.api_urlpatterns,
     *goals_urls.api_urlpatterns,
     *policy_urls.api_urlpatterns,
     *prompts_urls.api_urlpatterns,
@@ -46,6 +48,7 @@ panel_patterns = [
     *intake_urls.panel_urlpatterns,
     *goals_urls.panel_urlpatterns,
     *sessions_urls.panel_urlpatterns,
+    *execution_urls.panel_urlpatterns,
     *policy_urls.panel_urlpatterns,
     *prompts_urls.panel_urlpatterns,
 ]
@@ -57,6 +60,7 @@ urlpatterns = [
     path("hooks/", include(intake_urls.hook_urlpatterns)),
     path("api/v1/", include(api_patterns)),
     path("panel/", include(panel_patterns)),
+    path("admin/", include(execution_urls.admin_urlpatterns)),  # pages that moved
     path("admin/", admin.site.urls),
     path("favicon.ico", favicon.favicon, name="favicon"),
     path("robots.txt", TemplateView.as_view(template_name="robots.txt", content_type="text/plain")),

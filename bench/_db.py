@@ -10,6 +10,7 @@ PostgreSQL refuses to run as root.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import glob
 import json
@@ -179,11 +180,15 @@ def setup_django(url: str, migrate: bool = False) -> None:
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "amux_site.settings")
     os.environ.setdefault("AMUX_DATA_DIR", str(ROOT / "var" / "bench"))
-    os.environ.setdefault("AMUX_RUNTIME_POOL", "amux-bench")  # bench._setup.BENCH_POOL
     import sys
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+    from bench._setup import BENCH_POOL, remove_runtime_users
+
+    os.environ.setdefault("AMUX_RUNTIME_POOL", BENCH_POOL)
+    # a bench run on its own (python -m bench.<name>) leaves no runtime users either
+    atexit.register(remove_runtime_users, os.environ["AMUX_RUNTIME_POOL"])
     import django
 
     django.setup()

@@ -8,13 +8,15 @@ import atexit
 import contextlib
 import os
 import sys
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # Benches lease runtime users from a pool of their own, never an installation's (a bench's
-# scratch database hands out slot 1 again, and releasing a slot kills what runs as its uid).
-BENCH_POOL = "amux-bench"
+# scratch database hands out slot 1 again, and releasing a slot kills what runs as its uid),
+# per checkout: two checkouts benching at once must not end each other's runtimes.
+BENCH_POOL = f"amux-bench{zlib.crc32(str(ROOT).encode()) % 10000}"
 
 
 def django_setup(database: str, data_dir: str = "var/bench") -> str:
@@ -29,6 +31,8 @@ def django_setup(database: str, data_dir: str = "var/bench") -> str:
     stack = contextlib.ExitStack()
     url = stack.enter_context(scratch_database(database))
     atexit.register(_close_and_drop, stack)
+    # a bench run on its own (python -m bench.<name>) leaves no runtime users either
+    atexit.register(remove_runtime_users, os.environ["AMUX_RUNTIME_POOL"])
     os.environ["DATABASE_URL"] = url
     import django
 
@@ -55,29 +59,13 @@ def _close_and_drop(stack: contextlib.ExitStack) -> None:
 
 
 def remove_runtime_users(pool: str) -> int:
-    """Delete the OS users (and their groups) of a bench's runtime pool, so a bench leaves
-    no accounts behind: system ids are few (about 900), and a run of the sessions bench
-    alone makes hundreds. Only as root, and only the bench's own pool."""
-    if pool != BENCH_POOL or os.geteuid() != 0:
+    """Delete the OS users of the bench's own runtime pool, so a bench leaves no accounts
+    behind (a run of the sessions bench alone makes hundreds)."""
+    if pool != BENCH_POOL:
         return 0
-    import pwd
-    import re
-    import shutil
-    import subprocess
+    from runtimes.isolation import remove_pool
 
-    userdel, pkill = shutil.which("userdel"), shutil.which("pkill")
-    if userdel is None:
-        return 0
-    mine = re.compile(rf"{re.escape(pool)}-(\d+|app)")
-    removed = 0
-    for entry in pwd.getpwall():
-        if not mine.fullmatch(entry.pw_name):
-            continue
-        if pkill:  # a runtime a stopped worker left behind keeps its user
-            subprocess.run([pkill, "-KILL", "-u", entry.pw_name], capture_output=True)
-        done = subprocess.run([userdel, entry.pw_name], capture_output=True)
-        removed += done.returncode == 0
-    return removed
+    return remove_pool(pool)
 
 
 def percentile(values: list[float], p: float) -> float:

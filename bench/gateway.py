@@ -89,7 +89,7 @@ def figures(requests: int = REQUESTS) -> dict[str, dict]:
     url = django_setup("amux_bench_gateway")
     from django.conf import settings
 
-    from sessions import gateway_rules, model_credentials, services
+    from sessions import gateway_rules, model_credentials, new_session, services
     from sessions.models import ProviderProfile
 
     procs: list[subprocess.Popen] = []
@@ -117,8 +117,9 @@ def figures(requests: int = REQUESTS) -> dict[str, dict]:
         provider.save()
         # a worker's session: every request through the gateway has amux's current worker
         # prompt assembled and put in place of the marked block it carries
-        session = services.create_session(runtime="codex", provider="bench", model="gpt-5.5",
-                                          prompt_role="worker")
+        session = services.create_session(
+            new_session.Launch.direct(runtime="codex", provider="bench", model="gpt-5.5"),
+            new_session.Prompting(prompt_role="worker"))
         token = model_credentials.issue(session.pk)
         body = {"model": "gpt-5.5", "stream": True, "input": "hi",
                 "instructions": gateway_rules.mark("the prompt as the turn started"),

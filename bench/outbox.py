@@ -38,7 +38,7 @@ def worker(mode: str, count: int, index: int) -> None:
     from effects.models import Effect
 
     outbox.kick = lambda: None  # measure the database path only
-    outbox.register("deliver")(lambda effect_id, payload: None)
+    outbox.register("deliver", replace=True)(lambda effect_id, payload: None)
     connection.ensure_connection()
     print("ready", flush=True)
     sys.stdin.readline()  # go

@@ -42,10 +42,12 @@ BENCHES: dict[str, tuple[str, list[str], int]] = {
     "sessions": ("bench.sessions",
                  ["session_rss_mb", "sleeping_session_processes", "wake_p95_ms",
                   "session_total_rss_mb_codex", "session_total_rss_mb_pi",
-                  "sessions_awake_max_codex"], 600),
+                  "sessions_awake_max_codex", "session_total_rss_mb_codex_process_each"], 900),
     "first_action": ("bench.first_action", ["first_action_p50_ms", "first_action_p95_ms"], 420),
     "burst": ("bench.burst", [f"first_action_burst_{k}_{r}" for r in ("codex", "pi")
                               for k in ("p95_ms", "ratio")], 900),
+    "warm_pool": ("bench.warm_pool", ["warm_first_turn_p50_ms_pi",
+                                      "warm_first_turn_ratio_pi"], 600),
     "gateway": ("bench.gateway", ["gateway_added_ms_p50", "gateway_added_ms_p95",
                                   "gateway_first_byte_added_ms_p50"], 300),
 }

@@ -23,12 +23,17 @@ answers every request at once. These figures, measured in one run:
   is used for a process whose smaps_rollup cannot be read). Codex is measured with the
   sessions of the main run; Pi with ``--pi-awake`` more sessions woken in the same runtime
   worker once the Codex sessions sleep again (skipped with ``--runtime pi``, where the main
-  run measures it). The note says how many runtime process trees the sessions had: today
-  every Codex session starts its own ``codex app-server`` (the shared, attachable
-  app-servers of sessions/app_servers.py are only for ``codex-attached`` sessions), so
-  the figure is one app-server per session. Goal (Codex) < 50.
+  run measures it). ``session_total_rss_mb_codex`` is measured last, with ``--shared-awake``
+  Codex sessions made under private-home, where they are threads of shared app-servers
+  (runtimes/codex_shared.py: one process for up to AMUX_CODEX_THREADS_PER_APP_SERVER
+  sessions), woken in the same worker once the others sleep;
+  ``session_total_rss_mb_codex_process_each`` beside it is the main run's sessions, one
+  ``codex app-server`` each (as under linux-dac and bwrap, or with sharing off). The note
+  says how many runtime process trees the sessions had. Goal (Codex) < 50.
 * ``sessions_awake_max_codex`` — the most awake Codex sessions this machine holds at once,
-  derived from that measurement rather than by starting them: as the default capacity
+  derived from that measurement (the shared app-servers') rather than by starting them
+  (``sessions_awake_max_codex_process_each``: from one process per session): as the
+  default capacity
   (amux_site/session_capacity.py) would be with the measured cost, i.e. three quarters of
   MemAvailable when the bench started over ``session_total_rss_mb_codex``, capped at the
   runtime worker's thread pool (at most ``session_capacity.MAX`` threads). The
@@ -36,7 +41,7 @@ answers every request at once. These figures, measured in one run:
   Goal >= 200.
 
     python -m bench.sessions [--awake 50] [--sleeping 500] [--runtime codex|pi]
-                             [--pool threads|prefork] [--pi-awake 20]
+                             [--pool threads|prefork] [--pi-awake 20] [--shared-awake 50]
 
 ``--pool prefork`` measures the previous layout (a prefork child per awake session, whose
 RSS is then the figure) for comparison. Needs DATABASE_URL=postgres://… (a scratch
@@ -132,7 +137,8 @@ def _wait(predicate, timeout: float, what: str, interval: float = 0.2):
 
 
 def figures(awake: int = 50, sleeping: int = 500, runtime: str = "codex",
-            pool: str = "threads", pi_awake: int = 20) -> dict[str, dict]:
+            pool: str = "threads", pi_awake: int = 20,
+            shared_awake: int | None = None) -> dict[str, dict]:
     """Run the bench once; ``{name: {"value", "unit", "goal", "met"}}``."""
     from amux_site import session_capacity
     from bench._db import scratch_database
@@ -145,8 +151,10 @@ def figures(awake: int = 50, sleeping: int = 500, runtime: str = "codex",
         with scratch_database("amux_bench_sessions") as url:
             os.environ["AMUX_DATA_DIR"] = str(data)
             try:
+                shared = awake if shared_awake is None else shared_awake
                 return _run(url, data, awake, sleeping, runtime, pool,
-                            pi_awake if runtime != "pi" else 0, available)
+                            pi_awake if runtime != "pi" else 0, available,
+                            shared if runtime == "codex" else 0)
             except Exception:
                 log = data / "runtime.log"
                 if log.exists():  # the runtime worker's last words say why
@@ -171,13 +179,14 @@ def figures(awake: int = 50, sleeping: int = 500, runtime: str = "codex",
 
 
 def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
-         pool: str, pi_awake: int, available: int | None) -> dict[str, dict]:
+         pool: str, pi_awake: int, available: int | None,
+         shared_awake: int = 0) -> dict[str, dict]:
     from bench._db import setup_django
 
     setup_django(url, migrate=True)
     from django.conf import settings
 
-    from sessions import capacity, services
+    from sessions import capacity, new_session, services
     from sessions.models import Lifecycle, ProviderProfile, Session, TimelineEvent
     from tests.support.model_server import ModelServer, Text
     from tests.support.sessions import gateway_served
@@ -196,14 +205,22 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
             model_names=sorted(set(MODEL.values())))
         provider.secrets = {"api_key": "sk-bench"}
         provider.save()
-        woken = [services.create_session(runtime=runtime, provider="bench",
-                                         model=MODEL[runtime]) for _ in range(awake)]
-        asleep = [services.create_session(runtime=runtime, provider="bench",
-                                          model=MODEL[runtime]) for _ in range(sleeping)]
+        launch = new_session.Launch.direct(runtime=runtime, provider="bench",
+                                           model=MODEL[runtime])
+        woken = [services.create_session(launch) for _ in range(awake)]
+        asleep = [services.create_session(launch) for _ in range(sleeping)]
         Session.objects.filter(pk__in=[s.pk for s in asleep]).update(
             lifecycle=Lifecycle.SLEEPING)
-        others = [services.create_session(runtime="pi", provider="bench", model=MODEL["pi"])
-                  for _ in range(pi_awake)]
+        pi = new_session.Launch.direct(runtime="pi", provider="bench", model=MODEL["pi"])
+        others = [services.create_session(pi) for _ in range(pi_awake)]
+        # Codex sessions made under private-home (their isolation is frozen at creation):
+        # threads of shared app-servers (runtimes/codex_shared.py)
+        machine_isolation = settings.AMUX_ISOLATION
+        settings.AMUX_ISOLATION = "private-home"
+        codex = new_session.Launch.direct(runtime="codex", provider="bench",
+                                          model=MODEL["codex"])
+        threads = [services.create_session(codex) for _ in range(shared_awake)]
+        settings.AMUX_ISOLATION = machine_isolation
         env = {**os.environ, "DATABASE_URL": url, "AMUX_DATA_DIR": str(data),
                "REDIS_URL": settings.REDIS_URL, "AMUX_SECRET_KEY": settings.SECRET_KEY,
                "AMUX_URL": settings.AMUX_URL, "AMUX_RUNTIME_IDENTITIES": str(identities),
@@ -288,21 +305,30 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
                         firsts[pk] = request.at
             wakes = [(firsts[pk] - at) * 1000 for pk, at in marks.items() if pk in firsts]
 
-            # 4. the other runtime's memory, in the same worker once these sleep again
-            if others:
-                for session in woken:
+            def awake_alone(asleep: list, group: list, what: str) -> float:
+                """Put `asleep` to sleep, wake `group` alone in the same worker with a
+                first turn each, and measure the memory per awake session."""
+                for session in asleep:
                     services.sleep(session.pk)
                 _wait(lambda: not [p for p in _descendants(worker.pid)
                                    if pool != "prefork" or _descendants(p)],
                       120, "every runtime stopped")
-                other_ids = [s.pk for s in others]
-                for session in others:
+                ids = [s.pk for s in group]
+                for session in group:
                     services.post_message(session.pk, f"first turn of {session.pk}")
                     time.sleep(0.3)
-                _wait(lambda: completed(len(others), other_ids), 300,
-                      f"{len(others)} first Pi turns")
+                _wait(lambda: completed(len(group), ids), 300, f"{len(group)} {what}")
                 time.sleep(2)
-                totals["pi"] = _total(worker.pid, len(others))
+                return _total(worker.pid, len(group))
+
+            # 4. the other runtime's memory, in the same worker once these sleep again
+            if others:
+                totals["pi"] = awake_alone(woken, others, "first Pi turns")
+            # 5. Codex sessions as threads of shared app-servers, in the same worker once
+            # the others sleep
+            if threads:
+                totals["codex_shared"] = awake_alone(
+                    [*woken, *others], threads, "first turns of shared app-server threads")
         finally:
             worker.terminate()
             try:
@@ -327,6 +353,18 @@ def _run(url: str, data: Path, awake: int, sleeping: int, runtime: str,
     }
     for name, measured in totals.items():
         results.update(_total_figures(name, measured, available))
+    if "codex_shared" in totals and "codex" in totals:
+        # the figure is the shared layout's (where it applies: private-home); one process
+        # per session (linux-dac, bwrap, or sharing off) beside it
+        own = results.pop("session_total_rss_mb_codex")
+        own_max = results.pop("sessions_awake_max_codex")
+        results["session_total_rss_mb_codex"] = results.pop(
+            "session_total_rss_mb_codex_shared")
+        results["sessions_awake_max_codex"] = results.pop("sessions_awake_max_codex_shared")
+        results["session_total_rss_mb_codex_process_each"] = {**own, "goal": "-",
+                                                              "met": None}
+        results["sessions_awake_max_codex_process_each"] = {**own_max, "goal": "-",
+                                                            "met": None}
     return results
 
 
@@ -358,19 +396,24 @@ def _total_figures(runtime: str, t: dict, available: int | None) -> dict[str, di
             f"({per_rss:.1f} MB per session)"
             + (f"; {t['unread']} processes without smaps_rollup counted by RSS"
                if t["unread"] else ""))
+    codex = runtime.startswith("codex")
+    # "_shared": threads of shared app-servers
+    suffix = runtime.removeprefix("codex") if codex else ""
+    if suffix:
+        note = f"under private-home, threads of shared app-servers: {note}"
     out = {f"session_total_rss_mb_{runtime}": {
         "value": round(per_pss, 1), "unit": "MB PSS", "note": note,
-        **({"goal": "< 50", "met": per_pss < 50} if runtime == "codex"
+        **({"goal": "< 50", "met": per_pss < 50} if codex
            else {"goal": "-", "met": None})}}
-    if runtime == "codex":
+    if codex:
         if available is None:
-            out["sessions_awake_max_codex"] = {
+            out[f"sessions_awake_max_codex{suffix}"] = {
                 "value": None, "unit": "sessions", "goal": ">= 200", "met": None,
                 "note": "not measured: no /proc/meminfo MemAvailable"}
         else:
             by_memory = int(available * session_capacity.SHARE // per_pss)
             most = max(1, min(session_capacity.MAX, by_memory))
-            out["sessions_awake_max_codex"] = {
+            out[f"sessions_awake_max_codex{suffix}"] = {
                 "value": most, "unit": "sessions", "goal": ">= 200", "met": most >= 200,
                 "note": (f"MemAvailable {available} MB at the start x "
                          f"{session_capacity.SHARE} / {per_pss:.1f} MB PSS per session = "
@@ -427,9 +470,13 @@ def main() -> None:
     parser.add_argument("--pool", default="threads", choices=["threads", "prefork"])
     parser.add_argument("--pi-awake", type=int, default=20,
                         help="Pi sessions woken after a Codex run for their memory (0: none)")
+    parser.add_argument("--shared-awake", type=int, default=None,
+                        help="Codex sessions under private-home, threads of shared "
+                             "app-servers, woken last (default: --awake; 0: none)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    results = figures(args.awake, args.sleeping, args.runtime, args.pool, args.pi_awake)
+    results = figures(args.awake, args.sleeping, args.runtime, args.pool, args.pi_awake,
+                      args.shared_awake)
     for name, fig in results.items():
         print(f"{name:28} {fig['value']!s:>10} {fig['unit']:12} goal {fig['goal']:8} "
               f"{'met' if fig['met'] else 'NOT met' if fig['met'] is False else '-'}")

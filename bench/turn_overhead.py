@@ -1,5 +1,6 @@
 """The milliseconds amux adds to a turn over driving the same runtime directly (goal: at
-most 25 ms at the median), for Codex (app-server), Pi (RPC) and an ACP agent (codex-acp).
+most 10 ms at the median, 25 ms at the 95th percentile; issue 35), for Codex (app-server),
+Pi (RPC) and an ACP agent (codex-acp).
 
 Direct: the runtime's adapter driven by hand. Through amux: the same runtime
 under a session host (lease, Redis control channel, every event stored in the canonical
@@ -34,7 +35,8 @@ from pathlib import Path
 from bench._setup import django_setup, percentile
 
 RUNTIMES = ("codex", "pi", "acp")
-GOAL_MS = 25
+GOAL_MS = 10  # p50
+GOAL_P95_MS = 25
 TURNS = 20
 
 
@@ -69,27 +71,29 @@ def figures(runtimes=RUNTIMES, turns: int = TURNS, model_delay: float = 0.2
             failed.append(f"{runtime}: {type(exc).__name__}: {exc}")
             for q in ("p50", "p95"):
                 out[f"turn_added_ms_{q}_{runtime}"] = figure(
-                    None, "ms", f"<= {GOAL_MS}" if q == "p50" else "-", None,
+                    None, "ms", f"<= {GOAL_MS if q == 'p50' else GOAL_P95_MS}", None,
                     f"not measured: {type(exc).__name__}: {exc}")
             continue
         p50, p95 = percentile(added, 50), percentile(added, 95)
         out[f"turn_added_ms_p50_{runtime}"] = figure(
             p50, "ms", f"<= {GOAL_MS}", p50 <= GOAL_MS,
             f"{turns} turn pairs, load {load:.2f} on {os.cpu_count()} cores")
-        out[f"turn_added_ms_p95_{runtime}"] = figure(p95, "ms", "-", None)
+        out[f"turn_added_ms_p95_{runtime}"] = figure(p95, "ms", f"<= {GOAL_P95_MS}",
+                                                     p95 <= GOAL_P95_MS)
     measured = [r for r in runtimes if out[f"turn_added_ms_p50_{r}"]["value"] is not None]
     if failed:
         note = "not measured: " + "; ".join(failed)
         out["turn_added_ms_p50"] = figure(None, "ms", f"<= {GOAL_MS}", None, note)
-        out["turn_added_ms_p95"] = figure(None, "ms", "-", None, note)
+        out["turn_added_ms_p95"] = figure(None, "ms", f"<= {GOAL_P95_MS}", None, note)
     else:
         worst = max(measured, key=lambda r: out[f"turn_added_ms_p50_{r}"]["value"])
         p50 = out[f"turn_added_ms_p50_{worst}"]["value"]
         out["turn_added_ms_p50"] = figure(p50, "ms", f"<= {GOAL_MS}", p50 <= GOAL_MS,
                                           f"worst runtime: {worst}")
         worst95 = max(measured, key=lambda r: out[f"turn_added_ms_p95_{r}"]["value"])
-        out["turn_added_ms_p95"] = figure(out[f"turn_added_ms_p95_{worst95}"]["value"], "ms",
-                                          "-", None, f"worst runtime: {worst95}")
+        p95 = out[f"turn_added_ms_p95_{worst95}"]["value"]
+        out["turn_added_ms_p95"] = figure(p95, "ms", f"<= {GOAL_P95_MS}", p95 <= GOAL_P95_MS,
+                                          f"worst runtime: {worst95}")
     return out
 
 
@@ -97,7 +101,7 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
     """Alternating turns, direct then through amux; the ms amux added to each pair."""
     from django.conf import settings
 
-    from sessions import services, timeline
+    from sessions import new_session, services, timeline
     from sessions.host import SessionHost
     from sessions.models import ProviderProfile, Session, TimelineEvent
     from tests.support.model_server import ModelServer, Text, ToolCall
@@ -144,7 +148,8 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
                                                   base_url=server.base_url)
         provider.secrets = {"api_key": "bench"}
         provider.save()
-        session = services.create_session(runtime=runtime, provider=slug, model=model)
+        session = services.create_session(
+            new_session.Launch.direct(runtime=runtime, provider=slug, model=model))
         # The terminal event committed: timeline.record (what the host's writer calls to
         # store a batch, in one transaction) is wrapped to note when a batch holding the
         # turn's terminal event has returned, i.e. committed (and its publish queued). No
@@ -236,7 +241,8 @@ def measure(runtime: str, turns: int, model_delay: float) -> list[float]:
     print(f"  amux    median {a * 1000:8.1f} ms   (min {min(amux_times) * 1000:.1f}); "
           f"{events} timeline events stored")
     print(f"  added per turn: p50 {percentile(added, 50):.1f} ms, p95 "
-          f"{percentile(added, 95):.1f} ms (goal p50 <= {GOAL_MS} ms); ratio {a / d:.3f}")
+          f"{percentile(added, 95):.1f} ms (goal p50 <= {GOAL_MS}, p95 <= {GOAL_P95_MS} ms); "
+          f"ratio {a / d:.3f}")
     print("  input to first model request, median: direct "
           f"{statistics.median(first_call['direct']) * 1000:.1f} ms, amux "
           f"{statistics.median(first_call['amux']) * 1000:.1f} ms; last model request to the "

@@ -1,27 +1,35 @@
-"""The one writer of conversations' state: Conversation, TurnReply and EventCard rows.
+"""The one writer of a conversation's state: its Conversation row and the cards that show
+it (TurnReply, EventCard; card_release marks the ones that stop working).
 
-Three ways in: a Lark message intake recorded (`message_routed`, in intake's transaction:
-the trigger, its conversation, the session input and the outbox rows commit together); a
-mirrored session's timeline events (`timeline_mirrored`, in the timeline's transaction:
-a turn's card is opened when it starts and re-rendered through one coalescing outbox row
-per turn); and what the senders report (`reply_sent`, `card_sent`, …). Rules are pure
-(conversations/rules.py); Lark calls happen only in the outbox handlers (delivery.py).
+Three ways in, each one action:
+- a Lark message intake recorded (`message_routed`): intake's consumer, so it runs in
+  intake's transaction by design (the trigger, its conversation, the session and its input
+  and the outbox rows commit together) and is not durable;
+- a mirrored session's timeline events (`timeline_mirrored`): sessions' hook, in the
+  timeline writer's transaction by design (it holds the session's lock), not durable — a
+  turn's card is opened when it starts and re-rendered through one coalescing outbox row
+  per turn;
+- what the senders report (`reply_sent`, `card_sent`, …): each one durable transaction
+  that locks the row it changes.
+A card callback's answer marks its card inside the callback's transaction
+(`request_card_answered`, card_actions). Locks: conversations/locks.py, in its order. Rules
+are pure (conversations/rules.py); Lark calls happen only in the outbox handlers
+(delivery.py).
 """
 
 from __future__ import annotations
 
 import logging
 
-from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.db import transaction
 
-from conversations import card_release, launch, rules
+from conversations import card_release, launch, locks, rules
 from conversations.cards import goal as goal_card
 from conversations.cards import language
 from conversations.models import Conversation, EventCard, Mode, TurnReply
 from effects import outbox
 from effects.models import EffectKind
-from intake.models import Source, Trigger
+from intake.models import Trigger
 from sessions import services
 from sessions.models import Lifecycle, SessionGoal, TimelineEvent, Turn
 from sessions.services import CommandError
@@ -58,7 +66,7 @@ def bound(source, meta: dict) -> Conversation | None:
 def message_routed(trigger: Trigger) -> str:
     """Intake's new trigger of a conversation-mode source (unsaved, with the gate's
     decision): start the place's conversation, post into it, or nothing. Saves the
-    trigger with its disposition and answers it."""
+    trigger with its disposition and answers it. In intake's transaction (its consumer)."""
     source = trigger.source
     mode = rules.mode_of(source.config)
     meta = trigger.meta or {}
@@ -71,7 +79,7 @@ def message_routed(trigger: Trigger) -> str:
     if action == rules.START:
         # One start per place even across mailboxes (a singleton's chats, a plain message
         # and its topic): the source row serialises starts; then look again.
-        Source.objects.select_for_update().filter(pk=source.pk).values_list("pk").first()
+        locks.source_held(source.pk)
         conversation = bound(source, meta)
         if conversation is not None:
             action = rules.POST
@@ -97,21 +105,17 @@ def _disposed(trigger: Trigger, disposition: str, why: str | None) -> str:
 
 def _started(source, mode: str, meta: dict, actor: str) -> Conversation:
     """The place's new conversation and its session (created from the Bot Profile's
-    preset or the worker settings), marked as mirrored so its turns come back here."""
+    preset or the worker settings), marked as mirrored so its turns come back here. The
+    caller holds the source's lock and found the place unbound under it: no other start
+    can bind it first."""
     place = rules.place_keys(mode, meta)[0]
     where = "bot" if mode == Mode.SINGLETON else f"{place.chat_id}/{place.thread_key or 'dm'}"
     session = launch.start_session(source.config, name=f"Lark {source.slug} {where}"[:120],
                                    person=actor, shared=not rules.one_person(mode, place))
     services.set_mirrored(session.pk)
-    try:
-        with transaction.atomic():
-            return Conversation.objects.create(source=source, mode=mode,
-                                               chat_id=place.chat_id,
-                                               thread_key=place.thread_key,
-                                               session=session, started_by=actor[:120])
-    except IntegrityError:  # the place was bound meanwhile (its mailbox is serial)
-        return Conversation.objects.get(source=source, chat_id=place.chat_id,
-                                        thread_key=place.thread_key)
+    return Conversation.objects.create(source=source, mode=mode, chat_id=place.chat_id,
+                                       thread_key=place.thread_key, session=session,
+                                       started_by=actor[:120])
 
 
 def origin_of(conversation: Conversation, trigger: Trigger, mode: str) -> dict:
@@ -136,8 +140,9 @@ def _post(conversation: Conversation, trigger: Trigger, mode: str) -> None:
     except services.Conflict as exc:
         if exc.code != "session_archived":
             raise
-    conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
-    if conversation.session.lifecycle == Lifecycle.ARCHIVED:
+    conversation = locks.conversation(conversation.pk)
+    replaced = conversation.session.lifecycle == Lifecycle.ARCHIVED
+    if replaced:
         place = rules.Place(conversation.chat_id, conversation.thread_key)
         session = launch.start_session(trigger.source.config,
                                        name=conversation.session.name,
@@ -146,17 +151,19 @@ def _post(conversation: Conversation, trigger: Trigger, mode: str) -> None:
         services.set_mirrored(session.pk)
         conversation.session, conversation.generation = session, conversation.generation + 1
         conversation.save(update_fields=["session", "generation", "updated_at"])
-        _patch_all(card_release.stale_cards(conversation))
     services.post_message(conversation.session_id, text, key=key,
                           origin=origin_of(conversation, trigger, mode))
+    if replaced:  # the cards after the session (locks' order)
+        _patch_all(card_release.stale_cards(conversation))
 
 
 # ----------------------------------------------------------------- timeline out
 def timeline_mirrored(session_id: int, events: list) -> None:
-    """A mirrored session stored timeline events (sessions.hooks, in the timeline's
-    transaction): a starting turn gets its one card, and every change to what a card shows
-    re-enqueues that turn's one coalescing reply effect (the latest state supersedes).
-    Events that ask something of a person or report a goal get a card of their own."""
+    """A mirrored session stored timeline events (sessions.hooks, in the timeline writer's
+    transaction, which holds the session's lock): a starting turn gets its one card, and
+    every change to what a card shows re-enqueues that turn's one coalescing reply effect
+    (the latest state supersedes). Events that ask something of a person or report a goal
+    get a card of their own."""
     turns: set[int] = set()
     for ev in events:
         if ev.type == "turn.started" and ev.turn_id:
@@ -172,8 +179,16 @@ def timeline_mirrored(session_id: int, events: list) -> None:
         outbox.enqueue(REPLY_KIND, f"turn:{turn_id}", {"turn": turn_id})
 
 
-def enqueue_patch(target: EventCard | TurnReply, card: dict, *, state: str | None = None
-                  ) -> None:
+def patch_requested(target: EventCard | TurnReply, card: dict, *, state: str | None = None
+                    ) -> None:
+    """Command: show `card` in place of a card sent before ("answered", "paused", inert
+    buttons), in one durable transaction of its own."""
+    with transaction.atomic(durable=True):
+        _enqueue_patch(target, card, state=state)
+
+
+def _enqueue_patch(target: EventCard | TurnReply, card: dict, *, state: str | None = None
+                   ) -> None:
     """An update of a card sent before, through the outbox (the latest card for one target
     supersedes a waiting one); `state`: an EventCard's new state, set once it is through."""
     kind = "event_card" if isinstance(target, EventCard) else "turn_reply"
@@ -185,7 +200,7 @@ def _patch_all(released: list[tuple[EventCard, dict]]) -> None:
     """Question and permission cards that stopped working (their rows are marked already)
     get their answered or inert look."""
     for card, body in released:
-        enqueue_patch(card, body)
+        _enqueue_patch(card, body)
 
 
 def _conversation_of(session_id: int, origin: dict) -> Conversation | None:
@@ -280,8 +295,8 @@ def _goal_card_updated(conversation: Conversation, session_id: int, ev) -> bool:
     key = str(payload.get("goal_key") or "")
     lang = language(conversation.source.config)
     updated = False
-    for card in (EventCard.objects.select_for_update()
-                 .filter(conversation=conversation, kind="goal", state=EventCard.State.OPEN)):
+    for card in locks.event_cards(EventCard.objects.filter(
+            conversation=conversation, kind="goal", state=EventCard.State.OPEN)):
         same = bool(key) and card.request_id == key
         if same and ev.type == "goal.updated":
             card.event_seq = ev.seq
@@ -300,35 +315,66 @@ def _goal_card_updated(conversation: Conversation, session_id: int, ev) -> bool:
             card.state = EventCard.State.INERT
             card.save(update_fields=["state", "updated_at"])
             updated = updated or same
-        enqueue_patch(card, body)
+        _enqueue_patch(card, body)
     return updated
+
+
+# ----------------------------------------------------------------- a card callback's answer
+def request_card_answered(conversation: Conversation, kind: str, request_id: str) -> None:
+    """A question or permission card answered from the card itself, in the callback's
+    transaction (request_actions), before the answer leaves: the sender that sees the
+    runtime's `*.answered` event waits on this row and then finds nothing left to patch,
+    so the card keeps the answer the callback shows. The session is locked first (locks'
+    order: an async answer is the session's next input, written under its lock)."""
+    locks.session_held(conversation.session_id)
+    for card in locks.event_cards(EventCard.objects.filter(
+            conversation=conversation, session_id=conversation.session_id, kind=kind,
+            request_id=request_id, state=EventCard.State.OPEN)):
+        card.state = EventCard.State.ANSWERED
+        card.save(update_fields=["state", "updated_at"])
 
 
 # ----------------------------------------------------------------- what the senders report
 def reply_sent(reply_id: int, *, message_id: str, rendered: str, final: bool) -> None:
     """The turn's card was posted (`updated_at`: when, which spaces the next patch)."""
-    TurnReply.objects.filter(pk=reply_id).update(message_id=message_id, rendered=rendered,
-                                                 final=final, updated_at=timezone.now())
+    _reply_reported(reply_id, message_id=message_id, rendered=rendered, final=final)
 
 
 def reply_patched(reply_id: int, *, rendered: str, final: bool) -> None:
-    TurnReply.objects.filter(pk=reply_id).update(rendered=rendered, final=final,
-                                                 updated_at=timezone.now())
+    _reply_reported(reply_id, rendered=rendered, final=final)
 
 
 def reply_given_up(reply_id: int) -> None:
     """The place refuses the card for good (the bot left the chat, the message is gone)."""
-    TurnReply.objects.filter(pk=reply_id).update(final=True)
+    _reply_reported(reply_id, final=True)
+
+
+def _reply_reported(reply_id: int, **fields) -> None:
+    with transaction.atomic(durable=True):
+        reply = locks.turn_reply(reply_id)
+        if reply is None:
+            return
+        for name, value in fields.items():
+            setattr(reply, name, value)
+        reply.save(update_fields=[*fields, "updated_at"])
 
 
 def card_sent(card_id: int, *, message_id: str) -> None:
-    EventCard.objects.filter(pk=card_id, message_id="").update(message_id=message_id)
+    with transaction.atomic(durable=True):
+        card = locks.event_card(card_id)
+        if card is not None and not card.message_id:
+            card.message_id = message_id
+            card.save(update_fields=["message_id", "updated_at"])
 
 
 def card_gone(card_id: int) -> None:
-    EventCard.objects.filter(pk=card_id).update(state=EventCard.State.INERT)
+    card_state(card_id, EventCard.State.INERT)
 
 
 def card_state(card_id: int, state: str) -> None:
-    """An event card's state (answered, inert) — cards and goals call it with patch_card."""
-    EventCard.objects.filter(pk=card_id).update(state=state)
+    """An event card's state (answered, inert), once its patch is through (delivery)."""
+    with transaction.atomic(durable=True):
+        card = locks.event_card(card_id)
+        if card is not None:
+            card.state = state
+            card.save(update_fields=["state", "updated_at"])

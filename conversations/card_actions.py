@@ -79,7 +79,10 @@ def _s(x) -> str:
 
 def handle(source, payload: dict) -> dict:
     """One verified `card.action.trigger` → Lark's callback response (registered into
-    intake.card_hooks). Idempotent on the event id."""
+    intake.card_hooks). Idempotent on the event id: the claim of the event, what its
+    handler changes and the outcome commit together, in one durable transaction (a
+    handler that fails leaves no claim: a redelivery may try again). The one writer of
+    CardCallback rows."""
     event_id = _s(_d(payload.get("header")).get("event_id"))
     event = _d(payload.get("event"))
     action = _d(event.get("action"))
@@ -92,20 +95,18 @@ def handle(source, payload: dict) -> dict:
     earlier = CardCallback.objects.filter(source=source, event_id=event_id).first()
     if earlier is not None:
         return _answer(earlier.outcome) or toast("info", word(lang, "refused.in_progress"))
-    try:
-        with transaction.atomic():
-            claim = CardCallback.objects.create(source=source, event_id=event_id[:200],
-                                                kind=kind, operator=operator[:120])
-    except IntegrityError:  # the same event, delivered twice at once: the first one decides
-        earlier = CardCallback.objects.filter(source=source, event_id=event_id).first()
-        return _answer(earlier.outcome if earlier else None) or \
-            toast("info", word(lang, "refused.in_progress"))
-    try:
+    with transaction.atomic(durable=True):
+        try:
+            with transaction.atomic():
+                claim = CardCallback.objects.create(source=source, event_id=event_id[:200],
+                                                    kind=kind, operator=operator[:120])
+        except IntegrityError:  # the same event twice at once: the first one decided
+            earlier = CardCallback.objects.filter(source=source, event_id=event_id).first()
+            return _answer(earlier.outcome if earlier else None) or \
+                toast("info", word(lang, "refused.in_progress"))
         response = _dispatch(source, event, value, operator, event_id, lang)
-    except Exception:
-        CardCallback.objects.filter(pk=claim.pk).delete()  # a redelivery may try again
-        raise
-    CardCallback.objects.filter(pk=claim.pk).update(outcome=response)
+        claim.outcome = response
+        claim.save(update_fields=["outcome"])
     return _answer(response)
 
 

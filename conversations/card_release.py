@@ -5,15 +5,18 @@ cards it concerns become answered or inert; a conversation whose generation move
 (its session replaced) leaves its older cards inert. (Goal cards are not released here:
 a replaced or cleared goal's card goes inert by its ``goal_key``, ``actions``.)
 
-The conversations sender calls `cards_released_by(...)` for each timeline event of a bound
+conversations/actions.py calls `cards_released_by(...)` for each timeline event of a bound
 session (and `stale_cards(conversation)` after raising a generation), inside the
-transaction in which it enqueues the patches: the rows change state here, under a row
-lock, so each card is patched once; it patches each returned card with its new JSON."""
+transaction in which it enqueues the patches (the timeline writer's, or intake's): the rows
+change state here, under a row lock (conversations/locks.py), so each card is patched
+once; it patches each returned card with its new JSON. Each opens a savepoint of its own,
+never a transaction: on its own (a test) it is one."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
+from conversations import locks
 from conversations.cards import language
 from conversations.cards import permission as permission_card
 from conversations.cards import question as question_card
@@ -24,12 +27,6 @@ ANSWERS = ("question.answered", "permission.answered")
 TURN_ENDS = ("turn.completed", "turn.failed", "turn.cancelled")
 SESSION_ENDS = ("session.archived",)
 RENDERERS = {"question": question_card, "permission": permission_card}
-
-
-def _locked():
-    """Open cards' rows, locked (only theirs, not the conversation's or the source's)."""
-    return EventCard.objects.select_for_update(of=("self",)).select_related(
-        "conversation__source")
 
 
 def _asked(card: EventCard) -> dict:
@@ -53,12 +50,12 @@ def cards_released_by(session_id: int, event_type: str, payload: dict | None = N
 def _released_by(session_id: int, event_type: str, payload: dict | None,
                  turn_id: int | None) -> list[tuple[EventCard, dict]]:
     payload = payload or {}
-    open_cards = (_locked()
-                  .filter(session_id=session_id, kind__in=RENDERERS,
-                          state=EventCard.State.OPEN))
+    open_cards = EventCard.objects.filter(session_id=session_id, kind__in=RENDERERS,
+                                          state=EventCard.State.OPEN)
     if event_type in ANSWERS:
         kind = "question" if event_type == "question.answered" else "permission"
-        cards = list(open_cards.filter(kind=kind, request_id=payload.get("request_id") or ""))
+        cards = locks.event_cards(open_cards.filter(kind=kind,
+                                                    request_id=payload.get("request_id") or ""))
         out = []
         for card in cards:
             asked = _asked(card)
@@ -76,9 +73,9 @@ def _released_by(session_id: int, event_type: str, payload: dict | None,
                 session_id=session_id, turn_id=turn_id,
                 type__in=["question.asked", "permission.requested"]).values("seq")
             open_cards = open_cards.filter(event_seq__in=seqs)
-        return _inert(list(open_cards), "turn")
+        return _inert(locks.event_cards(open_cards), "turn")
     if event_type in SESSION_ENDS:
-        return _inert(list(open_cards), "turn")
+        return _inert(locks.event_cards(open_cards), "turn")
     return []
 
 
@@ -90,8 +87,8 @@ def stale_cards(conversation: Conversation) -> list[tuple[EventCard, dict]]:
 
 
 def _stale(conversation: Conversation) -> list[tuple[EventCard, dict]]:
-    cards = (_locked()
-             .filter(conversation=conversation, kind__in=RENDERERS, state=EventCard.State.OPEN))
+    cards = locks.event_cards(EventCard.objects.filter(
+        conversation=conversation, kind__in=RENDERERS, state=EventCard.State.OPEN))
     stale = [c for c in cards if c.generation != conversation.generation
              or c.session_id != conversation.session_id]
     return _inert(stale, "stale")

@@ -18,7 +18,6 @@ import json
 import logging
 from datetime import timedelta
 
-from django.db import transaction
 from django.utils import timezone
 
 from conversations import actions, cards
@@ -171,8 +170,6 @@ def _patch(payload: dict) -> None:
 
 def patch_card(target: EventCard | TurnReply, card: dict, *, state: str | None = None) -> None:
     """Enqueue an update of a card sent before (cards and goals: "answered", "paused",
-    inert buttons). In the caller's transaction, or one of its own; the latest card for
-    one target supersedes a waiting one. `state`: an EventCard's new state, set once the
-    patch is through."""
-    with transaction.atomic():
-        actions.enqueue_patch(target, card, state=state)
+    inert buttons); the latest card for one target supersedes a waiting one. `state`: an
+    EventCard's new state, set once the patch is through."""
+    actions.patch_requested(target, card, state=state)

@@ -5,8 +5,10 @@ or — while no Bot Profile exists — the agent settings' worker runtime, provi
 
 from __future__ import annotations
 
+from execution.models import BotProfile
 from sessions import hooks, ownership, services
-from sessions.models import BotProfile, Session
+from sessions.models import Session
+from sessions.new_session import Launch, Prompting, SessionSpec
 from sessions.services import CommandError
 
 
@@ -35,12 +37,14 @@ def start_session(config: dict, *, name: str, person: str = "", shared: bool = T
              else ownership.of_person("lark", person, acts=True))
     expert = bot.agent_profile.slug if bot and bot.agent_profile_id else None
     if bot is not None and bot.launch_preset_id:
-        return services.create_session(preset=bot.launch_preset.slug, profile=expert,
-                                       name=name, scope=scope)
+        return services.create_session(Launch.direct(preset=bot.launch_preset.slug),
+                                       Prompting(profile=expert),
+                                       SessionSpec(name=name, scope=scope))
     worker = hooks.worker_defaults()
     if not worker:
         raise CommandError("no Bot Profile with a launch preset and no worker runtime, "
                            "provider and model in the agent settings", code="no_agent")
-    return services.create_session(runtime=worker["runtime"], provider=worker["provider"],
-                                   model=worker["model"], profile=expert, name=name,
-                                   scope=scope)
+    return services.create_session(Launch.direct(runtime=worker["runtime"],
+                                                 provider=worker["provider"],
+                                                 model=worker["model"]),
+                                   Prompting(profile=expert), SessionSpec(name=name, scope=scope))

@@ -1,13 +1,15 @@
 """Card actions that answer a runtime's request: `question.answer`, `question.cancel`
 and `permission.answer`. Each reads the request from the timeline by its request id
 (the card only names it), answers through the session services — which refuse late,
-duplicate and invalid answers — and shows the card answered. A sensitive answer appears
-in no toast, card, log line or stored outcome."""
+duplicate and invalid answers — and shows the card answered, inside the callback's one
+transaction (card_actions.handle). A sensitive answer appears in no toast, card, log line
+or stored outcome."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
+from conversations import actions
 from conversations.card_actions import CardAction, Refused, register
 from conversations.cards import permission as permission_card
 from conversations.cards import question as question_card
@@ -41,16 +43,6 @@ def _event_card(action: CardAction, request_id: str, event_type: str) -> EventCa
             .order_by("-id").first())
 
 
-def _answered(action: CardAction, event_type: str) -> None:
-    """Mark the card answered before the answer leaves (in the same transaction): the
-    sender that sees the runtime's `*.answered` event waits on this row and then finds
-    nothing left to patch, so the card keeps the answer shown here."""
-    EventCard.objects.filter(conversation=action.conversation,
-                             session_id=action.conversation.session_id,
-                             kind=KIND_OF[event_type], request_id=action.value["request"],
-                             state=EventCard.State.OPEN).update(state=EventCard.State.ANSWERED)
-
-
 def _refused(exc: services.CommandError, lang: str, hidden: bool) -> Refused:
     """The service's refusal in words: late, duplicate or an answer that does not fit."""
     if exc.code in ("not_pending", "already_answered"):
@@ -62,9 +54,11 @@ def _refused(exc: services.CommandError, lang: str, hidden: bool) -> Refused:
 
 def _settle(action: CardAction, asked: str, hidden: bool, answer, value) -> None:
     """The card's row marked answered, then the answer sent through the session service,
-    in one transaction: a refusal rolls the row back (and never quotes a hidden answer)."""
+    in a savepoint of the callback's transaction: a refusal rolls the row back (and never
+    quotes a hidden answer)."""
     with transaction.atomic():
-        _answered(action, asked)
+        actions.request_card_answered(action.conversation, KIND_OF[asked],
+                                      action.value["request"])
         try:
             answer(action.conversation.session_id, action.value["request"], value)
         except services.CommandError as exc:

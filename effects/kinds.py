@@ -31,16 +31,27 @@ KINDS: dict[str, KindPolicy] = {
     # and the card of a question, permission request or goal state (create, then patches)
     "conversation.reply": KindPolicy(8, 1, 120, 20, 300),
     "conversation.card": KindPolicy(8, 1, 120, 20, 300),
-    "goals.queue_dispatch": KindPolicy(8, 2, 120, 15, 300),
+    # goals/: a session's queued ingress, one row per item, in one line per session
+    "goals.queue_dispatch": KindPolicy(8, 2, 120, 15, 300, ordered=True),
     "intake.ack": KindPolicy(8, 5, 600, 15, 300),
+    # intake/: a mailbox whose head delivery's plugin or gate raised, tried again from it
+    # (one row per mailbox; ~40 hours of tries, the last ones up to an hour apart)
+    "intake.retry": KindPolicy(4, 30, 3600, 60, 300, batch=10),
     # goals/: a connector's reply (inbox settle or a steered turn's answer), read back
     "goals.connector_reply": KindPolicy(8, 2, 300, 15, 300),
     # goals/: a managed agent's inbox lane (agent:<id>) and an inbox turn's settle
     "goals.inbox_turn": KindPolicy(8, 2, 300, 15, 300),
+    # goals/: a managed turn's supervisor, pending while the envelope is in flight (its
+    # wait ends at the attempt's timeout; the session turn's end makes it due at once)
+    "goals.turn": KindPolicy(8, 5, 300, 12, 300, batch=10),
     # goals/: an attached agent's "done", checked in its session (up to the check timeout)
     "goals.attached_writeback": KindPolicy(4, 5, 300, 8, 600, batch=1),
     # tickets/: an explicit request or a follow-up told to the team's main session
     "main.notify": KindPolicy(4, 5, 600, 12, 600, batch=10),
+    # execution/: one schedule run set going (its task, or its prompt posted to its session)
+    "schedule.fire": KindPolicy(4, 5, 300, 12, 300, batch=10),
+    # policy/: a saved version's effects on live work (one row per version)
+    "policy.apply": KindPolicy(1, 5, 300, 20, 600, batch=1),
 }
 ORDERED_KINDS = [kind for kind, policy in KINDS.items() if policy.ordered]
 

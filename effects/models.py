@@ -26,10 +26,14 @@ class EffectKind(models.TextChoices):
     CONVERSATION_CARD = "conversation.card", "send or update an event card in Lark"
     GOALS_QUEUE_DISPATCH = "goals.queue_dispatch", "deliver a session's queued ingress"
     INTAKE_ACK = "intake.ack", "reply to a source event, read it back, acknowledge it"
+    INTAKE_RETRY = "intake.retry", "process a mailbox again from its failed delivery"
     GOALS_CONNECTOR_REPLY = "goals.connector_reply", "reply through a connector, read it back"
     GOALS_ATTACHED_WRITEBACK = "goals.attached_writeback", "check an attached agent's done"
     GOALS_INBOX_TURN = "goals.inbox_turn", "drain a managed agent's inbox in a turn, settle it"
     MAIN_NOTIFY = "main.notify", "tell the main session of a request or follow-up"
+    GOALS_TURN = "goals.turn", "supervise a managed turn until it settles"
+    SCHEDULE_FIRE = "schedule.fire", "set a schedule's run going"
+    POLICY_APPLY = "policy.apply", "apply a saved policy version to live work"
 
 
 class EffectState(models.TextChoices):
@@ -55,7 +59,7 @@ class Effect(models.Model):
     kind = models.CharField(max_length=40, choices=EffectKind.choices)
     key = models.CharField(max_length=300)
     payload = models.JSONField(default=dict, blank=True)
-    channel = models.CharField(max_length=300, blank=True, help_text="order key (relay, notice)")
+    channel = models.CharField(max_length=300, blank=True, help_text="order key (ordered kinds)")
     state = models.CharField(max_length=10, choices=EffectState.choices, default="pending")
     version = models.PositiveBigIntegerField(default=new_version)
     attempts = models.PositiveIntegerField(default=0)
@@ -78,7 +82,7 @@ class Effect(models.Model):
         indexes = [
             # The line of one kind, in order (claim).
             models.Index(fields=["kind", "id"], name="effect_line", condition=Q(state="pending")),
-            # Is anything ahead of this row in its channel? (relay and notice share channels)
+            # Is anything ahead of this row in its channel? (the ordered kinds)
             models.Index(
                 fields=["channel", "id"],
                 name="effect_ordered",

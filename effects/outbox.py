@@ -8,11 +8,12 @@ handler gets the effect's id as its idempotency key; it raises `Later` for "not 
 other exception counts as a failed attempt (exponential backoff with jitter, then a dead
 letter that an operator can retry from the admin).
 
-Relay and notice rows are ordered per channel: a row runs only when no earlier pending row
-of its channel exists, so a failing head holds back the rows behind it while other channels
-proceed. A dead letter no longer holds its channel. The two kinds share channels because
-both make their keys with `channel_key` (one place someone is spoken to: a source and an
-address on it).
+Rows of the ordered kinds (effects/kinds.py: relay, notice, a session's queued ingress)
+are ordered per channel: a row runs only when no earlier pending row of its channel exists,
+so a failing or waiting head (`Later`) holds back the rows behind it while other channels
+proceed. A dead letter no longer holds its channel. Relays and notices share channels
+because both make their keys with `channel_key` (one place someone is spoken to: a source
+and an address on it); another ordered kind names its channels apart (goals/queue.py).
 
 Any app may write effects (tickets, sessions, what comes next); this module imports none of
 them. The app that owns a kind's work registers its handler when it loads. A row whose
@@ -62,7 +63,6 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from amux_common import fast_writes
-from amux_common.coalesce import Coalesced
 from amux_common.wakeups import Wakeup
 from effects import kinds as rules
 from effects.kinds import KINDS, ORDERED_KINDS, KindPolicy
@@ -156,30 +156,36 @@ def channel_key(source: str, address: str) -> str:
 # -- writing ---------------------------------------------------------------------------------
 
 
-def enqueue(kind: str, key: str, payload: dict, *, channel: str = "", delay: float = 0) -> Effect:
+def enqueue(kind: str, key: str, payload: dict, *, channel: str = "", delay: float = 0,
+            failed: str = "") -> Effect:
     """Store an effect in the caller's transaction; it runs after commit.
 
     The same (kind, key) while a row is pending replaces its payload and makes it due now
     (or after `delay`), keeping its place in line (and its channel); the replaced row gets
     a fresh count of attempts. Bad input raises `EffectError` and writes nothing.
 
+    `failed` (an error): the work was tried once already, by its caller, and failed; the
+    row starts with that attempt counted and its error, due after the kind's backoff for
+    it instead of after `delay`, as if its handler had failed.
+
     Returns the effect with the id of its row (the existing row's when it replaced one)
     and the payload now stored; read the row again for the rest of a replaced row.
     """
-    return enqueue_many(kind, [(key, payload)], channel=channel, delay=delay)[0]
+    return enqueue_many(kind, [(key, payload)], channel=channel, delay=delay, failed=failed)[0]
 
 
 def enqueue_many(kind: str, rows: list[tuple[str, dict]], *, channel: str = "",
-                 delay: float = 0) -> list[Effect]:
+                 delay: float = 0, failed: str = "") -> list[Effect]:
     """`enqueue` for several keys of one kind in one statement (a fact's subscribers)."""
-    statement, effects = enqueue_many_statement(kind, rows, channel=channel, delay=delay)
+    statement, effects = enqueue_many_statement(kind, rows, channel=channel, delay=delay,
+                                                failed=failed)
     if statement is not None:
         fast_writes.send([statement])
     return effects
 
 
 def enqueue_many_statement(kind: str, rows: list[tuple[str, dict]], *, channel: str = "",
-                           delay: float = 0
+                           delay: float = 0, failed: str = ""
                            ) -> tuple[fast_writes.Statement | None, list[Effect]]:
     """`enqueue_many`'s one statement (None for no rows), for the caller to send with its
     own writes in one round trip (fast_writes.send) in this transaction; the effects get
@@ -196,6 +202,11 @@ def enqueue_many_statement(kind: str, rows: list[tuple[str, dict]], *, channel: 
         or delay < 0
     ):
         raise EffectError("effect delay must be a number of seconds, 0 or more")
+    if not isinstance(failed, str):
+        raise EffectError("an effect's earlier failure is its error's text")
+    attempts = 1 if failed else 0
+    if failed:
+        delay = backoff(KINDS[kind], attempts)
     now = timezone.now()
     effects = []
     for key, payload in rows:
@@ -203,8 +214,8 @@ def enqueue_many_statement(kind: str, rows: list[tuple[str, dict]], *, channel: 
             raise EffectError(f"effect key must be a string of 1 to {MAX_KEY} characters")
         effects.append(Effect(
             kind=str(kind), key=key, payload=_check_payload(payload), channel=channel,
-            version=new_version(), attempts=0, due_at=now + timedelta(seconds=delay),
-            created_at=now,
+            version=new_version(), attempts=attempts, due_at=now + timedelta(seconds=delay),
+            created_at=now, last_error=failed[:2000],
         ))
     if not effects:
         return None, effects
@@ -213,7 +224,8 @@ def enqueue_many_statement(kind: str, rows: list[tuple[str, dict]], *, channel: 
     # so they never conflict).
     statement = fast_writes.insert_statement(
         effects, unique_fields=["kind", "key", "line"],
-        update_fields=["payload", "version", "due_at", "attempts"],
+        update_fields=["payload", "version", "due_at", "attempts",
+                       *(["last_error"] if failed else [])],
     )
     _schedule_kick()  # after the commit: the statement is sent before it, or rolled back
     return statement, effects
@@ -279,13 +291,12 @@ class _Kick:
         if not self.sent:
             self.sent = True
             if getattr(_kicks, "deferred", False):
-                _kick_soon()
+                KICK.soon()
             else:
                 kick()
 
 
 _kicks = threading.local()  # each thread has its own connection, hence its own transaction
-_kick_soon = Coalesced(lambda: kick(), "outbox-kicker")
 
 
 def kick_from_another_thread(on: bool = True) -> None:
@@ -349,7 +360,7 @@ def check_lease_rule() -> None:
 
 def _claimable(kind: str, now) -> QuerySet[Effect]:
     """Due rows of `kind` that no live lease holds, first in line first; for an ordered
-    kind only the head of each channel (no earlier pending relay or notice of it)."""
+    kind only the head of each channel (no earlier pending row of an ordered kind in it)."""
     rows = Effect.objects.filter(state=EffectState.PENDING, kind=kind, due_at__lte=now).filter(
         Q(claimed_until__isnull=True) | Q(claimed_until__lte=now)
     )
@@ -384,7 +395,7 @@ def _kinds_with_work(kinds: list[str], owner: str, now) -> list[str]:
 
 def claim(owner: str, limit: int = 50) -> list[Effect]:
     """Lease up to `limit` due rows per kind to `owner`, honouring each kind's concurrency
-    and the per-channel order of relay and notice. One short transaction."""
+    and the per-channel order of the ordered kinds. One short transaction."""
     kinds = [kind for kind in KINDS if kind in _handlers]
     if not kinds:
         return []

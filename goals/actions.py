@@ -29,8 +29,9 @@ from goals.models import (
     WorkingSession,
 )
 from intake.models import Source
-from sessions import app_servers, ownership, services
+from sessions import app_servers, new_session, ownership, services
 from sessions.models import ProviderProfile
+from sessions.new_session import Launch, SessionSpec
 
 
 def active_binding(agent: Agent) -> WorkingSession | None:
@@ -227,7 +228,7 @@ def create_agent(goal_slug: str, *, slug: str, mode: str, name: str = "",
 def _check_provider_model(provider_row, model: str) -> None:
     """The profile's own boundary (an Ark Agent Plan profile: its models, its key)."""
     try:
-        services.check_template(provider_row, model)
+        new_session.check_template(provider_row, model)
     except services.CommandError as exc:
         raise Refused(str(exc), code=exc.code, status=400, field=exc.field) from exc
 
@@ -288,9 +289,10 @@ def start(goal_slug: str, agent_slug: str, by=None) -> WorkingSession:
                                         "starting")
         try:
             session = services.create_session(
-                runtime=agent.runtime, provider=agent.provider.slug, model=agent.model,
-                name=f"goal {agent.goal.slug} · {agent.slug}",
-                scope=ownership.of_caller("goal", by))
+                Launch.direct(runtime=agent.runtime, provider=agent.provider.slug,
+                              model=agent.model),
+                spec=SessionSpec(name=f"goal {agent.goal.slug} · {agent.slug}",
+                                 scope=ownership.of_caller("goal", by)))
         except services.CommandError as exc:
             field = exc.field if exc.field in ("runtime", "provider", "model",
                                                "api_key") else None
@@ -609,9 +611,8 @@ def rebind(pk: int) -> dict[str, int]:
             receipt = item.receipt
             receipt.session, receipt.outcome, receipt.reason = binding.session, "queued", ""
             receipt.save(update_fields=["session", "outcome", "reason", "updated_at"])
+            queue.schedule(item)  # in the new session's line, in their order
             moved += 1
-        if moved:
-            queue.schedule(binding.session_id)
         return {"rebound": moved, "session": binding.session_id}
 
 

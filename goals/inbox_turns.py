@@ -31,6 +31,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from effects import outbox
+from execution.task_runs import final_answer
 from goals import inbox, ingress, locks
 from goals.core import inbox_turns as rules
 from goals.core import ingress as ingress_rules
@@ -42,7 +43,6 @@ from goals.core.urgency import ASKS_FOR_REPLY
 from goals.models import Agent, InboxEvent, WorkingSession
 from sessions import services
 from sessions.models import Turn, TurnState
-from sessions.task_runs import final_answer
 
 log = logging.getLogger(__name__)
 

@@ -124,9 +124,9 @@ def accept(connector: Connector, event: Event) -> IngressReceipt:
                 replies.expect_turn(receipt)
             receipt.save(update_fields=["outcome", "reason", "turn_key", "updated_at"])
         elif decision.outcome == "queued":
-            QueuedIngress.objects.create(receipt=receipt, session=binding.session, agent=agent,
-                                         text=event.text, queued_at=now)
-            queue.schedule(binding.session_id)
+            queue.schedule(QueuedIngress.objects.create(
+                receipt=receipt, session=binding.session, agent=agent, text=event.text,
+                queued_at=now))
         elif decision.outcome == "inboxed":
             InboxEvent.objects.create(receipt=receipt, agent=agent, kind=event.kind,
                                       text=event.text, actor=event.actor,

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection
-
 from amux_common import metrics
 from goals import connector_state, ingress
 from goals.core import connectors as ck
@@ -139,27 +137,23 @@ def attached_state(agent: Agent, binding) -> dict[str, Any]:
     return {"attached": None, "attachable": choices}
 
 
-def model_request_refusal(session_id: int) -> str | None:
+def model_request_refusal(session_id: int, goal_id: int) -> str | None:
     """Why a model request of `session_id` may not go out now (the model gateway asks before
-    each one; registered in goals/wiring.py): the goal of the agent working in the session
-    has spent its token quota. A quota in turns is held where turns start; no limit set
-    (0) holds nothing here."""
-    # a plain statement: this runs before every model request of every session
-    with connection.cursor() as cursor:
-        cursor.execute(_SPENT_GOAL_SQL, [session_id])
-        goal = cursor.fetchone()
+    each one; registered in goals/wiring.py): the goal `goal_id` of the agent working in
+    the session has spent its token quota (what `MODEL_REQUEST_PROBE` found). A quota in
+    turns is held where turns start; no limit set (0) holds nothing here."""
+    goal = Goal.objects.filter(pk=goal_id).values_list("slug", "quota_limit").first()
     if goal is None:
         return None
     metrics.guard_blocked("goal_tokens", "model_request")
     return f"amux: the goal {goal[0]}'s token quota ({goal[1]:,}) is spent"
 
 
-def _spent_goal_sql() -> str:
-    return (f"SELECT g.slug, g.quota_limit FROM {Goal._meta.db_table} g "
-            f"JOIN {Agent._meta.db_table} a ON a.goal_id = g.id "
-            f"JOIN {WorkingSession._meta.db_table} w ON w.agent_id = a.id "
-            f"WHERE w.session_id = %s AND w.active AND g.quota_unit = 'tokens' "
-            f"AND g.quota_limit > 0 AND g.quota_spent >= g.quota_limit LIMIT 1")
-
-
-_SPENT_GOAL_SQL = _spent_goal_sql()
+# read with the grant of each model request (sessions.hooks): the goal of the agent working
+# in the session whose token quota is spent, else NULL
+MODEL_REQUEST_PROBE = (
+    f"SELECT g.id FROM {Goal._meta.db_table} g "
+    f"JOIN {Agent._meta.db_table} a ON a.goal_id = g.id "
+    f"JOIN {WorkingSession._meta.db_table} w ON w.agent_id = a.id "
+    f"WHERE w.session_id = {{session}} AND w.active AND g.quota_unit = 'tokens' "
+    f"AND g.quota_limit > 0 AND g.quota_spent >= g.quota_limit LIMIT 1")

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from effects import outbox
+from execution.task_runs import final_answer
 from goals import comments, locks
 from goals.models import ConnectorReply, InboxEvent, IngressReceipt
 from intake.acks import ReplyNotReadBack
@@ -25,7 +26,6 @@ from intake.send import send
 from intake.sources import ReadsRepliesBack, RepliesInChat, plugin
 from intake.sources.base import Message, SendResult
 from sessions.models import Turn, TurnState
-from sessions.task_runs import final_answer
 
 log = logging.getLogger(__name__)
 

@@ -1,15 +1,15 @@
-"""The managed-mode supervisor, as Celery tasks on the default queue (never a thread, never
-an endless loop in one task):
+"""The managed-mode supervisor's Celery tasks, on the default queue (never a thread, never
+an endless loop in one task). An envelope's own supervisor is its outbox row (goals/turns.py
+``drive``); what is left here runs where the outbox cannot:
 
-- ``goals.turn`` advances one envelope (goals.turns.advance) as far as it can go now. While
-  its session turn runs it ends: the turn's ``session.turn_ended`` fact sends it again
-  (goals/turn_end.py), so nothing polls a running turn. The check runs on the machine
-  that holds the session's work directory (its runtime queue).
-- ``goals.supervise`` (beat, and after every turn) resumes envelopes nobody advanced
-  lately (a lost task, a worker that died between steps), interrupts an attempt past its
-  timeout and, for agents set to ``autorun``, starts the next bounded turn when the last
-  one said ``continue`` — after the agent's own inbox turn when a reply is due there
-  (goals/inbox_turns.py); an agent with inbox events waiting has its lane sent."""
+- ``goals.turn`` runs amux's check of an ended attempt, and the steps after it, on the
+  machine that holds the session's work directory (its runtime queue; the check is bounded
+  by its own timeout, longer than a drainer may hold a handler), then hands the envelope
+  back to its row.
+- ``goals.supervise`` (beat, and when autorun is switched on or an inbox lane lets the
+  ordinary turn go first) asks each autorun agent (or the one named) whether another
+  turn is eligible — an inbox turn first when a reply is due, and agents with inbox events
+  waiting too. Nothing in flight depends on it: each envelope has its row."""
 
 from __future__ import annotations
 
@@ -17,29 +17,18 @@ from django.db.models import Q
 
 from amux_common.tasks import durable_task
 from goals import checks, inbox_turns, turns
-from goals.core import turns as rules
 from goals.models import Agent
 
 
-@durable_task("goals.turn", time_limit=checks.check_timeout_s() + 120)
+@durable_task(turns.CHECK_TASK, time_limit=checks.check_timeout_s() + turns.CHECK_MARGIN_S)
 def run_turn(turn_pk: int) -> str:
-    turn = turns.advance(turn_pk)
-    if turn.state not in rules.IN_FLIGHT:
-        supervise.apply_async(kwargs={"agent_pk": turn.agent_id})
-        return turn.state
-    queue = turns.check_queue(turn)  # the check runs where the work directory is
-    if queue is not None:
-        turns.enqueue(turn_pk, queue=queue)
-    return turn.state
+    return turns.run_check_step(turn_pk).state
 
 
 @durable_task("goals.supervise", time_limit=60)
 def supervise(agent_pk: int | None = None) -> int:
-    """One bounded pass: stalled envelopes are sent on again, then each autorun agent (or
-    the one named) is asked whether another turn is eligible — an inbox turn first when a
-    reply is due, and agents with inbox events waiting too. Returns todo turns started."""
-    for turn_pk in turns.stalled()[:100]:
-        turns.enqueue(turn_pk)
+    """One bounded pass over autorun agents (or the one named): each is asked whether
+    another turn is eligible. Returns todo turns started."""
     if agent_pk is not None:
         agents = Agent.objects.filter(pk=agent_pk)
     else:

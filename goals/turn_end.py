@@ -2,9 +2,10 @@
 effects/events.py): everything that waited for that turn moves on at once, instead of
 looking again every few seconds —
 
-- a managed agent's envelope whose attempt it was: the supervisor advances it (goals.turn);
+- a managed agent's envelope whose attempt it was: its supervisor row (goals.turn) is due;
 - a connector reply waiting for the turn's final answer (goals/replies.py);
-- the session's queue of ingress waiting for the session to be idle (goals/queue.py);
+- the session's queue of ingress waiting for the session to be idle: its head row is due
+  (goals/queue.py);
 - an inbox turn's settle, waiting for that turn's answer (goals/inbox_turns.py).
 
 Waking is idempotent (a row that is not waiting is left alone), as the fact may arrive
@@ -33,4 +34,4 @@ def turn_ended(effect_id: int, payload: dict) -> None:
         for pk in IngressReceipt.objects.filter(session_id=session_id,
                                                 turn_key=turn_key).values_list("pk", flat=True):
             outbox.wake(replies.EFFECT_KIND, replies.turn_key_of(pk))
-    outbox.wake(queue.EFFECT_KIND, queue.key_of(session_id))
+    queue.session_idle(session_id)

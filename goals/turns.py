@@ -13,10 +13,20 @@ whose effect committed with it:
 ``advance`` runs the next steps; every step locks the envelope and checks its state
 first, so two workers, or a replay after a crash, never post, write or spend twice. The
 session turn's key comes from the envelope's key, so even a post whose commit was lost
-is found again rather than repeated."""
+is found again rather than repeated.
+
+The supervisor of an envelope is its outbox row (kind ``goals.turn``, key ``turn:<id>``),
+written with the envelope and pending while it is in flight (``drive``): it posts the
+todo, then waits, due again only when the attempt's timeout comes (to interrupt it); the
+session turn's ``session.turn_ended`` fact makes it due at once (goals/turn_end.py).
+amux's check runs in the ``goals.turn`` Celery task on the machine that holds the work
+directory (bounded by the check's own timeout, not the drainer's), which hands the
+envelope back to its row. A drainer or a worker that dies loses nothing: the row's lease
+expires, or its wait ends, and it runs again."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +34,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from effects import outbox
 from goals import actions, checks, inbox_turns, ingress, locks
 from goals.core import inbox_turns as inbox_rules
 from goals.core import ingress as ingress_rules
@@ -33,10 +44,15 @@ from goals.core import turns as rules
 from goals.core.lifecycle import Refused
 from goals.models import Agent, Goal, GoalTurn, Todo
 from sessions import services, session_commands, timeline
+from sessions.core.turns import ENDED
 from sessions.models import Turn
-from sessions.timeline import ENDED
 
-TURN_TASK = "goals.turn"
+log = logging.getLogger(__name__)
+
+EFFECT_KIND = "goals.turn"  # the outbox row that supervises one envelope
+CHECK_TASK = "goals.turn"  # the Celery task that runs amux's check where the work is
+INTERRUPT_RETRY_S = 15  # an overdue attempt its session would not interrupt yet: ask again
+WAKE_FLOOR_S = 300  # a row waiting for a turn's end is woken by its fact; a floor only
 
 
 def attempt_timeout_s() -> int:
@@ -52,16 +68,14 @@ def _facts(goal: Goal) -> list[rules.TodoFact]:
     return [rules.TodoFact(t.pk, t.state, t.claimed_by_id) for t in goal.todos.all()]
 
 
-def enqueue(turn_pk: int, countdown: float = 0, queue: str | None = None) -> None:
-    """Send the envelope to the supervisor task, by name (tasks sit above this module):
-    on the default queue, or ``queue`` (a session's machine, for its check)."""
-    from celery import current_app
+def key_of(turn_pk: int) -> str:
+    return f"turn:{turn_pk}"
 
-    def send():
-        current_app.send_task(TURN_TASK, kwargs={"turn_pk": turn_pk},
-                              queue=queue or "default", countdown=countdown)
 
-    transaction.on_commit(send)
+def enqueue(turn_pk: int) -> None:
+    """In the caller's transaction: the envelope's supervisor row, due now after commit
+    (written, or made due again with its place kept)."""
+    outbox.enqueue(EFFECT_KIND, key_of(turn_pk), {"turn": turn_pk})
 
 
 # ---------------------------------------------------------------------------- request
@@ -120,16 +134,74 @@ def request(goal_slug: str, agent_slug: str, *, key: str,
 
 
 # ---------------------------------------------------------------------------- advance
-def advance(turn_pk: int) -> GoalTurn:
-    """Run the envelope's next steps until it is done, or waits on its session turn."""
-    steps = {rules.QUEUED: _dispatch, rules.RUNNING: _validate, rules.VALIDATED: _write,
-             rules.WRITTEN: _settle}
+def advance(turn_pk: int, *, check: bool = True) -> GoalTurn:
+    """Run the envelope's next steps until it is done, or waits on its session turn, or
+    (``check`` False, or its work directory on another machine) on amux's check."""
+    steps = {rules.QUEUED: _dispatch, rules.RUNNING: lambda t: _validate(t, check=check),
+             rules.VALIDATED: _write, rules.WRITTEN: _settle}
     for _ in range(len(steps) + 1):
         turn = GoalTurn.objects.get(pk=turn_pk)
         step = steps.get(turn.state)
         if step is None or not step(turn):
             return GoalTurn.objects.get(pk=turn_pk)
     return GoalTurn.objects.get(pk=turn_pk)
+
+
+def drive(effect_id: int, payload: dict) -> None:
+    """The ``goals.turn`` outbox handler, the envelope's supervisor: every step that needs
+    no check, then the check sent where the work directory is, or a wait until the
+    attempt's timeout (the session turn's end makes the row due sooner). A settled
+    envelope lets the agent's next turn start when it runs by itself."""
+    turn = advance(int(payload["turn"]), check=False)
+    log.info("goals turn %s (%s) supervised: %s", turn.pk, turn.key, turn.state)
+    if turn.state not in rules.IN_FLIGHT:
+        supervise(turn.agent_id)
+        return
+    if check_due(turn):
+        _send_check(turn)
+        # the task hands the envelope back when it is done; if it is lost, send it again
+        raise outbox.Later(checks.check_timeout_s() + CHECK_MARGIN_S, "amux's check runs")
+    raise outbox.Later(_wait_s(turn, timezone.now()), "the attempt runs")
+
+
+CHECK_MARGIN_S = 120  # the check task's time beyond the check itself (its time limit too)
+
+
+def _wait_s(turn: GoalTurn, now) -> float:
+    """Until when nobody needs to look at a running attempt: its timeout (then it is
+    interrupted), or, once interrupted, its end, which its fact reports."""
+    if turn.attempt.get("interrupted"):
+        return WAKE_FLOOR_S
+    if turn.dispatched_at is None:
+        return INTERRUPT_RETRY_S
+    left = (turn.dispatched_at + timedelta(seconds=attempt_timeout_s()) - now).total_seconds()
+    if left <= 0 or turn.attempt.get("cancel_requested"):
+        return INTERRUPT_RETRY_S  # its interrupt was refused (not started yet): ask again
+    return left + 1
+
+
+def check_due(turn: GoalTurn) -> bool:
+    """The attempt ended and amux's check (not a cancel) comes next."""
+    return (turn.state == rules.RUNNING and not turn.attempt.get("cancel_requested")
+            and Turn.objects.filter(pk=turn.session_turn_id, state__in=ENDED).exists())
+
+
+def _send_check(turn: GoalTurn) -> None:
+    """The check task, by name (tasks sit above this module), to the runtime queue of the
+    machine holding the work directory, or to the default queue when that is here."""
+    from celery import current_app
+
+    current_app.send_task(CHECK_TASK, kwargs={"turn_pk": turn.pk},
+                          queue=check_queue(turn) or "default")
+
+
+def run_check_step(turn_pk: int) -> GoalTurn:
+    """What the check task does: the check and the steps after it, then the envelope back
+    to its row (which starts the agent's next turn, or sends the check elsewhere again
+    when the work directory moved meanwhile)."""
+    turn = advance(turn_pk)
+    enqueue(turn_pk)  # its own transaction: the row is due once this is committed
+    return turn
 
 
 def _locked(turn: GoalTurn, state: str, *, goal_first: bool = False) -> GoalTurn | None:
@@ -239,15 +311,14 @@ def check_queue(turn: GoalTurn) -> str | None:
     return session_commands.home_queue(turn.session)
 
 
-def _validate(turn: GoalTurn) -> bool:
+def _validate(turn: GoalTurn, *, check: bool = True) -> bool:
     attempt = _attempt(turn)
     if attempt is None:
         return False  # still running: its turn-ended fact (goals/turn_end.py) comes back
     # a cancelled attempt is not validated: it ends cancelled (under the lock, below)
-    if not turn.attempt.get("cancel_requested") and check_queue(turn) is not None:
-        return False  # the chain moves to the session's machine (tasks.run_turn)
-    if not turn.attempt.get("cancel_requested"):
-        touch(turn.pk)  # the check may take minutes: the stalled sweep leaves it alone
+    if not turn.attempt.get("cancel_requested") and (
+            not check or check_queue(turn) is not None):
+        return False  # the check task runs it, on the session's machine (drive)
     result = None if turn.attempt.get("cancel_requested") else run_check(turn)
     # the check runs outside any lock (it may take minutes); only its record is locked
     with transaction.atomic(durable=True):
@@ -383,28 +454,6 @@ def set_autorun(goal_slug: str, agent_slug: str, autorun: bool) -> Agent:
         agent.autorun = autorun
         agent.save(update_fields=["autorun"])
         return agent
-
-
-def touch(turn_pk: int) -> None:
-    """A supervisor chain still looks after this envelope (so ``stalled`` leaves it)."""
-    GoalTurn.objects.filter(pk=turn_pk, state__in=rules.IN_FLIGHT).update(
-        updated_at=timezone.now())
-
-
-def stalled(older_than_s: float = 30.0) -> list[int]:
-    """Envelopes in flight that nobody advanced lately (a worker died, a task was lost, an
-    interrupt is due), leaving out those that only wait for their session turn to end:
-    that turn's ``session.turn_ended`` fact advances them (goals/turn_end.py)."""
-    now = timezone.now()
-    rows = (GoalTurn.objects.filter(state__in=rules.IN_FLIGHT,
-                                    updated_at__lt=now - timedelta(seconds=older_than_s))
-            .values_list("pk", "state", "session_turn__state", "dispatched_at", "attempt"))
-    return [pk for pk, state, turn_state, dispatched_at, attempt in rows
-            if not rules.waits_for_turn_end(
-                state, attempt_running=turn_state is not None and turn_state not in ENDED,
-                overdue=_overdue(dispatched_at, now),
-                cancel_requested=bool(attempt.get("cancel_requested")),
-                interrupted=bool(attempt.get("interrupted")))]
 
 
 def _overdue(dispatched_at, now) -> bool:

@@ -26,7 +26,7 @@ from django.db import IntegrityError, transaction
 from amux_common.clock import now as clock
 from amux_common.integrity import violates
 from effects import outbox
-from intake import consumers, health
+from intake import consumers, source_actions
 from intake.models import Delivery, EventAck, Source, Thread, Trigger
 from intake.receive import accept
 from intake.send import send
@@ -185,10 +185,10 @@ def commit_cursor(source_id: int, cursor: str) -> None:
             passed.append((item, at))
         cur = start.passing(passed)
         if cur != start:
-            health.move_cursor(source_id, cursor, cur.value(),
-                               {**{k: v for k, v in stored.items()
-                                   if k not in ("value", "seen", "at")},
-                                "seen": list(cur.seen)})
+            source_actions.move_cursor(source_id, cursor, cur.value(),
+                                       {**{k: v for k, v in stored.items()
+                                           if k not in ("value", "seen", "at")},
+                                        "seen": list(cur.seen)})
         EventAck.objects.filter(source_id=source_id, cursor=cursor,
                                 state=EventAck.State.ACKED,
                                 at__lt=cur.time - CATCHUP_SECONDS).delete()

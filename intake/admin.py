@@ -1,7 +1,8 @@
 from django.contrib import admin
 
 from amux_common.admin import ReadOnlyAdmin
-from intake import models
+from effects.models import Effect, EffectState
+from intake import models, record
 
 
 @admin.register(models.Source)
@@ -19,10 +20,25 @@ class SourceAdmin(admin.ModelAdmin):
 @admin.register(models.Delivery)
 class DeliveryAdmin(ReadOnlyAdmin):
     list_display = ["id", "source", "delivery_id", "event", "outcome", "reason", "received_at",
-                    "attempts", "retry_at"]
+                    "processed_at"]
     list_filter = ["source", "outcome"]
-    readonly_fields = ["attempts", "last_error", "retry_at"]
+    readonly_fields = ["last_error", "retry"]
     exclude = ["body"]
+
+    @admin.display(description="retry")
+    def retry(self, obj) -> str:
+        """Where a failed delivery's retry stands: its mailbox's row in the outbox (whose
+        admin puts a dead letter back in line)."""
+        if obj.processed_at is not None or not obj.last_error:
+            return "-"
+        effect = (Effect.objects.filter(kind=record.RETRY_EFFECT,
+                                        key=record.retry_key(obj.mailbox))
+                  .order_by("-id").first())
+        if effect is None:
+            return "none"
+        if effect.state == EffectState.DEAD:
+            return f"dead letter {effect.pk}: failed tries {effect.attempts}"
+        return f"effect {effect.pk}: failed tries {effect.attempts}, next at {effect.due_at}"
 
 
 @admin.register(models.Thread)

@@ -12,6 +12,7 @@ so every mailbox of the batch is its own; the statements are made from the model
 
 What differs is only what a failure undoes. A delivery whose translation or decision
 raises is noted as failed, holding back its mailbox, as before: neither writes anything.
+A mailbox whose first delivery failed before is left to its retry (record.RETRY_EFFECT).
 Anything that fails while writing (a trigger id seen before, a consumer's error, a row
 lock not had within LOCK_WAIT) undoes the whole batch, and its mailboxes go back to the
 one-mailbox path, which decides each case as it always has."""
@@ -88,8 +89,8 @@ def _batch(batch, source_of, handlers_of) -> tuple[int, list]:
         for delivery in deliveries:
             if delivery.mailbox in held:
                 continue
-            if delivery.retry_at is not None and delivery.retry_at > now:
-                held.add(delivery.mailbox)  # its retry is not due; the ones behind it wait
+            if delivery.last_error:
+                held.add(delivery.mailbox)  # failed before: left with the rest to its retry
                 continue
             source = source_of(delivery.source_id)
             delivery.source = source
@@ -99,7 +100,7 @@ def _batch(batch, source_of, handlers_of) -> tuple[int, list]:
                 decision = (decide(source, result) or {}) if intake_core.is_trigger(result) \
                     else {}
             except Exception as exc:
-                record.failed(delivery, exc, now)
+                record.failed(delivery, exc)
                 held.add(delivery.mailbox)
                 continue
             outcome = record.write(source, result, lambda d=decision: d, optimistic=True)
@@ -111,8 +112,8 @@ def _batch(batch, source_of, handlers_of) -> tuple[int, list]:
 
 def _mark_processed(deliveries: list[Delivery], now) -> None:
     """The processed rows updated in one statement (what record.mark_processed set on each:
-    the time and no retry for all, an outcome, reason and trigger each). Django's
-    bulk_update builds a CASE per row and field, which cost more than the rows' work."""
+    the time for all, an outcome, reason and trigger each). Django's bulk_update builds a
+    CASE per row and field, which cost more than the rows' work."""
     if not deliveries:
         return
     per_row = [[d.outcome, d.reason, d.trigger_id, d.pk] for d in deliveries]
@@ -124,7 +125,7 @@ def _mark_processed(deliveries: list[Delivery], now) -> None:
 
 
 # What processing sets on each row: one value for the whole batch, then one value each.
-SET_ALL, SET_EACH = ("processed_at", "retry_at"), ("outcome", "reason", "trigger")
+SET_ALL, SET_EACH = "processed_at", ("outcome", "reason", "trigger")
 
 
 def _columns(names) -> list[str]:
@@ -132,11 +133,10 @@ def _columns(names) -> list[str]:
 
 
 def _update_one_sql() -> str:
-    processed, retry = _columns(SET_ALL)
+    (processed,) = _columns([SET_ALL])
     each = ", ".join(f"{c} = %s" for c in _columns(SET_EACH))
     return (f"UPDATE {connection.ops.quote_name(Delivery._meta.db_table)} SET "
-            f"{processed} = %s, {retry} = NULL, {each} WHERE "
-            f"{_columns(['id'])[0]} = %s")
+            f"{processed} = %s, {each} WHERE {_columns(['id'])[0]} = %s")
 
 
 def _array_type(field) -> str:
@@ -146,13 +146,13 @@ def _array_type(field) -> str:
 
 
 def _update_all_sql() -> str:
-    processed, retry = _columns(SET_ALL)
+    (processed,) = _columns([SET_ALL])
     names = (*SET_EACH, "id")
     fields = [Delivery._meta.get_field(name) for name in names]
     arrays = ", ".join(f"%s::{_array_type(f)}" for f in fields)
     each = ", ".join(f"{c} = v.{n}" for c, n in zip(_columns(SET_EACH), SET_EACH, strict=True))
     return (f"UPDATE {connection.ops.quote_name(Delivery._meta.db_table)} AS d SET "
-            f"{processed} = %s, {retry} = NULL, {each} FROM unnest({arrays}) "
+            f"{processed} = %s, {each} FROM unnest({arrays}) "
             f"AS v({', '.join(names)}) WHERE d.{_columns(['id'])[0]} = v.id")
 
 

@@ -5,7 +5,7 @@ stores and talks to GitHub; what is asked of GitHub is intake/sources/github_man
 `code_exchanged` takes the code GitHub hands back with that state, exchanges it once at
 `POST <api>/app-manifests/<code>/conversions`, and creates the GitHub source with the
 app's id, private key and webhook secret in its encrypted secrets. The source is ready
-when the app's `installation` event arrives at its webhook (intake/health.py).
+when the app's `installation` event arrives at its webhook (intake/source_actions.py).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from amux_common.processes import die_with_parent
-from intake import card_hooks, health, liveness
+from intake import card_hooks, liveness, source_actions
 from intake.models import Source
 from intake.receive import queue
 from intake.sources import plugin
@@ -275,8 +275,8 @@ def supervise(interval: float = 5.0, out: Callable[[str], None] = print) -> None
         out(f"lark receivers: {slug} exited with {code}; restarting in {delay:g} s")
         source_id = Source.objects.filter(slug=slug).values_list("pk", flat=True).first()
         if source_id is not None:
-            health.source_event_rejected(source_id=source_id, reason="receiver_exited",
-                                         error=True)
+            source_actions.source_event_rejected(source_id=source_id, reason="receiver_exited",
+                                                 error=True)
 
     supervisor = Supervisor(spawn, on_exit=on_exit,
                             on_stop=lambda slug: out(f"lark receivers: stopping {slug}"))

@@ -1,6 +1,6 @@
 """A source's liveness, read from its facts (rules: intake/liveness_rules.py): the
 long-connection receiver's heartbeat in Redis, the last event stored, and what the
-provider said (kept in the source's health by intake/health.py).
+provider said (kept in the source's health by intake/source_actions.py).
 
 The heartbeat is Redis's, not the database's: it is written every few seconds by each
 receiver and only ever read as "how long ago", so losing it (a Redis restart) reads as a

@@ -62,10 +62,9 @@ class Delivery(models.Model):
         "Trigger", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # A plugin or the gate failed on it: it stays unprocessed (and holds back its mailbox)
-    # with the error, and the intake sweep tries again from `retry_at` (intake/process.py).
-    attempts = models.PositiveIntegerField(default=0, editable=False)
+    # with the error until its mailbox's retry, an outbox effect, processes it
+    # (intake/record.py); the error stays once it is processed.
     last_error = models.TextField(blank=True, editable=False)
-    retry_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         verbose_name_plural = "deliveries"

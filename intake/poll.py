@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from intake import acks, consumers, health
+from intake import acks, consumers, source_actions
 from intake.models import Delivery, Source, Trigger
 from intake.receive import accept
 from intake.sources import ChatPolling, DocumentPolling, Polling, plugin
@@ -32,8 +32,8 @@ def poll(source: Source) -> int:
         return 0
     cursor = ((source.health.get("cursors") or {}).get("poll") or {}).get("value")
     if not cursor:  # a new source starts from now; history is not replayed
-        health.source_cursor_moved(source_id=source.pk, name="poll",
-                                   cursor=timezone.now().isoformat())
+        source_actions.source_cursor_moved(source_id=source.pk, name="poll",
+                                           cursor=timezone.now().isoformat())
         return 0
     watching = consumers.of(source).followed_pull_requests(source)
     envs, new_cursor = plug.poll(cursor, watching=watching)
@@ -43,7 +43,7 @@ def poll(source: Source) -> int:
             source=source, delivery_id=env.delivery_id, processed_at__isnull=True
         ).exists():
             raise RuntimeError("a polled event is stored but not processed; cursor kept")
-    health.source_cursor_moved(source_id=source.pk, name="poll", cursor=new_cursor)
+    source_actions.source_cursor_moved(source_id=source.pk, name="poll", cursor=new_cursor)
     return len(envs)
 
 
@@ -69,9 +69,9 @@ def poll_documents(source: Source, plug: DocumentPolling | None = None) -> int:
                        or {}).get("cursors") or {}
             if not (cursors.get(name) or {}).get("value"):
                 start = plug.catch_up_start(file_type, token, int(timezone.now().timestamp()))
-                health.source_cursor_moved(source_id=source.pk, name=name,
-                                           cursor=start.value(),
-                                           extra={"seen": list(start.seen)})
+                source_actions.source_cursor_moved(source_id=source.pk, name=name,
+                                                   cursor=start.value(),
+                                                   extra={"seen": list(start.seen)})
                 cursors = {name: {"value": start.value(), "seen": list(start.seen)}}
             for env, _after in plug.poll_document(file_type, token,
                                                   DocCursor.load(cursors[name])):
@@ -80,8 +80,8 @@ def poll_documents(source: Source, plug: DocumentPolling | None = None) -> int:
         except Exception as exc:
             log.warning("polling comments of %s on %s failed: %s", name, source.slug,
                         failure(exc), exc_info=exc)
-            health.source_event_rejected(source_id=source.pk, reason="doc_poll_failed",
-                                         error=True, message=failure(exc))
+            source_actions.source_event_rejected(source_id=source.pk, reason="doc_poll_failed",
+                                                 error=True, message=failure(exc))
     return stored
 
 
@@ -125,25 +125,26 @@ def poll_chats(source: Source, plug: ChatPolling | None = None) -> int:
                      or {}).get("cursors") or {}).get(name) or {}
             now = int(timezone.now().timestamp())
             if not kept.get("value"):
-                health.source_cursor_moved(source_id=source.pk, name=name,
-                                           cursor=DocCursor(now).value(), extra={"seen": []})
+                source_actions.source_cursor_moved(
+                    source_id=source.pk, name=name, cursor=DocCursor(now).value(),
+                    extra={"seen": []})
                 continue
             cur = DocCursor.load(kept)
             if cur.time < now - CHAT_CATCHUP_SECONDS:
                 # down longer than the window: what is older is not replayed, said once
                 cur = DocCursor(now - CHAT_CATCHUP_SECONDS)
-                health.source_cursor_moved(source_id=source.pk, name=name,
-                                           cursor=cur.value(), extra={"seen": []})
-                health.source_event_rejected(source_id=source.pk,
-                                             reason="chat_history_beyond_window")
+                source_actions.source_cursor_moved(source_id=source.pk, name=name,
+                                                   cursor=cur.value(), extra={"seen": []})
+                source_actions.source_event_rejected(source_id=source.pk,
+                                                     reason="chat_history_beyond_window")
             for env, _after in plug.poll_chat(chat, cur, now, topics(source, chat)):
                 stored += acks.capture(source, name, env, how="chat_history")
             acks.advance(source, name)
         except Exception as exc:
             log.warning("catching up %s on %s failed: %s", name, source.slug, failure(exc),
                         exc_info=exc)
-            health.source_event_rejected(source_id=source.pk, reason="chat_poll_failed",
-                                         error=True, message=failure(exc))
+            source_actions.source_event_rejected(source_id=source.pk, reason="chat_poll_failed",
+                                                 error=True, message=failure(exc))
     return stored
 
 
@@ -165,6 +166,6 @@ def poll_all() -> int:
             total += poll(source)
         except Exception as exc:
             log.warning("polling %s failed: %s", source.slug, failure(exc), exc_info=exc)
-            health.source_event_rejected(source_id=source.pk, reason="poll_failed",
-                                         error=True, message=failure(exc))
+            source_actions.source_event_rejected(source_id=source.pk, reason="poll_failed",
+                                                 error=True, message=failure(exc))
     return total

@@ -7,10 +7,11 @@ ARCHITECTURE.md "Intake": processing runs from the stored row per mailbox
 A delivery's translation (the plugin) and decision (the gate) happen here; the recorded
 trigger goes to its consumer (intake/consumers.py) in the same transaction. A plugin or
 gate that raises leaves the delivery unprocessed with its error (shown in the admin and
-the source's health), holding back the deliveries behind it in its mailbox; the intake
-sweep tries it again with growing delays. A trigger id seen before makes no second
-trigger. On PostgreSQL the drainer takes a backlog many mailboxes to a transaction first
-(intake/batch.py); what that leaves comes here a mailbox at a time.
+the source's health), holding back the deliveries behind it in its mailbox; an outbox
+effect per failed mailbox (`intake.retry` → `retry_mailbox`) tries it again with the
+outbox's growing delays. A trigger id seen before makes no second trigger. The drainer
+takes a backlog many mailboxes to a transaction first (intake/batch.py); what that leaves
+comes here a mailbox at a time.
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ import time
 from collections.abc import Callable
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Min, Q
+from django.db.models import Min
 
 from amux_common.clock import now as clock
-from amux_common.coalesce import Coalesced
 from amux_common.integrity import violates
 from amux_common.wakeups import Wakeup
-from intake import batch, checked_insert, health, profile, record
+from intake import batch, checked_insert, profile, record, source_actions
 from intake import rules as intake_core
 from intake.decide import current_version
 from intake.models import Delivery, Source
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 # While one drain task is queued and not yet started, stored deliveries send no other one
 # (see `wake`); the flag expires by itself, so a task lost before it started delays the
 # next wake-up by at most this long (and the beat sweep runs every 30 s anyway).
-WAKE = Wakeup("amux:intake:wake", 10, "intake.drain")
+WAKE = Wakeup("amux:intake:wake", 10, "intake.drain", gather=0.02)
 WAKE_FLAG = WAKE.flag
 # One drain task processes at most this long, then leaves the rest to a new task.
 DRAIN_SECONDS = 60
@@ -53,18 +53,17 @@ def delivery_received(
 ) -> tuple[int | None, bool]:
     """Fact: a verified delivery arrived. Stored raw, unique on (source, delivery id);
     answers (pk, True), or (None, False) when that delivery id was already stored. With
-    `error` (its processing failed already), it waits for its first retry."""
-    now = clock()
+    `error` (its processing failed already), it waits for its mailbox's retry."""
     try:
         with transaction.atomic(durable=True):
             delivery = Delivery.objects.create(
                 source_id=source_id, delivery_id=delivery_id, event=event, mailbox=mailbox,
-                headers=headers, body=body, attempts=1 if error else 0, last_error=error,
-                retry_at=now + record.retry_delay(1) if error else None,
+                headers=headers, body=body, last_error=error,
             )
             if error:
-                health.note_rejection(source_id, "processing_failed", error=True,
-                                      message=error)
+                source_actions.note_rejection(source_id, "processing_failed", error=True,
+                                              message=error)
+                record.retry_later(delivery, error)
     except IntegrityError as exc:
         if violates(exc, "delivery_unique_id"):
             return None, False
@@ -116,8 +115,8 @@ def wake() -> None:
 
 
 # What a stored delivery calls after commit: the wake-up is sent from a thread of its own, so
-# a request is answered without waiting for Redis or the broker (amux_common.coalesce).
-wake_soon = Coalesced(lambda: wake(), "intake-waker", gather=0.02)
+# a request is answered without waiting for Redis or the broker (Wakeup.soon).
+wake_soon = WAKE.soon
 
 
 def _woke() -> None:
@@ -169,6 +168,11 @@ class MailboxBusy(Exception):  # noqa: N818 - a fact about concurrency, not an e
     """Another drainer holds the mailbox (only without `wait`)."""
 
 
+class RetryFailed(Exception):
+    """A mailbox's retry met its failed delivery failing again (its error, committed on the
+    delivery): raised to the outbox, which counts the try and backs off."""
+
+
 def mailbox_processed(
     *,
     source: Source,
@@ -179,13 +183,15 @@ def mailbox_processed(
     limit: int = 100,
     cursor: tuple[str, str, dict] | None = None,
     wait: bool = True,
+    retrying: bool = False,
 ) -> dict[int | None, intake_core.Outcome]:
     """Fact: the stored deliveries of one mailbox (`<source>:<thread>`) were processed, in
     order. `translate` turns a stored delivery into TriggerFacts or Ignored (pure plugin
     code); `decide` is the gate seam. A trigger id seen before makes no second trigger.
     A delivery whose translation or decision raises stays unprocessed with its error,
-    and so do the ones behind it; one waiting for its retry (`retry_at`) holds them back
-    as well.
+    and so do the ones behind it; one that failed before holds them back as well, unless
+    this is its mailbox's retry (`retrying`: it is tried, and failing again raises
+    RetryFailed after the commit).
 
     `arrived` (a delivery just verified, with its translation as `result`) is processed
     after the stored ones and stored already processed, in the same transaction: one
@@ -199,7 +205,7 @@ def mailbox_processed(
     Without `wait`, a mailbox another drainer holds raises MailboxBusy at once."""
     try:
         return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, True,
-                                  cursor, wait)
+                                  cursor, wait, retrying)
     except IntegrityError as exc:
         if violates(exc, "delivery_unique_id"):
             raise DuplicateDelivery(arrived["delivery_id"] if arrived else "") from None
@@ -208,7 +214,7 @@ def mailbox_processed(
     # The optimistic insert met a trigger seen before: do it again, checking first.
     try:
         return _mailbox_processed(source, mailbox, translate, decide, arrived, limit, False,
-                                  cursor, wait)
+                                  cursor, wait, retrying)
     except IntegrityError as exc:
         if violates(exc, "delivery_unique_id"):
             raise DuplicateDelivery(arrived["delivery_id"] if arrived else "") from None
@@ -216,8 +222,9 @@ def mailbox_processed(
 
 
 def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optimistic,
-                       cursor=None, wait=True):
+                       cursor=None, wait=True, retrying=False):
     results: dict[int | None, intake_core.Outcome] = {}
+    failed_again = ""
     with transaction.atomic(durable=True):
         has_pending = _lock_mailbox(mailbox, wait)
         if has_pending is None:
@@ -230,8 +237,8 @@ def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optim
         now = clock()
         held = False
         for delivery in pending:
-            if delivery.retry_at is not None and delivery.retry_at > now:
-                held = True  # its retry is not due yet; the ones behind it wait with it
+            if delivery.last_error and not retrying:
+                held = True  # failed before: its retry takes it, the ones behind wait
                 break
             delivery.source = source
             try:
@@ -241,7 +248,7 @@ def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optim
             except IntegrityError:
                 raise  # a trigger or delivery id met: mailbox_processed decides, not a failure
             except Exception as exc:
-                record.failed(delivery, exc, now)
+                failed_again = record.failed(delivery, exc)
                 held = True
                 break
             record.mark_processed(delivery, outcome, now)
@@ -263,31 +270,40 @@ def _mailbox_processed(source, mailbox, translate, decide, arrived, limit, optim
             )
             results[None] = outcome
         if cursor is not None:
-            health.move_cursor(source.pk, *cursor)
+            source_actions.move_cursor(source.pk, *cursor)
+    if failed_again:
+        raise RetryFailed(failed_again)
     return results
 
 
 def process_mailbox(source: Source, mailbox: str, *, wait: bool = True,
-                    version: str | None = None):
+                    version: str | None = None, retrying: bool = False):
     """The stored deliveries of one mailbox processed (`version`: the current policy
     version when the caller read it already)."""
     translate, decide = record.handlers(profile.ensure_verified(source), version)
     return mailbox_processed(source=source, mailbox=mailbox, translate=translate,
-                             decide=decide, wait=wait)
+                             decide=decide, wait=wait, retrying=retrying)
+
+
+def retry_mailbox(effect_id: int, payload: dict) -> None:
+    """The outbox's `intake.retry` (record.RETRY_EFFECT): the mailbox processed again from
+    its failed delivery. Failing again raises, so the outbox backs off, and once the tries
+    are used up keeps the retry as a dead letter an operator can put back in line."""
+    source = Source.objects.get(pk=payload["source"])
+    process_mailbox(source, payload["mailbox"], retrying=True)
 
 
 def process_pending(limit: int = 200) -> int:
-    """Process every mailbox with stored, unprocessed deliveries that are due (the drainer
-    and the periodic sweep); a delivery waiting for its retry keeps its mailbox until then.
-    Answers how many deliveries were processed.
+    """Process every mailbox with stored, unprocessed deliveries (the drainer and the
+    periodic sweep) but those whose first one failed: their retry (an outbox effect)
+    processes them. Answers how many deliveries were processed.
 
     Mailboxes another drainer holds are skipped at first and waited for at the end, so two
     drainers share the work instead of queueing behind each other's locks, and nothing
     committed before this began is left behind."""
     heads = (Delivery.objects.filter(processed_at__isnull=True).values("mailbox")
              .annotate(first=Min("id")).values("first"))
-    due = Q(retry_at__isnull=True) | Q(retry_at__lte=clock())
-    rows = list(Delivery.objects.filter(due, pk__in=heads).order_by("pk")
+    rows = list(Delivery.objects.filter(pk__in=heads, last_error="").order_by("pk")
                 .values_list("source_id", "mailbox")[:limit])
     if not rows:
         return 0
@@ -314,7 +330,7 @@ def process_pending(limit: int = 200) -> int:
                 busy.append((source_id, mailbox))
             except Exception as exc:
                 log.exception("processing mailbox %s failed", mailbox)
-                health.note_rejection(source_id, "processing_failed", error=True,
-                                      message=record.error_text(exc))
+                source_actions.note_rejection(source_id, "processing_failed", error=True,
+                                              message=record.error_text(exc))
     return done
 

@@ -14,7 +14,7 @@ import logging
 from datetime import datetime, timedelta
 
 from amux_common.clock import now as clock
-from intake import health
+from intake import source_actions
 from intake.models import Source
 from intake.sources import SourceKind, plugin
 from intake.sources.lark import Lark, LarkApiError
@@ -57,11 +57,11 @@ def verify(source: Source) -> dict | None:
         # Lark was not reached: what it said before still stands.
         kept = (source.health or {}).get("profile") or {}
         profile.update({k: kept[k] for k in ("open_id", "app_id", "verified_at") if k in kept})
-    health.source_profile_checked(source_id=source.pk, profile=profile)
+    source_actions.source_profile_checked(source_id=source.pk, profile=profile)
     if profile["state"] != "unreachable":  # Lark answered: it takes the app, or refuses it
-        health.provider_state_reported(source_id=source.pk,
-                                       disconnected=profile["state"] == "refused",
-                                       reason="credentials_refused")
+        source_actions.provider_state_reported(source_id=source.pk,
+                                               disconnected=profile["state"] == "refused",
+                                               reason="credentials_refused")
         source.refresh_from_db(fields=["health"])
         return profile
     source.health = {**(source.health or {}), "profile": {**profile,

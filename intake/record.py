@@ -6,16 +6,17 @@ both record through here; a failure is noted on the delivery the same way by bot
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 from collections.abc import Callable
-from datetime import timedelta
 
 from django.db import transaction
 
 from amux_common import metrics
 from amux_common.wakeups import Wakeup
-from intake import consumers, health, profile
+from effects import outbox
+from intake import consumers, profile, source_actions
 from intake import rules as intake_core
 from intake.decide import decide_incoming
 from intake.models import Delivery, Source, Thread, Trigger
@@ -23,20 +24,17 @@ from intake.sources.base import Envelope
 
 log = logging.getLogger(__name__)
 
-# Delays between tries of a delivery that failed: 30 s doubling, at most an hour.
-RETRY_FIRST, RETRY_MAX = 30, 3600
+# A mailbox whose head delivery failed is tried again by this outbox effect, one row per
+# mailbox: the outbox's backoff, lease and dead letter (effects/kinds.py), nothing of ours.
+RETRY_EFFECT = "intake.retry"
 
 # Intake's space of advisory locks (b"int"): a mailbox is locked by hashtext(mailbox) in it.
 MAILBOX_LOCKS = 0x696E74
 # What a processed delivery's row changes.
-PROCESSED_FIELDS = ["processed_at", "outcome", "reason", "trigger", "retry_at"]
+PROCESSED_FIELDS = ["processed_at", "outcome", "reason", "trigger"]
 
 # A poll of one source now, at most once per source every few seconds (debounced).
 POLL_SOON = Wakeup("amux:intake:poll-soon:{source_id}", 5, "intake.poll_source")
-
-
-def retry_delay(attempts: int) -> timedelta:
-    return timedelta(seconds=min(RETRY_MAX, RETRY_FIRST * 2 ** max(0, attempts - 1)))
 
 
 def error_text(exc: BaseException) -> str:
@@ -59,17 +57,41 @@ def translate_stored(plug, delivery: Delivery):
     return plug.translate(env)
 
 
-def failed(delivery: Delivery, exc: Exception, now) -> None:
-    """The delivery's translation or decision raised: it keeps its error and waits for
-    its next try, holding back the deliveries behind it."""
+def failed(delivery: Delivery, exc: Exception) -> str:
+    """The delivery's translation or decision raised: it keeps its error (shown in the admin
+    and the source's health) and holds back the deliveries behind it until its mailbox's
+    retry processes it. Its first failure puts that retry in the outbox (and answers "");
+    a failure of a delivery that failed before is the running retry's: answers its error,
+    for the caller to raise once this is committed (the outbox counts it, backs off)."""
+    error = error_text(exc)
     log.warning("processing delivery %s (%s) failed: %s", delivery.delivery_id,
-                delivery.mailbox, error_text(exc))
-    delivery.attempts += 1
-    delivery.last_error = error_text(exc)
-    delivery.retry_at = now + retry_delay(delivery.attempts)
-    delivery.save(update_fields=["attempts", "last_error", "retry_at"])
-    health.note_rejection(delivery.source_id, "processing_failed", error=True,
-                          message=error_text(exc))
+                delivery.mailbox, error)
+    first = not delivery.last_error
+    delivery.last_error = error
+    delivery.save(update_fields=["last_error"])
+    source_actions.note_rejection(delivery.source_id, "processing_failed", error=True,
+                                  message=error)
+    if not first:
+        return error
+    retry_later(delivery, error)
+    return ""
+
+
+def retry_later(delivery: Delivery, error: str) -> None:
+    """The retry of the delivery's mailbox, in the caller's transaction, with the failed
+    try counted: due after the outbox's first backoff, and from then on the outbox's.
+    Written again while that retry runs (a delivery behind the retried one failed), it
+    starts the count afresh."""
+    outbox.enqueue(RETRY_EFFECT, retry_key(delivery.mailbox),
+                   {"source": delivery.source_id, "mailbox": delivery.mailbox,
+                    "delivery": delivery.pk}, failed=error)
+
+
+def retry_key(mailbox: str) -> str:
+    """The retry's key: the mailbox, or its start and a digest when it is too long."""
+    if len(mailbox) <= outbox.MAX_KEY:
+        return mailbox
+    return f"{mailbox[:outbox.MAX_KEY - 65]}#{hashlib.sha256(mailbox.encode()).hexdigest()}"
 
 
 def mark_processed(delivery: Delivery, outcome: intake_core.Outcome, now) -> None:
@@ -77,7 +99,6 @@ def mark_processed(delivery: Delivery, outcome: intake_core.Outcome, now) -> Non
     delivery.processed_at = now
     delivery.outcome, delivery.reason = outcome.outcome, outcome.reason
     delivery.trigger_id = outcome.trigger
-    delivery.retry_at = None
 
 
 def located(source: Source, result):
@@ -109,14 +130,14 @@ def write(source: Source, result, decision: Callable[[], dict], *,
     if not intake_core.is_trigger(result):
         said = getattr(result, "source_facts", None) or {}
         if "installation" in said:  # a GitHub App's installation: its id, in the secrets
-            health.source_state_reported(source.pk, said)
+            source_actions.source_state_reported(source.pk, said)
         if "chat" in said:  # the provider's word on one chat (the bot left it)
-            health.chat_membership_reported(source.pk, said["chat"]["chat"],
-                                            removed=said["chat"]["removed"])
+            source_actions.chat_membership_reported(source.pk, said["chat"]["chat"],
+                                                    removed=said["chat"]["removed"])
         if "provider" in said:  # ... or on the whole source (an installation deleted)
-            health.provider_state_reported(source.pk,
-                                           disconnected=said["provider"]["disconnected"],
-                                           reason=said["provider"]["reason"])
+            source_actions.provider_state_reported(source.pk,
+                                                   disconnected=said["provider"]["disconnected"],
+                                                   reason=said["provider"]["reason"])
         if getattr(result, "poll", False):  # completed by the source's poll: ask for it now
             transaction.on_commit(functools.partial(poll_soon, source.pk))
         return intake_core.Outcome("ignored", result.reason, thread=thread_id, facts=facts)

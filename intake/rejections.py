@@ -17,7 +17,7 @@ import redis
 
 from amux_common import metrics
 from amux_common.shared_redis import client
-from intake import health
+from intake import source_actions
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def count(source, reason: str) -> None:
         pipe.sadd(PENDING, k)
         pipe.execute()
     except redis.RedisError:
-        health.source_event_rejected(source_id=source.pk, reason=reason)
+        source_actions.source_event_rejected(source_id=source.pk, reason=reason)
 
 
 def pending(source) -> dict[str, int]:
@@ -82,8 +82,8 @@ def flush() -> int:
         if not counts:
             continue
         try:
-            kept = health.source_rejections_counted(source_id=source_id, created_us=created,
-                                                    counts=counts)
+            kept = source_actions.source_rejections_counted(source_id=source_id, created_us=created,
+                                                            counts=counts)
         except Exception:
             _give_back(k, counts)  # kept for the next flush; nothing is lost
             raise

@@ -15,9 +15,9 @@ def intake_drain() -> int:
 
 @durable_task("intake.sweep", time_limit=180, soft_time_limit=120)
 def intake_sweep() -> int:
-    """Process stored deliveries left unprocessed (a crash after the answer, a plugin that
-    failed, once its retry is due), and keep the refused webhooks counted since the last
-    sweep in their sources' health."""
+    """Process stored deliveries left unprocessed (a crash after the answer, a lost
+    wake-up; a failed one's mailbox is its outbox retry's), and keep the refused webhooks
+    counted since the last sweep in their sources' health."""
     rejections.flush()
     return process.process_pending()
 

@@ -22,6 +22,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from policy.gate import (
     ACCEPTANCE_MODES,
@@ -239,88 +240,114 @@ def validate(document, sources: Mapping[str, SourceInfo]) -> dict:
     acceptance = document.get("acceptance")
     if acceptance not in ACCEPTANCE_MODES:
         errors["acceptance"] = "must be \u201cmanual\u201d or \u201cauto\u201d"
-    raw_sources = document.get("sources")
-    if raw_sources is None:
-        errors["sources"] = "required (an object, one entry per source)"
-        raw_sources = {}
-    elif not isinstance(raw_sources, Mapping):
-        errors["sources"] = "must be an object keyed by source slug"
-        raw_sources = {}
-    elif len(raw_sources) > MAX_SOURCES:
-        errors["sources"] = f"Ensure this object has no more than {MAX_SOURCES} keys."
-        raw_sources = {}
     out_sources: dict[str, dict] = {}
-    for slug, part in raw_sources.items():
+    for slug, part in _raw_sources(document.get("sources"), errors).items():
         path = f"sources.{slug}"
         info = sources.get(slug)
-        if info is None:
-            errors[path] = "unknown source"
+        refused = _source_refused(info, part)
+        if refused is not None:
+            errors[path] = refused
             continue
-        if not info.enabled:
-            errors[path] = "source is disabled: remove it from the policy or enable it"
-            continue
-        if info.kind not in SCOPES:
-            errors[path] = f"source kind {info.kind!r} has no admission table"
-            continue
-        if not isinstance(part, Mapping):
-            errors[path] = "must be an object with allowed, bots and rows"
-            continue
-        for key in part:
-            if key not in PART_KEYS:
-                errors[f"{path}.{key}"] = "unknown field (known: allowed, bots, rows)"
-        fold = info.kind in CASE_INSENSITIVE_KINDS
-        allowed = _names(part.get("allowed"), f"{path}.allowed", errors, fold)
-        bots = _names(part.get("bots"), f"{path}.bots", errors, fold)
-        rows_in = part.get("rows") or {}
-        if not isinstance(rows_in, Mapping):
-            errors[f"{path}.rows"] = "must be an object keyed by scope"
-            rows_in = {}
-        elif len(rows_in) > MAX_ROWS:
-            errors[f"{path}.rows"] = f"Ensure this object has no more than {MAX_ROWS} keys."
-            rows_in = {}
-        kind_scopes = SCOPES[info.kind]
-        for scope in rows_in:
-            if scope in kind_scopes:
-                continue
-            base, _, place = str(scope).partition(":")
-            if place and base in PLACED_SCOPES and base in kind_scopes:
-                if place not in info.places:
-                    errors[f"{path}.rows.{scope}"] = (
-                        f"{place} is not one of the source's configured groups "
-                        f"({', '.join(info.places) or 'none'})")
-                continue
-            errors[f"{path}.rows.{scope}"] = (
-                f"unknown scope for a {info.kind} source (known: {', '.join(kind_scopes)}"
-                + (f", or {base}:<configured group>" if PLACED_SCOPES & set(kind_scopes)
-                   else "") + ")")
-        rows: dict[str, dict[str, bool]] = {}
-        # every scope's row, and a place's own row only where the document keeps one
-        for scope in (*kind_scopes, *(r for r in rows_of(info) if r in rows_in)):
-            cells_in = rows_in.get(scope) or {}
-            rpath = f"{path}.rows.{scope}"
-            if not isinstance(cells_in, Mapping):
-                errors[rpath] = "must be an object keyed by cell"
-                cells_in = {}
-            row: dict[str, bool] = {}
-            for cell, value in cells_in.items():
-                cpath = f"{rpath}.{cell}"
-                if cell not in CELLS:
-                    errors[cpath] = f"unknown cell (known: {', '.join(CELLS)})"
-                elif not isinstance(value, bool):
-                    errors[cpath] = "must be true or false"
-                elif value and cell not in cells_of(scope):
-                    errors[cpath] = "a CI result has no sender: only unaddressed_anyone exists"
-                elif value and (why := closed_reason(info.kind, scope, cell, info)):
-                    errors[cpath] = "cannot open: " + why
-            for cell in cells_of(scope):
-                row[cell] = cells_in.get(cell) is True
-            rows[scope] = row
-        if allowed or bots or any(any(row.values()) for row in rows.values()):
-            # a part that allows nothing is the same policy as no part at all
-            out_sources[slug] = {"allowed": allowed, "bots": bots, "rows": rows}
+        checked = _source_part(path, part, info, errors)
+        if checked is not None:
+            out_sources[slug] = checked
     if errors:
         raise PolicyInvalid(errors)
     return {"acceptance": acceptance, "sources": dict(sorted(out_sources.items()))}
+
+
+def _raw_sources(raw: Any, errors: dict[str, str]) -> Mapping:
+    if raw is None:
+        errors["sources"] = "required (an object, one entry per source)"
+    elif not isinstance(raw, Mapping):
+        errors["sources"] = "must be an object keyed by source slug"
+    elif len(raw) > MAX_SOURCES:
+        errors["sources"] = f"Ensure this object has no more than {MAX_SOURCES} keys."
+    else:
+        return raw
+    return {}
+
+
+def _source_refused(info: SourceInfo | None, part: Any) -> str | None:
+    """Why a source's part cannot be read at all, or None."""
+    if info is None:
+        return "unknown source"
+    if not info.enabled:
+        return "source is disabled: remove it from the policy or enable it"
+    if info.kind not in SCOPES:
+        return f"source kind {info.kind!r} has no admission table"
+    if not isinstance(part, Mapping):
+        return "must be an object with allowed, bots and rows"
+    return None
+
+
+def _source_part(path: str, part: Mapping, info: SourceInfo, errors: dict[str, str]
+                 ) -> dict | None:
+    """One source's canonical part, or None when it allows nothing (the same policy as no
+    part at all); its bad fields go to `errors`."""
+    for key in part:
+        if key not in PART_KEYS:
+            errors[f"{path}.{key}"] = "unknown field (known: allowed, bots, rows)"
+    fold = info.kind in CASE_INSENSITIVE_KINDS
+    allowed = _names(part.get("allowed"), f"{path}.allowed", errors, fold)
+    bots = _names(part.get("bots"), f"{path}.bots", errors, fold)
+    rows_in = part.get("rows") or {}
+    if not isinstance(rows_in, Mapping):
+        errors[f"{path}.rows"] = "must be an object keyed by scope"
+        rows_in = {}
+    elif len(rows_in) > MAX_ROWS:
+        errors[f"{path}.rows"] = f"Ensure this object has no more than {MAX_ROWS} keys."
+        rows_in = {}
+    kind_scopes = SCOPES[info.kind]
+    for scope in rows_in:
+        why = _unknown_scope(scope, kind_scopes, info)
+        if why is not None:
+            errors[f"{path}.rows.{scope}"] = why
+    rows: dict[str, dict[str, bool]] = {}
+    # every scope's row, and a place's own row only where the document keeps one
+    for scope in (*kind_scopes, *(r for r in rows_of(info) if r in rows_in)):
+        rows[scope] = _row(f"{path}.rows.{scope}", scope, rows_in.get(scope) or {}, info,
+                           errors)
+    if allowed or bots or any(any(row.values()) for row in rows.values()):
+        return {"allowed": allowed, "bots": bots, "rows": rows}
+    return None
+
+
+def _unknown_scope(scope: Any, kind_scopes: tuple[str, ...] | list[str], info: SourceInfo
+                   ) -> str | None:
+    """Why a row's scope is not one of the source kind's (or a configured group's), or
+    None."""
+    if scope in kind_scopes:
+        return None
+    base, _, place = str(scope).partition(":")
+    if place and base in PLACED_SCOPES and base in kind_scopes:
+        if place not in info.places:
+            return (f"{place} is not one of the source's configured groups "
+                    f"({', '.join(info.places) or 'none'})")
+        return None
+    return (f"unknown scope for a {info.kind} source (known: {', '.join(kind_scopes)}"
+            + (f", or {base}:<configured group>" if PLACED_SCOPES & set(kind_scopes)
+               else "") + ")")
+
+
+def _row(rpath: str, scope: str, cells_in: Any, info: SourceInfo, errors: dict[str, str]
+         ) -> dict[str, bool]:
+    """One scope's canonical row: every cell of the scope, true only where the document
+    opens it and it may open."""
+    if not isinstance(cells_in, Mapping):
+        errors[rpath] = "must be an object keyed by cell"
+        cells_in = {}
+    for cell, value in cells_in.items():
+        cpath = f"{rpath}.{cell}"
+        if cell not in CELLS:
+            errors[cpath] = f"unknown cell (known: {', '.join(CELLS)})"
+        elif not isinstance(value, bool):
+            errors[cpath] = "must be true or false"
+        elif value and cell not in cells_of(scope):
+            errors[cpath] = "a CI result has no sender: only unaddressed_anyone exists"
+        elif value and (why := closed_reason(info.kind, scope, cell, info)):
+            errors[cpath] = "cannot open: " + why
+    return {cell: cells_in.get(cell) is True for cell in cells_of(scope)}
 
 
 def canonical_json(document: Mapping) -> str:

@@ -3,7 +3,10 @@
 ``policy_effects(old, new, mandates)`` lists exactly the live tickets a new policy version
 affects and why, by asking the gate the same question twice — the mandate's original facts
 under the old version and under the new one — so only a change this save made can affect a
-ticket:
+ticket. A ticket admitted under the new version already (its application runs from the
+outbox, after the save, so work may be admitted under it first) is not affected, as an eval
+started under it is kept and a request awaiting the main session under it is not decided
+again (tickets/actions/policy_changes.py):
 
 - ``rule_disabled``: the cell the work rested on no longer admits it (closed, its row or
   source removed from the policy);
@@ -15,8 +18,9 @@ ticket:
 
 Nothing is cancelled: the caller (tickets/actions/policy_changes.py) delivers one input
 per affected ticket telling its executor what changed. ``mandates`` are dicts: ``ticket``
-(id), ``source`` (slug), ``scope``, ``strength``, ``rule``, ``requester`` and ``basis``
-(the trigger facts that admitted it: ``is_bot``, ``is_human``, ``addressed``, ``receives_all``).
+(id), ``source`` (slug), ``scope``, ``strength``, ``rule``, ``requester``, ``basis``
+(the trigger facts that admitted it: ``is_bot``, ``is_human``, ``addressed``, ``receives_all``)
+and ``policy_version`` (the version that admitted it).
 
 The check before a ticket resumes (its source still exists, is enabled and listens to the
 ticket's thread) is the ticket's own rule: tickets/core/resume.py.
@@ -135,6 +139,8 @@ def policy_effects(old: Mapping, new: Mapping, mandates: Iterable[Mapping],
     closed = old.get("acceptance") == AUTO and new.get("acceptance") != AUTO
     out: list[Affected] = []
     for mandate in mandates:
+        if new_version and mandate.get("policy_version") == new_version:
+            continue  # admitted under the new rules already: nothing changed for it
         facts = facts_of(mandate, kinds)
         before, after = gate(facts, old_cells), gate(facts, new_cells)
         reasons: list[str] = []

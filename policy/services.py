@@ -1,9 +1,10 @@
 """Reading and saving the policy (the only writer of policy/ models).
 
 ``save`` validates against the sources the tickets app reports, compares-and-swaps the head
-so a stale base writes nothing, appends one immutable version, and after commit tells the
-listeners (the engine's ``policy_changed``) so running evals are discarded and affected live
-tickets get one input each.
+so a stale base writes nothing, appends one immutable version and, in the same transaction,
+writes its application as an outbox effect (``policy.apply``, keyed by the version): the
+drainer tells the listeners (the engine's ``policy_changed``) so running evals are discarded
+and affected live tickets get one input each.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from functools import lru_cache
 
 from django.db import transaction
 
+from effects import outbox
+from effects.models import EffectKind
 from policy import hooks
 from policy.document import (
     PolicyInvalid,
@@ -97,8 +100,8 @@ def save(document, base_version: str | None, author: str = "", origin: str = "ap
     new_version = version_of(canonical)
     base = base_version or ""
     _head()
-    with transaction.atomic():
-        head = PolicyHead.objects.select_for_update().get(pk=1)
+    with transaction.atomic(durable=True):
+        head = PolicyHead.objects.select_for_update(no_key=True).get(pk=1)
         if head.version != base:
             raise StaleBase(base_version, head.version or None)
         if head.version == new_version:
@@ -111,23 +114,34 @@ def save(document, base_version: str | None, author: str = "", origin: str = "ap
         if swapped != 1:  # lost a race the row lock did not prevent (SQLite): write nothing
             raise StaleBase(base_version, PolicyHead.objects.get(pk=1).version or None)
         old = base or None
-        transaction.on_commit(apply_pending)
+        outbox.enqueue(EffectKind.POLICY_APPLY, f"version:{new_version}", {})
     return Current(new_version, old, canonical, entry)
 
 
+class NotApplied(Exception):  # noqa: N818 - reads as "the version was not applied"
+    pass
+
+
 def apply_pending() -> tuple[str | None, str] | None:
-    """Apply the effects of the current version on live work if not done yet: after each
-    save's commit, and from a periodic sweep (so a crash between the commit and the engine
-    call only delays them). Effects are computed from the last applied version to the
-    current one; the engine's policy_changed is idempotent. Returns (old, new) when it ran."""
+    """Apply the effects of the current version on live work if not done yet. Effects are
+    computed from the last applied version to the current one (a version saved over one not
+    yet applied is applied with it); the engine's policy_changed is idempotent. Returns
+    (old, new) when it ran; raises NotApplied when a listener failed, so the outbox tries
+    the version again after its backoff."""
     head = PolicyHead.objects.filter(pk=1).first()
     if head is None or not head.version or head.version == head.applied_version:
         return None
     old, new = head.applied_version or None, head.version
-    if hooks.new_version_saved(old, new):
-        PolicyHead.objects.filter(pk=1, applied_version=head.applied_version).update(
-            applied_version=new)
+    if not hooks.new_version_saved(old, new):
+        raise NotApplied(f"a listener failed to apply policy version {new}")
+    PolicyHead.objects.filter(pk=1, applied_version=head.applied_version).update(
+        applied_version=new)
     return old, new
+
+
+def apply_effect(effect_id: int, payload: dict) -> None:
+    """The outbox handler of ``policy.apply`` (registered in policy/apps.py)."""
+    apply_pending()
 
 
 def preview(document) -> tuple[dict, str, list[dict], list[Affected]]:

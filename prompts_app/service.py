@@ -288,8 +288,9 @@ def _commit(base_revision, make, *, origin: str, author: str, summary: str) -> S
         raise Invalid({"origin": f"One of {', '.join(ORIGINS)}."})
     defs = defaults()
     try:
-        with transaction.atomic():
-            head = PromptVersion.objects.select_for_update().order_by("-revision").first()
+        with transaction.atomic(durable=True):
+            head = (PromptVersion.objects.select_for_update(no_key=True)
+                    .order_by("-revision").first())
             head_rev = head.revision if head else 0
             if base > head_rev:
                 raise Invalid({"base_revision": f"There is no revision {base}; the latest is "

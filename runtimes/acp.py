@@ -305,19 +305,7 @@ class AcpAdapter(RuntimeAdapter):
             mcp_servers = self._mcp_servers()
             meta = self.session_meta()
             if resume:
-                if not self.load_session_supported:
-                    raise errors.NativeSessionNotFound("the agent cannot load sessions")
-                try:
-                    resp = await asyncio.wait_for(self.conn.load_session(
-                        cwd=str(cfg.workdir), session_id=resume, mcp_servers=mcp_servers,
-                        **meta), 120)
-                except errors.RuntimeAdapterError:
-                    raise
-                except Exception as exc:  # acp.RequestError
-                    text = f"{exc} {getattr(exc, 'data', '')}".lower()
-                    if "not found" in text or "no such" in text or "-32002" in text:
-                        raise errors.NativeSessionNotFound(str(exc)) from exc
-                    raise errors.RuntimeStartFailed(f"session/load: {exc}") from exc
+                resp = await self._load_session(resume, mcp_servers, meta)
                 self._session_id = resume
                 self._inline_seen = cfg.inline_prompt_seen
             else:
@@ -339,6 +327,24 @@ class AcpAdapter(RuntimeAdapter):
             raise errors.RuntimeStartFailed(f"{type(exc).__name__}: {exc}") from exc
         self.native_session_id = self._session_id
         return self._session_id
+
+    async def _load_session(self, resume: str, mcp_servers: list[Any],
+                            meta: dict[str, Any]) -> Any:
+        """The agent's answer to session/load of ``resume``; NativeSessionNotFound when
+        the agent cannot load sessions or no longer has that one."""
+        if not self.load_session_supported:
+            raise errors.NativeSessionNotFound("the agent cannot load sessions")
+        try:
+            return await asyncio.wait_for(self.conn.load_session(
+                cwd=str(self.config.workdir), session_id=resume, mcp_servers=mcp_servers,
+                **meta), 120)
+        except errors.RuntimeAdapterError:
+            raise
+        except Exception as exc:  # acp.RequestError
+            text = f"{exc} {getattr(exc, 'data', '')}".lower()
+            if "not found" in text or "no such" in text or "-32002" in text:
+                raise errors.NativeSessionNotFound(str(exc)) from exc
+            raise errors.RuntimeStartFailed(f"session/load: {exc}") from exc
 
     def _elicitation_capabilities(self) -> Any:
         from acp.schema import ElicitationCapabilities, ElicitationFormCapabilities

@@ -171,7 +171,7 @@ class RuntimeConfig:
     # bypass: native bypass; ask: every request is asked of a person; policy-allow /
     # policy-deny: native approvals on, each request answered by amux's policy
     permission_mode: str = "bypass"
-    # the runtime's native permission settings frozen at launch (sessions/execution.py,
+    # the runtime's native permission settings frozen at launch (execution/core/launch_rules.py,
     # ``native_permission``); empty: the adapter derives them from ``permission_mode``
     native_permission: dict[str, str] = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()  # native command-line arguments the caller chose
@@ -219,9 +219,18 @@ class RuntimeConfig:
     # an attached session (runtime codex-attached): the app-server it drives, {"url",
     # "token", "thread"}; never set for a runtime amux launches
     attach: dict[str, Any] | None = None
+    # Codex under private-home: at most this many sessions are threads of one shared
+    # app-server (runtimes/codex_shared.py), whose state lives under the root; 0: the
+    # session's runtime is a process of its own
+    shared_app_server: int = 0
+    shared_app_server_root: Path | None = None
     # the model requests pass amux's gateway, which puts the current prompt into each of
     # them: a SESSION_START runtime is not restarted when the prompt changes
     prompt_per_request: bool = False
+    # the provider key is read from this file at each model request, not given at start
+    # (a pre-started runtime: runtimes/warm.py; the file is in its private state directory
+    # and written when a session takes the process)
+    provider_key_file: Path | None = None
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -236,6 +245,16 @@ class _Exited:
     def __init__(self, returncode: int | None, stderr_tail: str = ""):
         self.returncode = returncode
         self.stderr_tail = stderr_tail
+
+
+def _wait_for(clock: TurnClock, cancel_deadline: float | None, now: float) -> float | None:
+    """Seconds a turn waits for its next event: until the next watchdog check or the end of
+    a cancel's grace, whichever comes first (None: no limit)."""
+    timeout = clock.next_deadline(now)
+    if cancel_deadline is not None:
+        left = max(0.0, cancel_deadline - now)
+        timeout = left if timeout is None else min(timeout, left)
+    return timeout
 
 
 RESERVED_ENV = frozenset({"HOME", "PATH", "TMPDIR", "CODEX_HOME", "PI_CODING_AGENT_DIR",
@@ -351,6 +370,9 @@ class RuntimeAdapter(ABC):
     pause_idle_during_tools: ClassVar[bool] = False
     retire_after_watchdog: ClassVar[bool] = False
     accepts_extra_args: ClassVar[bool] = True  # ``config.extra_args`` reach the command line
+    # the runtime can be started before its session exists and handed to it
+    # (runtimes/warm.py): it reads its provider key from ``config.provider_key_file``
+    warm_start: ClassVar[bool] = False
     # amux's own files the runtime loads (a sidecar, extensions): shown read-only in a
     # bwrap sandbox
     sandbox_paths: ClassVar[tuple[Path, ...]] = ()
@@ -609,19 +631,11 @@ class RuntimeAdapter(ABC):
         self._turn_active = True
         self._cancel_requested = False
         self._watchdog_code = None
-        wd = self.config.watchdog
         loop = asyncio.get_running_loop()
-        clock = TurnClock(wd.turn_hard_cap_seconds, wd.turn_idle_timeout_seconds, loop.time(),
-                          tool_idle=wd.tool_idle_timeout_seconds,
-                          track_tools=self.reports_tool_progress)
-        counter = RepeatToolCounter(wd.repeat_tool_call_limit)
+        clock = self._turn_clock(loop.time())
+        counter = RepeatToolCounter(self.config.watchdog.repeat_tool_call_limit)
         cancel_deadline: float | None = None
-        # drop leftovers of an earlier turn (late frames are provenance only)
-        while not self._queue.empty():
-            item = self._queue.get_nowait()
-            if isinstance(item, _Exited):
-                self._queue.put_nowait(item)
-                break
+        self._drop_leftovers()
         try:
             try:
                 await self._begin_turn(turn_input)
@@ -630,66 +644,91 @@ class RuntimeAdapter(ABC):
                 return
             while True:
                 now = loop.time()
-                timeout = clock.next_deadline(now)
                 if (self._cancel_requested or self._watchdog_code) and cancel_deadline is None:
                     cancel_deadline = now + self.config.cancel_grace_seconds
-                if cancel_deadline is not None:
-                    left = max(0.0, cancel_deadline - now)
-                    timeout = left if timeout is None else min(timeout, left)
                 try:
-                    item = await asyncio.wait_for(self._queue.get(), timeout)
+                    item = await asyncio.wait_for(
+                        self._queue.get(), _wait_for(clock, cancel_deadline, now))
                 except TimeoutError:
-                    now = loop.time()
-                    if cancel_deadline is not None and now >= cancel_deadline:
-                        # the runtime did not finish the cancelled turn: retire it
-                        await kill_process_group(self.proc, self.tag, grace=1.0)
+                    if await self._on_wait_timeout(clock, cancel_deadline, loop.time()):
                         yield self._final_abort_event()
                         return
-                    reason = clock.expired(now)
-                    if reason and not self._watchdog_code:
-                        await self._trip(reason)
                     continue
                 if isinstance(item, _Exited):
-                    self._queue.put_nowait(item)  # keep it for later callers
-                    if self._cancel_requested or self._watchdog_code:
-                        yield self._final_abort_event()
-                    else:
-                        tail = item.stderr_tail.strip().splitlines()[-3:]
-                        yield TurnFailed(code=errors.RuntimeExited.code,
-                                         message=f"runtime exited ({item.returncode}): "
-                                                 + " | ".join(tail))
+                    yield self._exited_event(item)
                     return
-                event = item
-                clock.touch(loop.time())
-                if isinstance(event, PermissionRequested) or (
-                        isinstance(event, QuestionAsked) and event.delivery != "async"):
-                    clock.pause()  # a person is asked and the runtime waits (async: not)
-                elif isinstance(event, PermissionAnswered):
-                    clock.resume(loop.time())
-                elif self.pause_idle_during_tools and isinstance(event, ToolStarted):
-                    clock.pause()
-                elif self.pause_idle_during_tools and isinstance(event, ToolCompleted):
-                    clock.resume(loop.time())
-                if isinstance(event, ToolStarted):
-                    clock.tool_started(event.call_id)
-                elif isinstance(event, ToolCompleted):
-                    clock.tool_ended(event.call_id)
-                if event.terminal:
-                    if self._watchdog_code:
-                        if self.retire_after_watchdog:
-                            await kill_process_group(self.proc, self.tag, grace=1.0)
-                        yield self._final_abort_event()
-                    else:
-                        yield self._map_terminal(event)
+                self._clock_sees(clock, item, loop.time())
+                if item.terminal:
+                    yield await self._terminal_event(item)
                     return
-                yield event
-                sig = self._repeat_signature(event)
+                yield item
+                sig = self._repeat_signature(item)
                 if sig and not self._watchdog_code and counter.observe(*sig):
                     await self._trip(REPEAT_TOOL_LOOP)
         finally:
             self._turn_active = False
             self._release_pending()
             self._after_turn()
+
+    def _turn_clock(self, now: float) -> TurnClock:
+        wd = self.config.watchdog
+        return TurnClock(wd.turn_hard_cap_seconds, wd.turn_idle_timeout_seconds, now,
+                         tool_idle=wd.tool_idle_timeout_seconds,
+                         track_tools=self.reports_tool_progress)
+
+    def _drop_leftovers(self) -> None:
+        """Drop what an earlier turn left on the queue (late frames are provenance only);
+        the runtime's exit stays for whoever reads next."""
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if isinstance(item, _Exited):
+                self._queue.put_nowait(item)
+                break
+
+    async def _on_wait_timeout(self, clock: TurnClock, cancel_deadline: float | None,
+                               now: float) -> bool:
+        """No event came before the next deadline: trip a watchdog whose limit has passed.
+        True when a cancelled turn outlived its grace, so the runtime was retired."""
+        if cancel_deadline is not None and now >= cancel_deadline:
+            # the runtime did not finish the cancelled turn: retire it
+            await kill_process_group(self.proc, self.tag, grace=1.0)
+            return True
+        reason = clock.expired(now)
+        if reason and not self._watchdog_code:
+            await self._trip(reason)
+        return False
+
+    def _exited_event(self, exited: _Exited) -> Event:
+        self._queue.put_nowait(exited)  # keep it for later callers
+        if self._cancel_requested or self._watchdog_code:
+            return self._final_abort_event()
+        tail = exited.stderr_tail.strip().splitlines()[-3:]
+        return TurnFailed(code=errors.RuntimeExited.code,
+                          message=f"runtime exited ({exited.returncode}): " + " | ".join(tail))
+
+    def _clock_sees(self, clock: TurnClock, event: Event, now: float) -> None:
+        clock.touch(now)
+        if isinstance(event, PermissionRequested) or (
+                isinstance(event, QuestionAsked) and event.delivery != "async"):
+            clock.pause()  # a person is asked and the runtime waits (async: not)
+        elif isinstance(event, PermissionAnswered):
+            clock.resume(now)
+        elif self.pause_idle_during_tools and isinstance(event, ToolStarted):
+            clock.pause()
+        elif self.pause_idle_during_tools and isinstance(event, ToolCompleted):
+            clock.resume(now)
+        if isinstance(event, ToolStarted):
+            clock.tool_started(event.call_id)
+        elif isinstance(event, ToolCompleted):
+            clock.tool_ended(event.call_id)
+
+    async def _terminal_event(self, event: Event) -> Event:
+        """The turn's one terminal event: a watchdog that tripped outranks the runtime's."""
+        if self._watchdog_code:
+            if self.retire_after_watchdog:
+                await kill_process_group(self.proc, self.tag, grace=1.0)
+            return self._final_abort_event()
+        return self._map_terminal(event)
 
     def _final_abort_event(self) -> Event:
         if self._watchdog_code:

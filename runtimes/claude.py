@@ -239,7 +239,7 @@ class ClaudeAdapter(RuntimeAdapter):
                 for server, token in zip(self.config.mcp_servers, tokens, strict=True)}
 
     def preferred_mode(self) -> str:
-        """The frozen native permission mode (sessions.execution), else from the mode."""
+        """The frozen native permission mode (execution.core.launch_rules), else from the mode."""
         native = self.config.native_permission.get("permission_mode")
         if native:
             return native

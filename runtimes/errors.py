@@ -82,3 +82,10 @@ class ConfigRejected(RuntimeAdapterError):
     """A requested model/effort is not among the options the runtime advertises."""
 
     code = "config_rejected"
+
+
+class AppServerLost(RuntimeAdapterError):
+    """The shared app-server a session's thread ran in stopped during a turn: amux's
+    fault, not the agent's (the host ends the turn as a lost host's and resumes)."""
+
+    code = "app_server_lost"

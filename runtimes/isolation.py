@@ -36,9 +36,11 @@ import contextlib
 import grp
 import os
 import pwd
+import re
 import shutil
 import stat
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +111,38 @@ def pool_user(base: str, slot: int | str) -> str:
     return f"{base}-{slot}"
 
 
+def remove_pool(base: str) -> int:
+    """Delete the OS users (and their groups) of the pool ``base`` (``<base>-<n>`` and
+    ``<base>-app``), ending whatever still runs as them. For a pool that is done with: a
+    test run's or a bench's, never an installation's (system ids are few, about 900, and
+    each pool user takes one). Only as root; returns how many users went."""
+    if os.geteuid() != 0 or not base or base == DEFAULT_USER:
+        return 0
+    userdel = shutil.which("userdel", path="/usr/sbin:/usr/bin:/sbin:/bin")
+    pkill = shutil.which("pkill", path="/usr/sbin:/usr/bin:/sbin:/bin")
+    if userdel is None:
+        return 0
+    mine = re.compile(rf"{re.escape(base)}-(\d+|app)")
+    removed = 0
+    for entry in pwd.getpwall():
+        if not mine.fullmatch(entry.pw_name):
+            continue
+        if pkill:  # a runtime a stopped worker left behind keeps its user
+            subprocess.run([pkill, "-KILL", "-u", entry.pw_name], capture_output=True,
+                           stdin=subprocess.DEVNULL)
+            # a killed process is gone only once reaped; userdel refuses a user still running
+            deadline = time.monotonic() + 3
+            while uid_processes(entry.pw_uid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        done = subprocess.run([userdel, entry.pw_name], capture_output=True,
+                              stdin=subprocess.DEVNULL)
+        if done.returncode == 0:
+            removed += 1
+            with contextlib.suppress(errors.RuntimeStartFailed, OSError):
+                fence.forget(entry.pw_uid)  # the next user given this uid starts unfenced
+    return removed
+
+
 def provision(user: str = DEFAULT_USER) -> Principal:
     """Create the runtime user (system account, own group, no login, no home) if missing.
     Idempotent, and safe when two processes race (the loser finds the winner's user)."""
@@ -131,7 +165,14 @@ def provision(user: str = DEFAULT_USER) -> Principal:
     if found is None:
         raise errors.RuntimeStartFailed(
             f"linux-dac: useradd {user} failed: {(done.stderr or done.stdout).strip()[:300]}")
-    return found
+    return _new_uid(found)
+
+
+def _new_uid(principal: Principal) -> Principal:
+    """A user just made starts with nothing of the uid's former holder: no fence rules."""
+    with contextlib.suppress(errors.RuntimeStartFailed, OSError):
+        fence.forget(principal.uid)
+    return principal
 
 
 def provision_member(user: str, shared: str) -> Principal:
@@ -147,7 +188,8 @@ def provision_member(user: str, shared: str) -> Principal:
             f"linux-dac: the session's runtime user {user!r} does not exist (or is not in "
             f"the group {shared!r}) and only root can create it (run `make runtime-user` "
             "as root, or set AMUX_ISOLATION=private-home)")
-    if found is None:
+    new = found is None
+    if new:
         tool = shutil.which("useradd", path="/usr/sbin:/usr/bin:/sbin:/bin")
         argv = [tool or "useradd", "--system", "--user-group", "--no-create-home",
                 "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
@@ -169,7 +211,7 @@ def provision_member(user: str, shared: str) -> Principal:
         raise errors.RuntimeStartFailed(
             f"linux-dac: {user!r} shares its uid or group with {shared!r}; it would "
             "isolate nothing from the other sessions")
-    return found
+    return _new_uid(found) if new else found
 
 
 def verified_principal(user: str, shared: str | None = None) -> Principal:

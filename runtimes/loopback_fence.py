@@ -30,7 +30,7 @@ import fcntl
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from . import errors
@@ -145,6 +145,27 @@ def ensure(uid: int, ports: Iterable[int], mode: str) -> str | None:
 def reset(uid: int) -> None:
     """Close every port the uid was given (its identity was released): its chain holds
     DNS and REJECT again. Nothing when the uid was never fenced or the fence is absent."""
+    _rewrite(uid, lambda _saved, reject: [f":{chain(uid)} - [0:0]",
+                                          *_chain_body(uid, reject)])
+
+
+def forget(uid: int) -> None:
+    """Remove the uid's fence altogether (its chain and the jump to it): its user was just
+    made, or is gone. A uid the system hands to a new user must not keep the rules of the
+    user that had it before: an unfenced launch (an app-server amux spawns) would meet that
+    user's REJECT."""
+    def removal(saved: str, _reject: str) -> list[str]:
+        jumps = _jump(uid) in {line.strip() for line in saved.splitlines()}
+        return [*([f"-D {_jump(uid)[3:]}"] if jumps else []), f"-F {chain(uid)}",
+                f"-X {chain(uid)}"]
+
+    _rewrite(uid, removal)
+
+
+def _rewrite(uid: int, lines: Callable[[str, str], list[str]]) -> None:
+    """In each family where the uid has a chain: ``lines(saved rules, reject target)``
+    applied to the filter table in one restore, under the fence's lock. This process
+    forgets what it had seen in place for the uid, so its next `ensure` looks again."""
     _done.difference_update({key for key in _done if key[0] == uid})
     if problem() is not None:
         return
@@ -152,9 +173,8 @@ def reset(uid: int) -> None:
         for save, restore, reject in FAMILIES:
             saved = _run([save, "-t", "filter"])
             if f":{chain(uid)} " in saved:
-                _run([restore, "--noflush"], "\n".join(
-                    ["*filter", f":{chain(uid)} - [0:0]", *_chain_body(uid, reject),
-                     "COMMIT", ""]))
+                _run([restore, "--noflush"],
+                     "\n".join(["*filter", *lines(saved, reject), "COMMIT", ""]))
 
 
 def _which(name: str) -> str | None:

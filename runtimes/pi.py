@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shlex
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from . import errors
 from .base import (
@@ -74,6 +76,7 @@ class PiAdapter(RuntimeAdapter):
     name = "pi"
     sandbox_paths = (SYSTEM_PROMPT.parent,)  # amux's extensions
     platforms = frozenset({"openai-compat"})
+    warm_start = True  # its key can come from a file (models.json: "!cat <file>")
 
     def __init__(self, config):
         super().__init__(config)
@@ -133,14 +136,18 @@ class PiAdapter(RuntimeAdapter):
         self.agent_dir.mkdir(parents=True, exist_ok=True)
         (self.agent_dir / "models.json").write_text(json.dumps({"providers": {"amux": {
             "baseUrl": cfg.provider.base_url, "api": "openai-completions",
-            "apiKey": PROVIDER_KEY_ENV,
+            # Pi resolves the key at each request: a command's output (a pre-started
+            # runtime, whose key is written when a session takes it), else the variable
+            "apiKey": (f"!cat {shlex.quote(str(cfg.provider_key_file))}"
+                       if cfg.provider_key_file else PROVIDER_KEY_ENV),
             "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
             "models": [{"id": cfg.model, "contextWindow": 128000, "maxTokens": 16384,
                         "input": ["text", "image"]}]}}},
             indent=1))
         env.update({"PI_CODING_AGENT_DIR": str(self.agent_dir), "PI_OFFLINE": "1",
                     "PI_TELEMETRY": "0",
-                    PROVIDER_KEY_ENV: cfg.provider.api_key or "amux-no-key"})
+                    PROVIDER_KEY_ENV: "" if cfg.provider_key_file
+                    else cfg.provider.api_key or "amux-no-key"})
         sessions_dir = cfg.state_dir / "pi-sessions"
         sessions_dir.mkdir(parents=True, exist_ok=True)
         argv = [node, str(cli), "--mode", "rpc", "--provider", "amux", "--model", cfg.model,
@@ -232,70 +239,97 @@ class PiAdapter(RuntimeAdapter):
     def _on_message(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")
         if kind == "extension_ui_request":
-            # amux's only extension asks nothing; never leave a dialog hanging
-            if self._rpc is not None and msg.get("method") in ("select", "confirm", "input",
-                                                               "editor"):
-                self._tasks.append(asyncio.create_task(self._rpc.send(
-                    {"type": "extension_ui_response", "id": msg.get("id"),
-                     "cancelled": True})))
+            self._cancel_dialog(msg)
             return
         if not self._turn_active:
             return
-        if kind == "agent_start":
-            self.emit(TurnStarted())
-        elif kind == "message_update":
-            ev = msg.get("assistantMessageEvent") or {}
-            if ev.get("type") == "text_delta":
-                self.emit(MessageDelta(text=ev.get("delta", ""),
-                                       item_id=f"pi-{self._text_item}"))
-        elif kind == "message_end":
-            message = msg.get("message") or {}
-            if message.get("role") != "assistant":
-                return
-            self._last_assistant = message
-            texts = [c.get("text", "") for c in message.get("content") or []
-                     if c.get("type") == "text"]
-            thoughts = [c.get("thinking", "") for c in message.get("content") or []
-                        if c.get("type") == "thinking"]
-            if thoughts and any(thoughts):
-                self.emit(Reasoning(text="\n".join(thoughts)))
-            if texts and any(texts):
-                self.emit(MessageCompleted(text="".join(texts),
-                                           item_id=f"pi-{self._text_item}"))
-            self._text_item += 1
-            usage = message.get("usage")
-            if isinstance(usage, dict) and message.get("stopReason") not in ("aborted",):
-                self.emit(UsageObserved(last=_last_usage(usage) or None))
-            if message.get("stopReason") == "error":
-                self.emit(ErrorObserved(code="provider_error",
-                                        message=str(message.get("errorMessage", ""))))
-        elif kind == "tool_execution_start":
-            args = msg.get("args")
-            title = args.get("command") if isinstance(args, dict) else None
-            self.emit(ToolStarted(call_id=msg.get("toolCallId", ""), kind=msg.get("toolName"),
-                                  title=title or msg.get("toolName"), input=args))
-        elif kind == "tool_execution_update":
-            self.emit(ToolUpdated(call_id=msg.get("toolCallId", ""), status="in_progress",
-                                  output=_text_of(msg.get("partialResult"))))
-        elif kind == "tool_execution_end":
-            self.emit(ToolCompleted(call_id=msg.get("toolCallId", ""),
-                                    status="failed" if msg.get("isError") else "completed",
-                                    output=_text_of(msg.get("result"))))
-        elif kind == "auto_retry_start":
-            self._retrying = True
-            self.emit(ErrorObserved(code="provider_error", will_retry=True,
-                                    message=str(msg.get("errorMessage", ""))))
-        elif kind == "auto_retry_end" and self._retrying and not msg.get("success"):
-            # the retry was called off while it waited (an abort): no agent_end follows
-            self._retrying = False
-            if self._cancel_requested:
-                self.emit(TurnCancelled(reason="interrupted"))
-            else:
-                self.emit(TurnFailed(code="provider_error",
-                                     message=str(msg.get("finalError", ""))))
-        elif kind == "agent_end":
-            self._retrying = False
-            self._tasks.append(asyncio.create_task(self._finish()))
+        handler = self._TURN_EVENTS.get(kind)
+        if handler is not None:
+            handler(self, msg)
+
+    def _cancel_dialog(self, msg: dict[str, Any]) -> None:
+        # amux's only extension asks nothing; never leave a dialog hanging
+        if self._rpc is not None and msg.get("method") in ("select", "confirm", "input",
+                                                           "editor"):
+            self._tasks.append(asyncio.create_task(self._rpc.send(
+                {"type": "extension_ui_response", "id": msg.get("id"), "cancelled": True})))
+
+    def _agent_start(self, msg: dict[str, Any]) -> None:
+        self.emit(TurnStarted())
+
+    def _message_update(self, msg: dict[str, Any]) -> None:
+        ev = msg.get("assistantMessageEvent") or {}
+        if ev.get("type") == "text_delta":
+            self.emit(MessageDelta(text=ev.get("delta", ""), item_id=f"pi-{self._text_item}"))
+
+    def _message_end(self, msg: dict[str, Any]) -> None:
+        message = msg.get("message") or {}
+        if message.get("role") != "assistant":
+            return
+        self._last_assistant = message
+        texts = [c.get("text", "") for c in message.get("content") or []
+                 if c.get("type") == "text"]
+        thoughts = [c.get("thinking", "") for c in message.get("content") or []
+                    if c.get("type") == "thinking"]
+        if thoughts and any(thoughts):
+            self.emit(Reasoning(text="\n".join(thoughts)))
+        if texts and any(texts):
+            self.emit(MessageCompleted(text="".join(texts), item_id=f"pi-{self._text_item}"))
+        self._text_item += 1
+        usage = message.get("usage")
+        if isinstance(usage, dict) and message.get("stopReason") not in ("aborted",):
+            self.emit(UsageObserved(last=_last_usage(usage) or None))
+        if message.get("stopReason") == "error":
+            self.emit(ErrorObserved(code="provider_error",
+                                    message=str(message.get("errorMessage", ""))))
+
+    def _tool_start(self, msg: dict[str, Any]) -> None:
+        args = msg.get("args")
+        title = args.get("command") if isinstance(args, dict) else None
+        self.emit(ToolStarted(call_id=msg.get("toolCallId", ""), kind=msg.get("toolName"),
+                              title=title or msg.get("toolName"), input=args))
+
+    def _tool_update(self, msg: dict[str, Any]) -> None:
+        self.emit(ToolUpdated(call_id=msg.get("toolCallId", ""), status="in_progress",
+                              output=_text_of(msg.get("partialResult"))))
+
+    def _tool_end(self, msg: dict[str, Any]) -> None:
+        self.emit(ToolCompleted(call_id=msg.get("toolCallId", ""),
+                                status="failed" if msg.get("isError") else "completed",
+                                output=_text_of(msg.get("result"))))
+
+    def _retry_start(self, msg: dict[str, Any]) -> None:
+        self._retrying = True
+        self.emit(ErrorObserved(code="provider_error", will_retry=True,
+                                message=str(msg.get("errorMessage", ""))))
+
+    def _retry_end(self, msg: dict[str, Any]) -> None:
+        if not self._retrying or msg.get("success"):
+            return
+        # the retry was called off while it waited (an abort): no agent_end follows
+        self._retrying = False
+        if self._cancel_requested:
+            self.emit(TurnCancelled(reason="interrupted"))
+        else:
+            self.emit(TurnFailed(code="provider_error", message=str(msg.get("finalError", ""))))
+
+    def _agent_end(self, msg: dict[str, Any]) -> None:
+        self._retrying = False
+        self._tasks.append(asyncio.create_task(self._finish()))
+
+    # What each event of the turn in hand becomes; one lookup per event on the hot path
+    # (the others are ignored).
+    _TURN_EVENTS: ClassVar[dict[str, Callable[[PiAdapter, dict[str, Any]], None]]] = {
+        "agent_start": _agent_start,
+        "message_update": _message_update,
+        "message_end": _message_end,
+        "tool_execution_start": _tool_start,
+        "tool_execution_update": _tool_update,
+        "tool_execution_end": _tool_end,
+        "auto_retry_start": _retry_start,
+        "auto_retry_end": _retry_end,
+        "agent_end": _agent_end,
+    }
 
     async def _finish(self) -> None:
         """After ``agent_end``: the native cumulative snapshot, then the one terminal.

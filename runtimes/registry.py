@@ -4,7 +4,7 @@ import cycle."""
 
 from __future__ import annotations
 
-from . import errors
+from . import codex_shared, errors
 from .acp import AcpAdapter
 from .base import RuntimeAdapter
 from .claude import ClaudeAdapter
@@ -33,6 +33,10 @@ def get_adapter(name: str) -> type[RuntimeAdapter]:
     except KeyError:
         raise errors.UnknownRuntime(
             f"unknown runtime {name!r} (known: {', '.join(sorted(ADAPTERS))})") from None
+
+
+# a Codex session that is a thread of a shared app-server (CodexAdapter picks it itself)
+SHARED = (codex_shared.CodexSharedAdapter,)
 
 
 def registered() -> dict[str, type[RuntimeAdapter]]:

@@ -92,6 +92,7 @@ def pipe(a, b):
             except OSError:
                 pass
 def serve(conn, path):
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     up = socket.socket(socket.AF_UNIX)
     try:
         up.connect(path)

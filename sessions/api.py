@@ -37,6 +37,7 @@ from sessions import (
 )
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProbe, ProviderProfile, Session
+from sessions.new_session import Launch, Prompting, SessionSpec
 
 
 def _refused(exc: services.CommandError) -> Response:
@@ -219,7 +220,7 @@ class ProbeSnapshot(serializers.Serializer):
 
 
 class ProviderProbeView(APIView):
-    """Probe the provider's route now (its ``GET …/models``, doctor.models_url, with its key,
+    """Probe the provider's route now (``GET …/models`` from provider_routes, with its key,
     every page of an Anthropic list) and store the answer as its next capability revision.
     A failed probe is a snapshot too (``ok`` false, ``outcome`` says why). Discovery never
     changes the provider's ``models``."""
@@ -382,9 +383,17 @@ class SessionList(generics.ListAPIView):
     def post(self, request):
         data = CreateSession(data=request.data)
         data.is_valid(raise_exception=True)
+        given = data.validated_data
         try:
             session = services.create_session(
-                **data.validated_data, scope=ownership.of_caller("direct", request.user))
+                Launch.direct(preset=given.get("preset"), runtime=given.get("runtime"),
+                              provider=given.get("provider"), model=given.get("model"),
+                              effort=given["effort"], permission_mode=given["permission_mode"],
+                              extra_args=given.get("extra_args")),
+                Prompting(profile=given.get("profile")),
+                SessionSpec(name=given["name"], workdir=given.get("workdir"),
+                            idle_timeout_s=given["idle_timeout_s"], watchdog=given["watchdog"],
+                            scope=ownership.of_caller("direct", request.user)))
         except services.CommandError as exc:
             return _refused(exc)
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)

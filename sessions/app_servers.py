@@ -23,30 +23,26 @@ import hashlib
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from amux_common import aio
-from runtimes import codex_attached, errors, loopback_fence
+from runtimes import codex_attached, codex_shared, errors, loopback_fence
 from runtimes.base import PROVIDER_KEY_ENV, SYSTEM_PATH
 from runtimes.codex import codex_binary, render_config
 from runtimes.isolation import BWRAP, LINUX_DAC, Launch
 from sessions import (
-    control,
+    actions,
     identities,
     isolation,
     model_credentials,
     refusals,
-    timeline,
     workdirs,
 )
 from sessions.models import AppServer, ProviderProfile, Session
@@ -147,25 +143,6 @@ def get(ref: str) -> AppServer | None:
 
 
 # ---------------------------------------------------------------------- start one
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _ready(port: int, proc: subprocess.Popen, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        with contextlib.suppress(OSError), urllib.request.urlopen(  # noqa: S310 - loopback
-                f"http://127.0.0.1:{port}/readyz", timeout=1) as answer:
-            if answer.status == 200:
-                return True
-        time.sleep(0.05)
-    return False
-
-
 def spawn(*, provider: str, model: str, workspace: str = "", name: str = "",
           goal: str = "", agent: str = "") -> AppServer:
     """Start an app-server configured like the managed Codex and leave it running."""
@@ -214,7 +191,7 @@ def spawn(*, provider: str, model: str, workspace: str = "", name: str = "",
            AGENT_TOKEN_ENV: str(state / AGENT_TOKEN_FILE),
            PROVIDER_KEY_ENV: model_token}
     for _attempt in range(3):  # a free port may be taken between the probe and the bind
-        port = _free_port()
+        port = codex_shared.free_port()
         with open(state / "app-server.log", "ab") as log:
             proc = subprocess.Popen(  # noqa: S603 - our pinned binary, argv only
                 launch.command([str(binary), "app-server", "--listen",
@@ -230,7 +207,7 @@ def spawn(*, provider: str, model: str, workspace: str = "", name: str = "",
             _kill(proc.pid, ref)
             raise refused(str(exc), code="start_failed", status=409,
                           field="runtime") from exc
-        if _ready(port, proc, READY_SECONDS):
+        if codex_shared.ready(port, proc, READY_SECONDS):
             break
         _kill(proc.pid, ref)
     else:
@@ -355,17 +332,11 @@ def attached_session(app_server: AppServer, thread: dict[str, Any], *, name: str
                 if app_server.provider else None, "permission_mode": "bypass",
                 "attached": {"app_server": app_server.ref, "thread": thread["id"]},
                 "execution": {"role": "session"}}
-    with transaction.atomic():
-        session = Session.objects.create(
-            name=name, runtime=ATTACHED_RUNTIME, provider=app_server.provider,
-            model=snapshot["model"], snapshot=snapshot, native_ref=thread["id"],
-            workdir=thread.get("cwd") or app_server.workspace,
-            idle_timeout_s=refusals.MIN_IDLE_TIMEOUT)
-        control.clear(session.pk)
-        timeline.note(session.pk, "session.created", {
-            "runtime": ATTACHED_RUNTIME, "model": snapshot["model"],
-            "provider": snapshot["provider"], "attached": app_server.ref})
-    return session
+    return actions.create(Session(
+        name=name, runtime=ATTACHED_RUNTIME, provider=app_server.provider,
+        model=snapshot["model"], snapshot=snapshot, native_ref=thread["id"],
+        workdir=thread.get("cwd") or app_server.workspace,
+        idle_timeout_s=refusals.MIN_IDLE_TIMEOUT), attached=app_server.ref)
 
 
 def app_server_of(session: Session) -> AppServer | None:

@@ -1,7 +1,7 @@
 """Provider capability discovery: an explicit probe of a provider's route.
 
 ``probe(provider)`` asks the route ``GET <base_url>/models`` (``<base_url>/v1/models`` for
-an Anthropic root, doctor.models_url) with the profile's key (the
+an Anthropic root, provider_routes.models_url) with the profile's key (the
 headers of `amux doctor`'s provider check) and stores what it answered as a new revision of
 versioned evidence (models.ProviderProbe): the model ids it lists (OpenAI's and Anthropic's
 ``data[].id``) and, per model, only the fields the route itself advertises — context window,
@@ -37,9 +37,9 @@ from django.utils import timezone
 
 from amux_common import bounded_json
 from runtimes import catalog
-from sessions.doctor import models_headers, models_url
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProbe, ProviderProfile
+from sessions.provider_routes import models_headers, models_url
 
 TIMEOUT_S = 10
 MAX_BODY = 4 * 1024 * 1024  # a model list is small; more is not one

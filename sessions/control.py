@@ -52,6 +52,16 @@ async def pop(aclient: Any, session_id: int, timeout: float) -> dict[str, Any] |
         return None
 
 
+TURN_END = "turn_end"
+
+
+async def mark_turn_end(aclient: Any, session_id: int, turn_id: int) -> None:
+    """Close a turn's reading of the list: its reader stops when it pops this marker
+    (redis.asyncio client). A blocking pop is never cancelled instead: a message Redis
+    had already handed over to a cancelled pop would be lost."""
+    await aclient.rpush(key(session_id), json.dumps({"op": TURN_END, "turn": turn_id}))
+
+
 async def pop_now(aclient: Any, session_id: int) -> dict[str, Any] | None:
     """The next control message if one is waiting, without waiting."""
     item = await aclient.lpop(key(session_id))

@@ -17,9 +17,10 @@ from django.conf import settings
 from amux_common.doctor import Check, Probe
 from runtimes import ProviderSpec, RuntimeConfig, errors, loopback_fence, registered
 from runtimes import isolation as runtime_isolation
-from sessions import isolation
+from sessions import isolation, warm_pool
 from sessions.keys import api_key_problem
 from sessions.models import ProviderProfile
+from sessions.provider_routes import models_headers, models_url
 
 # a provider that is never contacted: starting a native session makes no model call
 _IDLE_PROVIDER = {"openai-compat": "http://127.0.0.1:9/v1",
@@ -146,27 +147,6 @@ def runtime_checks(start: bool = True) -> Iterator[Check]:
         yield runtime_check(name, start)
 
 
-def models_url(platform: str, base_url: str) -> str:
-    """Where a route lists its models. An ``anthropic-compat`` base URL is the API's root
-    (what Claude Code takes as ANTHROPIC_BASE_URL and appends ``/v1/messages`` to), so its
-    list is ``<base_url>/v1/models``; an OpenAI-compatible base URL already ends in its
-    version (``…/v1``), so its list is ``<base_url>/models``."""
-    base = base_url.rstrip("/")
-    if platform == "anthropic-compat" and not base.endswith("/v1"):
-        return base + "/v1/models"
-    return base + "/models"
-
-
-def models_headers(platform: str, key: str) -> dict[str, str]:
-    """The headers of a ``GET <base_url>/models`` (this check, and the capability probe)."""
-    headers = {"User-Agent": "amux-doctor"}
-    if key and platform == "anthropic-compat":
-        headers.update({"x-api-key": key, "anthropic-version": "2023-06-01"})
-    elif key:
-        headers["Authorization"] = f"Bearer {key}"
-    return headers
-
-
 def provider_check(provider) -> Check:
     """GET the route's model list (models_url) with the key: any answer is reachable;
     401/403 is not authenticated."""
@@ -191,9 +171,26 @@ def provider_check(provider) -> Check:
     return Check(f"provider:{provider.slug}", True, f"reachable ({status})")
 
 
+def warm_pool_check() -> Check:
+    """The runtime workers' warm pools (sessions/warm_pool.py) as they last published them:
+    idle processes, hand-overs and cold starts."""
+    wanted = settings.AMUX_SESSION_WARM_POOL
+    pools = warm_pool.status()
+    if not wanted and not pools:
+        return Check("warm-pool", True, "off (AMUX_SESSION_WARM_POOL=0)", required=False)
+    total = {k: sum(int(p.get(k) or 0) for p in pools)
+             for k in ("idle", "starting", "hits", "misses", "keys")}
+    return Check("warm-pool", True, (
+        f"{wanted} per launch; {total['idle']} idle ({total['starting']} starting) for "
+        f"{total['keys']} launch(es) on {len(pools)} runtime worker(s); "
+        f"{total['hits']} new session(s) took one, {total['misses']} started cold"),
+        required=False)
+
+
 def checks() -> Iterator[Probe]:
     """Each runtime and each provider is a probe of its own (see amux_common.doctor)."""
     yield Probe("isolation", isolation_check, required=False)
+    yield Probe("warm-pool", warm_pool_check, required=False)
     yield Probe("runtimes:access", runtimes_access_check, required=False)
     for name in sorted(registered()):
         yield Probe(f"runtime:{name}", partial(runtime_check, name), required=False)

@@ -19,7 +19,6 @@ import os
 import signal
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -31,16 +30,12 @@ from django.db import (
     connections,
     transaction,
 )
-from django.db.models import Q
-from django.utils import timezone
 
 from effects import outbox
 from runtimes import errors, get_adapter
 from runtimes.base import RuntimeAdapter, tagged_pids
-from runtimes.events import (
-    TurnFailed,
-)
 from sessions import (
+    actions,
     capacity,
     control,
     handoff,
@@ -51,8 +46,9 @@ from sessions import (
     native_goals,
     services,
     timeline,
+    timeline_sql,
+    warm_pool,
 )
-from sessions.core import lifecycle
 from sessions.models import Lifecycle, Session, SleepReason, Turn, TurnState
 from sessions.turn_service import TurnService
 
@@ -81,42 +77,11 @@ def should_sleep(*, now: float, last_active: float, idle_timeout: float, queue_e
 
 
 # ------------------------------------------------------------------ lease (sync, DB)
-def acquire_lease(session_id: int, owner: str, host: str) -> bool:
-    now = timezone.now()
-    return Session.objects.filter(pk=session_id).exclude(lifecycle=Lifecycle.ARCHIVED).filter(
-        Q(lease_owner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-        | Q(lease_owner=owner)
-    ).update(lease_owner=owner, lease_host=host,
-             lease_expires_at=now + timedelta(seconds=services.lease_seconds())) == 1
-
-
-def renew_lease(session_id: int, owner: str) -> bool:
-    return Session.objects.filter(pk=session_id, lease_owner=owner).update(
-        lease_expires_at=timezone.now() + timedelta(seconds=services.lease_seconds())) == 1
-
-
-def release_lease(session_id: int, owner: str) -> None:
-    Session.objects.filter(pk=session_id, lease_owner=owner).update(
-        lease_owner="", lease_expires_at=None, runtime_tag="")
-
-
-def try_retire(session_id: int, owner: str, reason: str) -> bool:
-    """Sleep the session if nothing is waiting; False if work arrived meanwhile."""
-    with transaction.atomic(durable=True):
-        session = locks.session(session_id)
-        if session.lease_owner != owner:
-            return True
-        if session.turns.filter(state__in=[TurnState.QUEUED, TurnState.RUNNING]).exists():
-            return False
-        lifecycle.apply(session, lifecycle.RETIRED, reason)
-        session.lease_owner = ""
-        session.lease_expires_at = None
-        session.runtime_tag = ""
-        session.save(update_fields=["lifecycle", "sleep_reason", "lease_owner",
-                                    "lease_expires_at", "runtime_tag", "updated_at"])
-        if session.lifecycle == Lifecycle.SLEEPING:
-            timeline.note(session_id, "session.sleeping", {"reason": reason})
-    return True
+# the host's facts about its lease and its runtime, written by sessions/actions.py
+acquire_lease = actions.lease_taken
+renew_lease = actions.lease_renewed
+release_lease = actions.lease_released
+try_retire = actions.retired
 
 
 def sleep_facts(session_id: int) -> dict[str, bool]:
@@ -145,8 +110,7 @@ def _idle_timeout(session_id: int) -> int:
 
 
 def _next_turn(session_id: int) -> Turn | None:
-    return Turn.objects.filter(session_id=session_id, state=TurnState.QUEUED).order_by(
-        "seq").first()
+    return timeline_sql.next_queued_turn(session_id, TurnState.QUEUED)
 
 
 def _next_input(session_id: int, session: Session
@@ -158,42 +122,19 @@ def _next_input(session_id: int, session: Session
 
 
 def _prepare(session_id: int, owner: str) -> tuple[Session, str | None]:
-    """Kill a dead predecessor's leftovers (this machine) and end its running turn."""
+    """Kill a dead predecessor's leftovers (this machine) and end its running turn; the
+    work directory made if its creation's commit did not get to it."""
     session = Session.objects.select_related("provider").get(pk=session_id)
     stale = session.runtime_tag
     timeline.reconcile_running(session_id)
+    actions.ensure_workdir(session)
     return session, stale
 
 
-def _started(session_id: int, owner: str, native: str, tag: str) -> None:
-    with transaction.atomic(durable=True):
-        session = locks.session(session_id)
-        if session.lease_owner != owner:
-            return
-        session.native_ref = native
-        session.runtime_tag = tag
-        lifecycle.apply(session, lifecycle.RUNTIME_STARTED)
-        session.last_active_at = timezone.now()
-        session.save(update_fields=["native_ref", "runtime_tag", "lifecycle", "sleep_reason",
-                                    "last_active_at", "updated_at"])
-
-
 def _start_failed(session_id: int, owner: str, exc: Exception) -> None:
-    timeline.note(session_id, "error", {"code": getattr(exc, "code", "start_failed"),
-                                        "message": str(exc)[:2000]})
-    with transaction.atomic(durable=True):
-        session = locks.session(session_id)
-        if session.lease_owner != owner:
-            return
-        lifecycle.apply(session, lifecycle.RETIRED, SleepReason.RESTART_FAILED)
-        session.lease_owner = ""
-        session.lease_expires_at = None
-        session.save(update_fields=["lifecycle", "sleep_reason", "lease_owner",
-                                    "lease_expires_at", "updated_at"])
-    # the queued inputs cannot run: end them, each with its one terminal
-    for turn in Turn.objects.filter(session_id=session_id, state=TurnState.QUEUED):
-        timeline.record(session_id, turn.pk, [TurnFailed(
-            code=getattr(exc, "code", "start_failed"), message="the runtime did not start")])
+    code = getattr(exc, "code", "start_failed")
+    actions.start_failed(session_id, owner, code, str(exc), SleepReason.RESTART_FAILED)
+    timeline.fail_queued(session_id, code, "the runtime did not start")
 
 
 def _record_model(session_id: int, model: str, effort: str | None, how: str,
@@ -260,6 +201,10 @@ class SessionHost:
         # the conversation so far, for the first turn of a new native conversation that
         # replaced a lost one (sessions/handoff.py); taken by that turn
         self.handoff: str | None = None
+        # when the session was last active (the event loop's clock) and how long it may
+        # then stay idle before it sleeps: set by _serve
+        self.last_active = 0.0
+        self.idle_timeout = 0.0
 
     async def db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` on the host's one database thread (one connection, kept open; a
@@ -346,7 +291,7 @@ class SessionHost:
         return self.outcome
 
     async def _renew_loop(self) -> None:
-        interval = max(0.5, services.lease_seconds() / 3)
+        interval = max(0.5, hosting.lease_seconds() / 3)
         while True:
             await asyncio.sleep(interval)
             try:
@@ -368,12 +313,15 @@ class SessionHost:
         # on the database thread: an attached session's endpoint is read from its row
         cfg = await self.db(services.runtime_config, session, system_prompt=prompt.text,
                             inline_prompt_seen=seen)
-        adapter = get_adapter(session.runtime)(cfg)
-        self.adapter = adapter
         resume = session.native_ref or None
+        # a new session takes a pre-started process of its launch when the pool has one
+        warm = None if resume else await warm_pool.take(session, cfg, self.db)
+        adapter = warm or get_adapter(session.runtime)(cfg)
+        self.adapter = adapter
         try:
             try:
-                native = await adapter.start(resume=resume)
+                native = adapter.native_session_id if warm else \
+                    await adapter.start(resume=resume)
             except errors.NativeSessionNotFound as exc:
                 # the saved conversation is gone: one new native conversation, told what
                 # was said in the old one (amux's timeline still has it)
@@ -389,7 +337,8 @@ class SessionHost:
         except (errors.RuntimeAdapterError, OSError) as exc:
             await self.db(_start_failed, self.session_id, self.owner, exc)
             return False
-        await self.db(_started, self.session_id, self.owner, native, adapter.tag)
+        await self.db(actions.runtime_started, self.session_id, self.owner, native,
+                      adapter.tag)
         if adapter.mcp_skipped:
             await self.db(timeline.note, self.session_id, "error", {
                 "code": "mcp_unsupported",
@@ -398,76 +347,122 @@ class SessionHost:
         return True
 
     async def _serve(self) -> str:
+        """Start the runtime, then serve the session one step at a time until a step ends
+        the host (it slept, was archived, or its runtime would not start) or the lease is
+        lost."""
+        session = await self._start()
+        if session is None:
+            return "start_failed"
+        self._touch()
+        self.idle_timeout = idle_after(session.idle_timeout_s)
+        while not self.lost:
+            outcome = await self._step(session)
+            if outcome:
+                return outcome
+        return "lost_lease"
+
+    async def _start(self) -> Session | None:
+        """The session with its runtime up, once what a dead predecessor left is killed;
+        None when the runtime would not start."""
         session, stale_tag = await self.db(_prepare, self.session_id, self.owner)
         if stale_tag:
             await asyncio.to_thread(_kill_tag, stale_tag)
-        if not await self._start_adapter(session):
+        return session if await self._start_adapter(session) else None
+
+    def _touch(self) -> None:
+        """The session was active now: its idle time counts from here."""
+        self.last_active = asyncio.get_running_loop().time()
+
+    async def _step(self, session: Session) -> str | None:
+        """One look at what the session has to do, in order of precedence: pending input,
+        a waiting native goal continuation, a retirement asked for, a control command,
+        the idle timeout. Returns the host's outcome when it ends."""
+        await self._keep_facts()
+        await native_goal_host.observe(self)
+        # the prompt: assembled from the current prompt version for every turn
+        turn, prompt = await self.db(_next_input, self.session_id, session)
+        if turn is not None:
+            return await self._serve_input(session, turn, prompt)
+        if await native_goal_host.admit_waiting(self, session):
+            self._touch()
+            return None
+        await native_goal_host.resume_preempted(self)
+        if self.retire and (outcome := await self._retire_as_asked()):
+            return outcome
+        return await self._wait_or_sleep()
+
+    async def _serve_input(self, session: Session, turn: Turn,
+                           prompt: services.TurnPrompt) -> str | None:
+        # pending user input goes first: a running goal waits (preempted)
+        await native_goal_host.preempt(self)
+        prompt = await self._commands_before_input(session, prompt)
+        if not await self._runtime_for(prompt):
             return "start_failed"
-        loop = asyncio.get_running_loop()
-        last_active = loop.time()
-        idle_timeout = idle_after(session.idle_timeout_s)
-        while not self.lost:
-            await self._keep_facts()
-            await native_goal_host.observe(self)
-            # the prompt: assembled from the current prompt version for every turn
-            turn, prompt = await self.db(_next_input, self.session_id, session)
-            if turn is not None:
-                # pending user input goes first: a running goal waits (preempted)
-                await native_goal_host.preempt(self)
-                # a model change or clear asked for before this input applies to it first
-                applied = False
-                while (msg := await control.pop_now(self._redis, self.session_id)) is not None:
-                    await self._command_while_idle(msg)
-                    applied = True
-                if applied:  # e.g. a clear: the prompt is assembled for the new conversation
-                    prompt = await self.db(services.turn_prompt, session)
-                reason = (self.adapter.restart_reason(prompt.text)
-                          if self.adapter is not None and self.adapter.alive else None)
-                if reason:
-                    # between turns only: what the runtime took at start has changed
-                    await self.db(timeline.note, self.session_id, "session.restarted",
-                                  {"reason": reason})
-                    await self.adapter.close()
-                if self.adapter is None or not self.adapter.alive:
-                    fresh = await self.db(Session.objects.select_related("provider").get,
-                                          pk=self.session_id)
-                    if not await self._start_adapter(fresh, prompt):
-                        return "start_failed"
-                await self._serve_turn(turn, prompt)
-                # a continuation started while ordinary input ran is refused outright
-                await native_goal_host.refuse_waiting(self, "during_input", during_turn=True)
-                last_active = loop.time()
-                # A timeout changed while the host was awake applies from this turn on.
-                idle_timeout = idle_after(await self.db(_idle_timeout, self.session_id))
-                continue
-            if await native_goal_host.admit_waiting(self, session):
-                last_active = loop.time()
-                continue
-            await native_goal_host.resume_preempted(self)
-            if self.retire:
-                # a sleep or archive asked for while a turn ran: now that it has ended
-                asked, self.retire = self.retire, ""
-                if await self.db(try_retire, self.session_id, self.owner,
-                                 SleepReason.MANUAL):
-                    return "archived" if asked == "archive" else "slept"
-                self.retire = asked  # more input came first: served, then retired
-            # a running goal's next turn is noticed at once
-            poll = min(self.poll, 0.1) if native_goal_host.goal_active(self) else self.poll
-            msg = await control.pop(self._redis, self.session_id, poll)
-            if msg is not None:
-                await self._command_while_idle(msg)
-                continue
-            if native_goal_host.goal_active(self):
-                last_active = loop.time()  # the runtime works on the goal: not idle
-            if loop.time() - last_active < idle_timeout:
-                continue
-            facts = await self.db(sleep_facts, self.session_id)
-            if should_sleep(now=loop.time(), last_active=last_active,
-                            idle_timeout=idle_timeout, minimum=0, **facts) \
-                    and await self.db(try_retire, self.session_id, self.owner,
-                                      SleepReason.IDLE_TIMEOUT):
-                return "slept"
-        return "lost_lease"
+        await self._serve_turn(turn, prompt)
+        # a continuation started while ordinary input ran is refused outright
+        await native_goal_host.refuse_waiting(self, "during_input", during_turn=True)
+        self._touch()
+        # A timeout changed while the host was awake applies from this turn on.
+        self.idle_timeout = idle_after(await self.db(_idle_timeout, self.session_id))
+        return None
+
+    async def _commands_before_input(self, session: Session,
+                                     prompt: services.TurnPrompt) -> services.TurnPrompt:
+        """A model change or clear asked for before this input applies to it first."""
+        applied = False
+        while (msg := await control.pop_now(self._redis, self.session_id)) is not None:
+            await self._command_while_idle(msg)
+            applied = True
+        if applied:  # e.g. a clear: the prompt is assembled for the new conversation
+            return await self.db(services.turn_prompt, session)
+        return prompt
+
+    async def _runtime_for(self, prompt: services.TurnPrompt) -> bool:
+        """A live runtime for the next turn: restarted (between turns only) when what it
+        took at start has changed, started again when it is gone; False when it would not
+        start."""
+        reason = (self.adapter.restart_reason(prompt.text)
+                  if self.adapter is not None and self.adapter.alive else None)
+        if reason:
+            await self.db(timeline.note, self.session_id, "session.restarted",
+                          {"reason": reason})
+            await self.adapter.close()
+        if self.adapter is not None and self.adapter.alive:
+            return True
+        if self.adapter is not None:
+            await self.adapter.close()  # what is left of it (a shared slot)
+        fresh = await self.db(Session.objects.select_related("provider").get,
+                              pk=self.session_id)
+        return await self._start_adapter(fresh, prompt)
+
+    async def _retire_as_asked(self) -> str | None:
+        """A sleep or archive asked for while a turn ran, now that it has ended."""
+        asked, self.retire = self.retire, ""
+        if await self.db(try_retire, self.session_id, self.owner, SleepReason.MANUAL):
+            return "archived" if asked == "archive" else "slept"
+        self.retire = asked  # more input came first: served, then retired
+        return None
+
+    async def _wait_or_sleep(self) -> str | None:
+        """Nothing to serve: wait for a control command, or sleep once idle long enough."""
+        # a running goal's next turn is noticed at once
+        poll = min(self.poll, 0.1) if native_goal_host.goal_active(self) else self.poll
+        msg = await control.pop(self._redis, self.session_id, poll)
+        if msg is not None:
+            await self._command_while_idle(msg)
+            return None
+        if native_goal_host.goal_active(self):
+            self._touch()  # the runtime works on the goal: not idle
+        now = asyncio.get_running_loop().time()
+        if now - self.last_active < self.idle_timeout:
+            return None
+        facts = await self.db(sleep_facts, self.session_id)
+        if should_sleep(now=now, last_active=self.last_active,
+                        idle_timeout=self.idle_timeout, minimum=0, **facts) \
+                and await self.db(try_retire, self.session_id, self.owner,
+                                  SleepReason.IDLE_TIMEOUT):
+            return "slept"
+        return None
 
     async def _command_while_idle(self, msg: dict[str, Any]) -> None:
         """No turn runs: each command is kept until it applies or answered with why not
@@ -543,3 +538,9 @@ class SessionHost:
         and clear commands it put off run once it has ended."""
         for msg in await TurnService(self, turn, prompt).run():
             await self._command_while_idle(msg)
+        if getattr(self.adapter, "lost", False):
+            # the shared app-server died under it: like a lost host's, the turn ends
+            # cancelled and its input is queued again; the next start resumes the thread
+            await self.db(timeline.reconcile_running, self.session_id,
+                          errors.AppServerLost.code,
+                          "the shared Codex app-server stopped during this turn")

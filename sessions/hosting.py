@@ -35,6 +35,11 @@ def enqueue_host(session_id: int, host: str = "", *, once: bool = False) -> bool
     return True
 
 
+def lease_seconds() -> int:
+    """The host lease's time to live (renewed every third of it)."""
+    return int(settings.AMUX_SESSION_LEASE_SECONDS)
+
+
 def lease_alive(session: Session) -> bool:
     return bool(session.lease_owner and session.lease_expires_at
                 and session.lease_expires_at > timezone.now())

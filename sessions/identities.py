@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from runtimes import errors
 from runtimes import isolation as backends
@@ -41,6 +41,9 @@ def for_session(session: Session) -> str:
     pool, leased now and recorded in its snapshot. Raises ``RuntimeStartFailed`` when
     the pool is full or its user cannot be made."""
     recorded = (session.snapshot or {}).get("identity") or {}
+    if not connection.in_atomic_block and \
+            not RuntimeIdentity.objects.filter(session_id=session.pk).exists():
+        provision_ahead()
     with transaction.atomic():
         locked = locks.session(session.pk, "pk", "snapshot", "lifecycle")
         held = RuntimeIdentity.objects.filter(session=locked).first()
@@ -67,27 +70,55 @@ def for_session(session: Session) -> str:
     return row.user
 
 
-def _lease(session: Session) -> RuntimeIdentity:
-    """The lowest free slot, its user provisioned, leased to ``session`` (a slot another
-    process took meanwhile: the next one)."""
-    limit = settings.AMUX_RUNTIME_IDENTITIES
+def _lease(session: Session | None, holder: str = "") -> RuntimeIdentity:
+    """The lowest free slot, its user provisioned, leased to ``session`` (or, with none,
+    held by the warm pool ``holder``; a slot another process took meanwhile: the next
+    one)."""
     for _attempt in range(20):
-        taken = set(RuntimeIdentity.objects.values_list("slot", flat=True))
-        slot = next((n for n in range(1, limit + 1) if n not in taken), None)
+        slot = _free_slot()
         if slot is None:
             raise errors.RuntimeStartFailed(
-                f"all {limit} runtime identities are held by sessions that are not "
-                "archived: archive sessions that are done, or raise "
+                f"all {settings.AMUX_RUNTIME_IDENTITIES} runtime identities are held by "
+                "sessions that are not archived: archive sessions that are done, or raise "
                 "AMUX_RUNTIME_IDENTITIES")
         user = backends.pool_user(settings.AMUX_RUNTIME_POOL, slot)
+        # made already, as a rule (provision_ahead): then only looked up here
         principal = backends.verified_principal(user, shared_group())
         try:
             with transaction.atomic():
-                return RuntimeIdentity.objects.create(slot=slot, session=session,
-                                                      user=user, uid=principal.uid)
+                row = RuntimeIdentity.objects.create(slot=slot, session=session,
+                                                     holder=holder, user=user,
+                                                     uid=principal.uid)
         except IntegrityError:
             continue
+        transaction.on_commit(provision_ahead)  # the next lease's user, once this one holds
+        return row
     raise errors.RuntimeStartFailed("no runtime identity could be leased (contention)")
+
+
+def _free_slot() -> int | None:
+    taken = set(RuntimeIdentity.objects.values_list("slot", flat=True))
+    return next((n for n in range(1, settings.AMUX_RUNTIME_IDENTITIES + 1)
+                 if n not in taken), None)
+
+
+def provision_ahead() -> None:
+    """The user of the slot the next lease takes, made now if missing, outside any
+    transaction: useradd takes the system's user database lock (a second or more on a busy
+    host), and a lease is often made inside a caller's transaction (a session created with
+    its ticket, its conversation), whose row locks it would hold all that time. Called
+    before a session's identity is leased and after each lease commits, so a lease only
+    looks its user up. Best effort: the lease itself says why a user cannot be made."""
+    if connection.in_atomic_block:
+        return
+    slot = _free_slot()
+    if slot is None:
+        return
+    try:
+        backends.verified_principal(backends.pool_user(settings.AMUX_RUNTIME_POOL, slot),
+                                    shared_group())
+    except errors.RuntimeStartFailed as exc:
+        log.debug("runtime user of slot %s not made ahead: %s", slot, exc)
 
 
 def principal_of(session_id: int | None
@@ -117,3 +148,53 @@ def release(session_id: int) -> None:
         backends.retire(principal, tuple(dirs))
     RuntimeIdentity.objects.filter(pk=row.pk, session_id=session_id).delete()
     log.info("session %s: runtime user %s released", session_id, row.user)
+
+
+# ------------------------------------------------------------------ the warm pool's slots
+def lease_pooled(holder: str) -> tuple[int, str]:
+    """A free slot for a pre-started runtime that no session holds yet (the warm pool of
+    the runtime worker ``holder``, ``<host>:<pid>``): (slot, user)."""
+    row = _lease(None, holder)
+    return row.slot, row.user
+
+
+def adopt_pooled(session: Session, slot: int, holder: str, state_dir: Path) -> str:
+    """``session`` takes the pooled slot whose runtime it takes: the identity it was given
+    when it was made (nothing ever ran as it: the session never started) goes back, the
+    slot becomes the session's, recorded in its snapshot with the state directory the
+    process was started with. Raises ``RuntimeStartFailed`` when the slot is not the
+    pool's any more."""
+    with transaction.atomic():
+        locked = locks.session(session.pk, "pk", "snapshot", "lifecycle")
+        row = RuntimeIdentity.objects.select_for_update().filter(
+            slot=slot, session__isnull=True, holder=holder).first()
+        if row is None:
+            raise errors.RuntimeStartFailed(f"pooled runtime identity {slot} is not held")
+        RuntimeIdentity.objects.filter(session=locked).delete()
+        row.session, row.holder = locked, ""
+        row.save(update_fields=["session", "holder"])
+        snapshot = dict(locked.snapshot or {})
+        snapshot["identity"] = {"user": row.user, "uid": row.uid,
+                                "state_dir": str(state_dir)}
+        Session.objects.filter(pk=locked.pk).update(snapshot=snapshot)
+        session.snapshot = snapshot
+    return row.user
+
+
+def release_pooled(slot: int, holder: str, private_dirs: tuple[Path, ...] = ()) -> None:
+    """A pooled slot no session took back to the pool: what runs as it ended, its
+    directories closed to it."""
+    row = RuntimeIdentity.objects.filter(slot=slot, session__isnull=True,
+                                         holder=holder).first()
+    if row is None:
+        return
+    principal = backends.lookup(row.user, shared_group())
+    if principal is not None and principal.uid == row.uid:
+        backends.retire(principal, private_dirs)
+    RuntimeIdentity.objects.filter(pk=row.pk, session__isnull=True).delete()
+
+
+def pooled_slots(holder_prefix: str) -> list[tuple[int, str]]:
+    """The pooled slots (slot, holder) whose holder starts with ``holder_prefix``."""
+    return list(RuntimeIdentity.objects.filter(
+        session__isnull=True, holder__startswith=holder_prefix).values_list("slot", "holder"))

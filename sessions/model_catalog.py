@@ -19,7 +19,8 @@ from django.conf import settings
 from runtimes import catalog, errors, registered
 from runtimes.codex import discover_models
 from sessions.models import ProviderProfile
-from sessions.services import CommandError, provider_spec, runtime_root
+from sessions.new_session import provider_spec
+from sessions.services import CommandError, runtime_root
 
 DISCOVERY_TIMEOUT = 30.0
 

@@ -193,7 +193,7 @@ def _admit(token: str, route: rules.Route, body: bytes
         return Refused(404, f"this session's provider speaks the {own} API: use "
                             f"/gateway/model/{own}/…")
     if route.kind == "generate" and grant.session_id is not None:
-        refusal = hooks.model_request_caps.refusal(grant.session_id)
+        refusal = hooks.model_request_caps.refusal(grant.session_id, grant.probed)
         if refusal:
             metrics.model_request(grant.provider, grant.model, "capped")
             return Refused(429, refusal, "insufficient_quota", final=True)

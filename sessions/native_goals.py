@@ -26,12 +26,12 @@ from typing import Any
 from django.db import transaction
 
 from sessions import control, hosting, locks, native_goal_commands, timeline
+from sessions.core.turns import GOAL_TURN
 from sessions.models import Lifecycle, Session, SessionGoal, Turn, TurnState
 from sessions.native_goal_commands import GoalCommand
 
 UNFINISHED = frozenset({"active", "paused", "blocked", "usageLimited", "budgetLimited"})
 RESUMABLE = frozenset({"paused", "blocked", "usageLimited", "budgetLimited"})
-GOAL_TURN = "goal"  # the command of a canonical goal turn (TurnInput.command)
 GOAL_ORIGIN = {"via": "goal"}
 # the surfaces where a person types: only their messages may be goal commands
 PEOPLE = frozenset({"web", "lark", "api"})

@@ -13,9 +13,10 @@ from django.views.decorators.http import require_POST
 from amux_common import roles
 from amux_common.doctor import Check
 from sessions import capabilities, provider_templates
-from sessions.doctor import models_url, provider_check
+from sessions.doctor import provider_check
 from sessions.models import ProviderProfile
 from sessions.provider_form import ProviderForm
+from sessions.provider_routes import models_url
 
 # Providers are where every runtime sends its model requests, so the page sits with the
 # Sessions tab; agent settings and the first-run checklist link to it.

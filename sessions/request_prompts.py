@@ -6,11 +6,12 @@ no restart. The revisions each request used are added to the running turn's set
 
 This runs before every model request, inside the gateway's latency budget: one plain
 statement reads everything the prompt is made from (the session's snapshot, its expert's
-profile, its running turn, and what `prompts_app.service.request_sql` names: the latest
-prompt version, the policy head, the sources' stamp). What never changes once saved (a
-version's configuration, a policy version's document) is kept per process by the key that
-statement read, so nothing read is older than the request. The turn's record is written
-after the answer has been passed back (`record`).
+profile as the execution model's reading joins it, its running turn, and what
+`prompts_app.service.request_sql` names: the latest prompt version, the policy head, the
+sources' stamp). What never changes once saved (a version's configuration, a policy
+version's document) is kept per process by the key that statement read, so nothing read
+is older than the request. The turn's record is written after the answer has been passed
+back (`record`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 
 from prompts_app import service as prompts
-from sessions import gateway_rules, locks, services
-from sessions.models import AgentProfile, Session, Turn, TurnState
+from sessions import gateway_rules, hooks, locks, services
+from sessions.models import Session, Turn, TurnState
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +44,15 @@ def applied(session_id: int, body: bytes) -> tuple[bytes, Used | None]:
         row = cursor.fetchone()
     if row is None:
         return body, None
-    snapshot, slug, name, instructions, skills, turn_id, listed, *values = row
+    expert = hooks.expert_reading()
+    snapshot, turn_id, listed, *values = row
+    expert_values, values = values[:expert.width], values[expert.width:]
     snap = _field(Session, "snapshot", snapshot) or {}
     role = snap.get("prompt_role")
     role_text, revisions = prompts.for_request(role, values) if role else (None, [])
-    recorded = snap.get("profile")
-    live = (None if not recorded or slug != recorded.get("slug") else
-            {"name": name, "instructions": instructions,
-             "skills": _field(AgentProfile, "skills", skills)})
     # marked or not, the inner text is the same: a request here is a routed session's
     prompt = services.composed_prompt(snap, True, role_text, revisions,
-                                      services.expert_text(recorded, live))
+                                      expert.text(snap.get("profile"), expert_values))
     inner = (prompt.text or "").strip()
     if inner.startswith(gateway_rules.PROMPT_START) and inner.endswith(gateway_rules.PROMPT_END):
         inner = inner[len(gateway_rules.PROMPT_START):-len(gateway_rules.PROMPT_END)]
@@ -85,7 +84,8 @@ def _field(model, name: str, value):
     return model._meta.get_field(name).from_db_value(value, None, connection)
 
 
-# The expert's profile is found by the id the snapshot recorded (and checked by its slug).
+# The expert's profile is found by the id the snapshot recorded (the execution model's
+# reading joins it: sessions.hooks.expert_reading).
 _PROFILE_ID = {"postgresql": "CAST(s.snapshot -> 'profile' ->> 'id' AS bigint)",
                "sqlite": "json_extract(s.snapshot, '$.profile.id')"}
 _statements: dict[tuple[str, ...], str] = {}
@@ -96,12 +96,12 @@ def _statement(values: tuple[str, ...]) -> str:
     of these reads cost about 0.5 ms each, per request."""
     found = _statements.get(values)
     if found is None:
+        expert = hooks.expert_reading()
         found = _statements[values] = (
-            f"SELECT s.snapshot, p.slug, p.name, p.instructions, p.skills, t.id, "
-            f"t.prompt_revisions, {', '.join(values)} "
+            f"SELECT s.snapshot, t.id, t.prompt_revisions, "
+            f"{', '.join((*expert.columns, *values))} "
             f"FROM {Session._meta.db_table} s "
-            f"LEFT JOIN {AgentProfile._meta.db_table} p "
-            f"ON p.id = {_PROFILE_ID[connection.vendor]} "
+            f"{expert.join(_PROFILE_ID[connection.vendor])} "
             f"LEFT JOIN {Turn._meta.db_table} t ON t.session_id = s.id AND t.state = %s "
             f"WHERE s.id = %s")
     return found

@@ -16,303 +16,53 @@ from django.db import transaction
 from django.utils import timezone
 
 from prompts_app import service as prompts
-from prompts_app.assembly import ORDER
 from runtimes import (
-    ProviderSpec,
     RuntimeConfig,
     WatchdogConfig,
     catalog,
     errors,
     get_adapter,
-    registered,
 )
-from runtimes import watchdog as watchdogs
 from runtimes.answers import AnswerRefused, as_input_text, check_payload_answers
 from runtimes.base import McpServer
-from runtimes.launch_context import ROLES
+from runtimes.isolation import PRIVATE_HOME
 from sessions import (
+    actions,
     app_servers,
-    capabilities,
     control,
     gateway_rules,
     hooks,
     identities,
     isolation,
-    launch,
     locks,
-    memory,
     model_credentials,
     native_goals,
-    ownership,
-    profiles,
-    provider_templates,
+    new_session,
     timeline,
     workdirs,
 )
 from sessions import content as rules
+from sessions.actions import archive, sleep  # noqa: F401 - the commands' names here too
 from sessions.app_servers import ATTACHED_RUNTIME
-from sessions.core import lifecycle
-from sessions.execution import DIRECT, CallerSettings, ExecutionSettings
-from sessions.hosting import lease_alive, wake
-from sessions.manifest import prompt_text
+from sessions.hosting import lease_alive, lease_seconds, wake  # noqa: F401
 from sessions.models import (
-    AgentProfile,
     Lifecycle,
-    ProviderProfile,
     Session,
-    SleepReason,
     TimelineEvent,
     TurnState,
-    WatchdogSettings,
 )
-from sessions.refusals import CommandError, Conflict, settled_or_at_least
+from sessions.new_session import AMUX_MCP, Launch, Prompting, SessionSpec
+from sessions.refusals import CommandError, Conflict
 from sessions.workdirs import runtime_root, state_dir
-
-AMUX_MCP = "amux"  # the name amux's own MCP server has in every session
-
-
-def lease_seconds() -> int:
-    """The host lease's time to live (renewed every third of it)."""
-    return int(settings.AMUX_SESSION_LEASE_SECONDS)
 
 
 # ------------------------------------------------------------------------ creation
-def provider_spec(provider: ProviderProfile) -> ProviderSpec:
-    return ProviderSpec(platform=provider.platform,
-                        base_url=provider.base_url,
-                        api_key=(provider.secrets or {}).get("api_key", ""),
-                        slug=provider.slug)
-
-
-def _mcp_entries(entries: Any) -> list[dict[str, str]]:
-    """Validated MCP server entries: ``{"name", "url", "bearer_token_file"?}``. The token
-    stays in its file (read when the runtime starts), never in the snapshot."""
-    if entries is None:
-        return []
-    if not isinstance(entries, list):
-        raise CommandError("mcp_servers must be a list", field="mcp_servers")
-    out, names = [], set()
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) \
-                or not isinstance(entry.get("url"), str):
-            raise CommandError("each MCP server needs a name and a url", field="mcp_servers")
-        name, url = entry["name"].strip(), entry["url"].strip()
-        if not name.replace("_", "").replace("-", "").isalnum() or name in names:
-            raise CommandError(f"MCP server name {name!r} must be unique and made of letters, "
-                               "digits, '-' and '_'", field="mcp_servers")
-        if not url.startswith(("http://", "https://")):
-            raise CommandError(f"MCP server {name!r} needs an http(s) url",
-                               field="mcp_servers")
-        token_file = entry.get("bearer_token_file")
-        if token_file is not None and not (isinstance(token_file, str)
-                                           and Path(token_file).is_absolute()):
-            raise CommandError("bearer_token_file must be an absolute path",
-                               field="mcp_servers")
-        names.add(name)
-        out.append({"name": name, "url": url, "bearer_token_file": token_file})
-    return out
-
-
-def _check_model_choice(profile: ProviderProfile, model: str, effort: str | None) -> None:
-    """A ``@native-variant:`` reference must be one amux issued; an effort must be one the
-    provider's catalog declares for the model, when it declares any (otherwise the runtime
-    checks it when it runs). A profile on a template's route keeps that template's
-    boundary (sessions.provider_templates)."""
-    check_template(profile, model)
-    if catalog.is_native_variant(model):
-        try:
-            catalog.parse_native_variant(model)
-        except ValueError as exc:
-            raise CommandError(str(exc), code="invalid_model", field="model") from exc
-    if effort is not None:
-        entry = catalog.provider_catalog(profile.model_names).find(model)
-        if entry is not None and entry.efforts and effort not in entry.efforts:
-            raise CommandError(f"model {model!r} of provider {profile.slug!r} supports the "
-                               f"efforts {', '.join(entry.efforts)}", code="invalid_effort",
-                               field="effort")
-
-
-def check_template(profile: ProviderProfile, model: str) -> None:
-    """Refused (naming ``model`` or the key field) when the profile's template forbids it."""
-    template = provider_templates.of(profile.platform, profile.base_url)
-    discovered = None
-    if template is not None:
-        evidence = capabilities.latest_ok(profile)
-        if evidence is not None:
-            discovered = provider_templates.Discovery(evidence.revision,
-                                                      tuple(evidence.model_ids))
-    refusal = provider_templates.check_use(
-        template, slug=profile.slug,
-        models=profile.model_list, has_key=bool((profile.secrets or {}).get("api_key")),
-        model=model, discovered=discovered)
-    if refusal is not None:
-        raise CommandError(refusal.message, code=refusal.code, field=refusal.field)
-
-
-def effective_watchdog(session_limits: Any, profile: ProviderProfile | None
-                       ) -> tuple[dict[str, int], dict[str, str]]:
-    """The watchdog limits a new session freezes: session > provider > global > default.
-    A session limit out of range is refused, naming it."""
-    clean, problems = watchdogs.check_limits(session_limits)
-    if problems:
-        name, problem = next(iter(problems.items()))
-        field_name = name if name == "watchdog" else f"watchdog.{name}"
-        raise CommandError(f"{field_name}: {problem}", field=field_name)
-    return watchdogs.resolve([
-        ("session", clean),
-        ("provider", watchdogs.check_limits(profile.watchdog if profile else None)[0]),
-        ("global", watchdogs.check_limits(WatchdogSettings.current().limits)[0]),
-    ])
-
-
-def create_session(*, runtime: str | None = None, provider: str | None = None,
-                   model: str | None = None, workdir: str | None = None,
-                   name: str = "", permission_mode: str | None = None,
-                   effort: str | None = None,
-                   idle_timeout_s: int = 300, watchdog: dict[str, Any] | None = None,
-                   developer_instructions: str | None = None,
-                   prompt_role: str | None = None,
-                   mcp_servers: list[dict[str, str]] | None = None,
-                   env: dict[str, str] | None = None,
-                   path: list[str] | None = None, ask_user: bool = True,
-                   background_shell_after: float | None = None,
-                   preset: str | None = None, profile: str | None = None,
-                   extra_args: list[str] | None = None,
-                   execution: ExecutionSettings | None = None,
-                   role: str | None = None,
-                   scope: ownership.Scope | None = None) -> Session:
-    """Create a session; nothing starts until its first input. ``env`` (stored encrypted)
-    and ``path`` extend the runtime's minimal environment, e.g. with a worker's scoped tool
-    token and the directory of the `amux` shim. ``background_shell_after`` (seconds) moves
-    slow foreground shell commands to the background where the runtime allows it.
-
-    ``prompt_role`` (e.g. "worker"): every turn's system prompt is assembled from the
-    current prompt version of that role (prompts_app), ``developer_instructions`` (fixed
-    text) after it. ``mcp_servers``: MCP servers offered to the model where the runtime
-    takes MCP (see ``_mcp_entries``).
-
-    Execution settings (sessions/execution.py): a direct session resolves them here from
-    the caller's arguments and ``preset`` (a shortcut); a task passes them resolved
-    (``execution``). ``profile``: the expert whose content every turn's prompt carries.
-
-    ``role`` (``session``, ``task``, ``worker``; default ``worker`` for the worker prompt
-    role, else ``session``) picks the session-schedule entry the agent is launched with (a
-    task's child gets the restricted one).
-
-    ``scope`` (sessions.ownership, the one place that decides it for every kind of
-    session): whom the session acts for (``Session.owner``) and whose memory it reads when
-    amux's memory is on (sessions.memory). Every session is offered amux's MCP server
-    under the name ``amux`` — reached with its own session credential — unless the caller
-    gives an ``amux`` entry of its own (a ticket's worker: its assignment's tools)."""
-    scope = scope or ownership.Scope()
-    if execution is None:
-        execution = launch.resolve(DIRECT, CallerSettings(
-            runtime=runtime, model=model, effort=effort, provider=provider,
-            permission=permission_mode,
-            extra_args=tuple(extra_args) if extra_args is not None else None), preset)
-    provider_row = _launchable(execution)
-    expert = profiles.profile_snapshot(profiles.get_profile(profile))
-    workdir, role = _checked(workdir, prompt_role, role, background_shell_after)
-    mcp = _mcp_entries(mcp_servers)
-    _check_model_choice(provider_row, execution.model, execution.effort)
-    limits, limit_sources = effective_watchdog(watchdog, provider_row)
-    snapshot = {
-        "runtime": execution.runtime, "model": execution.model, "effort": execution.effort,
-        "provider": provider_row.slug, "platform": provider_row.platform,
-        "base_url": provider_row.base_url,
-        "permission_mode": execution.permission.mode,
-        # the backend is frozen with the session: a restart or resume runs the same way
-        "execution": {**execution.as_snapshot(),
-                      "isolation": isolation.selected_backend(),
-                      "isolation_reason": isolation.selection_reason(), "role": role,
-                      "memory": memory.binding(execution.runtime, scope.memory_owner)},
-        "scope": scope.snapshot(),
-        # amux's MCP server with the session's own credential (added at each launch)
-        "amux_mcp": not any(e["name"] == AMUX_MCP for e in mcp),
-        "profile": expert,
-        "watchdog": limits, "watchdog_sources": limit_sources,
-        "developer_instructions": developer_instructions,
-        "prompt_role": prompt_role,
-        "mcp_servers": mcp,
-        "extra_path": list(path or []),
-        "ask_user": bool(ask_user),
-        "background_shell_after": (float(background_shell_after)
-                                   if background_shell_after is not None else None),
-    }
-    return _stored(Session(
-        owner_id=scope.owner,
-        name=name, runtime=execution.runtime, provider=provider_row, model=execution.model,
-        snapshot=snapshot, workdir=workdir or "",
-        idle_timeout_s=settled_or_at_least(idle_timeout_s),
-        runtime_env={str(k): str(v) for k, v in (env or {}).items()}))
-
-
-def _checked(workdir: str | None, prompt_role: str | None, role: str | None,
-             background_shell_after: float | None) -> tuple[str | None, str]:
-    """The caller's workdir (resolved) and the session-schedule role, or a refusal naming
-    the field at fault."""
-    if background_shell_after is not None and not background_shell_after > 0:
-        raise CommandError("background_shell_after must be a positive number of seconds",
-                           field="background_shell_after")
-    if workdir is not None:  # only under work/: linux-dac shares it with the runtime user
-        reason = workdirs.problem(workdir)
-        if reason is not None:
-            raise CommandError(reason, field="workdir")
-        workdir = str(Path(workdir).resolve())
-    if prompt_role is not None and prompt_role not in ORDER:
-        raise CommandError(f"prompt_role must be one of {', '.join(ORDER)}",
-                           field="prompt_role")
-    role = role or ("worker" if prompt_role == "worker" else "session")
-    if role not in ROLES:
-        raise CommandError(f"role must be one of {', '.join(ROLES)}", field="role")
-    return workdir, role
-
-
-def _launchable(execution: ExecutionSettings) -> ProviderProfile:
-    """The provider the resolved settings name, once their runtime and provider are known
-    to start together; refused (naming the field) before any row or process exists."""
-    runtime = execution.runtime
-    try:
-        adapter_cls = get_adapter(runtime)
-    except errors.UnknownRuntime as exc:
-        raise CommandError(str(exc), code="unknown_runtime", field="runtime") from exc
-    if runtime not in registered():  # an attached session is made by attaching only
-        raise CommandError(f"runtime {runtime!r} is reached by attaching an agent to a "
-                           "running app-server, not started", code="unknown_runtime",
-                           field="runtime")
-    provider_row = ProviderProfile.objects.filter(slug=execution.provider).first()
-    if provider_row is None:
-        raise CommandError(f"unknown provider {execution.provider!r}", code="unknown_provider",
-                           field="provider")
-    try:  # an unsupported platform/wire mode fails before any process starts
-        adapter_cls.check_provider(provider_spec(provider_row))
-    except errors.ProviderUnsupported as exc:
-        raise CommandError(str(exc), code="provider_unsupported", field="provider") from exc
-    return provider_row
-
-
-def _stored(session: Session) -> Session:
-    """The new session's row, its work directory and (if its backend runs each session as
-    its own user) its runtime identity, and its ``session.created`` event: together."""
-    with transaction.atomic():
-        session.save(force_insert=True)
-        # a new session inherits nothing a former row with its id left queued in Redis (a
-        # database reset or restore keeps Redis): an old "archive" would end its first host
-        control.clear(session.pk)
-        if not session.workdir:
-            session.workdir = str(Path(settings.WORK_DIR) / f"session-{session.pk}")
-            session.save(update_fields=["workdir"])
-        Path(session.workdir).mkdir(parents=True, exist_ok=True)
-        if isolation.uses_principal(session.snapshot["execution"]["isolation"]):
-            # one identity per session, frozen with the rest of its execution settings
-            try:
-                identities.for_session(session)
-            except errors.RuntimeStartFailed as exc:
-                raise CommandError(str(exc), code="no_runtime_identity", status=409) from exc
-        timeline.note(session.pk, "session.created", {
-            "runtime": session.runtime, "model": session.model,
-            "provider": session.provider.slug})
-    return session
+def create_session(launch: Launch, prompting: Prompting | None = None,
+                   spec: SessionSpec | None = None) -> Session:
+    """Create a session from its parts (sessions.new_session); nothing starts until its
+    first input."""
+    return actions.create(new_session.row(launch, prompting or Prompting(),
+                                          spec or SessionSpec()))
 
 
 def runtime_config(session: Session, *, launch: bool = True,
@@ -370,7 +120,18 @@ def runtime_config(session: Session, *, launch: bool = True,
         loopback_fence=settings.AMUX_LOOPBACK_FENCE,
         # the gateway applies the current prompt to every request: a changed prompt never
         # needs a runtime restart
-        prompt_per_request=attach is None, **overrides)
+        prompt_per_request=attach is None, **_shared_app_server(session, backend),
+        **overrides)
+
+
+def _shared_app_server(session: Session, backend: str) -> dict[str, Any]:
+    """Codex under private-home: a thread of a shared app-server (runtimes/codex_shared.py);
+    never where each session has an identity of its own."""
+    threads = settings.AMUX_CODEX_THREADS_PER_APP_SERVER
+    if session.runtime != "codex" or backend != PRIVATE_HOME or not threads:
+        return {}
+    return {"shared_app_server": threads,
+            "shared_app_server_root": runtime_root() / "codex-shared"}
 
 
 def _mcp_servers(snap: dict[str, Any], credential: str | None) -> list[McpServer]:
@@ -415,7 +176,7 @@ def turn_prompt(session: Session) -> TurnPrompt:
         role_text, revisions = prompts.for_turn(role)
     recorded = snap.get("profile")
     return composed_prompt(snap, gateway_routed(session), role_text, revisions,
-                           expert_text(recorded, _live_profile(recorded)))
+                           hooks.expert_text(recorded))
 
 
 def composed_prompt(snap: dict[str, Any], routed: bool, role_text: str | None,
@@ -439,28 +200,6 @@ def gateway_routed(session: Session) -> bool:
     """Whether the session's model requests pass amux's model gateway (all but an attached
     app-server's, which runs on its own identity)."""
     return session.runtime != ATTACHED_RUNTIME
-
-
-def _live_profile(recorded: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not recorded:
-        return None
-
-    return (AgentProfile.objects.filter(pk=recorded.get("id"), slug=recorded["slug"])
-            .values("name", "instructions", "skills").first())
-
-
-def expert_text(recorded: dict[str, Any] | None, live: dict[str, Any] | None) -> str | None:
-    """The expert's instructions and skills, as the profile reads now (``live``: an edit
-    reaches the next turn; the execution settings frozen at launch stay as they are). A
-    profile deleted since launch leaves the content recorded then."""
-    if not recorded:
-        return None
-
-    source = live if live is not None else recorded
-    if not (source.get("instructions") or "").strip() and not source.get("skills"):
-        return None  # a native expert as it comes (the built-in pack): nothing to add
-    return prompt_text(source["name"], source.get("instructions") or "",
-                       list(source.get("skills") or []))
 
 
 def inline_prompt_seen(session_id: int) -> str | None:
@@ -500,11 +239,11 @@ def post_message(session_id: int, text: str | None = None, *, key: str | None = 
     if (outcome := native_goals.intercept(session_id, text, origin)) is not None:
         return outcome
     try:
-        with transaction.atomic():
-            turn, created = timeline.enqueue_input(session_id, text, key=key, images=images,
-                                                   parts=parts, origin=origin)
-            if created:  # the session row was locked and read with the new turn
-                wake(session_id, turn.session)
+        # the host is woken (after commit) by the input's own transaction: on PostgreSQL
+        # two round trips, BEGIN with the lock and COMMIT with the rows (fast_writes.atomic)
+        turn, _ = timeline.enqueue_input(session_id, text, key=key, images=images,
+                                         parts=parts, origin=origin,
+                                         queued_with=lambda locked: wake(session_id, locked))
     except timeline.SessionArchived as exc:
         raise Conflict(str(exc), code="session_archived") from exc
     return turn
@@ -600,43 +339,6 @@ def _answer_async(session_id: int, request_id: str, questions: list[dict[str, An
         raise Conflict(str(exc), code="session_archived") from exc
 
 
-def sleep(session_id: int) -> None:
-    """Manual sleep: refused (409 ``busy``) while a turn is in flight or inputs are queued.
-    An input that arrives after this check is served first: the host sleeps once the queue
-    is empty, it never drops the request."""
-    with transaction.atomic(durable=True):
-        session = locks.session(session_id)
-        if session.lifecycle == Lifecycle.ARCHIVED:
-            raise Conflict("the session is archived", code="session_archived")
-        if session.turns.filter(state__in=[TurnState.QUEUED, TurnState.RUNNING]).exists():
-            raise Conflict("the session has work in flight", code="busy")
-        if lease_alive(session):
-            control.send(session_id, "sleep")
-        else:
-            lifecycle.apply(session, lifecycle.RETIRED, SleepReason.MANUAL)
-            session.save(update_fields=["lifecycle", "sleep_reason", "updated_at"])
-
-
-def archive(session_id: int) -> None:
-    """Refused (409 ``busy``) while a turn is in flight or inputs are queued; the host
-    retires the runtime as soon as the turn it serves (if any) has ended."""
-    with transaction.atomic(durable=True):
-        session = locks.session(session_id)
-        if session.lifecycle == Lifecycle.ARCHIVED:
-            return
-        if session.turns.filter(state__in=[TurnState.QUEUED, TurnState.RUNNING]).exists():
-            raise Conflict("the session has work in flight; interrupt it first", code="busy")
-        lifecycle.apply(session, lifecycle.ARCHIVE)
-        session.save(update_fields=["lifecycle", "updated_at"])
-        model_credentials.revoke(session_id)
-        timeline.note(session_id, "session.archived", {})
-        hosted = lease_alive(session)
-    control.send(session_id, "archive")
-    if not hosted:  # else the host retires the runtime, then hands its identity back
-        identities.release(session_id)
-
-
-
 # ------------------------------------------------------------------------ content
 def text_of_parts(parts: list[dict[str, Any]]) -> str:
     return "\n\n".join(p["text"] for p in parts if p.get("type") == "text")
@@ -710,7 +412,7 @@ def set_model(session_id: int, model: str, effort: Any = KEEP_EFFORT) -> str:
     with transaction.atomic():
         session = _idle_session(session_id)
         if session.provider is not None:
-            check_template(session.provider, model)  # a plan's own models only
+            new_session.check_template(session.provider, model)  # a plan's own models only
         if effort is KEEP_EFFORT:
             effort = (session.snapshot or {}).get("effort")
         if lease_alive(session):

@@ -16,7 +16,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from amux_common.tasks import durable_task
-from sessions import schedules
+from sessions import actions, identities, warm_pool
+from sessions import isolation as session_isolation
 from sessions.host import SessionHost
 from sessions.hosting import HOST_TASK, enqueue_host, hostname
 from sessions.models import Lifecycle, Session, TurnState
@@ -71,10 +72,22 @@ def reclaim_dead_leases(host: str) -> int:
     taken = 0
     for pk, owner in Session.objects.filter(lease_host=host, lease_expires_at__gt=now) \
             .exclude(lease_owner="").values_list("pk", "lease_owner"):
-        if _owner_dead_here(owner, host) and Session.objects.filter(
-                pk=pk, lease_owner=owner).update(lease_expires_at=now) == 1:
+        if _owner_dead_here(owner, host) and actions.lease_reclaimed(pk, owner):
             taken += enqueue_host(pk, host)
     return taken
+
+
+@signals.worker_ready.connect
+def runtime_user_ahead(sender=None, **kwargs) -> None:
+    """Every worker, as it starts, where sessions run as users of their own (linux-dac,
+    bwrap): the user the next lease takes is made now, outside any transaction, so that
+    even the first lease on this machine, made inside a caller's transaction (a ticket's
+    dispatch, a conversation's start), only looks its user up."""
+    try:
+        if session_isolation.uses_principal():
+            identities.provision_ahead()
+    except Exception:  # never keep the worker from starting; the lease says what is wrong
+        log.warning("the next runtime user was not made at start", exc_info=True)
 
 
 @signals.worker_ready.connect
@@ -85,6 +98,10 @@ def _reclaim_on_start(sender=None, **kwargs) -> None:
     except AttributeError:
         return
     if "runtime" in queues or any(q.startswith("runtime.") for q in queues):
+        try:  # the runtime users a dead worker's warm pool held go back
+            warm_pool.release_dead_holders()
+        except Exception:
+            log.warning("dead warm pools' runtime users not released", exc_info=True)
         try:
             taken = reclaim_dead_leases(hostname())
         except Exception:  # never keep the worker from starting; the sweep still runs
@@ -94,13 +111,8 @@ def _reclaim_on_start(sender=None, **kwargs) -> None:
             log.info("resuming %s session(s) whose host died on this machine", taken)
 
 
-@durable_task("sessions.schedules_due", time_limit=60)
-def schedules_due() -> int:
-    """Beat's due check of the schedules (sessions/schedules.py): one run per due slot."""
-    return len(schedules.fire_due())
-
-
-@durable_task(schedules.FIRE_TASK, time_limit=120)
-def fire_schedule_run(*, run_id: int) -> None:
-    """Set one schedule run going; a duplicate or retried message finds it started."""
-    schedules.fire(run_id)
+@signals.worker_shutdown.connect
+def _stop_warm_pool(**kwargs) -> None:
+    """A stopping runtime worker stops the idle runtimes it kept warm and frees their
+    slots (sessions/warm_pool.py)."""
+    warm_pool.POOL.stop()

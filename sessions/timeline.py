@@ -1,10 +1,12 @@
 """The canonical timeline: the one writer of turns and timeline events.
 
 It assigns turn identity and order (``Turn.seq`` per session) and event order
-(``TimelineEvent.seq`` per session, gapless, under the session row lock), accepts exactly one
+(``TimelineEvent.seq`` per session, gapless, under the session row lock), moves a turn's
+state only as the turn's table says (sessions/core/turns.py), accepts exactly one
 terminal event per turn — a later terminal is kept only as provenance on the accepted one,
 and the accepted one writes the turn-ended fact to the outbox in the same transaction —
-and publishes each stored event to the session's Channels group after commit. Runtime adapters
+and publishes each stored event to the session's Channels group after commit. Retention's
+deletion of old events (tickets/retention.py) is ``forget``. Runtime adapters
 emit typed events (``runtimes.events``); provider ids are kept as provenance only.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -32,26 +34,11 @@ from runtimes.errors import UnknownRuntime
 from sessions import hooks, locks, publisher, timeline_sql
 from sessions import usage as usage_rules
 from sessions.content import timeline_meta
-from sessions.core import lifecycle
-from sessions.models import (
-    Lifecycle,
-    Session,
-    TaskRun,
-    TaskRunState,
-    TimelineEvent,
-    Turn,
-    TurnState,
-    UsageDay,
-)
+from sessions.core import lifecycle, turns
+from sessions.models import Lifecycle, Session, TimelineEvent, Turn, TurnState, UsageDay
 
 log = logging.getLogger(__name__)
 
-TERMINAL_STATE = {
-    rt.TurnCompleted.type: TurnState.COMPLETED,
-    rt.TurnFailed.type: TurnState.FAILED,
-    rt.TurnCancelled.type: TurnState.CANCELLED,
-}
-ENDED = {TurnState.COMPLETED, TurnState.FAILED, TurnState.CANCELLED}
 USAGE_KEYS = ("last", "cumulative", "context_window", "context_used", "cost")
 
 
@@ -117,16 +104,18 @@ class Writer:
         self.pending.append((ev, turn.seq if turn else None))
         return ev
 
-    def flush(self, session_fields: Sequence[str] = ()) -> None:
+    def flush(self, session_fields: Sequence[str] = (), *, last: bool = False) -> None:
         """Store the pending events; with ``session_fields``, the session row's changed
-        fields too, in the same round trip (fast_writes.send): one write per batch."""
+        fields too, in the same round trip (fast_writes.send): one write per batch.
+        ``last``: nothing is written after these in the transaction, so its COMMIT goes
+        with them (fast_writes.atomic)."""
         statements, self.also = self.also, []
         if session_fields:
             statements.append(fast_writes.update_statement(self.session, session_fields))
         if self.pending:
             statements.append(fast_writes.insert_statement([ev for ev, _ in self.pending]))
         if statements:
-            fast_writes.send(statements)
+            fast_writes.send(statements, last=last)
         if not self.pending:
             return
         self.published.extend(event_data(ev, seq) for ev, seq in self.pending)
@@ -134,8 +123,12 @@ class Writer:
             self.mirrored.extend(ev for ev, _ in self.pending)
         self.pending.clear()
 
-    def commit_publish(self, session_fields: Sequence[str] = ()) -> None:
-        self.flush(session_fields)
+    def commit_publish(self, session_fields: Sequence[str] = (), *, last: bool = False
+                       ) -> None:
+        """The transaction's last writes, then its events published after commit;
+        ``last``: the caller writes nothing after this (see ``flush``)."""
+        # a mirrored session's events are shown elsewhere in this transaction, after them
+        self.flush(session_fields, last=last and not self.session.mirrored)
         if self.mirrored:  # another place shows this session (sessions.hooks)
             events, self.mirrored = list(self.mirrored), []
             try:
@@ -148,16 +141,17 @@ class Writer:
 
 
 def _locked(session_id: int, turn_id: int | None = None, with_last: bool = False,
-            relaxed: bool = False) -> Session:
+            then: Sequence[fast_writes.Statement] = ()) -> tuple[Session, list]:
     """The session row, locked: the lock serialises every writer of its timeline. With
     ``turn_id``, the turn's seq comes in the same statement (``turn_seq``): a seq never
     changes, so reading it beside the lock is safe (a turn's state is not: it is only ever
     changed by a conditional UPDATE under this lock). ``with_last``: also the session's
     last event seq read after the lock is held (``last_event_seq``, for ``Writer``), in the
     same round trip on PostgreSQL (sessions/timeline_sql.py, the one path on every
-    database). ``relaxed``: this transaction commits without waiting for the WAL flush
-    (on PostgreSQL set in the lock's own round trip)."""
-    return timeline_sql.locked(session_id, turn_id, with_last, relaxed)
+    database). ``then``: writes that need the lock held, sent in the same round trip
+    (their answers come back beside the session). In a ``fast_writes.atomic`` block the
+    transaction's BEGIN goes with them too."""
+    return timeline_sql.locked(session_id, turn_id, with_last, then)
 
 
 # ------------------------------------------------------------------------------- inputs
@@ -173,43 +167,53 @@ def enqueue_input(session_id: int, text: str, *, key: str | None = None,
                   images: list[dict[str, str]] | None = None,
                   parts: list[dict[str, Any]] | None = None,
                   command: str | None = None,
-                  origin: dict[str, Any] | None = None) -> tuple[Turn, bool]:
+                  origin: dict[str, Any] | None = None,
+                  queued_with: Callable[[Session], Any] | None = None) -> tuple[Turn, bool]:
     """Queue one user input as a new turn. Idempotent on ``key``. Returns (turn, created).
     ``origin``: where it came from (web, lark, api …), kept on the turn and in its
     ``turn.queued`` payload: web and Lark inputs share this one ordered ingress.
-    Raises before writing anything, so the caller's transaction needs no savepoint."""
-    with transaction.atomic(savepoint=False):
+    ``queued_with``: called with the locked session when a turn is made, before its rows
+    are written, in their transaction (e.g. the host's wake-up, sent after commit), which
+    then ends with them (on PostgreSQL its COMMIT in their round trip) unless the caller
+    holds a transaction of its own.
+    Refuses (``SessionArchived``) having written nothing, once its block has ended: the
+    caller's transaction goes on unharmed without a savepoint of its own."""
+    with fast_writes.atomic(savepoint=False):
         # the lock, then the reads in a statement of their own (a fresh snapshot under READ
         # COMMITTED: a writer that held the lock before has committed its rows)
         session, last, last_event, existing = timeline_sql.locked_for_input(
             session_id, key or None)
-        if session.lifecycle == Lifecycle.ARCHIVED:
-            raise SessionArchived("the session is archived and takes no more input")
-        if existing is not None:
-            return Turn.objects.get(pk=existing), False
-        last = last or 0
-        stored: dict[str, Any] = {"text": text, "images": images or []}
-        queued: dict[str, Any] = {"text": text, "images": len(images or [])}
-        if parts:  # ordered text and image parts (sessions.content), kept with the input
-            stored["parts"] = parts
-            queued["content"] = timeline_meta(parts)  # images as metadata, never bytes
-            queued["images"] = sum(1 for p in parts if p.get("type") == "image")
-        if command:
-            stored["command"] = queued["command"] = command
-        if origin:
-            queued["origin"] = origin
-        turn = Turn(session=session, seq=last + 1, key=key or f"turn-{last + 1}",
-                    input=stored, origin=origin or {})
-        writer = Writer(session, last_event or 0)
-        # the turn and its event in one round trip: the event names its turn by the turn's
-        # unique (session, seq), a subquery the INSERT resolves after the turn's own
-        writer.also.append(fast_writes.insert_statement([turn]))
-        event = writer.append("turn.queued", queued,
-                              turn=TurnRef(_TurnAt(session_id, turn.seq), turn.seq))  # type: ignore[arg-type]
-        writer.flush()
-        event.turn_id = turn.pk
-        writer.commit_publish()
-        return turn, True
+        # refused outside the block, having written nothing: raised inside, it would spoil
+        # the caller's transaction
+        if session.lifecycle != Lifecycle.ARCHIVED:
+            if existing is not None:
+                return Turn.objects.get(pk=existing), False
+            last = last or 0
+            stored: dict[str, Any] = {"text": text, "images": images or []}
+            queued: dict[str, Any] = {"text": text, "images": len(images or [])}
+            if parts:  # ordered text and image parts (sessions.content), kept with the input
+                stored["parts"] = parts
+                queued["content"] = timeline_meta(parts)  # images as metadata, never bytes
+                queued["images"] = sum(1 for p in parts if p.get("type") == "image")
+            if command:
+                stored["command"] = queued["command"] = command
+            if origin:
+                queued["origin"] = origin
+            turn = Turn(session=session, seq=last + 1, key=key or f"turn-{last + 1}",
+                        input=stored, origin=origin or {})
+            if queued_with is not None:
+                queued_with(session)
+            writer = Writer(session, last_event or 0)
+            # the turn and its event in one round trip: the event names its turn by the turn's
+            # unique (session, seq), a subquery the INSERT resolves after the turn's own
+            writer.also.append(fast_writes.insert_statement([turn]))
+            event = writer.append("turn.queued", queued,
+                                  turn=TurnRef(_TurnAt(session_id, turn.seq), turn.seq))  # type: ignore[arg-type]
+            writer.flush(last=not session.mirrored)
+            event.turn_id = turn.pk
+            writer.commit_publish()
+            return turn, True
+    raise SessionArchived("the session is archived and takes no more input")
 
 
 class _TurnAt:
@@ -245,11 +249,25 @@ def record(session_id: int, turn_id: int | None,
     runtime_events = [e for e in runtime_events if not _nothing_to_store(e, turn_id)]
     if not runtime_events:
         return []  # e.g. a bare turn.started: start_turn already stored it
-    with transaction.atomic():
-        # progress events: no fsync wait; terminals stay durable
-        relaxed = not any(e.terminal for e in runtime_events)
-        session = _locked(session_id, turn_id, with_last=True,  # serialises every writer
-                          relaxed=relaxed)
+    terminal = next((e for e in runtime_events if e.terminal), None) if turn_id else None
+    ending = None
+    if terminal is not None:
+        # the turn ends with the batch's first terminal, only if it has not ended yet
+        # (turns.TABLE, applied under the session lock, in the lock's round trip); a later
+        # one is late
+        end = turns.change(terminal.type)
+        ending = Turn(pk=turn_id, state=end.state, ended_at=timezone.now(),
+                      error_code=terminal.payload().get("code", "")
+                      if end.state == turns.FAILED else "")
+    # progress events: no fsync wait; terminals stay durable
+    with fast_writes.atomic(relaxed=not any(e.terminal for e in runtime_events)):
+        # its start time comes back with the write: no read after it for the metrics
+        session, answers = _locked(session_id, turn_id, with_last=True, then=[
+            fast_writes.update_statement(ending, ["state", "ended_at", "error_code"],
+                                         only_if=("state", end.sources),
+                                         returning=("started_at",))
+        ] if ending is not None else [])  # the lock serialises every writer
+        ended = answers[0] if ending is not None else None
         turn = TurnRef(turn_id, session.turn_seq) if turn_id else None
         writer = Writer(session, session.last_event_seq)
         usage_changed = False
@@ -257,25 +275,21 @@ def record(session_id: int, turn_id: int | None,
             payload = event.payload()
             if event.type == rt.TurnStarted.type:
                 # start_turn already opened the turn; the native id is provenance only
-                if turn is not None:
-                    TimelineEvent.objects.filter(turn_id=turn.pk, type="turn.started").update(
-                        provenance={"native_turn_id": payload["native_turn_id"]})
+                if turn is not None:  # sent with the batch's events
+                    writer.also.append(timeline_sql.provenance_statement(
+                        turn.pk, "turn.started",
+                        {"native_turn_id": payload["native_turn_id"]}))
                 continue
             if event.terminal:
                 if turn is None:
                     continue
-                state = TERMINAL_STATE[event.type]
-                ended_at = timezone.now()
-                error_code = payload.get("code", "") if state == TurnState.FAILED else ""
-                # only a turn not yet ended takes it (under the session lock)
-                ending = Turn(pk=turn.pk, state=state, ended_at=ended_at, error_code=error_code)
-                # its start time comes back with the write: no read after it for the metrics
-                ended = fast_writes.update(ending, ["state", "ended_at", "error_code"],
-                                           unless=("state", ENDED), returning=("started_at",))
-                if ended is None:
-                    writer.flush()  # a terminal earlier in this batch is the accepted one
+                if event is not terminal or ended is None:
+                    # the turn had ended already, or a terminal earlier in this batch
+                    # is the accepted one
+                    writer.flush()
                     _late_terminal(turn.pk, event.type, payload)
                     continue
+                state, ended_at, error_code = ending.state, ending.ended_at, ending.error_code
                 fact = _announce_turn_end(session_id, turn.pk, state, error_code, ended_at,
                                           session.turn_key, session.has_task_runs)
                 if fact is not None:  # sent with the batch's events, in their round trip
@@ -299,7 +313,7 @@ def record(session_id: int, turn_id: int | None,
         if session.lifecycle == Lifecycle.IDLE:
             fields += ["lifecycle", "last_active_at"]
         # the session row's change goes with the batch's events (one round trip)
-        writer.commit_publish([*fields, "updated_at"] if fields else ())
+        writer.commit_publish([*fields, "updated_at"] if fields else (), last=True)
         return writer.published
 
 
@@ -368,7 +382,7 @@ def _announce_turn_end(session_id: int, turn_id: int, state: str, error_code: st
 
 def _late_terminal(turn_id: int, type_: str, payload: dict[str, Any]) -> None:
     accepted = TimelineEvent.objects.filter(turn_id=turn_id,
-                                            type__in=list(TERMINAL_STATE)).first()
+                                            type__in=list(turns.TERMINALS)).first()
     if accepted is None:
         return
     prov = dict(accepted.provenance or {})
@@ -385,89 +399,69 @@ def start_turn(session_id: int, turn_id: int, native_turn_id: str | None = None,
     kept in the ``turn.started`` payload and on the turn."""
     payload: dict[str, Any] = {"native_turn_id": native_turn_id} if native_turn_id else {}
     payload.update(prompt or {})
-    with transaction.atomic():
-        session = _locked(session_id, turn_id, with_last=True)
-        # only a queued turn opens (under the session lock, so its state is current)
-        opening = Turn(pk=turn_id, state=TurnState.RUNNING, started_at=timezone.now(),
-                       prompt_revisions=list(payload.get("prompt_revisions") or []))
-        # when it was queued comes back with the write (the metrics' wait): no read after it
-        opened = fast_writes.update(opening, ["state", "started_at", "prompt_revisions"],
-                                    only_if=("state", [TurnState.QUEUED]),
-                                    returning=("created_at",))
+    # only a queued turn opens (turns.TABLE, under the session lock, so its state is
+    # current: in the lock's round trip); when it was queued comes back with the write
+    # (the metrics' wait)
+    start = turns.change(turns.START)
+    opening = Turn(pk=turn_id, state=start.state, started_at=timezone.now(),
+                   prompt_revisions=list(payload.get("prompt_revisions") or []))
+    with fast_writes.atomic():
+        session, (opened,) = _locked(session_id, turn_id, with_last=True, then=[
+            fast_writes.update_statement(opening, ["state", "started_at", "prompt_revisions"],
+                                         only_if=("state", start.sources),
+                                         returning=("created_at",))])
         if opened is None:
             return []
         turn = TurnRef(turn_id, session.turn_seq)
-        if session.has_task_runs:  # its task run (sessions/task_runs.py) is running now
-            TaskRun.objects.filter(session_id=session_id, turn_key=base_key(session.turn_key),
-                                   state=TaskRunState.QUEUED).update(
-                state=TaskRunState.RUNNING, started_at=timezone.now())
+        if session.has_task_runs:  # its task run (execution/task_runs.py) is running now
+            hooks.task_turn_started(session_id, turns.base_key(session.turn_key))
         lifecycle.apply(session, lifecycle.TURN_STARTED)
         writer = Writer(session, session.last_event_seq)
         writer.append("turn.started", payload, turn=turn)
-        # the session's new state and the event: one round trip
-        writer.commit_publish(["lifecycle", "sleep_reason", "updated_at"])
+        # the session's new state and the event: one round trip, with the COMMIT
+        writer.commit_publish(["lifecycle", "sleep_reason", "updated_at"], last=True)
         transaction.on_commit(functools.partial(
             metrics.turn_started, session.runtime,
             (opening.started_at - opened[0]).total_seconds()))
         return writer.published
 
 
-RESUME_SUFFIX = ":resumed"
-RESUME_LIMIT = 2  # continuations of one input; a turn that keeps killing its host fails
-RESUME_TEXT = ("(amux) The process running this conversation stopped while you were working "
-               "on the message below, so that turn was cut short. Continue it where it "
-               "stopped: what you already did has taken effect, so do not repeat it.\n\n")
-
-
-def base_key(key: str) -> str:
-    """The key of the input a turn carries on: a continuation's key without its suffixes."""
-    return key.split(RESUME_SUFFIX, 1)[0]
-
-
 def reconcile_running(session_id: int, code: str = "host_lost",
                       message: str = "the runtime host stopped during this turn") -> int:
-    """Give every turn left running by a dead host its one terminal event.
-
-    A host's death is amux's fault, not the agent's: the turn ends cancelled and the same
-    input is queued again as a continuation (idempotent on its key, bounded), so the work
-    a person asked for is not dropped. Past the bound the turn ends failed, as before."""
+    """Give every turn left running by a lost host its one terminal event, and queue its
+    continuation if it has one (turns.host_lost). Each turn in a durable transaction of
+    its own: the host calls this on its database thread (before it serves, and after a
+    shared app-server was lost), never inside a transaction."""
     ended = 0
     archived = Session.objects.filter(pk=session_id, lifecycle=Lifecycle.ARCHIVED).exists()
     for turn in Turn.objects.filter(session_id=session_id, state=TurnState.RUNNING):
-        with transaction.atomic():
-            if (turn.input or {}).get("interrupt_requested"):
-                # someone interrupted it before the host died: it is not continued
-                record(session_id, turn.pk, [rt.TurnCancelled(reason=code)])
-            elif (turn.input or {}).get("command") == "goal":
-                # a goal turn is the runtime's own: the next host admits the goal's next
-                # continuation afresh (sessions.native_goal_host), none is replayed
-                record(session_id, turn.pk, [rt.TurnCancelled(reason=code)])
-            elif not archived and turn.key.count(RESUME_SUFFIX) < RESUME_LIMIT:
-                record(session_id, turn.pk, [rt.TurnCancelled(reason=code)])
-                text = (turn.input or {}).get("text", "")
-                if not text.startswith(RESUME_TEXT):
-                    text = RESUME_TEXT + text
-                parts = list((turn.input or {}).get("parts") or [])
-                if parts and not parts[0].get("text", "").startswith(RESUME_TEXT):
-                    parts.insert(0, {"type": "text", "text": RESUME_TEXT.rstrip()})
-                enqueue_input(session_id, text, key=turn.key + RESUME_SUFFIX,
-                              images=(turn.input or {}).get("images") or None,
-                              parts=parts or None,
-                              command=(turn.input or {}).get("command"),
-                              origin=turn.origin or None)
-            else:
-                record(session_id, turn.pk, [rt.TurnFailed(code=code, message=message)])
+        stored = turn.input or {}
+        lost = turns.host_lost(turn.key, stored, archived=archived, code=code,
+                               message=message)
+        with transaction.atomic(durable=True):
+            record(session_id, turn.pk, [lost.terminal])
+            if (again := lost.continuation) is not None:  # idempotent on its key
+                enqueue_input(session_id, again.text, key=again.key,
+                              images=stored.get("images") or None, parts=again.parts,
+                              command=stored.get("command"), origin=turn.origin or None)
         ended += 1
     return ended
 
 
+def fail_queued(session_id: int, code: str, message: str) -> None:
+    """The runtime did not start: the queued inputs cannot run, each ends failed with its
+    one terminal event."""
+    for turn in Turn.objects.filter(session_id=session_id, state=TurnState.QUEUED):
+        record(session_id, turn.pk, [rt.TurnFailed(code=code, message=message)])
+
+
 def note(session_id: int, type_: str, payload: dict[str, Any]) -> None:
     """A session-level event (no turn), e.g. an error at start-up or a lifecycle change."""
-    with transaction.atomic():
-        session = _locked(session_id, with_last=True)
+    with fast_writes.atomic():
+        session, _ = _locked(session_id, with_last=True)
         writer = Writer(session, session.last_event_seq)
         writer.append(type_, payload)
-        writer.commit_publish()
+        writer.commit_publish(last=True)
 
 
 # ------------------------------------------------------------------------------- reads
@@ -532,13 +526,25 @@ def open_async_questions(session_id: int) -> dict[str, dict[str, Any]]:
 
 
 def note_interrupt_requested(turn_id: int) -> None:
-    """Keep on a running turn that an interrupt was asked for (reconcile_running reads it)."""
+    """Keep on a running turn that an interrupt was asked for (turns.host_lost reads it)."""
     with transaction.atomic():
         turn = locks.turn(turn_id)  # its row alone (sessions/locks.py)
-        if turn is not None and not (turn.input or {}).get("interrupt_requested"):
-            turn.input = {**(turn.input or {}), "interrupt_requested": True}
+        noted = None if turn is None else turns.interrupt_noted(turn.state, turn.input or {})
+        if noted is not None:
+            turn.input = noted
             turn.save(update_fields=["input"])
 
 
 def turn_in_flight(session_id: int) -> Turn | None:
     return Turn.objects.filter(session_id=session_id, state=TurnState.RUNNING).first()
+
+
+# ------------------------------------------------------------------ retention
+def forget(sessions: Any, limit: int) -> int:
+    """Retention (tickets/retention.py): at most ``limit`` events of ``sessions`` (a
+    queryset of session ids whose history has expired) deleted, oldest first, in a short
+    transaction of its own (SQLite has one writer); how many went."""
+    with transaction.atomic():
+        ids = list(TimelineEvent.objects.filter(session__in=sessions)
+                   .values_list("pk", flat=True)[:limit])
+        return TimelineEvent.objects.filter(pk__in=ids).delete()[0] if ids else 0

@@ -32,6 +32,7 @@ OPEN = object()  # writer marker: open the turn (turn.started) before its first 
 # machine, the runtime itself is waiting for (a Codex turn's end came ~7 ms later with
 # every event stored at once). A terminal is stored at once, with whatever waits.
 GATHER_SECONDS = 0.02
+CONTROLS_AFTER_END = 120.0  # seconds the turn's control reader may take to reach its marker
 
 
 class EventQueue:
@@ -117,6 +118,9 @@ class TurnService:
         self.carry: list[Any] = []  # the batch being stored: kept for db()'s one retry
         self.started: list[asyncio.Task[Any]] = []  # goal commands, run to their end
         self.deferred: list[dict[str, Any]] = []  # model and clear: once the turn ended
+        # set when the runtime has sent the turn's terminal: from then on the reader answers
+        # as the idle host does (a late answer or interrupt is refused on the timeline)
+        self.ended = False
 
     async def run(self) -> list[dict[str, Any]]:
         """Serve the turn; answers the commands put off until it has ended."""
@@ -124,9 +128,7 @@ class TurnService:
         try:
             await asyncio.gather(self.consume(), self.write())
         finally:
-            control_task.cancel()
-            with contextlib.suppress(BaseException):
-                await control_task
+            await self._end_controls(control_task)
             for task in self.started:
                 with contextlib.suppress(Exception):
                     await task
@@ -135,7 +137,11 @@ class TurnService:
     async def consume(self) -> None:
         try:
             async for event in self.adapter.run_turn(self.turn_input):
+                if getattr(event, "terminal", False):
+                    self.ended = True
                 await self.queue.put(event)
+        except errors.AppServerLost:
+            pass  # no terminal here: the host ends the turn as a lost host's (host.py)
         except errors.RuntimeAdapterError as exc:
             await self.queue.put(TurnFailed(code=exc.code, message=str(exc)))
         except Exception as exc:  # never leave a turn without its terminal
@@ -143,6 +149,7 @@ class TurnService:
             await self.queue.put(ErrorObserved(code="host_error", message=repr(exc)[:500]))
             await self.queue.put(TurnFailed(code="host_error", message=str(exc)[:500]))
         finally:
+            self.ended = True
             await self.queue.put(None)
 
     def store_arrived(self) -> bool:
@@ -171,17 +178,46 @@ class TurnService:
             await self.queue.arrived(GATHER_SECONDS)
 
     async def controls(self) -> None:
+        """Answer the control channel until this turn's end marker comes: what arrived
+        before it is this turn's to answer, what comes after waits for the host."""
         host = self.host
         while True:
             msg = await control.pop(host._redis, host.session_id, host.poll)
             await native_goal_host.observe(host)
-            if msg is not None:
-                await self.control(msg)
+            if msg is None:
+                continue
+            if msg.get("op") == control.TURN_END:
+                if msg.get("turn") == self.turn.pk:
+                    return
+                continue  # a marker left by an earlier host of this session
+            await self.control(msg)
+
+    async def _end_controls(self, control_task: asyncio.Task[None]) -> None:
+        """Stop answering controls once the turn has ended, losing no message: the reader
+        is told with a marker behind whatever waits (a cancelled pop could drop a message
+        Redis had already handed over; a goal command lost so left its goal running)."""
+        try:
+            if not control_task.done():
+                await control.mark_turn_end(self.host._redis, self.host.session_id,
+                                            self.turn.pk)
+            # a command taken before the marker runs to its end (each native call is bounded)
+            await asyncio.wait_for(asyncio.shield(control_task), CONTROLS_AFTER_END)
+        except asyncio.CancelledError:
+            control_task.cancel()
+            raise
+        except Exception:  # Redis gone: the host's own loop finds out and reports it
+            log.warning("the control channel failed while a turn ran", exc_info=True)
+            control_task.cancel()
+            with contextlib.suppress(BaseException):
+                await control_task
 
     async def control(self, msg: dict[str, Any]) -> None:
         """One message of the session's control channel while the turn runs."""
         host, op = self.host, msg.get("op")
-        if op == "goal":
+        if self.ended and op not in ("model", "clear"):
+            # the turn is over, though its end is still being stored: no runtime call
+            await host._command_while_idle(msg)
+        elif op == "goal":
             await self.finish(native_goal_host.apply(host, msg, goal_turn=self.is_goal_turn))
         elif op == "input" and self.is_goal_turn:
             # ordinary input preempts a goal turn (the goal keeps its authorization)

@@ -3,7 +3,7 @@
 Each limit is an integer or null (null: not set here, the default applies); 0 disables it,
 a negative value means the built-in default, a value above the maximum is refused naming the
 field. A session freezes its effective limits when it is created: session > provider >
-global > default (sessions.services.effective_watchdog).
+global > default (sessions.new_session.effective_watchdog).
 """
 
 from __future__ import annotations

@@ -78,4 +78,9 @@ def runtime_root() -> Path:
 
 
 def state_dir(session: Session) -> Path:
+    """The session's own, or the one the pre-started runtime it took was started with
+    (sessions/warm_pool.py; recorded with its identity), which stays its own."""
+    adopted = ((session.snapshot or {}).get("identity") or {}).get("state_dir")
+    if adopted and Path(adopted).parent == runtime_root():
+        return Path(adopted)
     return runtime_root() / f"session-{session.pk}"

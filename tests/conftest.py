@@ -99,9 +99,16 @@ def tmp_path(request, tmp_path_factory):
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_runtime_pool():
+    """The test process's pool, and its users deleted when the process ends: every checkout
+    and xdist worker has a pool of its own, and left behind they use up the machine's
+    system group ids (about 900), after which no runtime starts."""
     from django.conf import settings
 
+    from runtimes.isolation import remove_pool
+
     settings.AMUX_RUNTIME_POOL = os.environ["AMUX_RUNTIME_POOL"]
+    yield
+    remove_pool(os.environ["AMUX_RUNTIME_POOL"])
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -11,14 +11,15 @@ import contextlib
 import logging
 from datetime import datetime
 
+from django.db import transaction
+
 from amux_common.clock import now as clock
 from effects import outbox
 from intake.send import thread_context
 from prompts_app import service as prompts
-from sessions import ownership
 from sessions import services as sessions
-from sessions.models import Session, TimelineEvent
-from tickets import main_session, triage, worker, workspace
+from sessions.models import TimelineEvent
+from tickets import main_session, read, triage, worker, workspace
 from tickets.actions import executor, routing
 from tickets.actions import guards as guard_actions
 from tickets.core import failure as failures
@@ -64,7 +65,9 @@ def _thread_context(evaluation: Eval) -> str:
 
 
 def dispatch_assignment(effect_id: int, payload: dict) -> None:
-    """Start (or stop) a ticket's worker run: its session, directory, tools and brief."""
+    """Start (or stop) a ticket's worker run. The dispatch is one action (its caps, token,
+    session and start, in one transaction: executor.run_dispatched); what it leaves to do
+    outside the database comes back as this kind's ``start`` effect (`start_run`)."""
     assignment = (
         Assignment.objects.select_related("ticket__thread__source", "ticket__mandate__trigger")
         .filter(pk=payload.get("assignment"))
@@ -80,71 +83,69 @@ def dispatch_assignment(effect_id: int, payload: dict) -> None:
                 sessions.interrupt(ticket.session_id)
         executor.assignment_ended(assignment_id=assignment.pk, reason="stopped")
         return
-    if assignment.state != "dispatching" or ticket.ended_at is not None:
-        return  # started already, or stopped meanwhile
-    _wait_if_capped(guard_actions.dispatch_held(assignment_id=assignment.pk))
+    if payload.get("action") == "start":
+        start_run(assignment, payload["session"])
+        return
+    _wait_if_capped(executor.run_dispatched(assignment_id=assignment.pk,
+                                            open_session=_open_session))
+
+
+def _open_session(ticket, token: str) -> int | failures.Failure:
+    """The worker's session for a run being dispatched, written in the dispatch's
+    transaction (executor.run_dispatched), with its token file; or why it cannot run."""
     try:
         config = worker.choose()
     except worker.WorkerNotConfigured as exc:
-        _dispatch_failed(assignment, failures.dispatch_failure("settings", str(exc)))
-        return
+        return failures.dispatch_failure("settings", str(exc))
+    # a file, written before the session as it always was: a rollback leaves in it a
+    # token whose hash was never stored (inert), which the next dispatch overwrites
+    worker.write_token(ticket, token)
     try:
-        worker.setup()
-        # The clone before the session: its first turn starts in the repository.
-        workdir = workspace.prepare(ticket)
-    except WorkerSetupError as exc:
-        _dispatch_failed(assignment, failures.dispatch_failure("session", str(exc),
-                                                               failures.WORKER_SETUP))
-        return
-    except workspace.WorkspaceError as exc:
-        log.warning("dispatch of ticket %s: %s", ticket.pk, exc)
-        _dispatch_failed(assignment, failures.dispatch_failure("session", str(exc),
-                                                               failures.WORKSPACE))
-        return
-    try:
-        _start_run(ticket, assignment, config, workdir)
+        with transaction.atomic():  # a refusal leaves no session row behind
+            return worker.open_session(ticket, config)
     except sessions.CommandError as exc:
         # The session layer refused (unknown runtime, provider, model): retrying the same
         # effect cannot help; the run fails visibly until input, Retry or new settings.
-        _dispatch_failed(assignment, failures.dispatch_failure("session", str(exc), exc.code))
+        return failures.dispatch_failure("session", str(exc), exc.code)
 
 
-def _dispatch_failed(assignment: Assignment, failure: failures.Failure) -> None:
-    executor.assignment_ended(assignment_id=assignment.pk, reason=failure.code, failed=True,
-                            failure=failure)
+def start_run(assignment: Assignment, session_id: int) -> None:
+    """A dispatched run's outside work, idempotent on replay: the worker's commands, the
+    ticket's working copy (a clone there already is reused as it is) and the brief, posted
+    once (its input key) — which wakes the session's host, so the runtime starts in the
+    clone. Nothing is done for a run that ended or moved to another session meanwhile."""
+    ticket = assignment.ticket
+    if (assignment.state != "running" or ticket.ended_at is not None
+            or ticket.session_id != session_id):
+        return
+    try:
+        worker.setup()
+        # the run's start (its dispatch's transaction) is when it asked for the repository
+        workspace.prepare(ticket, asked=assignment.started_at.timestamp()
+                          if assignment.started_at else None)
+    except WorkerSetupError as exc:
+        _start_failed(assignment, session_id, failures.dispatch_failure(
+            "session", str(exc), failures.WORKER_SETUP))
+        return
+    except workspace.WorkspaceError as exc:
+        log.warning("dispatch of ticket %s: %s", ticket.pk, exc)
+        _start_failed(assignment, session_id, failures.dispatch_failure(
+            "session", str(exc), failures.WORKSPACE))
+        return
+    try:
+        sessions.post_message(session_id, worker.brief(ticket, assignment),
+                              key=read.brief_key(assignment.pk))
+    except sessions.CommandError as exc:
+        _start_failed(assignment, session_id, failures.dispatch_failure(
+            "session", str(exc), exc.code))
+        return
+    executor.run_briefed(assignment_id=assignment.pk)
 
 
-def _start_run(ticket, assignment: Assignment, config, workdir) -> None:
-    def start(token: str) -> int:
-        worker.write_token(ticket, token)
-        session = ticket.session or Session.objects.filter(
-            name=worker.session_name(ticket)).first()
-        if session is None:
-            session = sessions.create_session(
-                runtime=config.worker_runtime,
-                provider=config.worker_provider.slug,
-                model=config.worker_model,
-                workdir=str(workdir),
-                name=worker.session_name(ticket),
-                prompt_role="worker",  # every turn reads the current worker prompt
-                mcp_servers=worker.mcp_servers(ticket),
-                env=worker.environment(ticket),
-                path=[str(worker.bin_dir())],
-                ask_user=False,  # the worker profile: people are asked only through `amux ask`
-                background_shell_after=worker.BACKGROUND_SHELL_AFTER,
-                # acts for nobody (its tools are the ticket's); reads its requester's memory
-                scope=ownership.of_person("worker", _requester(ticket), acts=False),
-            )
-        sessions.post_message(
-            session.pk, worker.brief(ticket, assignment), key=f"assignment:{assignment.pk}")
-        return session.pk
-
-    executor.run_dispatched(assignment_id=assignment.pk, start=start)
-
-
-def _requester(ticket) -> str:
-    mandate = getattr(ticket, "mandate", None)
-    return mandate.requester if mandate is not None else ""
+def _start_failed(assignment: Assignment, session_id: int,
+                  failure: failures.Failure) -> None:
+    executor.run_start_failed(assignment_id=assignment.pk, session_id=session_id,
+                              failure=failure)
 
 
 def deliver_input(effect_id: int, payload: dict) -> None:
@@ -154,7 +155,7 @@ def deliver_input(effect_id: int, payload: dict) -> None:
         return
     _wait_if_capped(guard_actions.input_held(input_id=item.pk))
     session_id = item.ticket.session_id
-    if session_id is None:
+    if session_id is None or not read.briefed(item.ticket_id, session_id):
         verdict = executor.input_waiting(input_id=item.pk)
         if verdict is failures.Delivery.WAIT:
             raise outbox.Later(5, "the worker run is being dispatched")
@@ -173,7 +174,7 @@ def deliver_input(effect_id: int, payload: dict) -> None:
 
 def _wait_if_capped(found) -> None:
     """A reached cap holds new work (not a failure): the row waits in line until the cap
-    resets; raising it or Retry makes it due at once (guard_actions.guards_rechecked)."""
+    resets; raising it or Retry makes it due at once (guard_actions.recheck)."""
     if found is not None:
         raise outbox.Later(guards.retry_in(found, clock()), found.text)
 

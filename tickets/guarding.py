@@ -81,19 +81,13 @@ def reached(tickets: Iterable[Ticket], now: datetime) -> dict[int, guards.Reache
     return out
 
 
-def model_request_refusal(session_id: int) -> str | None:
-    """Why a model request of `session_id` may not go out now: the cap its ticket has
-    reached (the ticket's stage shows it blocked with the same text), or None."""
-    from django.db import connection
-
-    # before every model request: most sessions have no live ticket, and a plain statement
-    # says so without the ORM compiling a query (about 0.5 ms each time)
-    with connection.cursor() as cursor:
-        cursor.execute(_LIVE_TICKET_SQL, [session_id])
-        row = cursor.fetchone()
-    if row is None:
+def model_request_refusal(session_id: int, ticket_id: int) -> str | None:
+    """Why a model request of `session_id`, whose live ticket is `ticket_id` (what
+    `MODEL_REQUEST_PROBE` found), may not go out now: the cap the ticket has reached (its
+    stage shows it blocked with the same text), or None."""
+    ticket = Ticket.objects.filter(pk=ticket_id).first()
+    if ticket is None:
         return None
-    ticket = Ticket.objects.get(pk=row[0])
     found = reached([ticket], clock())[ticket.pk]
     if found is None:
         return None
@@ -101,5 +95,7 @@ def model_request_refusal(session_id: int) -> str | None:
     return f"amux: {found.text}"
 
 
-_LIVE_TICKET_SQL = (f"SELECT id FROM {Ticket._meta.db_table} WHERE session_id = %s "
-                    f"AND ended_at IS NULL ORDER BY id LIMIT 1")
+# the session's live ticket, read with the grant of each model request (sessions.hooks):
+# NULL for most sessions, which then pay nothing more
+MODEL_REQUEST_PROBE = (f"SELECT id FROM {Ticket._meta.db_table} WHERE session_id = "
+                       f"{{session}} AND ended_at IS NULL ORDER BY id LIMIT 1")

@@ -21,6 +21,7 @@ from django.db import transaction
 from intake.models import Trigger
 from sessions import isolation
 from sessions import services as sessions
+from sessions.new_session import Launch, Prompting, SessionSpec
 from tickets import main_config
 from tickets.actions import main_routing
 from tickets.core import main_session as rules
@@ -58,11 +59,13 @@ def ensure(config: main_config.MainConfig) -> int:
                 current.model) == (config.runtime, config.provider, config.model):
             return current.pk
         session = sessions.create_session(
-            runtime=config.runtime, provider=config.provider, model=config.model,
-            workdir=str(workdir()), name=SESSION_NAME,
-            prompt_role="main",  # every turn reads the current "main" prompt of the panel
-            mcp_servers=[mcp_server_entry(amux_url(), str(token_file()))],
-            ask_user=False,  # it decides with its tools; it never waits on a person
+            Launch.direct(
+                runtime=config.runtime, provider=config.provider, model=config.model,
+                mcp_servers=[mcp_server_entry(amux_url(), str(token_file()))],
+                ask_user=False),  # it decides with its tools; it never waits on a person
+            # every turn reads the current "main" prompt of the panel
+            Prompting(prompt_role="main"),
+            SessionSpec(workdir=str(workdir()), name=SESSION_NAME),
         )
         token = tokens.new_token()
         row.session = session

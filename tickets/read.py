@@ -13,7 +13,7 @@ from tickets import guarding
 from tickets.core import answers, tokens
 from tickets.core.failure import Failure, last_failure
 from tickets.core.stage import Stage, StageFacts, derive, label
-from tickets.models import Assignment, Input, Question, Report, Ticket
+from tickets.models import LIVE_ASSIGNMENT, Assignment, Input, Question, Report, Ticket
 
 
 def stage_facts(tickets: Iterable[Ticket]) -> dict[int, StageFacts]:
@@ -110,3 +110,17 @@ def failures(tickets: Iterable[Ticket]) -> dict[int, Failure | None]:
                          "end_reason"):
         last[row[0]] = row[1:]
     return {pk: last_failure(*last[pk]) if pk in last else None for pk in ids}
+
+
+def briefed(ticket_id: int, session_id: int | None) -> bool:
+    """Whether the ticket's live run (if any) has its brief in the worker session: the
+    run's start effect posts it once the clone is made (effect_handlers.start_run)."""
+    live = (Assignment.objects.filter(LIVE_ASSIGNMENT, ticket_id=ticket_id).order_by("-pk")
+            .values_list("pk", flat=True).first())
+    return live is None or (session_id is not None and Turn.objects.filter(
+        session_id=session_id, key=brief_key(live)).exists())
+
+
+def brief_key(assignment_id: int) -> str:
+    """The input key of a run's brief: it is posted once, whatever replays."""
+    return f"assignment:{assignment_id}"

@@ -15,6 +15,7 @@ and a run stops after MAX_BATCHES per kind; the next run continues where it stop
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -24,7 +25,8 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from intake.models import Delivery
-from sessions.models import Lifecycle, Session, TimelineEvent
+from sessions import timeline
+from sessions.models import Lifecycle, Session
 from tickets.models import Ticket
 
 BATCH = 500
@@ -57,24 +59,30 @@ def _expired_sessions(before: datetime):
             .exclude(Exists(newer)).values("pk"))
 
 
-def _delete_in_batches(queryset, model) -> int:
+def _in_batches(delete_batch: Callable[[int], int]) -> int:
+    """Rows deleted BATCH at a time by ``delete_batch`` (which says how many went), until
+    fewer remain or MAX_BATCHES ran."""
     removed = 0
     for _ in range(MAX_BATCHES):
-        with transaction.atomic():
-            ids = list(queryset.values_list("pk", flat=True)[:BATCH])
-            if not ids:
-                break
-            removed += model.objects.filter(pk__in=ids).delete()[0]
-        if len(ids) < BATCH:
+        went = delete_batch(BATCH)
+        removed += went
+        if went < BATCH:
             break
     return removed
+
+
+def _forget_deliveries(deliveries, limit: int) -> int:
+    with transaction.atomic():
+        ids = list(deliveries.values_list("pk", flat=True)[:limit])
+        return Delivery.objects.filter(pk__in=ids).delete()[0] if ids else 0
 
 
 def prune(days: int | None = None, now: datetime | None = None) -> Pruned:
     before = cutoff(days, now)
     if before is None:
         return Pruned()
-    events = TimelineEvent.objects.filter(session__in=_expired_sessions(before))
+    expired = _expired_sessions(before)
     deliveries = Delivery.objects.filter(received_at__lt=before, processed_at__lt=before)
-    return Pruned(events=_delete_in_batches(events, TimelineEvent),
-                  deliveries=_delete_in_batches(deliveries, Delivery))
+    # a session's events go through its timeline, their one writer
+    return Pruned(events=_in_batches(lambda limit: timeline.forget(expired, limit)),
+                  deliveries=_in_batches(lambda limit: _forget_deliveries(deliveries, limit)))

@@ -1,18 +1,13 @@
 """Celery tasks of the orchestrator: thin interfaces that load by id and make one call.
 
 The outbox's drain task lives with the outbox (effects/tasks.py), intake's sweep and
-polls with intake (intake/tasks.py)."""
+polls with intake (intake/tasks.py). What a cap holds needs no sweep: each held message,
+input and dispatch is an outbox row due again when its cap resets."""
 
 
 from amux_common.tasks import durable_task
 from tickets import retention
-from tickets.actions import guards, main_routing
-
-
-@durable_task("tickets.guards_sweep", time_limit=60, soft_time_limit=50)
-def guards_sweep() -> int:
-    """When an hour or a day rolls over, what a cap held goes out (in order)."""
-    return len(guards.guards_rechecked())
+from tickets.actions import main_routing
 
 
 @durable_task("tickets.prune_history", time_limit=300, soft_time_limit=240)

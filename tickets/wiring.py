@@ -44,5 +44,6 @@ def wire() -> None:
     hooks.worker_configured.provide(policy_hooks.worker_configured)
     session_hooks.worker_defaults.provide(policy_hooks.worker_defaults)
     session_hooks.session_cli.provide(worker.session_cli)
-    session_hooks.model_request_caps.register(guarding.model_request_refusal)
+    session_hooks.model_request_caps.register(guarding.model_request_refusal,
+                                              guarding.MODEL_REQUEST_PROBE)
     hooks.new_version.listen(_policy_version_saved)

@@ -20,7 +20,10 @@ from django.conf import settings
 
 from intake.models import Source
 from intake.sources import plugin
-from sessions import isolation
+from sessions import isolation, ownership
+from sessions import services as sessions
+from sessions.models import Session
+from sessions.new_session import Launch, Prompting, SessionSpec
 from tickets.models import AgentSettings, Assignment, Ticket
 from tickets.tools import install_worker_bin, mcp_server_entry, worker_env
 from tickets.tools.worker_bin import (
@@ -204,6 +207,37 @@ def brief(ticket: Ticket, assignment: Assignment) -> str:
             f"the pull request with `amux pr \"<title>\" --head amux/{ticket.short_name}`."
         )
     return "\n".join(lines)
+
+
+def open_session(ticket: Ticket, config: AgentSettings) -> int:
+    """The worker's session of ``ticket``: its own when it has one (a revived ticket, a
+    replayed dispatch), else a new one written in the caller's transaction with the worker
+    profile; its work directory is the ticket's clone (made by the run's start effect
+    before its first message). Raises sessions' CommandError when the session layer
+    refuses the settings."""
+    found = ticket.session_id or Session.objects.filter(
+        name=session_name(ticket)).values_list("pk", flat=True).first()
+    if found is not None:
+        return found
+    mandate = getattr(ticket, "mandate", None)
+    return sessions.create_session(
+        Launch.direct(
+            runtime=config.worker_runtime,
+            provider=config.worker_provider.slug,
+            model=config.worker_model,
+            mcp_servers=mcp_servers(ticket),
+            env=environment(ticket),
+            path=[str(bin_dir())],
+            ask_user=False,  # the worker profile: people are asked only through `amux ask`
+            background_shell_after=BACKGROUND_SHELL_AFTER),
+        Prompting(prompt_role="worker"),  # every turn reads the current worker prompt
+        SessionSpec(
+            workdir=str(work_dir(ticket)),
+            name=session_name(ticket),
+            # acts for nobody (its tools are the ticket's); reads its requester's memory
+            scope=ownership.of_person("worker", mandate.requester if mandate else "",
+                                      acts=False)),
+    ).pk
 
 
 def choose() -> AgentSettings:

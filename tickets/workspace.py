@@ -4,8 +4,9 @@ For a ticket on a GitHub thread, `<data>/work/<short name>` is a clone of the ti
 repository on the branch `amux/<short name>`, made from the `clone_url` the GitHub API
 reports (github.com and GitHub Enterprise alike; test servers may use plain http). Every
 repository has one bare mirror under `<data>/mirrors/<host>/<owner>/<name>.git`, fetched
-before each new ticket; a ticket's clone borrows the mirror's objects (`git clone
---shared`), so the tenth ticket on a large repository downloads only what is new.
+before each new ticket (tickets that start together share one fetch); a ticket's clone
+borrows the mirror's objects (`git clone --shared`), so the tenth ticket on a large
+repository downloads only what is new.
 
 amux's own git runs with the source's credential given for that one command (an HTTP
 header in the command's environment), never written into any config file, and never
@@ -46,6 +47,9 @@ log = logging.getLogger(__name__)
 GIT_TIMEOUT = 600  # a first mirror of a large repository takes a while
 ORIGIN_TTL = 300.0  # seconds a repository's clone_url is trusted before asking again
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+# How long the first of several tickets starting together on one repository waits, holding
+# the mirror's lock, before it fetches: the others arrive meanwhile and share its fetch.
+FETCH_GATHER_SECONDS = 0.2
 
 
 # Settings with which a repository's own configuration makes git run a program: a worker
@@ -224,14 +228,43 @@ def _locked(mirror: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def refresh_mirror(source: Source, origin: Origin) -> Path:
-    """Create the repository's mirror, or fetch what is new into it."""
+def _fetched_at(mirror: Path) -> float:
+    """When the mirror's last successful fetch (or first clone) started, 0 if never."""
+    try:
+        return float(mirror.with_name(mirror.name + ".fetched").read_text())
+    except (OSError, ValueError):
+        return 0.0
+
+
+def _mark_fetched(mirror: Path, started: float) -> None:
+    stamp = mirror.with_name(mirror.name + ".fetched")
+    partial = stamp.with_name(stamp.name + ".partial")
+    partial.write_text(repr(started))
+    os.replace(partial, stamp)
+
+
+def refresh_mirror(source: Source, origin: Origin, asked: float | None = None) -> Path:
+    """Create the repository's mirror, or fetch what is new into it.
+
+    Tickets on one repository that start together share one fetch: a fetch that started
+    after a caller asked holds everything the repository had when it asked, so a caller
+    who waited on the mirror's lock while one ran skips its own; the one that fetches
+    first lets the callers right behind it (FETCH_GATHER_SECONDS) arrive. A caller who
+    came after a fetch had started fetches again (for all who came meanwhile). ``asked``:
+    when the caller's work began (its ticket's start), now by default."""
+    asked = time.time() if asked is None else asked
     mirror = mirror_dir(origin.clone_url)
     auth = _credential(source, origin)
     with _locked(mirror):
-        if (mirror / "HEAD").exists():
+        # a stamp ahead of the clock (the clock was set back) is not trusted
+        fresh = asked <= _fetched_at(mirror) <= time.time()
+        if (mirror / "HEAD").exists() and not fresh:
+            time.sleep(FETCH_GATHER_SECONDS)  # the lock is held: the others queue on it
+            started = time.time()
             _git(["fetch", "--prune", "--tags", "--quiet", "origin"], cwd=mirror, auth=auth)
-        else:
+            _mark_fetched(mirror, started)
+        elif not (mirror / "HEAD").exists():
+            started = time.time()
             partial = mirror.with_name(mirror.name + ".partial")
             if partial.exists():  # a first clone that died half-way
                 shutil.rmtree(partial)
@@ -242,15 +275,19 @@ def refresh_mirror(source: Source, origin: Origin) -> Path:
                                ("gc.reflogExpireUnreachable", "never")):
                 _git(["config", key, value], cwd=partial)
             os.replace(partial, mirror)
+            _mark_fetched(mirror, started)
         # a ticket's clone borrows these objects: its linux-dac worker must read them
         isolation.share_tree_read_only(mirror)
     return mirror
 
 
-def prepare(ticket: Ticket) -> Path:
+def prepare(ticket: Ticket, asked: float | None = None) -> Path:
     """The ticket's work directory, ready for its worker: a clone on `amux/<short name>`
     (reused as it is when the ticket is revived), or an empty directory when the ticket
-    has no repository."""
+    has no repository. ``asked``: when its run was started (a mirror fetch that started
+    after that is fresh enough for it), now by default; runs started together share one
+    fetch even when their clones are made one after another."""
+    asked = time.time() if asked is None else min(asked, time.time())
     workdir = work_dir(ticket)
     if (workdir / ".git").exists():
         _point_at_gateway(ticket, workdir)
@@ -266,7 +303,7 @@ def prepare(ticket: Ticket) -> Path:
         return workdir
     source, repo = found
     origin = origin_for(source, repo)
-    mirror = refresh_mirror(source, origin)
+    mirror = refresh_mirror(source, origin, asked)
     branch = branch_name(ticket)
     # A directory lost with its host is rebuilt from the branch the worker pushed.
     start = branch if _has_branch(mirror, branch) else origin.default_branch

@@ -166,30 +166,47 @@ class ConfigError(ValueError):
 
 def _coerce(f: Field, value: Any) -> Any:
     if f.type == "bool":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
-            return True
-        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off", ""):
-            return False
-        raise ValueError("must be true or false")
+        return _boolean(value)
     if f.type == "int":
-        if isinstance(value, bool):
-            raise ValueError("must be a whole number")
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise ValueError("must be a whole number") from None
+        return _whole_number(value)
     if f.type == "list":
-        if isinstance(value, str):
-            value = [v.strip() for v in re.split(r"[,\n]", value) if v.strip()]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError("must be a list of strings")
-        if f.pattern:
-            for v in value:
-                if not re.fullmatch(f.pattern, v):
-                    raise ValueError(f"{v!r} is not valid")
+        return _strings(f, value)
+    return _text(f, value)
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
         return value
+    if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
+        return True
+    if isinstance(value, str) and value.lower() in ("false", "0", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _whole_number(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("must be a whole number")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError("must be a whole number") from None
+
+
+def _strings(f: Field, value: Any) -> list[str]:
+    """A list of strings, or one string of them split at commas and line breaks."""
+    if isinstance(value, str):
+        value = [v.strip() for v in re.split(r"[,\n]", value) if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError("must be a list of strings")
+    if f.pattern:
+        for v in value:
+            if not re.fullmatch(f.pattern, v):
+                raise ValueError(f"{v!r} is not valid")
+    return value
+
+
+def _text(f: Field, value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("must be a string")
     value = value.strip()

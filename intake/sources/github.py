@@ -12,7 +12,9 @@ import hmac
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
+from typing import ClassVar
 from urllib.parse import parse_qs
 
 from amux_common import bounded_json
@@ -216,76 +218,93 @@ class GitHub(SourceKind, Polling, OpensPullRequests):
         facts = _thread_facts(event, action, p, full)
         if login and self.is_self(login):
             return Ignored("own_message", env.thread, facts)
-        base = {
+        actor = {
             "actor": login,
             "is_bot": self.is_bot(sender),
             "is_human": not self.is_bot(sender),
             "receives_all": bool(self.config.get("receive_all")),
         }
-        handle = self.config.get("handle") or ""
-        if event == "issues":
-            issue = _d(p.get("issue"))
-            if action != "opened":
-                return Ignored(f"issue_{action}" if facts else "action_not_handled",
-                               env.thread, facts)
-            text = _join(issue.get("title"), issue.get("body"))
-            return TriggerFacts(
-                external_id=f"issue:{issue.get('id')}", thread=env.thread, scope="issue_new",
-                addressed=mentions(text, handle), text=text,
-                thread_title=_s(issue.get("title")), thread_url=_s(issue.get("html_url")),
-                meta={"scope": "issue_new", "event": event, "repo": repo}, **base,
-            )
-        if event == "pull_request":
-            pr = _d(p.get("pull_request"))
-            if action == "closed":
-                return Ignored(f"pr_{facts['pr_state']}", env.thread, facts)
-            if action != "opened":
-                reason = "pr_updated" if action in PR_UPDATES else "action_not_handled"
-                return Ignored(reason, env.thread, facts)
-            text = _join(pr.get("title"), pr.get("body"))
-            return TriggerFacts(
-                external_id=f"pull_request:{pr.get('id')}", thread=env.thread, scope="pr_new",
-                addressed=mentions(text, handle), text=text,
-                thread_title=_s(pr.get("title")), thread_url=_s(pr.get("html_url")),
-                meta={"scope": "pr_new", "event": event, "repo": repo, "draft": pr.get("draft")},
-                facts=facts, **base,
-            )
-        if event in ("issue_comment", "pull_request_review_comment"):
-            if action != "created":
-                return Ignored("action_not_handled", env.thread)
-            comment = _d(p.get("comment"))
-            parent = _d(p.get("issue") or p.get("pull_request"))
-            on_pr = event == "pull_request_review_comment" or "pull_request" in parent
-            body = _s(comment.get("body"))
-            kind = "issue_comment" if event == "issue_comment" else "review_comment"
-            text = body if kind == "issue_comment" else _review_comment_text(comment)
-            return TriggerFacts(
-                external_id=f"{kind}:{comment.get('id')}", thread=env.thread, scope="comment",
-                addressed=mentions(body, handle), text=text,
-                thread_title=_s(parent.get("title")), thread_url=_s(parent.get("html_url")),
-                meta={"scope": "comment", "event": event, "repo": repo, "on_pr": on_pr,
-                      "comment_id": comment.get("id"), "url": _s(comment.get("html_url"))},
-                **base,
-            )
-        if event == "pull_request_review":
-            review = _d(p.get("review"))
-            state = _s(review.get("state")).lower()
-            body = _s(review.get("body"))
-            if action != "submitted":
-                return Ignored("action_not_handled", env.thread)
-            if state == "commented" and not body.strip():
-                # The container of line comments: each arrives as a review comment.
-                return Ignored("review_without_text", env.thread)
-            pr = _d(p.get("pull_request"))
-            return TriggerFacts(
-                external_id=f"review:{review.get('id')}", thread=env.thread, scope="comment",
-                addressed=mentions(body, handle), text=_review_text(review),
-                thread_title=_s(pr.get("title")), thread_url=_s(pr.get("html_url")),
-                meta={"scope": "comment", "event": event, "repo": repo, "on_pr": True,
-                      "review_state": state, "url": _s(review.get("html_url"))},
-                **base,
-            )
-        return Ignored("event_not_handled", env.thread)
+        return self._TRANSLATORS[event](self, env, action, facts, repo, actor)
+
+    def _issue_event(self, env: Envelope, action: str, facts: dict, repo: str, actor: dict):
+        issue = _d(env.payload.get("issue"))
+        if action != "opened":
+            return Ignored(f"issue_{action}" if facts else "action_not_handled",
+                           env.thread, facts)
+        text = _join(issue.get("title"), issue.get("body"))
+        return TriggerFacts(
+            external_id=f"issue:{issue.get('id')}", thread=env.thread, scope="issue_new",
+            addressed=mentions(text, self._handle()), text=text,
+            thread_title=_s(issue.get("title")), thread_url=_s(issue.get("html_url")),
+            meta={"scope": "issue_new", "event": env.event, "repo": repo}, **actor,
+        )
+
+    def _pull_request_event(self, env: Envelope, action: str, facts: dict, repo: str, actor: dict):
+        pr = _d(env.payload.get("pull_request"))
+        if action == "closed":
+            return Ignored(f"pr_{facts['pr_state']}", env.thread, facts)
+        if action != "opened":
+            reason = "pr_updated" if action in PR_UPDATES else "action_not_handled"
+            return Ignored(reason, env.thread, facts)
+        text = _join(pr.get("title"), pr.get("body"))
+        return TriggerFacts(
+            external_id=f"pull_request:{pr.get('id')}", thread=env.thread, scope="pr_new",
+            addressed=mentions(text, self._handle()), text=text,
+            thread_title=_s(pr.get("title")), thread_url=_s(pr.get("html_url")),
+            meta={"scope": "pr_new", "event": env.event, "repo": repo, "draft": pr.get("draft")},
+            facts=facts, **actor,
+        )
+
+    def _comment_event(self, env: Envelope, action: str, facts: dict, repo: str, actor: dict):
+        """A comment on an issue or a pull request, or on a line of a pull request's diff."""
+        if action != "created":
+            return Ignored("action_not_handled", env.thread)
+        p, event = env.payload, env.event
+        comment = _d(p.get("comment"))
+        parent = _d(p.get("issue") or p.get("pull_request"))
+        on_pr = event == "pull_request_review_comment" or "pull_request" in parent
+        body = _s(comment.get("body"))
+        kind = "issue_comment" if event == "issue_comment" else "review_comment"
+        text = body if kind == "issue_comment" else _review_comment_text(comment)
+        return TriggerFacts(
+            external_id=f"{kind}:{comment.get('id')}", thread=env.thread, scope="comment",
+            addressed=mentions(body, self._handle()), text=text,
+            thread_title=_s(parent.get("title")), thread_url=_s(parent.get("html_url")),
+            meta={"scope": "comment", "event": event, "repo": repo, "on_pr": on_pr,
+                  "comment_id": comment.get("id"), "url": _s(comment.get("html_url"))},
+            **actor,
+        )
+
+    def _review_event(self, env: Envelope, action: str, facts: dict, repo: str, actor: dict):
+        review = _d(env.payload.get("review"))
+        state = _s(review.get("state")).lower()
+        body = _s(review.get("body"))
+        if action != "submitted":
+            return Ignored("action_not_handled", env.thread)
+        if state == "commented" and not body.strip():
+            # The container of line comments: each arrives as a review comment.
+            return Ignored("review_without_text", env.thread)
+        pr = _d(env.payload.get("pull_request"))
+        return TriggerFacts(
+            external_id=f"review:{review.get('id')}", thread=env.thread, scope="comment",
+            addressed=mentions(body, self._handle()), text=_review_text(review),
+            thread_title=_s(pr.get("title")), thread_url=_s(pr.get("html_url")),
+            meta={"scope": "comment", "event": env.event, "repo": repo, "on_pr": True,
+                  "review_state": state, "url": _s(review.get("html_url"))},
+            **actor,
+        )
+
+    def _handle(self) -> str:
+        return self.config.get("handle") or ""
+
+    # The translator of each handled event that is not a CI result.
+    _TRANSLATORS: ClassVar[dict[str, Callable[..., TriggerFacts | Ignored]]] = {
+        "issues": _issue_event,
+        "pull_request": _pull_request_event,
+        "issue_comment": _comment_event,
+        "pull_request_review_comment": _comment_event,
+        "pull_request_review": _review_event,
+    }
 
     def _ci(self, event: str, action: str, p: dict, full: str, env: Envelope):
         """A CI result: on a pull request's head, an input for the ticket that follows the

@@ -173,39 +173,32 @@ class Lark(SourceKind, DocumentPolling, ChatPolling, ReadsRepliesBack, SendsCard
         key = self.secrets.get("encrypt_key") or ""
         if not token:
             raise Unauthorized("no_token", "this source has no verification token set")
-        signed = False
-        if key:
-            # the signature covers the raw body: checked before anything parses it
-            sig = incoming.header("x-lark-signature")
-            ts = incoming.header("x-lark-request-timestamp")
-            nonce = incoming.header("x-lark-request-nonce")
-            if sig or ts or nonce:
-                expected = signature(ts, nonce, key, incoming.body)
-                if not hmac.compare_digest(expected.encode(), sig.encode()):
-                    raise Unauthorized("bad_signature", "X-Lark-Signature does not match")
-                window = int(self.config.get("freshness_seconds") or 300)
-                if not ts.isdigit() or abs((now or time.time()) - int(ts)) > window:
-                    raise Unauthorized("stale_signature", "X-Lark-Request-Timestamp is stale")
-                signed = True
-        body = _json(incoming.body)
-        if key:
-            if not isinstance(body.get("encrypt"), str):
-                raise Unauthorized("not_encrypted", "the source expects an encrypted body")
-            try:
-                body = _json(decrypt(key, body["encrypt"]).encode())
-            except (ValueError, UnicodeDecodeError):
-                raise Malformed("cannot_decrypt", "the body cannot be decrypted") from None
-        elif "encrypt" in body:
-            raise Malformed("encrypted", "the body is encrypted but no encrypt key is set")
+        # the signature covers the raw body: checked before anything parses it
+        signed = bool(key) and self._signature_checked(incoming, key, now)
+        body = _opened(_json(incoming.body), key)
         if body.get("type") == "url_verification":
-            if not _same(body.get("token"), token):
-                raise Unauthorized("bad_token", "the verification token does not match")
-            challenge = body.get("challenge")
-            if not isinstance(challenge, str):
-                raise Malformed("no_challenge", "challenge is missing")
-            return Envelope("challenge", challenge=challenge)
+            return _challenge(body, token)
         if key and not signed:
             raise Unauthorized("missing_signature", "X-Lark-Signature is missing")
+        return self._event_envelope(body, token)
+
+    def _signature_checked(self, incoming: Incoming, key: str, now: float | None) -> bool:
+        """True when the request is signed (and the signature is good and fresh); False
+        when it carries no signature at all."""
+        sig = incoming.header("x-lark-signature")
+        ts = incoming.header("x-lark-request-timestamp")
+        nonce = incoming.header("x-lark-request-nonce")
+        if not (sig or ts or nonce):
+            return False
+        expected = signature(ts, nonce, key, incoming.body)
+        if not hmac.compare_digest(expected.encode(), sig.encode()):
+            raise Unauthorized("bad_signature", "X-Lark-Signature does not match")
+        window = int(self.config.get("freshness_seconds") or 300)
+        if not ts.isdigit() or abs((now or time.time()) - int(ts)) > window:
+            raise Unauthorized("stale_signature", "X-Lark-Request-Timestamp is stale")
+        return True
+
+    def _event_envelope(self, body: dict, token: str) -> Envelope:
         if body.get("schema") != "2.0":
             raise Malformed("unsupported_schema", "only schema 2.0 events are accepted")
         header = body.get("header")
@@ -942,6 +935,30 @@ def _reply(comment: str, reply, first: bool) -> dict:
 
 def _iso(seconds) -> str:
     return datetime.fromtimestamp(int(seconds), UTC).isoformat() if seconds else ""
+
+
+def _opened(body: dict, key: str) -> dict:
+    """The body as sent: decrypted when the source has an encrypt key (then it must be)."""
+    if key:
+        if not isinstance(body.get("encrypt"), str):
+            raise Unauthorized("not_encrypted", "the source expects an encrypted body")
+        try:
+            return _json(decrypt(key, body["encrypt"]).encode())
+        except (ValueError, UnicodeDecodeError):
+            raise Malformed("cannot_decrypt", "the body cannot be decrypted") from None
+    if "encrypt" in body:
+        raise Malformed("encrypted", "the body is encrypted but no encrypt key is set")
+    return body
+
+
+def _challenge(body: dict, token: str) -> Envelope:
+    """Lark's check of a new event address: it is answered with its challenge."""
+    if not _same(body.get("token"), token):
+        raise Unauthorized("bad_token", "the verification token does not match")
+    challenge = body.get("challenge")
+    if not isinstance(challenge, str):
+        raise Malformed("no_challenge", "challenge is missing")
+    return Envelope("challenge", challenge=challenge)
 
 
 def _json(body: bytes) -> dict:

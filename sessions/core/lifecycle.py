@@ -5,8 +5,10 @@
 - retired (idle timeout, a manual sleep, a start that failed): → sleeping, with why
 - archive: → archived, which nothing leaves (a late terminal, a start that raced it)
 
-The writers (the host, the timeline, the session commands) ask ``after`` under the
-session's lock and store what it answers; none of them sets a lifecycle of its own.
+The writers (sessions/actions.py, and the timeline's turn start and end) ask ``after``
+under the session's lock and store what it answers; none of them sets a lifecycle of its
+own. Whether a command may change it now (``refusal``) and whether a host may retire its
+runtime (``may_retire``) are decided here too.
 """
 
 from __future__ import annotations
@@ -58,3 +60,28 @@ def apply(row, event: str, reason: str = "") -> None:
     row.lifecycle = change.lifecycle
     if change.sleep_reason is not None:
         row.sleep_reason = change.sleep_reason
+
+
+# the commands a person (API, panel) gives a session's lifecycle
+SLEEP, ARCHIVE_COMMAND = "sleep", "archive"
+ALREADY = "already"  # an archive of an archived session: nothing to do, not an error
+
+
+def refusal(current: str, command: str, *, work_in_flight: bool) -> str | None:
+    """Why ``command`` may not change a session in ``current`` now (a refusal code: 409),
+    ``ALREADY`` when it is done already, or None: it may. Work in flight (a turn running or
+    inputs queued) is served first: a sleep or an archive never drops it."""
+    if command not in (SLEEP, ARCHIVE_COMMAND):
+        raise ValueError(f"unknown lifecycle command {command!r}")
+    if current == ARCHIVED:
+        return "session_archived" if command == SLEEP else ALREADY
+    return "busy" if work_in_flight else None
+
+
+def may_retire(*, holds_lease: bool, work_waiting: bool) -> bool | None:
+    """A host's retirement of its runtime (idle timeout, a sleep it was asked for): True,
+    it retires; False, work arrived meanwhile (it serves that first); None, it no longer
+    holds the lease (another host owns the session: nothing of it is written)."""
+    if not holds_lease:
+        return None
+    return not work_waiting

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from intake.models import Delivery
 from sessions import services
 from sessions.models import Session, TimelineEvent
+from sessions.new_session import Launch
 from tests.integration.test_github_hooks import gh, post  # noqa: F401 - the gh fixture
 from tests.runtimes.conftest import require_runtime
 from tests.support.github_payloads import example
@@ -47,7 +48,8 @@ def test_one_scrape_counts_the_work_of_the_web_and_the_workers(
     purge_queues()
     counts = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
     before = scrape(client)
-    session = services.create_session(runtime="pi", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="pi", provider="scripted",
+                                                    model="gpt-5.5"))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
     model_server.script(Text("hello from a worker"))
     workers = amux_workers("metrics", worker_env(session_dirs), sessions=1, logs=tmp_path)

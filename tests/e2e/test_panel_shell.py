@@ -1,6 +1,7 @@
 """A person logs in and opens every tab of the panel."""
 
 import pytest
+from playwright.sync_api import expect
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -16,7 +17,7 @@ def test_login_then_every_tab_opens(logged_in_page):
         current = page.locator("nav.tabs a[aria-current=page]")
         assert current.inner_text() == label
     page.click("a[title=Glossary]")
-    assert page.locator("dl.glossary dt#mandate").is_visible()
+    expect(page.locator("dl.glossary dt#mandate")).to_be_visible()
 
 
 def test_panel_requires_login(page, live_server):
@@ -25,4 +26,5 @@ def test_panel_requires_login(page, live_server):
     page.fill("#id_username", "nobody")
     page.fill("#id_password", "wrong-password")
     page.click("button[type=submit]")
-    assert page.locator(".errors").is_visible()
+    # the click only starts the form's POST; the answer page comes after it
+    expect(page.locator(".errors")).to_be_visible()

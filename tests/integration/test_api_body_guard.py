@@ -85,19 +85,10 @@ def world(api, operator, tmp_path):
     from django.utils import timezone
     from rest_framework.test import APIClient
 
+    from execution.models import AgentInstance, AgentProfile, BotProfile, LaunchPreset, Schedule
     from goals.models import Agent, Connector, Goal, GoalTurn, InboxEvent, IngressReceipt
     from intake.models import Source
-    from sessions.models import (
-        AgentInstance,
-        AgentProfile,
-        AppServer,
-        BotProfile,
-        LaunchPreset,
-        MemoryEntry,
-        ProviderProfile,
-        Schedule,
-        Session,
-    )
+    from sessions.models import AppServer, MemoryEntry, ProviderProfile, Session
     from tests import factories as f
     from tickets.actions import commands, executor
     from tickets.models import Assignment

@@ -6,7 +6,7 @@ PostgreSQL and SQLite alike."""
 from __future__ import annotations
 
 import pytest
-from django.db import IntegrityError, models
+from django.db import IntegrityError, models, transaction
 from django.db.models import TextField, Value
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -57,7 +57,7 @@ def test_the_row_is_what_the_orm_stores(source):
     assert bytes(stored.pop("body")) == bytes(expected.pop("body")) == BODY
     assert stored.pop("received_at") <= expected.pop("received_at")
     assert stored == expected
-    assert stored["processed_at"] is None and stored["attempts"] == 0
+    assert stored["processed_at"] is None and stored["last_error"] == ""
 
 
 def test_a_changed_source_stores_nothing(source):
@@ -69,6 +69,35 @@ def test_a_changed_source_stores_nothing(source):
     Source.objects.filter(pk=source.pk).update(enabled=False)
     assert insert(source, "d-2", seen_of(source)) is None
     assert list(Delivery.objects.values_list("delivery_id", flat=True)) == ["d-1"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_changed_or_disabled_source_stores_nothing_in_autocommit(source):
+    """The webhook's own way: the statement is its own transaction."""
+    seen = seen_of(source)
+    source.secrets = {"webhook_secret": "rotated", "token": "t"}
+    source.save()
+    assert insert(source, "d-1", seen) is None
+    assert insert(source, "d-1") is not None
+    Source.objects.filter(pk=source.pk).update(enabled=False)
+    assert insert(source, "d-2", seen_of(source)) is None
+    assert list(Delivery.objects.values_list("delivery_id", flat=True)) == ["d-1"]
+
+
+def test_a_changed_source_leaves_the_callers_transaction_usable(source):
+    seen = seen_of(source)
+    Source.objects.filter(pk=source.pk).update(slug="gh-renamed")
+    with transaction.atomic():
+        assert insert(source, "d-1", seen) is None
+        source.refresh_from_db()
+        assert insert(source, "d-2") is not None  # the same transaction goes on
+    assert list(Delivery.objects.values_list("delivery_id", flat=True)) == ["d-2"]
+
+
+def test_the_source_stored_is_the_row_seen(source):
+    with pytest.raises(ValueError, match="not the row seen"):
+        checked_insert.inserted(source_id=source.pk + 1, delivery_id="d", event="e",
+                                mailbox="m", headers={}, body=b"", seen=seen_of(source))
 
 
 def test_a_delivery_id_stored_before_is_the_unique_constraint(source):

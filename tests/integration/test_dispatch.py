@@ -10,6 +10,7 @@ from sessions import services
 from sessions.models import Session, Turn
 from tests import factories as f
 from tests.support.git_server import served_github
+from tickets import effect_handlers, workspace
 from tickets.actions import commands as ticket_commands
 from tickets.models import AgentSettings, Assignment
 
@@ -17,16 +18,27 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def ticket(settings, tmp_path):
+def world(settings, tmp_path):
     settings.DATA_DIR = tmp_path / "data"
     settings.WORK_DIR = settings.DATA_DIR / "work"
-    with served_github(["octo/app"]) as (api, _git):  # the dispatch clones octo/app
+    with served_github(["octo/app"]) as (api, git):  # the dispatch clones octo/app
         source = f.SourceFactory(config={"repo": ["octo/app"], "api_url": api.url},
                                  secrets={"webhook_secret": "s", "token": "ghp_test"})
         trigger = f.TriggerFactory(source=source, thread__key="octo/app#12",
                                    thread__title="Crash", external_id="c1", addressed=False,
                                    rule="")
-        yield ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the crash")
+        yield ticket_commands.open_ticket(trigger_id=trigger.pk, title="Fix the crash"), git
+
+
+@pytest.fixture
+def ticket(world):
+    return world[0]
+
+
+def _worker_settings():
+    provider = f.ProviderProfileFactory(slug="local")
+    AgentSettings.objects.update_or_create(pk=1, defaults={
+        "worker_runtime": "pi", "worker_provider": provider, "worker_model": "m"})
 
 
 def test_without_a_worker_model_the_run_fails_visibly(ticket):
@@ -111,3 +123,75 @@ def test_a_dispatch_that_fails_at_its_last_write_leaves_none_of_it(ticket):
     assert Turn.objects.filter(session=session).count() == 1
     ticket.refresh_from_db()
     assert ticket.session == session
+
+
+def test_the_dispatch_is_one_transaction_and_its_start_an_effect_written_with_it(ticket):
+    """The decision (caps, token, session, run started) commits whole, with the start
+    effect (the clone and the first message) as a row of the outbox: nothing outside the
+    database is done before it commits."""
+    _worker_settings()
+    dispatch = Effect.objects.get(kind="dispatch")
+    effect_handlers.dispatch_assignment(dispatch.pk, dispatch.payload)
+    assignment = Assignment.objects.get(ticket=ticket)
+    session = Session.objects.get()
+    assert assignment.state == "running" and assignment.token_hash
+    start = Effect.objects.get(kind="dispatch", key=f"assignment:{assignment.pk}:start")
+    assert start.payload == {"assignment": assignment.pk, "ticket": ticket.pk,
+                             "session": session.pk, "action": "start"}
+    # neither the clone nor the brief yet: they are the effect's
+    assert not (workspace.work_dir(ticket) / ".git").exists()
+    assert not Turn.objects.exists()
+
+
+def test_a_crash_between_the_clone_and_the_brief_replays_and_does_nothing_twice(
+        world, monkeypatch):
+    """The start effect dies after the clone, before the brief is posted: the outbox runs
+    it again, which reuses the clone (no second fetch from the repository) and posts the
+    brief once; a replay after it finished changes nothing either."""
+    ticket, git = world
+    _worker_settings()
+    posted = services.post_message
+    calls = []
+
+    def dies_the_first_time(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise RuntimeError("the worker process died here")
+        return posted(*args, **kwargs)
+
+    monkeypatch.setattr(services, "post_message", dies_the_first_time)
+    outbox.drain(seconds=10)
+    assignment = Assignment.objects.get(ticket=ticket)
+    start = Effect.objects.get(kind="dispatch", key=f"assignment:{assignment.pk}:start")
+    assert "died here" in start.last_error and start.attempts == 1
+    ticket.refresh_from_db()
+    session = Session.objects.get()
+    assert assignment.state == "running" and ticket.session == session
+    workdir = workspace.work_dir(ticket)
+    assert (workdir / ".git").exists() and not Turn.objects.exists()
+    (workdir / "left-by-the-first-attempt").write_text("kept")
+    fetched = len(git.requests)
+
+    Effect.objects.filter(pk=start.pk).update(due_at=timezone.now())
+    outbox.drain(seconds=10)
+    assert not Effect.objects.filter(pk=start.pk).exists()
+    assert Turn.objects.filter(session=session).count() == 1
+    assert (workdir / "left-by-the-first-attempt").read_text() == "kept"  # not cloned again
+    assert len(git.requests) == fetched
+
+    outbox.enqueue("dispatch", start.key, start.payload)  # delivered twice
+    outbox.drain(seconds=10)
+    assert Session.objects.count() == 1 and Turn.objects.filter(session=session).count() == 1
+    assert len(git.requests) == fetched and len(calls) == 3
+
+
+def test_a_start_for_a_run_that_ended_meanwhile_does_nothing(ticket):
+    _worker_settings()
+    dispatch = Effect.objects.get(kind="dispatch")
+    effect_handlers.dispatch_assignment(dispatch.pk, dispatch.payload)
+    assignment = Assignment.objects.get(ticket=ticket)
+    ticket_commands.stop_ticket(ticket_id=ticket.pk, by="op")
+    start = Effect.objects.get(kind="dispatch", key=f"assignment:{assignment.pk}:start")
+    effect_handlers.dispatch_assignment(start.pk, start.payload)
+    assert not Turn.objects.exists()
+    assert not (workspace.work_dir(ticket) / ".git").exists()

@@ -11,31 +11,21 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from effects import outbox
 from effects.models import Effect
+from tests.support.old_schema import migrate, migrate_to_latest, old_schema_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("tickets", "0008_assignment_failure"), ("effects", None)]
 
 
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor
-
-
 @pytest.fixture
 def old_schema():
-    executor = migrate(BEFORE)
-    try:
-        yield executor.loader.project_state(BEFORE[0]).apps
-    finally:
-        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())  # never leave it old
+    with old_schema_at(BEFORE) as apps:
+        yield apps
 
 
 @pytest.fixture
@@ -61,7 +51,7 @@ def test_rows_written_before_the_move_survive_it_and_still_run(old_schema, handl
     view = Permission.objects.get(codename="view_effect")
     assert (view.content_type.app_label, view.content_type.model) == ("tickets", "effect")
 
-    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    migrate_to_latest()
 
     assert Effect._meta.db_table == "effects_effect"
     assert "tickets_effect" not in connection.introspection.table_names()
@@ -102,7 +92,7 @@ def test_turn_end_rows_written_before_the_fact_had_subscribers_become_their_rows
         old.objects.create(kind="task.turn_ended", key="turn:6", due_at=now,
                            payload={"session": 3, "turn": 6})
     finally:
-        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        migrate_to_latest()
     rows = {row.key: (row.kind, row.payload) for row in Effect.objects.all()}
     assert rows == {
         "tickets:turn:5": ("session.turn_ended", {
@@ -113,3 +103,29 @@ def test_turn_end_rows_written_before_the_fact_had_subscribers_become_their_rows
     }
     assert outbox.drain(seconds=10) == 2  # no such session or turn: both no-ops, done
     assert not Effect.objects.exists()
+
+
+def test_runs_and_a_version_waiting_before_the_outbox_carried_them_get_their_effects(
+        django_user_model):
+    """Before execution 0002 and policy 0004 a schedule run waited for a Celery message and
+    a saved version for a beat sweep; after them each one still waiting has its effect."""
+    from execution.models import Schedule, ScheduleRun
+    from policy.models import PolicyHead
+
+    owner = django_user_model.objects.create_user("scheduler")
+    now = timezone.now()
+    migrate([("execution", "0001_initial"), ("policy", "0003_applied_version")])
+    try:
+        schedule = Schedule.objects.create(owner=owner, name="nightly", every_seconds=60,
+                                           mode="subtask", prompt="Sum up.", anchor=now)
+        waiting = ScheduleRun.objects.create(schedule=schedule, slot=now)
+        ScheduleRun.objects.create(schedule=schedule, slot=now + timedelta(minutes=1),
+                                   started_at=now)
+        ScheduleRun.objects.create(schedule=schedule, slot=now + timedelta(minutes=2),
+                                   error_code="not_found")
+        PolicyHead.objects.create(pk=1, version="v2", applied_version="v1")
+    finally:
+        migrate_to_latest()
+    rows = sorted(Effect.objects.values_list("kind", "key", "payload"))
+    assert rows == [("policy.apply", "version:v2", {}),
+                    ("schedule.fire", f"run:{waiting.pk}", {"run_id": waiting.pk})]

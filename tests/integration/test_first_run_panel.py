@@ -15,6 +15,7 @@ from django.contrib.auth.models import User
 from intake.models import Source
 from sessions import services as session_services
 from sessions.models import ProviderProfile, Session, Turn
+from sessions.new_session import Launch
 from tests.support.model_server import ModelServer
 from tests.support.sessions import model_server, openai_provider, session_dirs  # noqa: F401
 from tickets.models import AgentSettings
@@ -271,8 +272,8 @@ def test_web_chat_shows_each_messages_outcome(op, api, client, viewer):
 
 def test_an_archived_session_offers_no_send_or_interrupt_and_refuses_them(
         op, openai_provider, session_dirs):  # noqa: F811
-    session = session_services.create_session(runtime="codex", provider="scripted",
-                                               model="gpt-5.5")
+    session = session_services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                            model="gpt-5.5"))
     assert "message-form" in op.get(f"/panel/sessions/{session.pk}/").content.decode()
     session_services.archive(session.pk)
     assert Session.objects.get(pk=session.pk).lifecycle == "archived"
@@ -288,8 +289,8 @@ def test_an_archived_session_offers_no_send_or_interrupt_and_refuses_them(
 
 def test_the_api_refuses_to_interrupt_an_archived_session(api, openai_provider,  # noqa: F811
                                                           session_dirs):  # noqa: F811
-    session = session_services.create_session(runtime="codex", provider="scripted",
-                                               model="gpt-5.5")
+    session = session_services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                            model="gpt-5.5"))
     session_services.archive(session.pk)
     response = api.post(f"/api/v1/sessions/{session.pk}/interrupt/")
     assert response.status_code == 409

@@ -16,7 +16,6 @@ from intake.models import OutgoingMessage, Source, Thread, Trigger
 from runtimes.events import UsageObserved
 from sessions import timeline
 from sessions.models import ProviderProfile, Session, Turn, UsageDay
-from tickets import tasks
 from tickets.actions import commands as ticket_commands
 from tickets.actions import executor
 from tickets.models import AgentSettings, Assignment, Input, TicketMessage
@@ -229,14 +228,16 @@ def test_the_message_over_the_hourly_cap_is_held_shown_and_sent_next_hour(
     page = client.get(f"/panel/tickets/{ticket.pk}").content.decode()
     assert 'id="held-messages"' in page and "reply 4" in page and "reply 5" in page
 
+    # each held message is its outbox row, due when the hour rolls over: nothing sweeps
+    held = Effect.objects.filter(kind="relay", key__in=TicketMessage.objects.filter(
+        ticket=ticket, released_at__isnull=True).values("key"))
+    assert [row.due_at for row in held] == [START.replace(minute=0) + timedelta(hours=1)] * 2
     clock.advance(minutes=30)  # 09:40: the same hour, nothing moves
-    assert tasks.guards_sweep() == 0
     drain()
     assert OutgoingMessage.objects.filter(thread_key=ticket.thread.key).count() == 3
 
     clock.advance(minutes=21)  # 10:01: a new hour, the held ones go first, in order
     reply(token, "reply 6")  # a newer one never overtakes them
-    assert tasks.guards_sweep() == 1
     drain()
     sent = list(OutgoingMessage.objects.filter(thread_key=ticket.thread.key)
                 .values_list("text", flat=True))
@@ -305,3 +306,35 @@ def test_retry_sends_the_held_messages_at_once(api, clock, worker_settings, chat
     drain()
     assert OutgoingMessage.objects.filter(thread_key=ticket.thread.key).count() == 4
     assert show(api, ticket)["stage"] == "blocked"
+
+
+def test_messages_held_before_the_upgrade_get_their_rows(api, clock, worker_settings, chat):
+    """Held before held messages were outbox rows (only the ledger kept them): the data
+    migration gives each its row, and the next hour sends them in order."""
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("tickets.migrations.0015_held_messages_in_the_outbox")
+    worker_settings.messages_per_ticket_hour = 1
+    worker_settings.save()
+    ticket = open_ticket(9, source=chat)
+    drain()
+    token = executor.issue_assignment_token(
+        assignment_id=Assignment.objects.get(ticket=ticket).pk)
+    for n in (1, 2, 3):
+        reply(token, f"reply {n}")
+    drain()
+    held = TicketMessage.objects.filter(ticket=ticket, released_at__isnull=True)
+    Effect.objects.filter(kind="relay", key__in=held.values("key")).delete()  # as before
+    migration.held_rows(apps, None)
+    migration.held_rows(apps, None)  # run twice: still one row each
+    assert Effect.objects.filter(kind="relay", key__in=held.values("key")).count() == 2
+    drain()  # due at once, but the hour is full: they wait for the next one
+    assert OutgoingMessage.objects.filter(thread_key=ticket.thread.key).count() == 1
+    clock.advance(hours=1)
+    drain()
+    clock.advance(hours=1)
+    drain()
+    assert list(OutgoingMessage.objects.filter(thread_key=ticket.thread.key)
+                .values_list("text", flat=True)) == ["reply 1", "reply 2", "reply 3"]

@@ -12,6 +12,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
+from effects.models import Effect
 from intake import process, record
 from intake.models import Delivery, Source, Trigger
 from intake.sources.github import GitHub
@@ -59,7 +60,7 @@ def test_a_backlog_of_many_mailboxes_costs_a_few_statements_a_delivery(gh):
     assert Trigger.objects.count() == 40
     stored = Delivery.objects.get(delivery_id="d-7")
     trigger = Trigger.objects.get(external_id="issue_comment:1007")
-    assert stored.processed_at is not None and stored.retry_at is None
+    assert stored.processed_at is not None and not stored.last_error
     assert (stored.outcome, stored.reason, stored.trigger_id) == (
         "ignored", trigger.reason, trigger.pk)
     assert trigger.reason and trigger.thread.key == f"{REPO}#7"
@@ -83,8 +84,9 @@ def test_a_failing_delivery_holds_back_its_mailbox_and_no_other(gh, monkeypatch)
     store(gh, 3, 300, "three")
     assert process.process_pending() == 3
     failed = Delivery.objects.get(delivery_id="two-fails")
-    assert failed.attempts == 1 and failed.retry_at and failed.processed_at is None
-    assert failed.last_error == "KeyError: 'sender'"
+    assert failed.processed_at is None and failed.last_error == "KeyError: 'sender'"
+    (retry,) = Effect.objects.filter(kind=record.RETRY_EFFECT)  # its mailbox's, no other's
+    assert (retry.key, retry.attempts) == (failed.mailbox, 1)
     assert Delivery.objects.get(delivery_id="two-behind").processed_at is None
     assert triggers(1) == ["issue_comment:100"] and triggers(3) == ["issue_comment:300"]
     assert triggers(2) == ["issue_comment:200"]

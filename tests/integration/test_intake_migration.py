@@ -10,9 +10,9 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import IntegrityError, connection, transaction
-from django.db.migrations.executor import MigrationExecutor
 
 from intake.models import Channel, Delivery, OutgoingMessage, Source, Thread, Trigger
+from tests.support.old_schema import migrate_to_latest, old_schema_at
 from tickets.models import Eval, Input, Mandate, Subscription, Ticket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,20 +21,10 @@ BEFORE = [("tickets", "0010_guards"), ("intake", None)]
 MOVED = ("source", "delivery", "thread", "trigger", "channel", "outgoingmessage")
 
 
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor
-
-
 @pytest.fixture
 def old_schema():
-    executor = migrate(BEFORE)
-    try:
-        yield executor.loader.project_state(BEFORE[0]).apps
-    finally:
-        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())  # never leave it old
+    with old_schema_at(BEFORE) as apps:
+        yield apps
 
 
 def _old_rows(apps) -> dict:
@@ -74,7 +64,7 @@ def test_rows_written_before_the_move_survive_it_with_their_links(old_schema):
     view = Permission.objects.get(codename="view_trigger")
     assert view.content_type.app_label == "tickets"
 
-    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    migrate_to_latest()
 
     tables = set(connection.introspection.table_names())
     assert {f"intake_{m}" for m in MOVED} <= tables

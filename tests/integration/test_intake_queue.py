@@ -8,9 +8,11 @@ import time
 
 import pytest
 from django.core.cache import cache
+from django.utils import timezone
 
 from amux_site.celery import app
-from intake import process
+from effects.models import Effect
+from intake import process, record
 from intake.models import Delivery, Source, Trigger
 from intake.sources.github import GitHub
 from intake.tasks import intake_sweep
@@ -50,7 +52,7 @@ def test_the_answer_comes_before_processing(client, gh):
     assert response.json() == {"delivery": "d-1", "trigger": None, "outcome": "queued",
                                "reason": None}
     stored = Delivery.objects.get()
-    assert stored.processed_at is None and stored.trigger_id is None and stored.attempts == 0
+    assert stored.processed_at is None and stored.trigger_id is None and not stored.last_error
     assert stored.mailbox == f"gh:{REPO}#1"
     assert json.loads(bytes(stored.body))["comment"]["id"] == 11
     assert not Trigger.objects.exists()
@@ -100,7 +102,9 @@ def test_a_failing_head_holds_its_mailbox_only(client, gh, monkeypatch):
     post(client, comment(8, 80), delivery="elsewhere")
     assert process.drain() == 1
     head = Delivery.objects.get(delivery_id="head")
-    assert head.attempts == 1 and head.retry_at and head.last_error == "KeyError: 'sender'"
+    assert head.last_error == "KeyError: 'sender'"
+    retry = Effect.objects.get(kind=record.RETRY_EFFECT, key=head.mailbox)  # its mailbox's
+    assert retry.attempts == 1 and retry.due_at > timezone.now()
     assert outcome_of("behind")["outcome"] == "queued"
     assert outcome_of("elsewhere")["trigger"]
 

@@ -12,6 +12,7 @@ import uuid
 import pytest
 from django.apps import apps
 
+from conversations import actions, card_actions
 from conversations.card_release import cards_released_by, stale_cards
 from conversations.cards import permission as permission_card
 from conversations.cards import question as question_card
@@ -383,3 +384,38 @@ def test_released_and_stale_cards_become_inert(lark):
     assert [c.pk for c, _ in stale_cards(conversation2)] == [card2.pk]
     card2.refresh_from_db()
     assert card2.state == "inert"
+
+
+def test_a_click_that_fails_midway_changes_nothing_and_its_redelivery_is_carried_out(
+        client, lark, caplog):
+    """The claim of the event, what its handler wrote and the outcome are one transaction:
+    a handler that fails after a write leaves neither the write nor the claim."""
+    rid = uuid.uuid4().hex
+    session, _ = _running_session(_question(rid))
+    conversation = _bound(lark, session)
+    card = _card(conversation, "question", rid)
+    calls = []
+
+    def fails_once(action):
+        actions.request_card_answered(action.conversation, "question", rid)
+        calls.append(action.event_id)
+        if len(calls) == 1:
+            raise RuntimeError("the handler failed after its first write")
+        return "done"
+
+    card_actions.register("test.fails_once")(fails_once)
+    try:
+        with caplog.at_level(logging.ERROR, logger="intake.card_hooks"):
+            response, event = click(client, _value(conversation, "test.fails_once", rid))
+        assert response.json()["toast"]["type"] == "error"
+        card.refresh_from_db()
+        assert card.state == "open" and not CardCallback.objects.exists()
+        body, headers = sealed(event, encrypt_key=KEY)
+        again = client.post("/hooks/lark/lk", data=body, content_type="application/json",
+                            **headers)
+        assert again.json()["toast"] == {"type": "success", "content": "done"}
+        card.refresh_from_db()
+        assert card.state == "answered" and len(calls) == 2
+        assert CardCallback.objects.get().outcome["toast"]["content"] == "done"
+    finally:
+        card_actions.HANDLERS.pop("test.fails_once")

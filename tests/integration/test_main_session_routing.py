@@ -14,6 +14,7 @@ from policy import services as policy
 from sessions.models import ProviderProfile
 from tests.support.github_payloads import example, signed
 from tests.support.intake import processed
+from tests.support.policy_versions import apply_saved_versions
 from tickets import main_config
 from tickets.actions import main_routing
 from tickets.core import main_session as rules
@@ -231,12 +232,14 @@ def test_a_new_policy_decides_a_request_awaiting_the_main_session_again(
         second = policy.save({"acceptance": "manual", "sources": {"gh": {
             "allowed": ["Codertocat", "mona"], "rows": rows}}},
             policy.current().version).version
+    apply_saved_versions()  # the version's outbox effect, written with it
     kept.refresh_from_db()
     assert (kept.disposition, kept.policy_version) == (rules.AWAITING, second)
     # no longer allowed: the old admission does not hold, and the main session cannot route it
     with django_capture_on_commit_callbacks(execute=True):
         policy.save({"acceptance": "manual", "sources": {"gh": {
             "allowed": ["mona"], "rows": rows}}}, second)
+    apply_saved_versions()
     kept.refresh_from_db()
     assert (kept.decision, kept.disposition) == ("ignore", "ignore")
     with pytest.raises(rules.NotAwaiting):

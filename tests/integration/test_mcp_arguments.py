@@ -12,7 +12,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 
 def _servers():
-    from sessions.mcp_tools import build_server as caller
+    from execution.mcp_tools import build_server as caller
     from tickets.tools.main_server import build_server as main
     from tickets.tools.mcp_server import build_server as worker
 

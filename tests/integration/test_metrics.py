@@ -18,6 +18,7 @@ from effects import outbox
 from sessions import hooks as session_hooks
 from sessions import services
 from sessions.models import Session
+from sessions.new_session import Launch
 from tests.integration.test_github_hooks import gh, post  # noqa: F401 - the gh fixture
 from tests.integration.test_guards import (  # noqa: F401 - fixtures
     chat,
@@ -87,7 +88,8 @@ def test_the_figures_move_with_real_work(
     with transaction.atomic():
         outbox.enqueue("relay", "metrics-test", {"text": "hi"}, channel="gh:x")
     # a real Pi turn, through amux's model gateway
-    session = services.create_session(runtime="pi", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="pi", provider="scripted",
+                                                    model="gpt-5.5"))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
     model_server.script(Text("hello from pi"))
     services.post_message(session.pk, "say hello")

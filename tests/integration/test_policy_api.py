@@ -8,6 +8,7 @@ from intake.models import Source, Thread
 from policy import hooks
 from policy.document import validate, version_of
 from policy.models import PolicyHead, PolicyVersion
+from tests.support.policy_versions import apply_saved_versions
 from tickets.models import Mandate, Ticket
 
 pytestmark = pytest.mark.django_db
@@ -229,10 +230,13 @@ def test_listeners_hear_each_new_version_after_commit(api, gh, django_capture_on
     try:
         with django_capture_on_commit_callbacks(execute=True):
             a = put(api, doc(None, gh=COMMENTS)).json()["version"]
+        apply_saved_versions()  # the version's outbox effect, written with it
         with django_capture_on_commit_callbacks(execute=True):
             put(api, doc(None, gh=COMMENTS))  # stale: nothing heard
+        apply_saved_versions()
         with django_capture_on_commit_callbacks(execute=True):
             b = put(api, doc(a, "auto", gh=COMMENTS)).json()["version"]
+        apply_saved_versions()
     finally:
         hooks.new_version.forget(listener)
     assert heard == [(None, a), (a, b)]

@@ -7,6 +7,8 @@ import pytest
 from effects.models import Effect
 from intake.models import Source, Trigger
 from tests import factories as f
+from tests.support import policy_versions
+from tests.support.policy_versions import apply_saved_versions
 from tickets.actions import policy_changes, routing
 from tickets.models import Eval, Input, Ticket
 
@@ -21,11 +23,15 @@ def gh():
     return f.SourceFactory(name="Repo", config={"repo": "acme/app", "receive_all": True})
 
 
-def save(api, base, acceptance="auto", allowed=("octocat", "bob"), rows=ROWS):
+def save(api, base, acceptance="auto", allowed=("octocat", "bob"), rows=ROWS, apply=True):
+    """Save through the API, then (``apply``) run the version's application as the outbox
+    would."""
     r = api.put("/api/v1/policy/", {"base_version": base, "acceptance": acceptance,
                                     "sources": {"gh": {"allowed": list(allowed), "rows": rows}}},
                 format="json")
     assert r.status_code == 200, r.content
+    if apply:
+        apply_saved_versions()
     return r.json()["version"]
 
 
@@ -135,21 +141,48 @@ def test_revalidation_needs_the_source_to_listen_not_to_receive_all(api, gh, liv
     assert why() == "source_disabled"
 
 
-def test_effects_lost_after_commit_are_applied_by_the_sweep(api, live):
-    """A crash (or a failing engine call) between the save's commit and its effects only
-    delays them: the periodic sweep applies them once."""
+def test_a_saved_versions_application_is_an_outbox_effect_applied_once(api, live):
+    """The save writes its application as an outbox effect (keyed by the version) in its
+    own transaction: a crash after the commit only delays it, and applying it again
+    changes nothing."""
     from policy import services
     from policy.models import PolicyHead
 
-    # saved without running the after-commit call (as if the process died right there)
-    v2 = save(api, live["v1"], allowed=("bob",))
+    # saved, its effect not run yet (as if the process died right after the commit)
+    v2 = save(api, live["v1"], allowed=("bob",), apply=False)
     head = PolicyHead.objects.get(pk=1)
     assert head.version == v2 and head.applied_version == live["v1"]
     assert Input.objects.filter(kind="policy").count() == 0
-    assert services.apply_pending() == (live["v1"], v2)
+    assert Effect.objects.filter(kind="policy.apply", key=f"version:{v2}").exists()
+    apply_saved_versions()
     assert Input.objects.filter(kind="policy").count() == 2
     assert PolicyHead.objects.get(pk=1).applied_version == v2
+    assert not Effect.objects.filter(kind="policy.apply").exists()
     assert services.apply_pending() is None
+    assert Input.objects.filter(kind="policy").count() == 2
+
+
+def test_a_failing_listener_leaves_the_version_to_the_outbox_again(api, live):
+    """A listener that raises does not stop the others (the save answered already); the
+    effect fails, stays pending with its error and applies the version on its next try."""
+    from policy import hooks
+    from policy.models import PolicyHead
+
+    def broken(old, new):
+        raise RuntimeError("engine down")
+
+    hooks.new_version.listen(broken)
+    try:
+        v2 = save(api, live["v1"], allowed=("bob",), apply=False)
+        effect = Effect.objects.get(kind="policy.apply", key=f"version:{v2}")
+        assert policy_versions.run(effect) == "failed"
+    finally:
+        hooks.new_version.forget(broken)
+    effect.refresh_from_db()
+    assert effect.attempts == 1 and "NotApplied" in effect.last_error
+    assert PolicyHead.objects.get(pk=1).applied_version == live["v1"]
+    apply_saved_versions()
+    assert PolicyHead.objects.get(pk=1).applied_version == v2
     assert Input.objects.filter(kind="policy").count() == 2
 
 

@@ -17,6 +17,7 @@ from tests import factories as f
 from tests.support.git_server import served_github
 from tests.support.github_payloads import example, signed
 from tests.support.intake import drained, processed
+from tests.support.policy_versions import apply_saved_versions
 from tickets.models import AgentSettings, Assignment, Input, Ticket
 
 pytestmark = pytest.mark.django_db
@@ -51,7 +52,7 @@ def gh(github):
     policy_services.save({"acceptance": "manual", "sources": {"gh": {
         "allowed": ["Codertocat"],
         "rows": {"issue_new": {"addressed": True}, "comment": {"addressed": True}}}}}, None)
-    policy_services.apply_pending()  # what the save's commit does (held back in a test)
+    apply_saved_versions()  # the version's outbox effect, written with it
     return source
 
 
@@ -245,6 +246,7 @@ def test_a_policy_change_does_not_wake_the_worker_of_a_ticket_no_longer_listened
             "base_version": base, "acceptance": "manual", "sources": {"gh": {
                 "allowed": [], "rows": {"issue_new": {"addressed": True}}}}}, format="json")
     assert saved.status_code == 200, saved.content
+    apply_saved_versions()
     ticket.refresh_from_db()
     # The requester is no longer allowed, but the input telling the worker so would wake
     # it under a mandate its source no longer carries: the ticket ends instead.

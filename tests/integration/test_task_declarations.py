@@ -17,8 +17,7 @@ def amux_tasks():
 def test_every_task_is_durable_and_bounded():
     tasks = amux_tasks()
     assert {"effects.drain_outbox", "intake.drain", "goals.turn", "sessions.host",
-            "tickets.guards_sweep", "tickets.routing_sweep",
-            "policy.apply_pending"} <= set(tasks)
+            "tickets.routing_sweep", "sessions.schedules_due"} <= set(tasks)
     for name, task in tasks.items():
         assert (task.acks_late, task.reject_on_worker_lost, task.ignore_result) == (
             True, True, True), name

@@ -14,11 +14,11 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def candidate():
-    policy_services.save({"acceptance": "auto", "sources": {}}, None)
+    saved = policy_services.save({"acceptance": "auto", "sources": {}}, None)
     trigger = f.TriggerFactory(
         thread__key="octo/app#3", thread__title="Typo in docs", external_id="i3",
         scope="issue_new", text="The README says 'teh'.", addressed=False,
-        decision="inferred", rule="gh.issue_new.unaddressed_allowed", policy_version="auto1",
+        decision="inferred", rule="gh.issue_new.unaddressed_allowed", policy_version=saved.version,
     )
     assert routing.route_trigger(trigger_id=trigger.pk) == "evaluating"
     return trigger

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -481,3 +482,73 @@ def test_a_clone_whose_git_directory_points_elsewhere_is_not_read(servers, sourc
     assert answer.status_code == 409 and answer.json()["error"]["code"] == "not_pushed"
     assert "no repository of its own" in answer.json()["error"]["message"]
     assert not api.matching("POST", rf"/repos/{REPO}/pulls")
+
+
+def _fetches(git_server, repo: str) -> int:
+    """Fetches (and clones) of `repo` the server answered: each starts with one
+    authorized ref advertisement of git-upload-pack."""
+    return sum(1 for method, path, status, _size in git_server.requests
+               if method == "GET" and status == "200"
+               and path.startswith(f"/{repo}.git/info/refs?service=git-upload-pack"))
+
+
+@pytest.mark.django_db(transaction=True)  # the tickets are read from threads of their own
+def test_tickets_starting_together_on_one_repository_share_one_fetch(servers, source,
+                                                                      monkeypatch):
+    import threading
+
+    # on a loaded test machine ten threads may take longer than production's gather to
+    # reach the mirror after they start together
+    monkeypatch.setattr(workspace, "FETCH_GATHER_SECONDS", 1.0)
+    git_server, _api = servers
+    workspace.prepare(_ticket(source, 1))  # the repository is mirrored already
+    before = _fetches(git_server, REPO)
+    git_server.commit_on(REPO, "main", {"NEWS.md": "new\n"}, "Add news")
+    tickets = [_ticket(source, n) for n in range(2, 12)]
+    gate = threading.Barrier(len(tickets))
+    made, failed = {}, []
+
+    def start(ticket):
+        from django.db import connection
+
+        try:
+            gate.wait()
+            made[ticket.pk] = workspace.prepare(ticket)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            failed.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=start, args=(t,)) for t in tickets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not failed and len(made) == 10
+    assert _fetches(git_server, REPO) - before == 1  # one fetch, not ten in a row
+    # and that fetch brought each of them the commit made before they started
+    assert all((path / "NEWS.md").read_text() == "new\n" for path in made.values())
+    # a ticket that comes after that fetch fetches again
+    git_server.commit_on(REPO, "main", {"LATER.md": "later\n"}, "Add later")
+    later = workspace.prepare(_ticket(source, 12))
+    assert _fetches(git_server, REPO) - before == 2
+    assert (later / "LATER.md").read_text() == "later\n"
+
+
+def test_runs_started_together_share_one_fetch_when_their_clones_are_made_in_turn(
+        servers, source):
+    """The outbox runs a burst's starts one after another: each run's clone is fresh
+    enough from a fetch that began after its run started, so only the first fetches."""
+    git_server, _api = servers
+    workspace.prepare(_ticket(source, 1))  # the repository is mirrored already
+    before = _fetches(git_server, REPO)
+    git_server.commit_on(REPO, "main", {"NEWS.md": "new\n"}, "Add news")
+    started = time.time()  # three runs start (their dispatches commit) ...
+    made = [workspace.prepare(_ticket(source, n), asked=started) for n in (2, 3, 4)]
+    assert _fetches(git_server, REPO) - before == 1  # ... and their clones share one fetch
+    assert all((path / "NEWS.md").read_text() == "new\n" for path in made)
+    # a run that started after that fetch began fetches again
+    git_server.commit_on(REPO, "main", {"LATER.md": "later\n"}, "Add later")
+    later = workspace.prepare(_ticket(source, 5), asked=time.time())
+    assert _fetches(git_server, REPO) - before == 2
+    assert (later / "LATER.md").read_text() == "later\n"

@@ -9,6 +9,7 @@ import pytest
 from runtimes import isolation, sandbox
 from sessions import services
 from sessions.models import ProviderProfile, Session, Turn
+from sessions.new_session import Launch
 from tests.runtimes.conftest import require_runtime
 from tests.support.isolation import as_root
 from tests.support.model_server import Text, ToolCall
@@ -29,8 +30,8 @@ def test_a_turn_runs_under_the_frozen_bwrap_backend(settings, session_dirs, open
                                                     model_server):
     require_runtime("pi")
     settings.AMUX_ISOLATION = "bwrap"
-    session = services.create_session(runtime="pi", provider="scripted",
-                                      model="scripted-model")
+    session = services.create_session(Launch.direct(runtime="pi", provider="scripted",
+                                                    model="scripted-model"))
     assert session.snapshot["execution"]["isolation"] == "bwrap"
     assert session.snapshot["execution"]["isolation_reason"] == "AMUX_ISOLATION=bwrap"
     settings.AMUX_ISOLATION = "linux-dac"  # changed afterwards: the session keeps bwrap
@@ -55,7 +56,7 @@ def test_a_provider_off_this_host_is_reached_through_amuxs_port_only(settings, s
                                    base_url="https://api.example.invalid/v1",
                                    model_names=["m"])
     settings.AMUX_ISOLATION = "bwrap"
-    session = services.create_session(runtime="pi", provider="remote", model="m")
+    session = services.create_session(Launch.direct(runtime="pi", provider="remote", model="m"))
     config = services.runtime_config(session)
     assert config.isolation == "bwrap"
     assert config.provider.base_url.startswith(settings.AMUX_URL.rstrip("/") + "/gateway/model/")

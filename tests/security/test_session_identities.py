@@ -23,6 +23,7 @@ from runtimes import get_adapter, isolation, sandbox
 from runtimes.events import MessageCompleted
 from sessions import identities, services
 from sessions.models import RuntimeIdentity, Session
+from sessions.new_session import Launch
 from tests.support import escapes
 from tests.support.isolation import as_root
 from tests.support.model_server import Text, ToolCall
@@ -152,12 +153,12 @@ def test_a_session_cannot_reach_another_session_or_amux(runtime, backend, settin
     provider = _provider(model_server, runtime)
     own_token, other_token = _token(data, "ticket-1", "own-token"), \
         _token(data, "ticket-2", SECRET)
-    a = services.create_session(runtime=runtime, provider=provider.slug,
-                                model=MODELS[runtime],
-                                env={"AMUX_ASSIGNMENT_TOKEN_FILE": str(own_token)})
-    b = services.create_session(runtime=runtime, provider=provider.slug,
-                                model=MODELS[runtime],
-                                env={"AMUX_ASSIGNMENT_TOKEN_FILE": str(other_token)})
+    a = services.create_session(Launch.direct(runtime=runtime, provider=provider.slug,
+                                              model=MODELS[runtime],
+                                              env={"AMUX_ASSIGNMENT_TOKEN_FILE": str(own_token)}))
+    b = services.create_session(Launch.direct(runtime=runtime, provider=provider.slug,
+                                              model=MODELS[runtime],
+                                              env={"AMUX_ASSIGNMENT_TOKEN_FILE": str(other_token)}))
     # B's runtime, as B's identity, with a secret in its environment and in its files
     b_launch = _launch(b)
     (Path(b.workdir) / "secret.txt").write_text(SECRET)
@@ -207,7 +208,8 @@ def test_an_archived_sessions_identity_goes_to_the_next_session_with_nothing_of_
         settings, session_dirs, model_server, client, operator):
     _backend(settings, isolation.LINUX_DAC)
     provider = _provider(model_server, "pi")
-    b = services.create_session(runtime="pi", provider=provider.slug, model="scripted-model")
+    b = services.create_session(Launch.direct(runtime="pi", provider=provider.slug,
+                                              model="scripted-model"))
     launch = _launch(b)
     user = launch.principal.user
     snapshot_identity = Session.objects.get(pk=b.pk).snapshot["identity"]
@@ -234,13 +236,70 @@ def test_an_archived_sessions_identity_goes_to_the_next_session_with_nothing_of_
     st = Path(b.workdir).stat()
     assert (st.st_uid, st.st_mode & 0o777) == (os.geteuid(), 0o700)
     # the next session gets the freed slot, and none of B's files
-    c = services.create_session(runtime="pi", provider=provider.slug, model="scripted-model")
+    c = services.create_session(Launch.direct(runtime="pi", provider=provider.slug,
+                                              model="scripted-model"))
     assert identities.for_session(Session.objects.get(pk=c.pk)) == user
     done = _as(user, f"cat {b.workdir}/kept.txt")
     assert done.returncode != 0 and SECRET not in done.stdout
     # and an archived session never takes an identity again
     with pytest.raises(Exception, match="archived"):
         identities.for_session(Session.objects.get(pk=b.pk))
+
+
+def test_a_runtime_user_is_made_outside_the_transaction_that_leases_it(
+        settings, session_dirs, model_server, monkeypatch):
+    """useradd takes the system's user database lock: made inside a session's creating
+    transaction (a ticket's, a conversation's) it would hold that transaction's row locks
+    as long. Each slot's user is made ahead, before a lease or once the last one commits."""
+    from django.db import connection, transaction
+
+    _backend(settings, isolation.LINUX_DAC)
+    # a pool of this test's own, so every user in it is made here (and removed after)
+    settings.AMUX_RUNTIME_POOL = f"{settings.AMUX_RUNTIME_POOL}x"
+    pool = [isolation.pool_user(settings.AMUX_RUNTIME_POOL, n) for n in (1, 2, 3, 4)]
+    made, real = [], isolation.provision_member
+
+    def watched(user, shared):
+        new = isolation.lookup(user, shared) is None
+        found = real(user, shared)
+        if new:
+            made.append((user, connection.in_atomic_block))
+        return found
+
+    monkeypatch.setattr(isolation, "provision_member", watched)
+    provider = _provider(model_server, "pi")
+    launch = Launch.direct(runtime="pi", provider=provider.slug, model="scripted-model")
+    try:
+        first = services.create_session(launch)  # on its own: made before its transaction
+        with transaction.atomic():  # inside a caller's: its user was made after the first
+            second = services.create_session(launch)
+        users = [RuntimeIdentity.objects.get(session=s).user for s in (first, second)]
+        assert users == pool[:2]
+        assert made == [(pool[0], False), (pool[1], False), (pool[2], False)]
+    finally:
+        isolation.remove_pool(settings.AMUX_RUNTIME_POOL)
+
+    # The first lease on a machine, inside a caller's transaction: a worker that starts
+    # has made its user already (a new pool: none of its users exists; slots 1 and 2 are
+    # still leased, so the next slots are 3 and 4).
+    from sessions import tasks
+
+    settings.AMUX_RUNTIME_POOL = f"{settings.AMUX_RUNTIME_POOL}y"
+    pool = [isolation.pool_user(settings.AMUX_RUNTIME_POOL, n) for n in (3, 4)]
+    made.clear()
+    try:
+        settings.AMUX_ISOLATION = isolation.PRIVATE_HOME  # sessions run as amux's user:
+        tasks.runtime_user_ahead()  # a worker starting makes no runtime user
+        assert made == []
+        _backend(settings, isolation.LINUX_DAC)
+        tasks.runtime_user_ahead()
+        assert made == [(pool[0], False)]
+        with transaction.atomic():
+            third = services.create_session(launch)
+        assert RuntimeIdentity.objects.get(session=third).user == pool[0]
+        assert made == [(pool[0], False), (pool[1], False)]
+    finally:
+        isolation.remove_pool(settings.AMUX_RUNTIME_POOL)
 
 
 def test_a_work_directory_is_one_sessions_only(api, settings, session_dirs, openai_provider):
@@ -315,8 +374,8 @@ def test_a_linux_dac_session_reaches_amux_and_nothing_else_on_this_hosts_address
         pytest.skip(f"the loopback fence cannot be set up here ({why}); amux doctor says so")
     _backend(settings, isolation.LINUX_DAC)
     provider = _provider(model_server, "pi")
-    session = services.create_session(runtime="pi", provider=provider.slug,
-                                      model="scripted-model")
+    session = services.create_session(Launch.direct(runtime="pi", provider=provider.slug,
+                                                    model="scripted-model"))
     server, forbidden = _listening("0.0.0.0")  # noqa: S104 (every address of the host)
     amux_port = urlsplit(settings.AMUX_URL).port
     try:

@@ -37,6 +37,7 @@ _WORKDIRS = {"workdir", "workspace"}
 # body or query field -> world entry; the same name means the same kind of row everywhere
 _BY_FIELD = {
     "provider": "provider", "triage_provider": "provider", "worker_provider": "provider",
+    "main_provider": "provider",
     "source": "source", "goal": "goal", "agent": "agent",
     "agent_profile": "expert", "profile": "expert", "expert": "expert",
     "launch_preset": "preset", "preset": "preset", "runtime": "runtime",

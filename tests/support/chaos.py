@@ -448,8 +448,8 @@ def _dump(logs: Path, github, model: ModelServer) -> None:
 def count(result: Result, github, lifecycles: list[Lifecycle]) -> None:
     """The three figures, from the database and the recording GitHub."""
     from effects.models import Effect
+    from sessions.core.turns import TERMINALS
     from sessions.models import TimelineEvent, Turn
-    from sessions.timeline import TERMINAL_STATE
     from tickets.models import Ticket
 
     # Lost: outbox rows never done, and what a lifecycle asked for that never happened.
@@ -481,7 +481,7 @@ def count(result: Result, github, lifecycles: list[Lifecycle]) -> None:
             result.details.append(f"pull request for {head} created {times} times")
 
     # Turns: exactly one terminal event each.
-    terminal = Counter(TimelineEvent.objects.filter(type__in=list(TERMINAL_STATE))
+    terminal = Counter(TimelineEvent.objects.filter(type__in=list(TERMINALS))
                        .values_list("turn_id", flat=True))
     for turn in Turn.objects.select_related("session").order_by("pk"):
         if terminal[turn.pk] != 1:

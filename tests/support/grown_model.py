@@ -7,6 +7,18 @@ import contextlib
 from collections.abc import Callable, Iterator
 
 from django.db import connection, models
+from django.utils.functional import cached_property
+
+
+def _expire(model: type[models.Model]) -> None:
+    """Every property the model's metadata cached, not only those ``_expire_cache`` knows:
+    ``db_returning_fields`` outlives it, and a later INSERT elsewhere in the same worker
+    would ask for a column already dropped."""
+    meta = model._meta
+    meta._expire_cache()
+    for name, attribute in vars(type(meta)).items():
+        if isinstance(attribute, cached_property):
+            meta.__dict__.pop(name, None)
 
 
 @contextlib.contextmanager
@@ -18,6 +30,7 @@ def grown(model: type[models.Model], fields: dict[str, models.Field],
         model.add_to_class(name, field)
         with connection.schema_editor() as editor:
             editor.add_field(model, field)
+    _expire(model)
     forget()
     try:
         yield fields
@@ -27,5 +40,5 @@ def grown(model: type[models.Model], fields: dict[str, models.Field],
                 editor.remove_field(model, field)
             model._meta.local_fields.remove(field)
             delattr(model, name)
-        model._meta._expire_cache()
+        _expire(model)
         forget()

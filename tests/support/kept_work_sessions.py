@@ -29,7 +29,8 @@ def host_turn(session_id: int, turn_id: int, reply: str, tokens: int) -> None:
 def sessions(w: Work) -> None:
     """A session with two turns (the canonical timeline, usage by day, its gateway
     credential), memory, experts and presets, an instance, a task and a schedule."""
-    from sessions import native_goals, schedules, services
+    from execution import schedules
+    from sessions import native_goals, services
     from sessions.models import Session, Turn
 
     made = w.call("post", "/sessions/", {"runtime": "pi", "provider": "openai",

@@ -82,9 +82,9 @@ def bot_verified(source, open_id: str = "ou_bot") -> None:
     source's bot (for tests whose source has no reachable bot info to read it from)."""
     from datetime import UTC, datetime
 
-    from intake import health
+    from intake import source_actions
 
-    health.source_profile_checked(source_id=source.pk, profile={
+    source_actions.source_profile_checked(source_id=source.pk, profile={
         "state": "verified", "code": 0, "open_id": open_id,
         "app_id": source.config.get("app_id"), "verified_at": datetime.now(UTC).isoformat()})
     source.refresh_from_db()

@@ -57,7 +57,22 @@ def pytest_xdist_setupnodes(config, specs):
 def pytest_collection_modifyitems(config, items):
     """Grouped tests first (a group is one unit of work: started last, it would be the
     run's tail); otherwise the order pytest-django chose."""
+    _refuse_ungrouped(config, items)
     items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
+
+
+def _refuse_ungrouped(config, items):
+    """pytest-xdist groups by a suffix it writes into each grouped test's node id; a pytest
+    that ignores the write would spread `amux run`s over every worker at once, flaky on a
+    loaded machine rather than failing plainly. So a worker that sees it stops the run."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in items
+            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(
+            f"--dist loadgroup did not group {lost[0]} (and {len(lost) - 1} more): this "
+            "pytest and pytest-xdist do not work together; reinstall with `make venv`")
 
 
 def pytest_deselected(items):

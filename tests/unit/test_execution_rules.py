@@ -1,12 +1,12 @@
-"""Resolution of a launch's execution settings (sessions/execution.py) and v2 manifests
-(sessions/manifest.py): pure rules, one test per rule a user would name."""
+"""Resolution of a launch's execution settings (execution/core/launch_rules.py) and v2 manifests
+(execution/core/manifest.py): pure rules, one test per rule a user would name."""
 
 from __future__ import annotations
 
 import pytest
 
-from sessions import manifest
-from sessions.execution import (
+from execution.core import manifest
+from execution.core.launch_rules import (
     DIRECT,
     TASK,
     CallerSettings,
@@ -140,7 +140,7 @@ def test_a_runtime_named_without_a_model_takes_only_the_model_of_its_own_shortcu
 
 
 def test_the_native_sandbox_follows_the_isolation_backend():
-    from sessions.execution import native_permission
+    from execution.core.launch_rules import native_permission
 
     # approvals on: the same native settings under both; the sandbox in force is named
     assert native_permission("codex", "ask", "linux-dac") == (

@@ -49,6 +49,11 @@ def test_a_live_run_is_never_doubled():
 
 def test_a_deliver_posts_waits_only_for_a_dispatch_in_flight_else_gives_up():
     assert f.delivery(has_session=True, ended=False, live_assignment=None) is f.Delivery.POST
+    # a run being started: its brief goes into the session before any input
+    assert f.delivery(has_session=True, ended=False, live_assignment=4,
+                      briefed=False) is f.Delivery.WAIT
+    assert f.delivery(has_session=True, ended=False, live_assignment=4,
+                      briefed=True) is f.Delivery.POST
     assert f.delivery(has_session=False, ended=False, live_assignment=4) is f.Delivery.WAIT
     assert f.delivery(has_session=False, ended=False,
                       live_assignment=None) is f.Delivery.UNDELIVERABLE

@@ -67,6 +67,15 @@ def test_closing_proactive_acceptance_affects_inferred_tickets_only():
     assert effects(doc(), doc("manual")) == {2: (ACCEPTANCE_CLOSED,), 3: (ACCEPTANCE_CLOSED,)}
 
 
+def test_a_ticket_admitted_under_the_new_version_already_is_not_affected():
+    """The version's application runs from the outbox, after work it already admitted."""
+    admitted_under_new = {**EXPLICIT_ALICE, "policy_version": "n"}
+    closed = doc(comment__addressed=False)
+    assert effects(doc(), closed, [admitted_under_new, ISSUE_ALICE]) == {}
+    assert effects(doc(), closed, [{**admitted_under_new, "policy_version": "o"}]) == {
+        1: (RULE_DISABLED,)}
+
+
 def test_rule_changed_when_admitted_by_another_cell():
     # bob's inferred ticket now rests on the "anyone" cell instead of the allowed cell
     new = doc(allowed=("alice",), comment__unaddressed_anyone=True)

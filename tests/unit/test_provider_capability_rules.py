@@ -70,7 +70,7 @@ def test_a_page_loop_or_a_missing_cursor_fails_the_paging():
 
 
 def test_an_anthropic_root_lists_its_models_under_v1():
-    from sessions.doctor import models_url
+    from sessions.provider_routes import models_url
 
     assert models_url("anthropic-compat", "https://api.anthropic.com/") == (
         "https://api.anthropic.com/v1/models")

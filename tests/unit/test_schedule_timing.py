@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sessions.schedule_timing import TimingError, check, next_slot
+from execution.schedule_timing import TimingError, check, next_slot
 
 T0 = datetime(2026, 12, 2, 1, 7, 30, 250_000, tzinfo=UTC)
 

@@ -37,3 +37,28 @@ def test_apply_writes_the_change_onto_the_row():
     assert (row.lifecycle, row.sleep_reason) == (lc.IDLE, "manual")  # kept: not a sleep
     lc.apply(row, lc.RETIRED, "restart_failed")
     assert (row.lifecycle, row.sleep_reason) == (lc.SLEEPING, "restart_failed")
+
+
+@pytest.mark.parametrize(("current", "command", "busy", "answer"), [
+    (lc.IDLE, lc.SLEEP, False, None),
+    (lc.SLEEPING, lc.SLEEP, False, None),  # asleep already: stays so, not refused
+    (lc.RUNNING, lc.SLEEP, True, "busy"),
+    (lc.IDLE, lc.ARCHIVE_COMMAND, True, "busy"),  # queued work is served first
+    (lc.CREATED, lc.ARCHIVE_COMMAND, False, None),
+    (lc.ARCHIVED, lc.SLEEP, False, "session_archived"),
+    (lc.ARCHIVED, lc.ARCHIVE_COMMAND, True, lc.ALREADY),  # archiving twice is no error
+])
+def test_what_a_command_may_do_now(current, command, busy, answer):
+    assert lc.refusal(current, command, work_in_flight=busy) == answer
+
+
+def test_an_unknown_command_is_named():
+    with pytest.raises(ValueError, match="'wake'"):
+        lc.refusal(lc.IDLE, "wake", work_in_flight=False)
+
+
+def test_a_host_retires_only_what_it_holds_and_only_when_nothing_waits():
+    assert lc.may_retire(holds_lease=True, work_waiting=False) is True
+    assert lc.may_retire(holds_lease=True, work_waiting=True) is False
+    assert lc.may_retire(holds_lease=False, work_waiting=False) is None
+    assert lc.may_retire(holds_lease=False, work_waiting=True) is None

@@ -11,12 +11,13 @@ from django.db import transaction
 
 from amux_common.clock import now as clock
 from intake.models import Trigger
-from tickets import locks
+from tickets import locks, read
 from tickets.actions import common
+from tickets.actions import guards as guard_actions
 from tickets.actions import messages as outgoing
 from tickets.actions.routing import start_eval
 from tickets.core import failure as failures
-from tickets.core import messages, rules, runs, tokens
+from tickets.core import guards, messages, rules, runs, tokens
 from tickets.core.errors import NotFound
 from tickets.models import LIVE_ASSIGNMENT, Assignment, Input, Question, Report, Ticket
 from tickets.policy_hooks import acceptance_mode
@@ -48,21 +49,57 @@ def _started(ticket: Ticket, assignment: Assignment, session_id: int | None) -> 
         ticket.save(update_fields=["session"])
 
 
-def run_dispatched(*, assignment_id: int, start: Callable[[str], int]) -> int | None:
-    """A run's dispatch, whole or not at all: its bearer token, its session and brief
-    (``start`` is given the token, writes the session's rows in this same transaction and
-    answers the session's id) and the run started on that session. A fault part-way (a
-    refusal of the session layer, the database) leaves none of it; the effect that asked
-    runs it again. None: the run was stopped, or started, meanwhile."""
+def run_dispatched(*, assignment_id: int,
+                   open_session: Callable[[Ticket, str], int | failures.Failure]
+                   ) -> guards.Reached | None:
+    """A run's dispatch, decided and written whole in one transaction: the caps looked at
+    (a reached cap holds the run: answered, the effect waits until it resets), then
+    ``open_session`` — given the run's new bearer token, it writes the worker's session
+    (the ticket's own when it has one) in this same transaction and answers its id, or
+    the failure that keeps it from running (no worker settings, a refusal of the session
+    layer: the run fails visibly) — the token's hash and the run started on that session.
+    What lies outside the database — the clone, the first message that starts the
+    runtime — is the effect (rules.start_run) written with it. A fault part-way leaves
+    none of it; the effect that asked runs it again. None also when the run was stopped,
+    or started, meanwhile."""
     token = tokens.new_token()
     with transaction.atomic(durable=True):
         ticket, assignment = locks.ticket_of_assignment(assignment_id)
         if assignment.state != "dispatching" or ticket.ended_at is not None:
             return None
+        held = guard_actions.note_hold(ticket, assignment)
+        if held is not None:
+            return held
+        opened = open_session(ticket, token)
+        if isinstance(opened, failures.Failure):
+            _ended(ticket, assignment, failure=opened)
+            return None
         common.save_changes(assignment, {"token_hash": tokens.token_hash(token)})
-        session_id = start(token)
-        _started(ticket, assignment, session_id)
-    return session_id
+        _started(ticket, assignment, opened)
+        common.enqueue(rules.start_run(assignment.pk, ticket.pk, opened))
+    return None
+
+
+def run_start_failed(*, assignment_id: int, session_id: int,
+                     failure: failures.Failure) -> None:
+    """Fact: the working copy or the worker's commands could not be made for a started
+    run (on ``session_id``); the run fails with why, unless it ended or moved on meanwhile."""
+    with transaction.atomic(durable=True):
+        ticket, assignment = locks.ticket_of_assignment(assignment_id)
+        if ticket.session_id == session_id:
+            _ended(ticket, assignment, failure=failure)
+
+
+def run_briefed(*, assignment_id: int) -> None:
+    """Fact: a started run's brief is in its session (its clone made): the inputs that
+    waited for it are due now, in their order, after it."""
+    with transaction.atomic(durable=True):
+        ticket, assignment = locks.ticket_of_assignment(assignment_id)
+        waiting = Input.objects.filter(ticket=ticket, delivered_at__isnull=True,
+                                       failed_at__isnull=True,
+                                       kind__in=common.DELIVERED_KINDS).order_by("pk")
+        common.enqueue(*(rules.deliver(pk, ticket.pk)
+                         for pk in waiting.values_list("pk", flat=True)))
 
 
 def assignment_ended(*, assignment_id: int, reason: str = "", failed: bool = False,
@@ -70,11 +107,18 @@ def assignment_ended(*, assignment_id: int, reason: str = "", failed: bool = Fal
     """Fact: a run ended; a failed one keeps its failure whole (code and message)."""
     with transaction.atomic(durable=True):
         ticket, assignment = locks.ticket_of_assignment(assignment_id)
-        now = clock()
-        changes = runs.ended(assignment.state, reason=reason, failed=failed, failure=failure,
-                             now=now)
-        if common.save_changes(assignment, changes):
-            common.end_if_due(ticket, now)
+        _ended(ticket, assignment, reason=reason, failed=failed, failure=failure)
+
+
+def _ended(ticket: Ticket, assignment: Assignment, *, reason: str = "",
+           failed: bool = False, failure: failures.Failure | None = None) -> None:
+    if failure is not None:
+        reason, failed = failure.code, True
+    now = clock()
+    changes = runs.ended(assignment.state, reason=reason, failed=failed, failure=failure,
+                         now=now)
+    if common.save_changes(assignment, changes):
+        common.end_if_due(ticket, now)
 
 
 def worker_turn_ended(*, session_id: int, state: str, error_code: str = "",
@@ -110,16 +154,19 @@ def input_delivered(*, input_id: int) -> None:
 
 
 def input_waiting(*, input_id: int) -> failures.Delivery:
-    """Fact: a `deliver` effect found no worker session for its input. While a run is
-    being dispatched it waits (bounded: the dispatch settles either way); with no run that
-    could take it the input is marked not delivered, with the run's failure as reason."""
+    """Fact: a `deliver` effect found no worker session for its input, or one whose live
+    run has no brief yet. While a run is being dispatched or started it waits (bounded:
+    the dispatch settles either way; its start makes the input due again,
+    `run_briefed`); with no run that could take it the input is marked not delivered,
+    with the run's failure as reason."""
     with transaction.atomic(durable=True):
         ticket, item = locks.ticket_of_input(input_id)
         if item.delivered_at is not None or item.failed_at is not None:
             return failures.Delivery.UNDELIVERABLE  # settled already
         facts = common.run_facts(ticket)
         verdict = failures.delivery(has_session=ticket.session_id is not None,
-                                    ended=facts.ended, live_assignment=facts.live_assignment)
+                                    ended=facts.ended, live_assignment=facts.live_assignment,
+                                    briefed=read.briefed(ticket.pk, ticket.session_id))
         if verdict is failures.Delivery.UNDELIVERABLE:
             common.save_changes(item, {
                 "failed_at": clock(),

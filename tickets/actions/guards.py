@@ -1,5 +1,6 @@
 """What the caps (tickets/core/guards.py) hold and release: held inputs, held dispatches
-and held messages."""
+and held messages. Each waits as its own outbox row, due again when its cap resets, so
+nothing sweeps for them; a raised cap (`recheck`) and Retry release them at once."""
 
 from __future__ import annotations
 
@@ -9,24 +10,12 @@ from django.db import transaction
 
 from amux_common import metrics
 from amux_common.clock import now as clock
+from effects.models import Effect
 from tickets import guarding, locks
 from tickets.actions import common
 from tickets.actions import messages as outgoing
 from tickets.core import guards, rules
 from tickets.models import Assignment, Input, Ticket, TicketMessage
-
-
-def guards_rechecked() -> list[int]:
-    """Fact: time passed or a cap changed. On each live ticket with something held (a
-    message, an input, a dispatch), what no cap blocks any more goes now: held messages
-    that fit in this hour, in order; held inputs and dispatches are made due at once.
-    One transaction per ticket. Answers the tickets where something was released."""
-    released = []
-    for ticket_id in sorted(holding()):
-        with transaction.atomic(durable=True):
-            if recheck(locks.ticket(ticket_id)):
-                released.append(ticket_id)
-    return released
 
 
 def holding() -> set[int]:
@@ -50,6 +39,26 @@ def recheck(ticket: Ticket) -> bool:
     return bool((found is None and release_held_work(ticket)) or sent)
 
 
+def message_held(*, effect_id: int, ticket_id: int | None) -> float | None:
+    """Fact: a relay or notice (outbox row `effect_id`) is about to go out. A message the
+    hourly cap held goes once it fits in the hour, the held ones of its ticket oldest
+    first (released now, the others' rows made due); None when it may go, else the seconds
+    until the hour rolls over. A message that is not a ticket's always goes."""
+    held = TicketMessage.objects.filter(ticket_id=ticket_id, released_at__isnull=True)
+    if not ticket_id or not held.exists():  # the usual case: one indexed look
+        return None
+    key = Effect.objects.filter(pk=effect_id).values_list("key", flat=True).first()
+    if key is None or not held.filter(key=key).exists():
+        return None
+    with transaction.atomic(durable=True):
+        ticket = locks.ticket(ticket_id)
+        now = clock()
+        outgoing.release(ticket, now, running=key)
+        if held.filter(key=key).exists():
+            return outgoing.next_hour_s(now)
+    return None
+
+
 def release_held_work(ticket: Ticket) -> bool:
     """Held inputs and the held dispatch are made due now; their handlers look again."""
     items = list(Input.objects.filter(ticket=ticket, delivered_at__isnull=True).exclude(held=""))
@@ -65,18 +74,10 @@ def input_held(*, input_id: int) -> guards.Reached | None:
     otherwise a hold is lifted and None answered."""
     with transaction.atomic(durable=True):
         ticket, item = locks.ticket_of_input(input_id)
-        return _note_hold(ticket, item)
+        return note_hold(ticket, item)
 
 
-def dispatch_held(*, assignment_id: int) -> guards.Reached | None:
-    """Fact: a run is about to be started. While a cap blocks the ticket it waits (the run
-    says why)."""
-    with transaction.atomic(durable=True):
-        ticket, assignment = locks.ticket_of_assignment(assignment_id)
-        return _note_hold(ticket, assignment)
-
-
-def _note_hold(ticket: Ticket, row: Input | Assignment) -> guards.Reached | None:
+def note_hold(ticket: Ticket, row: Input | Assignment) -> guards.Reached | None:
     """Record on an input or a run why a cap holds it (or that nothing does any more); a
     blocked ticket gets nothing new, whichever cap blocks it."""
     found = guarding.reached([ticket], clock())[ticket.pk] if ticket.ended_at is None else None

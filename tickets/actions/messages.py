@@ -1,11 +1,17 @@
 """Messages on a ticket's behalf (relays to its thread, notices to a channel): out now, or
 held by the hourly message cap and released in order. Called with the ticket's lock held,
-inside the action's transaction."""
+inside the action's transaction.
+
+Every message is an outbox row (relay or notice, ordered in its channel) from the moment it
+is decided; `TicketMessage` is the ledger the cap counts and the ticket shows. A held one's
+row is due when the hour rolls over, and holds its channel until then (nothing newer
+overtakes it); its handler asks `guards.message_held` whether it fits in the hour by now.
+Retry and a raised cap release at once (`release`)."""
 
 from __future__ import annotations
 
 import functools
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 
@@ -64,15 +70,23 @@ def send(ticket: Ticket, kind: str, key: str, payload: dict, channel: str,
     released = now if guards.may_send(guarding.caps(), spend) else None
     TicketMessage.objects.create(ticket=ticket, kind=kind, key=key, channel=channel,
                                  payload=payload, created_at=now, released_at=released)
-    if released is not None:
-        outbox.enqueue(kind, key, payload, channel=channel)
-    else:
+    outbox.enqueue(kind, key, payload, channel=channel,
+                   delay=0 if released is not None else next_hour_s(now))
+    if released is None:
         transaction.on_commit(functools.partial(metrics.guard_blocked,
                                                 guards.HOURLY_MESSAGES, "message"))
 
 
-def release(ticket: Ticket, now: datetime, everything: bool = False) -> int:
-    """Held messages that fit in this hour go out, oldest first (all of them on Retry)."""
+def next_hour_s(now: datetime) -> float:
+    """Seconds until the hour rolls over (when a held message may fit again)."""
+    return max(1.0, (guards.hour_start(now) + timedelta(hours=1) - now).total_seconds())
+
+
+def release(ticket: Ticket, now: datetime, everything: bool = False,
+            running: str = "") -> int:
+    """Held messages that fit in this hour go out, oldest first (all of them on Retry):
+    their rows are due now, keeping their places in their channels (`running`: the key of
+    the row whose handler asks, which goes on by itself)."""
     spend = guarding.spends([ticket], now)[ticket.pk]
     count = spend.held if everything else guards.releasable(guarding.caps(), spend)
     if not count:
@@ -82,5 +96,7 @@ def release(ticket: Ticket, now: datetime, everything: bool = False) -> int:
     for message in held:
         message.released_at = now
         message.save(update_fields=["released_at"])
-        outbox.enqueue(message.kind, message.key, message.payload, channel=message.channel)
+        if message.key != running:
+            outbox.enqueue(message.kind, message.key, message.payload,
+                           channel=message.channel)
     return len(held)

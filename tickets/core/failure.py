@@ -126,16 +126,18 @@ def redispatch(facts: RunFacts, cause: Cause) -> int | None:
 
 
 class Delivery(StrEnum):
-    POST = "post"  # the worker session exists: put the input in
-    WAIT = "wait"  # a run is being dispatched: its session will exist soon
+    POST = "post"  # the worker session exists (and has its run's brief): put the input in
+    WAIT = "wait"  # a run is being dispatched or started: its brief comes first
     UNDELIVERABLE = "undeliverable"  # no run can take it: show it as not delivered
 
 
-def delivery(*, has_session: bool, ended: bool, live_assignment: int | None) -> Delivery:
+def delivery(*, has_session: bool, ended: bool, live_assignment: int | None,
+             briefed: bool = True) -> Delivery:
     """What a `deliver` effect does with an input (a bounded wait only while a dispatch
     is in flight; a dispatch settles either way, and then the input is posted or shown as
-    not delivered)."""
-    if has_session:
+    not delivered). ``briefed``: the live run's brief is in the session already — a run
+    being started (its clone being made) gets its brief before any input."""
+    if has_session and (briefed or live_assignment is None):
         return Delivery.POST
     if ended:
         return Delivery.UNDELIVERABLE

@@ -52,6 +52,16 @@ def dispatch(assignment_id: int, ticket_id: int) -> EffectSpec:
     return EffectSpec("dispatch", f"assignment:{assignment_id}", payload)
 
 
+def start_run(assignment_id: int, ticket_id: int, session_id: int) -> EffectSpec:
+    """What a dispatch leaves to do outside the database once it has committed: the
+    ticket's working copy (the clone), then the run's first message, which starts the
+    worker's runtime in it. Both are idempotent: a replay clones nothing twice and posts
+    the brief once (its input key)."""
+    payload = {"assignment": assignment_id, "ticket": ticket_id, "session": session_id,
+               "action": "start"}
+    return EffectSpec("dispatch", f"assignment:{assignment_id}:start", payload)
+
+
 def open_plan(ticket_id: int, assignment_id: int) -> Plan:
     return Plan(effects=(dispatch(assignment_id, ticket_id),))
 

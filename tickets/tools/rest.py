@@ -4,7 +4,7 @@ Only the assignment token authenticates here (an operator's API token or login d
 and an assignment token authenticates nowhere else (the operator endpoints use DRF's
 `Token` scheme and sessions). The logic is tickets.tools.service, shared with MCP. The
 memory tools also take a session's own credential (a Pi session's `amux memory`, which has
-no MCP: sessions.session_tools); every other tool refuses it (403).
+no MCP: execution.session_tools); every other tool refuses it (403).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from rest_framework.views import APIView
 
 from amux_common.api import bearer_token, error_response
 from amux_common.fields import UNKNOWN, bound_errors
-from sessions import gateway_rules, session_tools
+from execution import session_tools
+from sessions import gateway_rules
 from sessions.refusals import CommandError
 from tickets import limits
 from tickets.tools import service

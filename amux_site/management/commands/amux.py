@@ -34,7 +34,7 @@ from amux_site import (
 from amux_site.logs import JsonLines, json_printer
 from amux_site.supervisor import CrashPolicy, Supervisor
 from amux_site.version import version
-from sessions import cli_input, schedule_cli, task_cli
+from execution import cli_input, schedule_cli, task_cli
 from sessions.services import CommandError as Refused
 
 ADMIN_USERNAME = "admin"
@@ -298,72 +298,18 @@ class Command(BaseCommand):
     def _supervise(self, data_dir, port: int) -> int:
         import honcho.manager
 
-        env = os.environ.copy()
-        env.pop("AMUX_EMBEDDED_REDIS", None)
-        # AMUX_URL: where workers' tools reach this server (kept if the operator set it).
-        env.setdefault("AMUX_URL", f"http://127.0.0.1:{port}")
-        env.update(AMUX_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1",
-                   DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE",
-                                                         "amux_site.settings"))
+        env = _child_env(data_dir, port)
         printer = json_printer(sys.stdout) if settings.LOG_FORMAT == "json" else Printer(sys.stdout)
         manager = Supervisor(printer, CrashPolicy(limit=settings.AMUX_RUN_RESTART_LIMIT))
         self.manager = manager
         honcho.manager.KILL_WAIT = KILL_WAIT
-        python = shlex.quote(sys.executable)
-        host = socket.gethostname()
-        cwd = str(settings.BASE_DIR)
 
         operations.reset_metrics(metrics.directory())  # before any child counts
         if settings.REDIS_EMBEDDED:
-            if embedded_redis.running_url(data_dir):
-                # A server an earlier management command started for this data directory:
-                # replace it by one that lives and dies with this run.
-                embedded_redis.stop(data_dir)
-            redis_port = embedded_redis.free_port()
-            env["REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
-            argv = embedded_redis.server_args(redis_port, data_dir)
-            manager.add_process("redis", "exec " + shlex.join(argv), env=env, cwd=cwd)
-            # Other processes of this data directory (manage.py, status) attach to it.
-            embedded_redis.record(data_dir, os.getpid(), redis_port)
+            _add_embedded_redis(manager, env, data_dir)
         else:
             env["REDIS_URL"] = settings.REDIS_URL
-
-        celery = f"exec {python} -m celery -A amux_site"
-        manager.add_process(
-            "web",
-            f"exec {python} -m uvicorn amux_site.asgi:application --host 127.0.0.1 "
-            f"--port {port} {shlex.join(operations.UVICORN_WS_ARGS)} --lifespan on "
-            "--no-access-log",
-            env=env, cwd=cwd,
-        )
-        manager.add_process(
-            "default",
-            f"exec nice -n {BACKGROUND_NICE} {python} -m celery -A amux_site worker -l INFO "
-            f"-Q default -n {shlex.quote('default@' + host)} "
-            f"-c {CONCURRENCY['default']} --without-mingle --without-gossip",
-            env=env, cwd=cwd,
-        )
-        # its own queue is named as the leases name this machine (settings.AMUX_HOSTNAME)
-        runtime_host = settings.AMUX_HOSTNAME
-        manager.add_process(
-            "runtime",
-            f"{celery} worker -l INFO -Q {shlex.quote(f'runtime,runtime.{runtime_host}')} "
-            f"-n {shlex.quote('runtime@' + runtime_host)} -P threads "
-            f"-c {settings.AMUX_SESSION_CAPACITY} --without-mingle --without-gossip",
-            env=env, cwd=cwd,
-        )
-        manager.add_process(
-            "beat",
-            f"{celery} beat -l INFO -s {shlex.quote(settings.CELERY_BEAT_SCHEDULE_FILENAME)}",
-            env=env, cwd=cwd,
-        )
-        # Lark long connections: one receiver per enabled source that receives that way,
-        # kept in step with the panel (idles while there is none).
-        manager.add_process(
-            "lark",
-            f"exec {python} {shlex.quote(str(settings.BASE_DIR / 'manage.py'))} lark_receivers",
-            env=env, cwd=cwd,
-        )
+        _add_processes(manager, env, port)
         hung_up = _on_signal(manager, signal.SIGHUP, self.stdout.write,
                              "amux: terminal closed (SIGHUP); stopping")
         # before the state names this process: `amux restart` signals only after that
@@ -386,6 +332,76 @@ class Command(BaseCommand):
             return RESTART
         # Ctrl-C (130), SIGTERM (143) and a closed terminal are the clean ways to stop.
         return 0 if manager.returncode in (130, 143) or hung_up else 1
+
+
+def _child_env(data_dir, port: int) -> dict[str, str]:
+    """The environment of every process `amux run` starts (REDIS_URL is added after)."""
+    env = os.environ.copy()
+    env.pop("AMUX_EMBEDDED_REDIS", None)
+    # AMUX_URL: where workers' tools reach this server (kept if the operator set it).
+    env.setdefault("AMUX_URL", f"http://127.0.0.1:{port}")
+    env.update(AMUX_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1",
+               DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE",
+                                                     "amux_site.settings"))
+    return env
+
+
+def _add_embedded_redis(manager: Supervisor, env: dict[str, str], data_dir) -> None:
+    """A Redis server of this run's own, named in `env` for the processes after it."""
+    if embedded_redis.running_url(data_dir):
+        # A server an earlier management command started for this data directory:
+        # replace it by one that lives and dies with this run.
+        embedded_redis.stop(data_dir)
+    redis_port = embedded_redis.free_port()
+    env["REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
+    argv = embedded_redis.server_args(redis_port, data_dir)
+    manager.add_process("redis", "exec " + shlex.join(argv), env=env,
+                        cwd=str(settings.BASE_DIR))
+    # Other processes of this data directory (manage.py, status) attach to it.
+    embedded_redis.record(data_dir, os.getpid(), redis_port)
+
+
+def _add_processes(manager: Supervisor, env: dict[str, str], port: int) -> None:
+    """The web server, the two Celery workers, beat and the Lark receivers."""
+    python = shlex.quote(sys.executable)
+    host = socket.gethostname()
+    cwd = str(settings.BASE_DIR)
+    celery = f"exec {python} -m celery -A amux_site"
+    manager.add_process(
+        "web",
+        f"exec {python} -m uvicorn amux_site.asgi:application --host 127.0.0.1 "
+        f"--port {port} {shlex.join(operations.UVICORN_WS_ARGS)} --lifespan on "
+        "--no-access-log",
+        env=env, cwd=cwd,
+    )
+    manager.add_process(
+        "default",
+        f"exec nice -n {BACKGROUND_NICE} {python} -m celery -A amux_site worker -l INFO "
+        f"-Q default -n {shlex.quote('default@' + host)} "
+        f"-c {CONCURRENCY['default']} --without-mingle --without-gossip",
+        env=env, cwd=cwd,
+    )
+    # its own queue is named as the leases name this machine (settings.AMUX_HOSTNAME)
+    runtime_host = settings.AMUX_HOSTNAME
+    manager.add_process(
+        "runtime",
+        f"{celery} worker -l INFO -Q {shlex.quote(f'runtime,runtime.{runtime_host}')} "
+        f"-n {shlex.quote('runtime@' + runtime_host)} -P threads "
+        f"-c {settings.AMUX_SESSION_CAPACITY} --without-mingle --without-gossip",
+        env=env, cwd=cwd,
+    )
+    manager.add_process(
+        "beat",
+        f"{celery} beat -l INFO -s {shlex.quote(settings.CELERY_BEAT_SCHEDULE_FILENAME)}",
+        env=env, cwd=cwd,
+    )
+    # Lark long connections: one receiver per enabled source that receives that way,
+    # kept in step with the panel (idles while there is none).
+    manager.add_process(
+        "lark",
+        f"exec {python} {shlex.quote(str(settings.BASE_DIR / 'manage.py'))} lark_receivers",
+        env=env, cwd=cwd,
+    )
 
 
 def _on_signal(manager, signum: int, say, message: str) -> list:

@@ -14,8 +14,9 @@ import urllib.request
 import pytest
 from knox.models import AuthToken
 
-from sessions import profiles
-from sessions.models import AgentInstance, Session, TaskRun
+from execution import profiles
+from execution.models import AgentInstance, TaskRun
+from sessions.models import Session
 from tests.e2e.test_executor_tools_e2e import _open
 from tests.runtimes.conftest import require_runtime
 from tests.support.asgi import free_port

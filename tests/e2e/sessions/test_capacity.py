@@ -12,6 +12,7 @@ import pytest
 from runtimes.base import tagged_pids
 from sessions import capacity, services
 from sessions.models import Session, TimelineEvent
+from sessions.new_session import Launch
 from tests.integration.test_metrics import SCRAPER, figure, scrape
 from tests.support.model_server import Text
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
@@ -38,8 +39,8 @@ def test_ten_sessions_start_their_first_turn_without_waiting_for_one_to_sleep(
     purge_queues()
     env = worker_env(session_dirs)
     model_server.script(*[Text(f"done {i}") for i in range(10)])
-    sessions = [services.create_session(runtime="codex", provider="scripted",
-                                        model="gpt-5.5") for _ in range(10)]
+    sessions = [services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                      model="gpt-5.5")) for _ in range(10)]
     worker = Worker("runtime", env, queues="runtime", sessions=12, log=tmp_path / "w.log")
     try:
         wait_for(lambda: _slots() == 12, timeout=60)
@@ -74,8 +75,10 @@ def test_a_full_machine_says_waiting_for_capacity_until_a_slot_frees(
     settings.AMUX_METRICS_TOKEN = SCRAPER["HTTP_AUTHORIZATION"].split()[1]
     env = worker_env(session_dirs)
     model_server.script(Text("first"), Text("second"))
-    holder = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
-    waiting = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    holder = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                   model="gpt-5.5"))
+    waiting = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     source = Source.objects.create(kind="github", slug="gh", name="GitHub")
     thread = Thread.objects.create(source=source, key="o/r#1")
     ticket = Ticket.objects.create(short_name="fix-1", title="Fix", thread=thread,

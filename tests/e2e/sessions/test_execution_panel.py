@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from sessions.models import AgentProfile, LaunchPreset, TaskRun
+from execution.models import AgentProfile, LaunchPreset, TaskRun
 from tests.support.model_server import Text
 from tests.support.workers import amux_workers, purge_queues, wait_for, worker_env
 

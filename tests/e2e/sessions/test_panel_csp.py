@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from sessions import services, timeline
+from sessions.new_session import Launch, SessionSpec
 from tests.support.asgi import AsgiServer
 from tests.support.workers import purge_queues, worker_env
 
@@ -37,8 +38,9 @@ def test_every_tab_htmx_and_the_websocket_work_under_the_csp(page, operator, ope
     page.add_init_script(RECORD)
     seen: list[str] = []
     try:
-        session = services.create_session(runtime="codex", provider="scripted",
-                                           model="gpt-5.5", name="csp test")
+        session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                        model="gpt-5.5"),
+                                          spec=SessionSpec(name="csp test"))
         timeline.note(session.pk, "error", {"code": "before", "message": "stored first"})
         response = page.goto(f"{server.url}/panel/login/")
         assert "script-src 'self'" in response.headers["content-security-policy"]

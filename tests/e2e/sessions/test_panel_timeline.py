@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sessions import services, timeline
+from sessions.new_session import Launch, SessionSpec
 from tests.support.asgi import AsgiServer
 from tests.support.workers import purge_queues, worker_env
 
@@ -35,8 +36,9 @@ def test_timeline_is_live_and_resumes_after_a_dropped_connection(page, operator,
     env = worker_env(session_dirs)
     server = AsgiServer(env, log=tmp_path / "uvicorn.log")
     try:
-        session = services.create_session(runtime="codex", provider="scripted",
-                                           model="gpt-5.5", name="browser test")
+        session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                        model="gpt-5.5"),
+                                          spec=SessionSpec(name="browser test"))
         timeline.note(session.pk, "error", {"code": "before", "message": "stored first"})
         page.goto(f"{server.url}/panel/login/")
         page.fill("#id_username", "operator")

@@ -11,6 +11,7 @@ import pytest
 
 from sessions import services
 from sessions.models import Session, TimelineEvent
+from sessions.new_session import Launch
 from tests.support.model_server import Text
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
 
@@ -54,8 +55,8 @@ def test_sessions_spread_stay_pinned_and_move_when_their_host_dies(
     try:
         # box2 also takes the sweep from `default`: its slots are shared with it
         wait_for(lambda: capacity.room().slots == 4, timeout=60)
-        ids = [services.create_session(runtime="codex", provider="scripted",
-                                       model="gpt-5.5").pk for _ in range(4)]
+        ids = [services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                     model="gpt-5.5")).pk for _ in range(4)]
         for pk in ids:
             services.post_message(pk, "first")
         wait_for(lambda: all(_completed(pk) == 1 for pk in ids), timeout=120)

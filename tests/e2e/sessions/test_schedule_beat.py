@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from sessions import profiles, schedules
-from sessions.models import ScheduleRun
+from execution import profiles, schedules
+from execution.models import ScheduleRun
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text
 from tests.support.workers import amux_workers, purge_queues, wait_for, worker_env

@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from sessions import profiles, schedules
-from sessions.models import Schedule
+from execution import profiles, schedules
+from execution.models import Schedule
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(180)]

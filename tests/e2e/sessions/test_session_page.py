@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 
 from sessions import services
 from sessions.models import TimelineEvent
+from sessions.new_session import Launch, SessionSpec
 from tests.support.asgi import AsgiServer
 from tests.support.model_server import Text, ToolCall
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
@@ -38,8 +39,9 @@ def test_a_turn_reads_as_one_block_with_its_tool_message_and_tokens(
     server = AsgiServer(env, log=tmp_path / "uvicorn.log")
     worker = Worker("page", env, log=tmp_path / "worker.log")
     try:
-        session = services.create_session(runtime="codex", provider="scripted",
-                                           model="gpt-5.5", name="page test")
+        session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                        model="gpt-5.5"),
+                                          spec=SessionSpec(name="page test"))
         # the answer's stream pauses after its first piece: the page shows it streaming
         model_server.script(ToolCall("ls /no/such/dir-amux"), Text(ANSWER, stall=3))
         _log_in(page, server.url)
@@ -122,8 +124,9 @@ def test_permission_requests_and_questions_are_answered_in_their_turn(
     purge_queues()
     server = AsgiServer(worker_env(session_dirs), log=tmp_path / "uvicorn.log")
     try:
-        session = services.create_session(runtime="codex", provider="scripted",
-                                           model="gpt-5.5", name="asks")
+        session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                        model="gpt-5.5"),
+                                          spec=SessionSpec(name="asks"))
         turn, _ = timeline.enqueue_input(session.pk, "deploy it")
         timeline.start_turn(session.pk, turn.pk)
         _log_in(page, server.url)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from sessions.models import TaskRun
+from execution.models import TaskRun
 from tests.support.model_server import Text
 from tests.support.workers import ROOT, amux_workers, purge_queues, worker_env
 

@@ -10,6 +10,7 @@ import pytest
 from runtimes.base import tagged_pids
 from sessions import services
 from sessions.models import Session, TimelineEvent, Turn
+from sessions.new_session import Launch
 from tests.support.model_server import Text
 from tests.support.workers import Worker, purge_queues, wait_for, worker_env
 
@@ -28,7 +29,8 @@ def test_killed_worker_mid_turn_resumes_on_another_worker(openai_provider, sessi
                                                           model_server, tmp_path):
     purge_queues()
     env = worker_env(session_dirs, AMUX_SESSION_LEASE_SECONDS="4")
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     model_server.script(Text("never arrives", delay=120), Text("back again"))
     first = Worker("first", env, log=tmp_path / "first.log")
     second = None

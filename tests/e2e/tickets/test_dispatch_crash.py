@@ -1,12 +1,13 @@
 """A Celery worker killed mid-dispatch recovers from the outbox with no duplicate comment on
 GitHub.
 
-One real worker drains a ticket's outbox: the dispatch (the worker session and its brief),
-then a reply the executor asked to post on the GitHub thread. The recording server (PyGithub
+One real worker drains a ticket's outbox: the dispatch (the run decided and its worker
+session made, in one transaction with the start effect that clones and posts the brief), then
+a reply the executor asked to post on the GitHub thread. The recording server (PyGithub
 talks to it) stores the comment and then stalls its answer; while it stalls, the test
 SIGKILLs the whole worker — the comment has reached GitHub, the dispatch's row and the
-reply's row are not settled. A second worker, woken by the beat's sweep once the dead
-worker's leases expire, runs both effects again: they complete, GitHub holds one comment,
+reply's row are not settled, the start's has not run. A second worker, woken by the beat's
+sweep once the dead worker's leases expire, runs them: they complete, GitHub holds one comment,
 and the dispatch started one session with one brief."""
 
 from __future__ import annotations
@@ -91,9 +92,13 @@ def test_a_worker_killed_mid_dispatch_recovers_without_a_duplicate_comment(githu
         first.proc.wait(10)
         held.release()
 
-        # The crash left both rows unsettled: the dispatch ran but its row was not yet
-        # deleted, the reply was sent but not recorded as done.
-        assert set(Effect.objects.values_list("pk", flat=True)) == {dispatch.pk, relay.pk}
+        # The crash left the rows unsettled: the dispatch ran (its decision committed with
+        # the run's start effect: the clone and the brief) but its row was not yet deleted,
+        # the reply was sent but not recorded as done, and the start waits behind them.
+        start = Effect.objects.get(kind="dispatch", key=f"assignment:{assignment.pk}:start")
+        assert start.pk > relay.pk
+        assert set(Effect.objects.values_list("pk", flat=True)) == {
+            dispatch.pk, relay.pk, start.pk}
         assert len(github.state.comments[(REPO, 7)]) == 1
         assignment.refresh_from_db()
         assert assignment.state == "running", assignment.end_reason

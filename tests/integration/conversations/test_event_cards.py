@@ -15,6 +15,7 @@ from effects import outbox
 from runtimes import events as rt
 from sessions import timeline
 from sessions.models import Turn
+from sessions.new_session import Launch
 from tests.integration.conversations.test_lark_conversations import (
     drain_until,
     lark_source,
@@ -86,7 +87,8 @@ def test_a_question_and_a_goal_get_cards_in_the_topic(bound, lark_server):
 def test_an_unbound_session_sends_nothing(lark_server, openai_provider, session_dirs):
     from sessions import services
 
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     turn = services.post_message(session.pk, "hello", origin={"via": "web", "actor": "x"})
     timeline.start_turn(session.pk, turn.pk)
     timeline.record(session.pk, turn.pk, [rt.MessageCompleted(text="hi"), rt.TurnCompleted()])

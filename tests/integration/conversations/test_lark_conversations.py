@@ -344,7 +344,7 @@ def test_no_bot_profile_and_no_worker_settings_starts_nothing(client, lark_serve
 
 def test_a_bot_profile_preset_chooses_how_the_session_runs(client, lark_server,
                                                           openai_provider, session_dirs):
-    from sessions.models import BotProfile, LaunchPreset
+    from execution.models import BotProfile, LaunchPreset
 
     preset = LaunchPreset.objects.create(slug="chat", runtime="codex", model="gpt-5.5",
                                          provider=openai_provider, permission="ask")

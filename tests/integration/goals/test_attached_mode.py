@@ -110,7 +110,7 @@ class OperatorClient:
                        and n["params"]["turn"]["id"] == turn for n in notes):
                     return thread
                 await asyncio.sleep(0.05)
-            raise TimeoutError("the operator's turn did not complete")
+            raise TimeoutError(f"the operator's turn did not complete: {notes[-6:]}")
 
         return run_async(self._session(work))
 

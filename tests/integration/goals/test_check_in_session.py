@@ -15,7 +15,8 @@ import pytest
 from django.conf import settings
 
 from amux_site import heartbeat
-from goals import tasks, turns
+from effects import outbox
+from goals import checks, turns
 from goals.models import GoalTurn
 from sessions.models import RuntimeIdentity, Session
 from tests.support.isolation import as_root, backend, runtime_user
@@ -128,7 +129,10 @@ def test_the_check_moves_to_the_machine_that_holds_the_work_directory(
         with app.connection_for_write() as conn:
             redis = conn.default_channel.client
             before = redis.llen("runtime.elsewhere")
-            assert tasks.run_turn(pk) == "running"
+            # the envelope's supervisor row sends the check there and waits for it
+            with pytest.raises(outbox.Later) as later:
+                turns.drive(0, {"turn": pk})
+            assert later.value.delay >= checks.check_timeout_s()
             sent = [json.loads(m) for m in redis.lrange("runtime.elsewhere", 0, -1)]
             assert len(sent) == before + 1
             assert sent[0]["headers"]["task"] == "goals.turn"

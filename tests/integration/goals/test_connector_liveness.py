@@ -181,7 +181,7 @@ def test_a_webhook_connector_is_stale_when_quiet_past_its_interval(api, goal, op
         lark_api.state.lark_app_open_id = "ou_bot"
         config = Lark.validate_config({"app_id": "cli_test", "bot_open_id": "ou_bot",
                                        "groups": ["oc_team"], "domain": lark_api.url,
-                                       "expected_interval": 1})
+                                       "expected_interval": 4})
         source = Source(kind="lark", slug="hook", name="hook", config=config)
         source.secrets = {"verification_token": "v-token", "encrypt_key": "k",
                           "app_secret": "s"}
@@ -190,7 +190,7 @@ def test_a_webhook_connector_is_stale_when_quiet_past_its_interval(api, goal, op
         pk = _connector(api, "hook")
         assert _state(api, pk) == ("listening", None)  # new: within its interval
         wait_for(lambda: _state(api, pk) == ("stale", "no_events_within_interval"),
-                 timeout=10)
+                 timeout=30)
         # An event arrives: listening again (and the mention is admitted by the bot id
         # the bot info verified when the first event was processed).
         event = message_event(token="v-token", chat_id="oc_team", text="@_user_1 hi",

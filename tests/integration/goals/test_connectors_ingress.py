@@ -352,9 +352,54 @@ def test_queue_dispatch_replayed_after_a_crash_delivers_once(api, pi_agent, lark
     session_id = start(api).json()["session"]
     connector = Connector.objects.get(pk=_connector(api, ingress_mode="session_queue"
                                                     ).json()["id"])
-    ingress.accept(connector, _event("q-once", "only once"))
-    queue.dispatch(1, {"session": session_id})
+    receipt = ingress.accept(connector, _event("q-once", "only once"))
+    row = {"item": receipt.queued.pk}
+    queue.dispatch(1, row)
     _complete(session_id)
-    queue.dispatch(1, {"session": session_id})  # the replay
+    queue.dispatch(1, row)  # the replay
     assert _inputs(session_id) == ["only once"]
     assert IngressReceipt.objects.get(dedupe_key="q-once").outcome == "delivered"
+
+
+def test_each_queued_item_is_a_row_in_its_sessions_line(api, pi_agent, lark_source):
+    """The queue's order is the outbox's: one ordered row per item, one channel per
+    session. A row of the older one-row-per-session shape becomes the items' rows."""
+    from effects.models import Effect
+    from goals import queue
+
+    session_id = start(api).json()["session"]
+    connector = Connector.objects.get(pk=_connector(api, ingress_mode="session_queue"
+                                                    ).json()["id"])
+    items = [ingress.accept(connector, _event(f"q{n}", f"queued {n}")).queued.pk
+             for n in range(2)]
+    rows = Effect.objects.filter(kind="goals.queue_dispatch").order_by("id")
+    assert [(r.key, r.channel, r.payload) for r in rows] == [
+        (f"item:{pk}", f"goals.queue:{session_id}", {"item": pk}) for pk in items]
+    rows.delete()
+    queue.dispatch(1, {"session": session_id})  # written by a process before the move
+    assert [r.key for r in rows.all()] == [f"item:{pk}" for pk in items]
+    outbox.drain(seconds=10)
+    assert _inputs(session_id) == ["queued 0"]  # the head; the second waits in line
+
+
+def test_queued_items_before_the_upgrade_get_their_rows(api, pi_agent, lark_source):
+    """The data migration: each queued item gets its row in its session's line, in order,
+    and the one-row-per-session rows go."""
+    import importlib
+
+    from django.apps import apps
+
+    from effects.models import Effect
+
+    migration = importlib.import_module("goals.migrations.0011_queued_ingress_rows")
+    session_id = start(api).json()["session"]
+    connector = Connector.objects.get(pk=_connector(api, ingress_mode="session_queue"
+                                                    ).json()["id"])
+    items = [ingress.accept(connector, _event(f"m{n}", f"queued {n}")).queued.pk
+             for n in range(2)]
+    rows = Effect.objects.filter(kind="goals.queue_dispatch")
+    rows.delete()
+    outbox.enqueue("goals.queue_dispatch", f"session:{session_id}", {"session": session_id})
+    migration.item_rows(apps, None)
+    assert [(r.key, r.channel) for r in rows.order_by("id")] == [
+        (f"item:{pk}", f"goals.queue:{session_id}") for pk in items]

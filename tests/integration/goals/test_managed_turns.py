@@ -6,6 +6,7 @@ host runs Pi's turn, and amux's own check decides the writeback and the spend.""
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -249,37 +250,76 @@ def test_turn_refusals_name_the_field(api, session_id):
     assert detached.status_code == 409 and detached.json()["error"]["code"] == "no_session"
 
 
-def test_an_envelope_nobody_advanced_is_found_for_resuming(api, session_id):
-    from datetime import timedelta
-
+def run_row(pk):
+    """Run the envelope's supervisor row once, as a drainer would (its lease taken here):
+    the outcome and the row after it."""
     from django.utils import timezone
+
+    from effects import outbox
+    from effects.models import Effect
+
+    rows = Effect.objects.filter(kind=turns.EFFECT_KIND, key=turns.key_of(pk), state="pending")
+    rows.update(claimed_by="test-drainer",
+                claimed_until=timezone.now() + timedelta(minutes=5))
+    outcome = outbox.run_one(rows.get(), "test-drainer")
+    return outcome, rows.first()
+
+
+def test_an_envelope_in_flight_has_its_supervisor_row(api, session_id):
+    """Written with the envelope: a worker or a task lost on the way loses nothing."""
+    from effects.models import Effect
 
     check(api, "true")
     todo(api, "one")
     api.post(TURNS, {"key": "lost"})
     turn = GoalTurn.objects.get(key="lost")
-    assert turns.stalled() == []
-    GoalTurn.objects.filter(pk=turn.pk).update(updated_at=timezone.now() - timedelta(minutes=1))
-    assert turns.stalled() == [turn.pk]
-    turns.touch(turn.pk)  # a live supervisor chain keeps it out of the sweep
-    assert turns.stalled() == []
+    row = Effect.objects.get(kind="goals.turn", key=f"turn:{turn.pk}")
+    assert (row.state, row.payload) == ("pending", {"turn": turn.pk})
 
 
-def test_an_envelope_waiting_for_its_session_turn_is_left_to_the_turn_end(api, session_id,
-                                                                          settings):
-    """Running with its session turn not ended: the turn's end advances it, the sweep does
-    not look; past the attempt timeout (its interrupt is due) the sweep takes it again."""
-    from datetime import timedelta
-
+def test_a_running_attempt_waits_for_its_end_or_its_timeout(api, session_id, settings):
+    """Posted, its session turn not ended: the row is due again only at the attempt's
+    timeout (nothing looks before; the turn's end makes it due); past the timeout it
+    interrupts the attempt."""
     from django.utils import timezone
 
     check(api, "true")
     todo(api, "one")
     api.post(TURNS, {"key": "w1"})
     pk = GoalTurn.objects.get(key="w1").pk
-    assert turns.advance(pk).state == "running"  # posted; the host has not run it
-    old = timezone.now() - timedelta(minutes=5)
-    GoalTurn.objects.filter(pk=pk).update(updated_at=old, dispatched_at=old)
-    assert turns.stalled() == []
+    outcome, row = run_row(pk)
+    assert outcome == "later" and GoalTurn.objects.get(pk=pk).state == "running"
+    wait = (row.due_at - timezone.now()).total_seconds()
+    assert 1700 < wait <= 1801  # AMUX_GOAL_TURN_TIMEOUT_S, 1800 s by default
     settings.AMUX_GOAL_TURN_TIMEOUT_S = 60
-    assert turns.stalled() == [pk]
+    old = timezone.now() - timedelta(minutes=5)
+    GoalTurn.objects.filter(pk=pk).update(dispatched_at=old)
+    outcome, row = run_row(pk)
+    assert outcome == "later"
+    assert (row.due_at - timezone.now()).total_seconds() <= turns.WAKE_FLOOR_S
+    assert GoalTurn.objects.get(pk=pk).state == "running"
+
+
+def test_envelopes_in_flight_before_the_upgrade_get_their_rows(api, session_id):
+    """In flight when the supervisor became an outbox row (a chain of tasks drove it): the
+    data migration gives each its row; settled ones get none."""
+    import importlib
+
+    from django.apps import apps
+
+    from effects.models import Effect
+
+    migration = importlib.import_module("goals.migrations.0010_turn_supervisor_rows")
+    check(api, "true")
+    todo(api, "one")
+    api.post(TURNS, {"key": "old"})
+    pk = GoalTurn.objects.get(key="old").pk
+    rows = Effect.objects.filter(kind="goals.turn")
+    rows.delete()  # as before the upgrade
+    migration.supervisor_rows(apps, None)
+    migration.supervisor_rows(apps, None)
+    assert [(r.key, r.payload) for r in rows.all()] == [(f"turn:{pk}", {"turn": pk})]
+    rows.delete()
+    GoalTurn.objects.filter(pk=pk).update(state="done")
+    migration.supervisor_rows(apps, None)
+    assert not rows.exists()

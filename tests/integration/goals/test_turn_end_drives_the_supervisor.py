@@ -4,10 +4,12 @@ with no polling loop).
 
 Real Celery workers as `amux run` starts them (a runtime worker hosting the session's real
 Pi against the scripted model, a default worker for the supervisor and the outbox), and no
-beat: nothing sweeps. The envelope is posted through the REST API; the supervisor task
-posts the todo and lets go; Pi's turn ends; the fact reaches goals through its own outbox
-row; the supervisor runs once more and the envelope is done. The supervisor task runs
-exactly twice — a poll would have run it every few seconds while Pi worked."""
+beat: nothing sweeps. The envelope is posted through the REST API; its supervisor (an
+outbox row, goals.turn) posts the todo and waits, due again only at the attempt's timeout;
+Pi's turn ends; the fact reaches goals through its own outbox row and makes the
+supervisor's row due; it sends amux's check to the check task, which hands the envelope
+back, settled. The supervisor runs exactly three times and the check task once — a poll
+would have run it every few seconds while Pi worked."""
 
 from __future__ import annotations
 
@@ -39,6 +41,10 @@ def workers(settings, session_id, tmp_path):
 
 
 def supervisor_runs(log: str) -> int:
+    return len(re.findall(r"goals turn \d+ \(ev1\) supervised", log))
+
+
+def check_runs(log: str) -> int:
     return len(re.findall(r"Task goals\.turn\[[^\]]+\] received", log))
 
 
@@ -61,5 +67,7 @@ def test_the_end_of_the_session_turn_sends_the_envelope_on(api, session_id, mode
                     f"{default.log()[-3000:]}")
     assert turn.validation["passed"] is True and turn.quota_spent == 1
     assert api.get(f"/api/v1/goals/ship/todos/{todo}/").json()["state"] == "done"
-    # one run posted the todo, one ran the check after the fact arrived; none in between
-    assert supervisor_runs(default.log()) == 2, default.log()[-4000:]
+    # one run posted the todo, one sent the check after the fact arrived, one saw the
+    # envelope settled; none in between
+    log = default.log()
+    assert supervisor_runs(log) == 3 and check_runs(log) == 1, log[-4000:]

@@ -7,6 +7,7 @@ import pytest
 
 from sessions import control, services, timeline
 from sessions.models import ProviderProfile, Session, TimelineEvent, Turn
+from sessions.new_session import Launch, SessionSpec
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +80,8 @@ def test_bad_sessions_are_refused_before_anything_starts(api, openai_provider, s
 
 def test_archived_session_refuses_messages_and_nothing_changes(api, openai_provider,
                                                                session_dirs):
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     services.archive(session.pk)
     events = TimelineEvent.objects.count()
     response = api.post(f"/api/v1/sessions/{session.pk}/messages", {"text": "hi"},
@@ -90,7 +92,8 @@ def test_archived_session_refuses_messages_and_nothing_changes(api, openai_provi
 
 
 def test_interrupt_without_a_turn_in_flight_is_refused(api, openai_provider, session_dirs):
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     control.clear(session.pk)
     response = api.post(f"/api/v1/sessions/{session.pk}/interrupt/")
     assert response.status_code == 409
@@ -99,7 +102,8 @@ def test_interrupt_without_a_turn_in_flight_is_refused(api, openai_provider, ses
 
 
 def test_empty_message_and_unknown_permission_are_refused(api, openai_provider, session_dirs):
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     assert api.post(f"/api/v1/sessions/{session.pk}/messages", {"text": " "},
                     format="json").status_code == 400
     response = api.post(f"/api/v1/sessions/{session.pk}/permissions/nope",
@@ -109,7 +113,8 @@ def test_empty_message_and_unknown_permission_are_refused(api, openai_provider, 
 
 def test_message_is_idempotent_on_key_and_timeline_lists_events(api, openai_provider,
                                                                 session_dirs):
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     for _ in range(2):
         response = api.post(f"/api/v1/sessions/{session.pk}/messages",
                             {"text": "hello", "key": "k1"}, format="json")
@@ -126,9 +131,10 @@ def test_message_is_idempotent_on_key_and_timeline_lists_events(api, openai_prov
 
 
 def test_runtime_env_is_stored_encrypted_and_never_shown(api, openai_provider, session_dirs):
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5",
-                                       env={"AMUX_ASSIGNMENT_TOKEN": "tok-secret"},
-                                       path=["/opt/amux-shim"])
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5",
+                                                    env={"AMUX_ASSIGNMENT_TOKEN": "tok-secret"},
+                                                    path=["/opt/amux-shim"]))
     config = services.runtime_config(Session.objects.get(pk=session.pk))
     assert config.extra_env == {"AMUX_ASSIGNMENT_TOKEN": "tok-secret"}
     assert config.extra_path == ["/opt/amux-shim"]
@@ -147,7 +153,8 @@ def test_runtime_env_is_stored_encrypted_and_never_shown(api, openai_provider, s
 
 
 def test_a_workdir_outside_work_is_refused_and_nothing_there_is_touched(
-        api, openai_provider, session_dirs, settings, tmp_path):
+        api, openai_provider, session_dirs, settings, tmp_path,
+        django_capture_on_commit_callbacks):
     """linux-dac shares a session's work directory with the runtime user, so a workdir is
     only ever a directory under the data directory's work/: `/etc`, the data directory,
     work/ itself, a `..` and a symbolic link out of it are refused with a 400 naming
@@ -185,8 +192,9 @@ def test_a_workdir_outside_work_is_refused_and_nothing_there_is_touched(
 
     # the service refuses the same for every other caller (a 400 lists all faults at once)
     with pytest.raises(services.CommandError) as caught:
-        services.create_session(runtime="codex", provider="scripted", model="gpt-5.5",
-                                workdir="/etc")
+        services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                              model="gpt-5.5"),
+                                spec=SessionSpec(workdir="/etc"))
     assert caught.value.field == "workdir"
     response = api.post("/api/v1/sessions/", {"runtime": "codex", "provider": "scripted",
                                               "model": "gpt-5.5", "workdir": "/etc",
@@ -196,10 +204,11 @@ def test_a_workdir_outside_work_is_refused_and_nothing_there_is_touched(
     # under work/: accepted, stored with its symbolic links followed
     (work / "projects").mkdir()
     (work / "current").symlink_to(work / "projects")
-    response = api.post("/api/v1/sessions/", {"runtime": "codex", "provider": "scripted",
-                                              "model": "gpt-5.5",
-                                              "workdir": f"{work}/current/app"},
-                        format="json")
+    with django_capture_on_commit_callbacks(execute=True):  # made once the row commits
+        response = api.post("/api/v1/sessions/", {"runtime": "codex", "provider": "scripted",
+                                                  "model": "gpt-5.5",
+                                                  "workdir": f"{work}/current/app"},
+                            format="json")
     assert response.status_code == 201, response.content
     assert response.json()["workdir"] == str((work / "projects" / "app").resolve())
     assert (work / "projects" / "app").is_dir()

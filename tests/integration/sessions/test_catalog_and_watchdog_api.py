@@ -9,6 +9,7 @@ import pytest
 from runtimes import catalog
 from sessions import services
 from sessions.models import ProviderProfile, Session, TimelineEvent, WatchdogSettings
+from sessions.new_session import Launch
 from tests.support.model_server import ToolCall
 from tests.support.sessions import run_host
 
@@ -184,7 +185,8 @@ def test_the_providers_repeat_limit_reaches_the_host(openai_provider, session_di
                                                      model_server):
     openai_provider.watchdog = {"repeat_tool_call_limit": 3}
     openai_provider.save()
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
     model_server.script(*[ToolCall("echo again >> loop.txt") for _ in range(10)])
     services.post_message(session.pk, "loop")

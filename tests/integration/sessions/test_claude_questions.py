@@ -11,6 +11,7 @@ import pytest
 
 from sessions import services
 from sessions.models import Session, TimelineEvent
+from sessions.new_session import Launch
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 
@@ -33,8 +34,8 @@ def _asked(session_id):
 
 def test_two_questions_answered_through_the_api(api, anthropic_provider, session_dirs,
                                                 model_server):
-    session = services.create_session(runtime="claude", provider="scripted",
-                                      model="claude-sonnet-4-5")
+    session = services.create_session(Launch.direct(runtime="claude", provider="scripted",
+                                                    model="claude-sonnet-4-5"))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
     model_server.script(ToolCall("", tool="AskUserQuestion", arguments=QUESTIONS),
                         Text("thanks"))
@@ -72,8 +73,8 @@ def test_two_questions_answered_through_the_api(api, anthropic_provider, session
 
 def test_cancelling_one_question_through_the_api_cancels_the_call(api, anthropic_provider,
                                                                   session_dirs, model_server):
-    session = services.create_session(runtime="claude", provider="scripted",
-                                      model="claude-sonnet-4-5")
+    session = services.create_session(Launch.direct(runtime="claude", provider="scripted",
+                                                    model="claude-sonnet-4-5"))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
     model_server.script(ToolCall("", tool="AskUserQuestion", arguments=QUESTIONS),
                         Text("no answers then"))

@@ -11,6 +11,7 @@ import pytest
 
 from sessions import services, timeline
 from sessions.models import Session, TimelineEvent, Turn
+from sessions.new_session import Launch
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host
 
@@ -24,8 +25,8 @@ QUESTIONS = {"questions": [{"title": "Which color?", "options": ["red", "blue"]}
 
 def test_an_async_answer_enters_the_same_conversation_as_input(api, openai_provider,
                                                                session_dirs, model_server):
-    session = services.create_session(runtime="codex", provider="scripted",
-                                      model=ASYNC_MODEL)
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model=ASYNC_MODEL))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
     model_server.script(ToolCall("", tool="request_user_input_async", namespace="functions",
                                  arguments=QUESTIONS),
@@ -77,8 +78,8 @@ def test_an_async_answer_enters_the_same_conversation_as_input(api, openai_provi
 
 def test_cancelling_an_async_question_closes_it_without_input(openai_provider, session_dirs,
                                                               model_server):
-    session = services.create_session(runtime="codex", provider="scripted",
-                                      model=ASYNC_MODEL)
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model=ASYNC_MODEL))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
     model_server.script(ToolCall("", tool="request_user_input_async", namespace="functions",
                                  arguments=QUESTIONS), Text("ok"))
@@ -104,7 +105,8 @@ def test_a_probed_request_user_input_is_answered_through_the_api(api, openai_pro
 
     from tests.support.sessions import wait_for
 
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
     model_server.script(ToolCall("", tool="request_user_input", arguments=REQUEST),
                         Text("blue, then"))

@@ -23,10 +23,11 @@ def test_timeline_websockets_read_through_a_bounded_pool(openai_provider, sessio
     """Channels consumers (database_sync_to_async) borrow and give back like requests do."""
     from knox.models import AuthToken
 
-    from sessions import services, timeline
+    from sessions import new_session, services, timeline
 
     token = AuthToken.objects.create(user=operator)[1]
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(
+        new_session.Launch.direct(runtime="codex", provider="scripted", model="gpt-5.5"))
     for i in range(3):
         timeline.note(session.pk, "error", {"code": f"e{i}", "message": ""})
 

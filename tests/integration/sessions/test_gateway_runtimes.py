@@ -17,6 +17,7 @@ from runtimes import get_adapter
 from runtimes.base import tagged_pids
 from sessions import services
 from sessions.models import Session
+from sessions.new_session import Launch
 from tests import factories as f
 from tests.support.model_server import Text, ToolCall
 from tests.support.runtimes import collect, run_async, terminals
@@ -76,8 +77,8 @@ def _session(runtime, model_server):
     runtime is not installed)."""
     _require(runtime)
     provider = _provider(runtime, model_server)
-    return services.create_session(runtime=runtime, provider=provider.slug,
-                                   model=MODELS[runtime])
+    return services.create_session(Launch.direct(runtime=runtime, provider=provider.slug,
+                                                 model=MODELS[runtime]))
 
 
 def _environ(pid: int) -> bytes | None:
@@ -105,6 +106,9 @@ def test_a_turn_through_the_gateway_leaves_no_provider_key_with_the_runtime(
             def look(event):
                 if event.type == "tool.started" and "pids" not in seen:
                     pids = tagged_pids(adapter.tag)
+                    server = getattr(adapter, "server", None)
+                    if server is not None:  # a thread of a shared app-server (private-home)
+                        pids = [*pids, *tagged_pids(server.tag)]
                     seen["pids"] = pids
                     seen["environ"] = [env for env in map(_environ, pids) if env is not None]
                     seen["leaks"] = _leaks(pids, [config.state_dir, config.workdir])
@@ -116,8 +120,13 @@ def test_a_turn_through_the_gateway_leaves_no_provider_key_with_the_runtime(
     events = run_async(main())
     assert [e.type for e in terminals(events)] == ["turn.completed"], events
     assert seen.get("pids"), "the runtime's processes were not seen during the turn"
-    # the scan is real: the session credential is there, where the key used to be
-    assert any(config.provider.api_key.encode() in env for env in seen["environ"])
+    credential = config.provider.api_key.encode()
+    if config.shared_app_server and runtime == "codex":
+        # a shared process holds no session's credential: it goes with the thread only
+        assert seen["environ"] and not any(credential in env for env in seen["environ"])
+    else:
+        # the scan is real: the session credential is there, where the key used to be
+        assert any(credential in env for env in seen["environ"])
     assert seen["leaks"] == []
     assert _leaks([], [config.state_dir, config.workdir]) == []  # nor after the turn
     requests = model_server.tool_requests()

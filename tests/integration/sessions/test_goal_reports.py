@@ -8,6 +8,7 @@ import pytest
 
 from sessions import native_goals, services
 from sessions.models import TimelineEvent
+from sessions.new_session import Launch
 
 pytestmark = pytest.mark.django_db
 
@@ -20,13 +21,15 @@ def _goal_events(sid):
 
 
 def test_a_cleared_report_for_no_goal_is_not_recorded(openai_provider, session_dirs):
-    sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
+    sid = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                model="gpt-5.5")).pk
     native_goals.record(sid, None, cleared=True)
     assert _goal_events(sid) == []
 
 
 def test_a_goal_the_runtime_cleared_is_recorded_once(openai_provider, session_dirs):
-    sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
+    sid = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                model="gpt-5.5")).pk
     native_goals.record(sid, NATIVE)
     native_goals.record(sid, None, cleared=True)
     native_goals.record(sid, None, cleared=True)  # repeated on the next resume: nothing new
@@ -35,6 +38,7 @@ def test_a_goal_the_runtime_cleared_is_recorded_once(openai_provider, session_di
 
 def test_a_clear_command_is_always_answered(openai_provider, session_dirs):
     """A person's `goal clear` gets its answer even when there was nothing to clear."""
-    sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
+    sid = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                model="gpt-5.5")).pk
     native_goals.record(sid, None, command="clear", cleared=True)
     assert _goal_events(sid) == ["goal.cleared"]

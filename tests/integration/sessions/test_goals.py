@@ -12,6 +12,7 @@ import pytest
 
 from sessions import control, native_goals, services
 from sessions.models import Session, SessionGoal, TimelineEvent, Turn
+from sessions.new_session import Launch
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 
@@ -33,6 +34,7 @@ class Responder:
         self.goal_requests = 0
         self.user_texts: list[str] = []
         self.model_creates_goal = False
+        self.goal_delay = 0.4
 
     def __call__(self, body):
         items = body.get("input") or []
@@ -45,7 +47,7 @@ class Responder:
             if self.complete_after is not None and self.goal_requests >= self.complete_after:
                 self.complete_after = None
                 return ToolCall("", tool="update_goal", arguments={"status": "complete"})
-            return Text("goal step", delay=0.4)
+            return Text("goal step", delay=self.goal_delay)
         self.user_texts.append(text)
         if self.model_creates_goal:
             self.model_creates_goal = False
@@ -90,7 +92,8 @@ def _status(session_id):
 def _started_codex(model_server, session_dirs):
     responder = Responder()
     model_server.responder = responder
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=600)
     turn = services.post_message(session.pk, "hello", origin=WEB)
     thread = _host(session.pk)
@@ -294,6 +297,36 @@ def test_budget_limited_goal_is_not_resumed(openai_provider, session_dirs, model
         _stop(sid, thread)
 
 
+def test_every_goal_command_sent_while_goal_turns_follow_each_other_is_answered(
+        openai_provider, session_dirs, model_server):
+    """Short goal turns, one after another, and budget commands meanwhile: each command is
+    carried out and recorded, whether it reached a goal turn, the gap between two, or both
+    (a turn's control reader used to be cancelled at the turn's end, dropping a command it
+    had already taken while it stored the goal's reports)."""
+    session, responder, thread = _started_codex(model_server, session_dirs)
+    sid = session.pk
+    responder.goal_delay = 0.05
+    budgets = [1_000_000_000 + n for n in range(25)]
+    try:
+        services.post_message(sid, "goal count the sheep", origin=WEB)
+        wait_for(lambda: len(_ended_goal_turns(sid)) >= 2, timeout=60)
+        for budget in budgets:
+            assert not isinstance(services.post_message(sid, f"goal budget {budget}",
+                                                        origin=WEB), Turn)
+            time.sleep(0.03)
+
+        def answered():
+            return [e.payload["goal"]["token_budget"] for e in TimelineEvent.objects.filter(
+                session_id=sid, type="goal.updated", payload__command="budget")]
+
+        wait_for(lambda: len(answered()) >= len(budgets), timeout=60)
+        assert sorted(answered()) == budgets
+        assert _row(sid).snapshot["tokenBudget"] == budgets[-1]
+        _one_terminal_each(sid, _goal_turns(sid))
+    finally:
+        _stop(sid, thread)
+
+
 def test_a_goal_nobody_authorized_is_refused(openai_provider, session_dirs, model_server):
     """The model creates a goal itself (create_goal): Codex starts continuations, the host
     interrupts each and records it; none is anyone's turn."""
@@ -322,7 +355,8 @@ def test_pi_session_has_no_goals(api, client, operator, openai_provider, session
                                  model_server):
     """Pi declares no goal feature: `goal x` (and a bare `goal`) is ordinary text for the
     model, and the session page shows no goal help."""
-    session = services.create_session(runtime="pi", provider="scripted", model="scripted-model")
+    session = services.create_session(Launch.direct(runtime="pi", provider="scripted",
+                                                    model="scripted-model"))
     response = api.post(f"/api/v1/sessions/{session.pk}/goal/", {"command": "goal x"},
                         format="json")
     assert response.status_code == 409
@@ -433,7 +467,8 @@ def test_a_new_sessions_first_goal_waits_for_the_runtime_to_declare_goals(
     goal is created as if typed then, and runs."""
     responder = Responder()
     model_server.responder = responder
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     sid = session.pk
     Session.objects.filter(pk=sid).update(idle_timeout_s=600)
     outcome = services.post_message(sid, "goal write the changelog", origin=WEB)

@@ -11,7 +11,9 @@ import pytest
 
 from runtimes.base import tagged_pids
 from sessions import services, timeline
+from sessions.core import turns
 from sessions.models import Session, TimelineEvent, Turn
+from sessions.new_session import Launch, SessionSpec
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
 
@@ -19,9 +21,10 @@ pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(240)]
 
 
-def _session(runtime="codex", model="gpt-5.5", **kwargs):
-    session = services.create_session(runtime=runtime, provider="scripted", model=model,
-                                      **kwargs)
+def _session(runtime="codex", model="gpt-5.5", spec=None, **choices):
+    session = services.create_session(Launch.direct(runtime=runtime, provider="scripted",
+                                                    model=model, **choices),
+                                      spec=spec)
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
     return Session.objects.get(pk=session.pk)
 
@@ -140,7 +143,7 @@ def test_permission_answered_once_from_the_api(openai_provider, session_dirs, mo
 
 
 def test_repeated_tool_call_loop_fails_the_turn(openai_provider, session_dirs, model_server):
-    session = _session(watchdog={"repeat_tool_call_limit": 3})
+    session = _session(spec=SessionSpec(watchdog={"repeat_tool_call_limit": 3}))
     model_server.script(*[ToolCall("echo again >> loop.txt") for _ in range(10)])
     services.post_message(session.pk, "loop")
     assert run_host(session.pk) == "slept"
@@ -200,15 +203,15 @@ def test_a_turn_cut_by_a_dead_host_is_continued_at_most_twice(openai_provider, s
         assert timeline.reconcile_running(session.pk) == 1
         assert Turn.objects.get(pk=turn.pk).state == expected
         assert TimelineEvent.objects.filter(
-            turn=turn, type__in=list(timeline.TERMINAL_STATE)).count() == 1
+            turn=turn, type__in=list(turns.TERMINALS)).count() == 1
         queued = Turn.objects.filter(session=session, state="queued").first()
         if expected == "failed":
             assert queued is None
             break
-        assert queued.key == turn.key + timeline.RESUME_SUFFIX
-        assert queued.input["text"].startswith(timeline.RESUME_TEXT)
+        assert queued.key == turn.key + turns.RESUME_SUFFIX
+        assert queued.input["text"].startswith(turns.RESUME_TEXT)
         assert queued.input["text"].endswith("fix the parser")
-        assert queued.input["text"].count(timeline.RESUME_TEXT) == 1
+        assert queued.input["text"].count(turns.RESUME_TEXT) == 1
         assert timeline.reconcile_running(session.pk) == 0  # nothing running: idempotent
         turn = queued
 
@@ -227,9 +230,14 @@ def test_a_lost_native_conversation_is_replaced_and_told_what_was_said(
     lost = Session.objects.get(pk=session.pk).native_ref
     # the runtime's own record of the conversation is gone while the session sleeps
     kept = services.state_dir(Session.objects.get(pk=session.pk)) / saved
-    assert any(p.is_file() for p in kept.rglob("*"))
-    for path in sorted(kept.rglob("*"), reverse=True):
-        path.unlink() if path.is_file() else path.rmdir()
+    if services.runtime_config(session, launch=False).shared_app_server:
+        # a thread of a shared app-server (private-home): its rollout is in the shared home
+        files = list((session_dirs / "runtime" / "codex-shared").rglob(f"*{lost}*.jsonl"))
+    else:
+        files = [p for p in kept.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        path.unlink()
     services.post_message(session.pk, "what was the first word?")
     assert run_host(session.pk) == "slept"
     session.refresh_from_db()

@@ -3,7 +3,9 @@ or answered on the timeline with why not; the sleep rule is fed what the databas
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 
 import pytest
 
@@ -11,6 +13,7 @@ from runtimes.events import PermissionRequested
 from sessions import control, services, timeline
 from sessions.host import sleep_facts
 from sessions.models import Session, TimelineEvent
+from sessions.new_session import Launch
 from tests.support.model_server import Text
 from tests.support.sessions import run_host, wait_for
 
@@ -20,7 +23,8 @@ pytestmark = [pytest.mark.django_db(transaction=True),
 
 def _session(idle_timeout_s=300):
     # a long idle timeout: only a command applied by the host ends these hosts in time
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=idle_timeout_s)
     return Session.objects.get(pk=session.pk)
 
@@ -137,3 +141,63 @@ def test_a_starting_worker_takes_back_only_leases_whose_host_died_here(openai_pr
     assert rows[dead.pk].lease_expires_at <= timezone.now()  # free for a new host now
     assert rows[alive.pk].lease_expires_at == later  # its host may still run: untouched
     assert rows[elsewhere.pk].lease_expires_at == later  # another machine's: its own
+
+
+def test_no_command_is_lost_while_turns_end_one_after_another(
+        openai_provider, session_dirs, model_server):
+    """Commands that arrive as turns end (each turn's reader of the control channel stops
+    there) are answered by the turn or by the host after it, every one: a reader cancelled
+    mid-pop once dropped what Redis had already handed it, and a goal command lost so left
+    its goal running."""
+    session = _session()
+    turns, commands = 12, 60
+    model_server.script(*[Text(f"answer {n}", delay=0.05) for n in range(turns)])
+    for n in range(turns):
+        services.post_message(session.pk, f"input {n}")
+    thread, result = _host(session.pk)
+    try:
+        wait_for(lambda: timeline.turn_in_flight(session.pk), timeout=60)
+        for n in range(commands):  # interrupts for turns that never were: each is refused
+            control.send(session.pk, "interrupt", turn=10_000 + n)
+            time.sleep(0.02)
+        wait_for(lambda: TimelineEvent.objects.filter(
+            session=session, type="turn.completed").count() == turns, 120)
+        wait_for(lambda: len(_refusals(session.pk)) >= commands, timeout=30)
+        services.sleep(session.pk)
+    finally:
+        thread.join(90)
+    assert result["outcome"] == "slept"
+    answered = sorted(r["turn"] for r in _refusals(session.pk) if r["op"] == "interrupt")
+    assert answered == [10_000 + n for n in range(commands)]
+    assert not TimelineEvent.objects.filter(session=session, type="turn.cancelled").exists()
+
+
+_TERMINALS = ("turn.completed", "turn.failed", "turn.cancelled")
+
+
+def test_an_answer_sent_the_moment_a_turn_is_seen_ended_is_refused(
+        openai_provider, session_dirs, model_server):
+    """The turn's reader of the control channel stops only at its end marker, a moment
+    after the turn's terminal is stored: an answer sent in between is refused like one
+    sent to an idle host, never handed to a runtime whose turn is over (and so lost)."""
+    session = _session()
+    turns = 8
+    model_server.script(*[Text(f"answer {n}") for n in range(turns)])
+    services.post_message(session.pk, "input 0")
+    thread, result = _host(session.pk)
+    try:
+        for n in range(turns):
+            if n:
+                services.post_message(session.pk, f"input {n}")
+            wait_for(lambda n=n: TimelineEvent.objects.filter(
+                session=session, type__in=_TERMINALS).count() == n + 1, 60, interval=0.002)
+            control.send(session.pk, "permission", request_id=f"p-{n}", option_id="allow")
+        with contextlib.suppress(TimeoutError):  # the assertion below says which is missing
+            wait_for(lambda: len(_refusals(session.pk)) == turns, timeout=30)
+        services.sleep(session.pk)
+    finally:
+        thread.join(90)
+    assert result["outcome"] == "slept"
+    assert [r["request_id"] for r in _refusals(session.pk)] == [f"p-{n}" for n in range(turns)], \
+        list(TimelineEvent.objects.filter(session=session).order_by("seq")
+             .values_list("type", "turn_id", "payload"))

@@ -19,6 +19,7 @@ from intake.sources.lark import Lark
 from policy import services as policy_services
 from sessions import control, services, timeline
 from sessions.models import Session, TimelineEvent
+from sessions.new_session import Launch
 from tests.support.lark_events import card_action_event, sealed
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
@@ -51,9 +52,9 @@ def lark(db):
     return source
 
 
-def _session(runtime, model, lark, **kwargs):
-    session = services.create_session(runtime=runtime, provider="scripted", model=model,
-                                      **kwargs)
+def _session(runtime, model, lark, **choices):
+    session = services.create_session(Launch.direct(runtime=runtime, provider="scripted",
+                                                    model=model, **choices))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
     control.clear(session.pk)
     conversation = Conversation.objects.create(source=lark, mode="topic", chat_id="oc_team",

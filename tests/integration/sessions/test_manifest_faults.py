@@ -9,7 +9,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from sessions.models import AgentProfile
+from execution.models import AgentProfile
 
 pytestmark = pytest.mark.django_db
 

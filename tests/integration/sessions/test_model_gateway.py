@@ -14,6 +14,7 @@ from django.conf import settings
 
 from sessions import model_credentials, model_gateway, services
 from sessions.models import ModelCredential
+from sessions.new_session import Launch, Prompting
 from tests import factories as f
 from tests.support.model_server import Fail, Text
 from tests.support.sessions import session_tokens, wait_for_tokens
@@ -24,9 +25,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
 
 def _session(provider):
-    session = services.create_session(runtime="codex" if provider.platform == "openai-compat"
-                                      else "claude", provider=provider.slug,
-                                      model=provider.model_names[0])
+    runtime = "codex" if provider.platform == "openai-compat" else "claude"
+    session = services.create_session(Launch.direct(runtime=runtime, provider=provider.slug,
+                                                    model=provider.model_names[0]))
     return session, model_credentials.issue(session.pk)
 
 
@@ -325,16 +326,19 @@ def test_each_request_carries_the_prompt_as_it_reads_at_that_moment(
     policy version's document, the sources' kinds by their stamp): a prompt, policy,
     source or expert change between two requests of one turn reaches the second, and the
     running turn records the revisions after the answer."""
+    from execution import profiles
     from intake.models import Source
     from policy import services as policy
     from prompts_app import service as prompts
-    from sessions import gateway_rules, profiles
+    from sessions import gateway_rules
     from sessions.models import Session, Turn
 
     profiles.create_profile({"version": 2, "name": "Heron", "description": "",
                              "instructions": "Marker-expert-one.", "skills": []})
-    session = services.create_session(runtime="codex", provider=openai_provider.slug,
-                                      model="gpt-5.5", prompt_role="worker", profile="heron")
+    session = services.create_session(Launch.direct(runtime="codex",
+                                                    provider=openai_provider.slug,
+                                                    model="gpt-5.5"),
+                                      Prompting(prompt_role="worker", profile="heron"))
     Session.objects.filter(pk=session.pk).update(lifecycle="running")
     turn = Turn.objects.create(session=session, seq=1, key="t1", state="running",
                                prompt_revisions=[0])
@@ -423,3 +427,61 @@ def test_recording_a_turns_prompt_revisions_locks_the_turn_alone(session_dirs, o
         release.set()
         holder.join(30)
     assert Turn.objects.get(pk=turn.pk).prompt_revisions == [1, 2]
+
+
+def test_a_requests_grant_and_every_cap_are_read_in_one_statement(session_dirs,
+                                                                   openai_provider):
+    """Before each model request: the credential's grant and the probe of each registered
+    cap (tickets', goals') come in one statement; a cap's own check runs only when its
+    probe finds something, and then still refuses."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from goals.models import Agent, Goal, WorkingSession
+    from sessions import gateway_rules
+    from sessions.models import UsageDay
+
+    session, token = _session(openai_provider)
+    route = gateway_rules.route_of("/gateway/model/openai/responses", "POST")
+    body = b'{"model": "gpt-5.5", "input": "hi"}'
+    with CaptureQueriesContext(connection) as plain:
+        grant, sent, used = model_gateway._admit(token, route, body)
+    assert grant.session_id == session.pk and sent == body and used is None
+    assert len(plain.captured_queries) == 1
+
+    goal = Goal.objects.create(slug="ship", title="Ship", quota_unit="tokens",
+                               quota_limit=1000, quota_spent=1000)
+    agent = Agent.objects.create(goal=goal, slug="builder", mode="managed_agent_runtime")
+    WorkingSession.objects.create(agent=agent, session=session, mode="managed_agent_runtime")
+    refused = model_gateway._admit(token, route, body)
+    assert isinstance(refused, model_gateway.Refused)
+    assert refused.status == 429
+    assert refused.message == "amux: the goal ship's token quota (1,000) is spent"
+    Goal.objects.filter(pk=goal.pk).update(quota_limit=5000)
+    with CaptureQueriesContext(connection) as open_goal:
+        assert model_gateway._admit(token, route, body)[0].session_id == session.pk
+    assert len(open_goal.captured_queries) == 1
+
+    # a worker's session: its live ticket is found once, by the grant's statement, and the
+    # ticket's caps are checked from it (the cap's own check looks for no ticket again)
+    f.TicketFactory(session=session)
+    with CaptureQueriesContext(connection) as worker:
+        assert model_gateway._admit(token, route, body)[0].session_id == session.pk
+    found_live = [q["sql"] for q in worker.captured_queries if "ended_at IS NULL" in q["sql"]]
+    assert len(found_live) == 1 and "token_hash" in found_live[0]
+    agents = AgentSettings.current()
+    agents.ticket_token_cap = 1
+    agents.save()
+    UsageDay.objects.create(session=session, day=timezone.now().date(), tokens=5)
+    capped = model_gateway._admit(token, route, body)
+    assert isinstance(capped, model_gateway.Refused) and capped.status == 429
+    assert capped.message == "amux: the ticket's token cap (1) is reached"
+
+
+def test_a_cap_check_needs_a_probe_of_the_session():
+    from sessions.hooks import Checks
+
+    checks = Checks("test")
+    with pytest.raises(ValueError, match="session"):
+        checks.register(lambda session_id: None, "SELECT 1")

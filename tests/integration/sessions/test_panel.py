@@ -7,13 +7,15 @@ import pytest
 
 from sessions import services
 from sessions.models import Session, Turn
+from sessions.new_session import Launch, SessionSpec
 
 pytestmark = pytest.mark.django_db
 
 
 def test_list_and_detail_render_for_a_viewer(client, viewer, openai_provider, session_dirs):
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5",
-                                       name="tab test")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"),
+                                      spec=SessionSpec(name="tab test"))
     Session.objects.filter(pk=session.pk).update(usage={
         "last": {"input_tokens": 100, "total_tokens": 110},
         "cumulative": {"cumulative_total_tokens": 440}})
@@ -32,7 +34,8 @@ def test_list_and_detail_render_for_a_viewer(client, viewer, openai_provider, se
 def test_operator_queues_a_message_and_is_told_when_nothing_runs(client, operator,
                                                                  openai_provider,
                                                                  session_dirs):
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     client.force_login(operator)
     assert "message-form" in client.get(f"/panel/sessions/{session.pk}").content.decode()
     response = client.post(f"/panel/sessions/{session.pk}/message", {"text": "do it"})
@@ -50,11 +53,12 @@ def test_each_session_shows_the_isolation_backend_it_runs_under_and_why(
     from sessions import isolation
 
     settings.AMUX_ISOLATION = "private-home"
-    first = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5",
-                                     name="home session")
+    first = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                  model="gpt-5.5"),
+                                    spec=SessionSpec(name="home session"))
     settings.AMUX_ISOLATION = "bwrap"
-    services.create_session(runtime="codex", provider="scripted", model="gpt-5.5",
-                            name="sandboxed session")
+    services.create_session(Launch.direct(runtime="codex", provider="scripted", model="gpt-5.5"),
+                            spec=SessionSpec(name="sandboxed session"))
     client.force_login(viewer)
     page = client.get("/panel/sessions/").content.decode()
     # new sessions' backend with its reason; each row the backend frozen with the session
@@ -74,7 +78,8 @@ def test_an_ended_turn_shows_its_time_and_the_tokens_it_used(client, viewer, ope
     from runtimes import events as rt
     from sessions import timeline
 
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     first, _ = timeline.enqueue_input(session.pk, "one")
     timeline.start_turn(session.pk, first.pk)
     # Codex reports its own cumulative figure: the turn used what it added

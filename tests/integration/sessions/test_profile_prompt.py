@@ -11,8 +11,11 @@ import tomllib
 import pytest
 
 from effects import outbox
-from sessions import instances, profiles, services, task_runs
-from sessions.models import Session, TaskRun
+from execution import instances, profiles, task_runs
+from execution.models import TaskRun
+from sessions import services
+from sessions.models import Session
+from sessions.new_session import Launch
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text
 from tests.support.sessions import run_host, wait_for
@@ -73,7 +76,8 @@ def test_the_expert_reaches_the_agent_and_an_edit_keeps_the_frozen_settings(
 def test_a_direct_codex_session_launches_with_the_native_bypass(session_dirs, model_server,
                                                                 openai_provider):
     require_runtime("codex")
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     assert session.snapshot["execution"]["permission"]["source"] == "native-default"
     model_server.script(Text("hi"))
     services.post_message(session.pk, "hello")

@@ -8,8 +8,11 @@ import pytest
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from sessions import execution, isolation, manifest
-from sessions.models import AgentInstance, AgentProfile, LaunchPreset, Session, TaskRun
+from execution.core import launch_rules as execution
+from execution.core import manifest
+from execution.models import AgentInstance, AgentProfile, BotProfile, LaunchPreset, TaskRun
+from sessions import isolation
+from sessions.models import Session
 
 pytestmark = pytest.mark.django_db
 
@@ -100,6 +103,27 @@ def test_bot_profiles_name_a_default_expert_and_a_launch_preset(api):
                                              "agent_profile": "nope"}, format="json")
     assert bad.status_code == 400 and "agent_profile" in bad.json()["error"]["fields"]
     assert api.get("/api/v1/bot-profiles/helper").json()["launch_preset"] == "claude"
+
+
+def test_a_bot_profile_is_changed_and_deleted(api):
+    assert api.post("/api/v1/profiles/", {"manifest": V2, "slug": "reviewer"},
+                    format="json").status_code == 201
+    assert api.post("/api/v1/bot-profiles/", {"slug": "helper", "name": "Helper",
+                                              "agent_profile": "claude"},
+                    format="json").status_code == 201
+    changed = api.patch("/api/v1/bot-profiles/helper", {"name": "Aide",
+                                                        "agent_profile": "reviewer",
+                                                        "launch_preset": "pi"}, format="json")
+    assert changed.status_code == 200, changed.content
+    assert (changed.json()["name"], changed.json()["agent_profile"],
+            changed.json()["launch_preset"]) == ("Aide", "reviewer", "pi")
+    assert BotProfile.objects.get(slug="helper").name == "Aide"
+    # the expert a bot names stays while the bot does
+    assert api.delete("/api/v1/profiles/reviewer").status_code == 409
+    assert api.delete("/api/v1/bot-profiles/helper").status_code == 204
+    assert not BotProfile.objects.filter(slug="helper").exists()
+    assert api.delete("/api/v1/bot-profiles/helper").status_code == 404
+    assert api.delete("/api/v1/profiles/reviewer").status_code == 204
 
 
 def test_presets_are_amux_s_and_an_operator_edits_them(api, viewer, openai_provider):

@@ -16,6 +16,7 @@ from prompts_app import service as prompts
 from runtimes.base import tagged_pids
 from sessions import services
 from sessions.models import Session, TimelineEvent, Turn
+from sessions.new_session import Launch, Prompting
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text, ToolCall
 from tests.support.sessions import run_host, wait_for
@@ -47,8 +48,9 @@ def test_a_prompt_saved_between_turns_reaches_the_next_turn(runtime, request, se
     request.getfixturevalue("anthropic_provider" if runtime == "claude"
                             else "openai_provider")
     assert prompts.save("team.worker", ONE, 0, origin="api").revision == 1
-    session = services.create_session(runtime=runtime, provider="scripted",
-                                      model=MODEL[runtime], prompt_role="worker")
+    session = services.create_session(Launch.direct(runtime=runtime, provider="scripted",
+                                                    model=MODEL[runtime]),
+                                      Prompting(prompt_role="worker"))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=2)
     assert session.snapshot["prompt_role"] == "worker"
     # turn 1: a tool call (its model request slow enough to save meanwhile), then a reply
@@ -117,8 +119,9 @@ def test_an_acp_conversation_resumed_after_sleep_is_not_sent_the_same_prompt_aga
     that slept and resumed its native conversation (session/load) does not get it again."""
     require_runtime("acp")
     prompts.save("team.worker", ONE, 0, origin="api")
-    session = services.create_session(runtime="acp", provider="scripted", model="gpt-5.5",
-                                      prompt_role="worker")
+    session = services.create_session(Launch.direct(runtime="acp", provider="scripted",
+                                                    model="gpt-5.5"),
+                                      Prompting(prompt_role="worker"))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
     model_server.script(Text("first"), Text("second"), Text("third"))
     services.post_message(session.pk, "hello")

@@ -13,6 +13,7 @@ import pytest
 from runtimes.answers import AnswerRefused, check_payload_answers
 from sessions import services
 from sessions.models import Session, TimelineEvent, Turn
+from sessions.new_session import Launch
 from tests.runtimes.test_acp_elicitation import SECRET, answers_sent, scripted_agent
 from tests.support.sessions import run_host, wait_for
 
@@ -42,8 +43,8 @@ def test_a_sensitive_answer_is_never_echoed_or_logged(api, openai_provider, sess
     runtimes, log, env = scripted_agent(tmp_path / "agent", SCHEMA)
     settings.AMUX_RUNTIMES_DIR = runtimes
     caplog.set_level(logging.DEBUG)
-    session = services.create_session(runtime="acp", provider="scripted", model="gpt-5.5",
-                                      env=env)
+    session = services.create_session(Launch.direct(runtime="acp", provider="scripted",
+                                                    model="gpt-5.5", env=env))
     Session.objects.filter(pk=session.pk).update(idle_timeout_s=1)
     services.post_message(session.pk, "log me in")
     import threading

@@ -12,6 +12,7 @@ import pytest
 
 from sessions import services
 from sessions.models import Session, TimelineEvent
+from sessions.new_session import Launch
 from tests.integration.sessions.test_controls_api import image_b64
 from tests.runtimes.conftest import require_runtime
 from tests.support.sessions import run_host, wait_for
@@ -25,8 +26,8 @@ class Hosted:
 
     def __init__(self, runtime, model):
         require_runtime(runtime)
-        self.session = services.create_session(runtime=runtime, provider="scripted",
-                                               model=model)
+        self.session = services.create_session(Launch.direct(runtime=runtime, provider="scripted",
+                                                             model=model))
         Session.objects.filter(pk=self.session.pk).update(idle_timeout_s=600)
         self.pk = self.session.pk
         self.result = {}

@@ -9,8 +9,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from sessions import profiles
-from sessions.models import Schedule
+from execution import profiles
+from execution.models import Schedule
 
 pytestmark = pytest.mark.django_db
 
@@ -71,10 +71,15 @@ def test_the_admin_shows_schedules_and_runs_read_only(client, operator, admin_us
     _amux("add", "--name", "audited", "--every", "60", "--mode", "subtask", "--runtime",
           "codex", "--model", "gpt-5.5", "--prompt", "P", "--user", "operator")
     client.force_login(admin_user)
-    listing = client.get("/admin/agent_sessions/schedule/")
+    listing = client.get("/admin/execution/schedule/")
     assert listing.status_code == 200 and b"audited" in listing.content
-    assert client.get("/admin/agent_sessions/schedulerun/").status_code == 200
-    assert client.get("/admin/agent_sessions/schedule/add/").status_code == 403
+    assert client.get("/admin/execution/schedulerun/").status_code == 200
+    assert client.get("/admin/execution/schedule/add/").status_code == 403
+    # the pages they had while schedules lived in sessions lead there
+    moved = client.get("/admin/agent_sessions/schedule/?paused__exact=0")
+    assert moved.status_code == 301
+    assert moved["Location"] == "/admin/execution/schedule/?paused__exact=0"
+    assert client.get("/admin/agent_sessions/providerprofile/").status_code == 200
 
 
 def test_schedule_add_takes_json_with_the_api_rule(operator, openai_provider, tmp_path):
@@ -106,7 +111,7 @@ def test_schedule_add_takes_json_with_the_api_rule(operator, openai_provider, tm
 
 def test_task_submit_refuses_unknown_json_fields_naming_each(operator, tmp_path,
                                                               monkeypatch):
-    from sessions.models import TaskRun
+    from execution.models import TaskRun
 
     monkeypatch.setattr("sys.stdin", StringIO(json.dumps(
         {"prompt": "", "runtme": "pi", "extra_args": [1], "permission_policy": "yolo"})))

@@ -13,8 +13,10 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from effects import outbox
-from sessions import profiles, schedules
-from sessions.models import LaunchPreset, Schedule, ScheduleRun, Session, TaskRun
+from effects.models import Effect
+from execution import profiles, schedules
+from execution.models import LaunchPreset, Schedule, ScheduleRun, TaskRun
+from sessions.models import Session
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text
 from tests.support.sessions import run_host, wait_for
@@ -144,11 +146,16 @@ def test_a_slot_fires_once_and_every_firing_keeps_the_frozen_settings(operator,
     assert len(later) == 1
     assert ScheduleRun.objects.get(pk=later[0]).slot == t0 + timedelta(seconds=30)
     assert Schedule.objects.get(pk=schedule.pk).next_fire_at == t0 + timedelta(seconds=100)
-    # a run whose message was lost (never set going) is sent again a minute on, not twice
-    lost = later[0]
-    assert lost in schedules.fire_due(timezone.now() + timedelta(seconds=61))
-    schedules.fire(lost)
-    assert lost not in schedules.fire_due(timezone.now() + timedelta(seconds=120))
+    # each run's firing is an outbox effect written with it (keyed by the run): it waits
+    # there until a drainer sets the run going, and a replay of a started run starts nothing
+    runs = ScheduleRun.objects.filter(schedule=schedule)
+    assert set(Effect.objects.filter(kind="schedule.fire").values_list("key", flat=True)) \
+        == {f"run:{run.pk}" for run in runs}
+    assert ScheduleRun.objects.get(pk=later[0]).started_at is None
+    outbox.drain(seconds=5)
+    assert not Effect.objects.filter(kind="schedule.fire").exists()
+    assert ScheduleRun.objects.get(pk=later[0]).started_at is not None
+    assert TaskRun.objects.count() == 3
     purge_queues()
 
 

@@ -18,7 +18,8 @@ import pytest
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from sessions.models import AgentInstance, MemoryEntry, ProviderProfile, Session, TimelineEvent
+from execution.models import AgentInstance
+from sessions.models import MemoryEntry, ProviderProfile, Session, TimelineEvent
 from tests.runtimes.conftest import require_runtime
 from tests.support.asgi_thread import AsgiThread
 from tests.support.model_server import ModelServer, Text, ToolCall

@@ -15,9 +15,11 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from effects import outbox
+from execution import profiles, schedules, session_tools
 from prompts_app import service as prompts
-from sessions import ownership, profiles, schedules, services, session_tools
+from sessions import ownership, services
 from sessions.models import MemoryEntry, Session
+from sessions.new_session import Launch
 from sessions.refusals import CommandError
 from tests import factories as f
 from tests.integration.goals.conftest import add_agent
@@ -173,7 +175,8 @@ def test_who_a_person_maps_to(memory_on, settings, operator, django_user_model):
 def test_a_session_without_an_owner_still_has_its_channel(memory_on):
     """Made by code with no caller (a bench): amux's MCP server is there, its memory tools
     say why there is no memory, its caller tools that it acts for nobody."""
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     token = amux_token(session)
     assert session_tools.session_of(token) == session
     with pytest.raises(CommandError) as unbound:

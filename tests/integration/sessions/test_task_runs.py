@@ -11,8 +11,10 @@ import tomllib
 import pytest
 
 from effects import outbox
-from sessions import instances, isolation, profiles, services, task_runs
-from sessions.models import LaunchPreset, Session, TaskRun
+from execution import instances, profiles, task_runs
+from execution.models import LaunchPreset, TaskRun
+from sessions import isolation, services
+from sessions.models import Session
 from tests.runtimes.conftest import require_runtime
 from tests.support.model_server import Text
 from tests.support.sessions import run_host, wait_for

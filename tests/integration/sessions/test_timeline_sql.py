@@ -36,7 +36,7 @@ def test_a_field_added_to_session_is_read_and_a_turn_still_runs(added_fields):
     timeline.record(session.pk, turn.pk, [rt.MessageDelta(text="he"),
                                           rt.MessageCompleted(text="hello"),
                                           rt.TurnCompleted()])
-    read = timeline_sql.locked(session.pk, turn.pk, with_last=True)
+    read, _ = timeline_sql.locked(session.pk, turn.pk, with_last=True)
     assert (read.flagged, read.labels) == (False, ["a", "b"])  # as the ORM converts them
     assert (read.turn_seq, read.turn_key, bool(read.has_task_runs)) == (1, "k1", False)
     assert read.last_event_seq == TimelineEvent.objects.filter(session=session).count()

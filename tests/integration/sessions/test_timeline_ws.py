@@ -13,6 +13,7 @@ from django.db import transaction
 
 from sessions import services, timeline
 from sessions.models import Session
+from sessions.new_session import Launch
 from tests.support.asgi import AsgiServer
 from tests.support.runtimes import run_async
 from tests.support.workers import worker_env
@@ -62,7 +63,8 @@ def _note(session_id, n, prefix="e"):
 
 def test_snapshot_live_and_resume_without_gap_or_duplicate(openai_provider, session_dirs,
                                                            token, server):
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     sid = session.pk
     _note(sid, 3)  # seq 2..4 after session.created (1)
 
@@ -91,7 +93,8 @@ def test_snapshot_live_and_resume_without_gap_or_duplicate(openai_provider, sess
 
 def test_a_published_jump_is_filled_from_the_database(openai_provider, session_dirs, token,
                                                      server):
-    session = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5")
+    session = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                    model="gpt-5.5"))
     sid = session.pk
 
     def store_quietly(n):
@@ -160,7 +163,8 @@ def _group_subscribers(session_id: int) -> int:
 
 def test_a_process_subscribes_once_per_session_and_unsubscribes_after_its_last_client(
         openai_provider, session_dirs, token, server):
-    sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
+    sid = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                model="gpt-5.5")).pk
 
     async def main():
         clients = [(await _connect(server, sid, token))[0] for _ in range(3)]
@@ -193,7 +197,8 @@ def test_another_redis_database_s_timeline_is_not_received(openai_provider, sess
     from channels_redis.pubsub import RedisPubSubChannelLayer
     from django.conf import settings
 
-    sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
+    sid = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                model="gpt-5.5")).pk
     other = RedisPubSubChannelLayer(hosts=[settings.REDIS_URL], prefix="amux-db99")
     foreign = {"seq": 2, "turn": None, "type": "error", "payload": {"code": "foreign"},
                "at": "2026-01-01T00:00:00+00:00"}
@@ -223,7 +228,8 @@ def test_a_client_far_behind_is_caught_up_from_the_database(openai_provider, ses
     from sessions import consumers, fanout
 
     overflow = consumers.INBOX_LIMIT + 3  # the real limit, overrun by three batches
-    sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
+    sid = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                model="gpt-5.5")).pk
 
     def store_quietly(n):
         with transaction.atomic():
@@ -267,7 +273,8 @@ def test_a_frame_over_the_bound_closes_the_connection_quietly(openai_provider, s
                                                              token, server, tmp_path):
     from amux_site.operations import WS_MAX_FRAME
 
-    sid = services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
+    sid = services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                model="gpt-5.5")).pk
 
     async def main():
         comm, _ = await _connect(server, sid, token)

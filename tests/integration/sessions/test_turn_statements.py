@@ -55,11 +55,12 @@ def test_each_step_of_a_turn_sends_only_what_it_must(session):
     assert (queued.turn_id, queued.seq, turn.seq) == (turn.pk, 1, 1)
 
     sent, _ = statements(timeline.start_turn, session.pk, turn.pk)
-    # lock (with the turn's seq and the last seq, one round trip on PostgreSQL); the turn,
-    # if still queued (its queued time comes back with it: no read after the commit); the
-    # session with the event, one round trip
-    assert len(sent) == (3 if pg else 5), sent
+    # lock (with the turn's seq and the last seq) and the turn, if still queued (its queued
+    # time comes back with it: no read after the commit), one round trip on PostgreSQL;
+    # the session with the event, one round trip
+    assert len(sent) == (2 if pg else 5), sent
     if pg:
+        assert '; UPDATE "agent_sessions_turn"' in sent[0], sent
         assert sent[-1].startswith('UPDATE "agent_sessions_session"') \
             and '; INSERT INTO "agent_sessions_timelineevent"' in sent[-1], sent
 
@@ -77,10 +78,11 @@ def test_each_step_of_a_turn_sends_only_what_it_must(session):
 
     sent, stored = statements(timeline.record, session.pk, turn.pk,
                               [usage(100), rt.TurnCompleted()])
-    # lock with the last seq; the day's usage (+ its first row); the turn, if not ended
-    # (its start time comes back with it); then one round trip: the turn-ended fact, the
-    # session, one INSERT for both events; nothing read after the commit
-    assert len(sent) == (5 if pg else 8), sent
+    # lock with the last seq and the turn, if not ended (its start time comes back with
+    # it), one round trip on PostgreSQL; the day's usage (+ its first row); then one round
+    # trip: the turn-ended fact, the session, one INSERT for both events; nothing read
+    # after the commit
+    assert len(sent) == (4 if pg else 8), sent
     if pg:
         assert sent[-1].startswith('INSERT INTO "effects_effect"') and \
             '; UPDATE "agent_sessions_session"' in sent[-1] and \

@@ -15,6 +15,7 @@ from django.test import Client
 from knox.models import AuthToken
 
 from sessions import services
+from sessions.new_session import Launch
 from tests.support.asgi import AsgiServer
 from tests.support.runtimes import run_async
 from tests.support.workers import worker_env
@@ -29,7 +30,8 @@ def token(operator):
 
 @pytest.fixture
 def sid(openai_provider, session_dirs):
-    return services.create_session(runtime="codex", provider="scripted", model="gpt-5.5").pk
+    return services.create_session(Launch.direct(runtime="codex", provider="scripted",
+                                                 model="gpt-5.5")).pk
 
 
 def _scope(sid, headers, query=b"after=0", subprotocols=()):
