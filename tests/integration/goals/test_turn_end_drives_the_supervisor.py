@@ -44,6 +44,12 @@ def supervisor_runs(log: str) -> int:
     return len(re.findall(r"goals turn \d+ \(ev1\) supervised", log))
 
 
+def settled_log(worker) -> str | None:
+    """The worker's log once its supervisor has seen the envelope settled."""
+    log = worker.log()
+    return log if re.search(r"goals turn \d+ \(ev1\) supervised: done", log) else None
+
+
 def check_runs(log: str) -> int:
     return len(re.findall(r"Task goals\.turn\[[^\]]+\] received", log))
 
@@ -68,6 +74,10 @@ def test_the_end_of_the_session_turn_sends_the_envelope_on(api, session_id, mode
     assert turn.validation["passed"] is True and turn.quota_spent == 1
     assert api.get(f"/api/v1/goals/ship/todos/{todo}/").json()["state"] == "done"
     # one run posted the todo, one sent the check after the fact arrived, one saw the
-    # envelope settled; none in between
-    log = default.log()
+    # envelope settled; none in between. The check task settles the envelope and then
+    # makes its row due, so the last run comes just after the state reads done.
+    try:
+        log = wait_for(lambda: settled_log(default), timeout=30, interval=0.2)
+    except TimeoutError:
+        pytest.fail(f"the settled envelope's row did not run:\n{default.log()[-4000:]}")
     assert supervisor_runs(log) == 3 and check_runs(log) == 1, log[-4000:]
