@@ -18,6 +18,10 @@ log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable)
 
 
+class PortTaken(RuntimeError):
+    """A port already has a provider of its own."""
+
+
 class Port(Generic[F]):
     """One function the declaring app needs; answers `default(...)` until provided."""
 
@@ -26,9 +30,16 @@ class Port(Generic[F]):
         self._default = default
         self._provider: Callable | None = None
 
-    def provide(self, fn: F | None) -> Callable | None:
-        """Provide (or, with None, withdraw) the function; the last one provided holds.
-        Answers the one it replaced (a test puts it back)."""
+    def provide(self, fn: F) -> None:
+        """Provide the function, once: a second, different provider is an error (two apps
+        answering one question would be decided by the order they start in)."""
+        if self._provider is not None and self._provider is not fn:
+            raise PortTaken(f"{self.name} is provided already by {self._provider!r}")
+        self._provider = fn
+
+    def replace(self, fn: F | None) -> Callable | None:
+        """Put ``fn`` (None: nothing) in place of whatever is provided and answer that one,
+        so a test stands in for the provider and puts it back."""
         before, self._provider = self._provider, fn
         return before
 

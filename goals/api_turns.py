@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from celery import current_app
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound
@@ -131,10 +130,7 @@ class AgentAutorun(RefusalsAnswered, APIView):
     @extend_schema(request=AutorunWrite, responses=AgentSerializer)
     def post(self, request, slug: str, agent: str):
         _agent(slug, agent)
-        row = turns.set_autorun(slug, agent, _valid(AutorunWrite, request)["autorun"])
-        if row.autorun:
-            current_app.send_task("goals.supervise", kwargs={"agent_pk": row.pk},
-                                  queue="default")
+        turns.set_autorun(slug, agent, _valid(AutorunWrite, request)["autorun"])
         return Response(AgentSerializer(_agent(slug, agent)).data)
 
 

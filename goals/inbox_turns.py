@@ -121,7 +121,7 @@ def _start(agent_pk: int) -> None:
             return  # deleted meanwhile: nothing is left to drive
         step, binding = next_step(agent)
         if step == rules.TURN:
-            _send_supervisor(agent_pk)
+            send_supervisor(agent_pk)
         if step != rules.INBOX:
             return
         key = f"{rules.TURN_PREFIX}{uuid.uuid4().hex}"
@@ -143,8 +143,10 @@ def _start(agent_pk: int) -> None:
             "agent": agent_pk, "session": binding.session_id, "turn_key": key})
 
 
-def _send_supervisor(agent_pk: int) -> None:
-    """The supervisor's ordinary turn comes next: its task, by name (tasks sit above)."""
+def send_supervisor(agent_pk: int) -> None:
+    """In the caller's transaction: the agent's supervisor asked, once it commits, whether
+    an ordinary turn comes next (its task, by name: tasks sit above). The beat asks again
+    if this is lost."""
     from celery import current_app
 
     transaction.on_commit(lambda: current_app.send_task(

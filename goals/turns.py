@@ -453,6 +453,8 @@ def set_autorun(goal_slug: str, agent_slug: str, autorun: bool) -> Agent:
                           field="autorun")
         agent.autorun = autorun
         agent.save(update_fields=["autorun"])
+        if autorun:
+            inbox_turns.send_supervisor(agent.pk)  # its first turn now, not at the beat
         return agent
 
 

@@ -19,8 +19,11 @@ _handler: Handler | None = None
 
 
 def register(handler: Handler) -> None:
-    """Called once from `conversations/apps.py` ready()."""
+    """Called once from conversations' wiring: a second, different handler is an error
+    (which app answers a card would depend on the order the apps start in)."""
     global _handler
+    if _handler is not None and _handler is not handler:
+        raise RuntimeError(f"card callbacks are handled already by {_handler!r}")
     _handler = handler
 
 

@@ -17,6 +17,7 @@ from amux_common import shared_redis
 from amux_common.clock import now as clock
 from intake.liveness_rules import Beat, Liveness, source_state
 from intake.models import Delivery, Source
+from intake.sources import KINDS
 
 BEAT_KEY = "amux:lark-receiver:beat:{source_id}"
 BEAT_KEPT = 86400  # a beat older than this tells nothing more than none
@@ -54,8 +55,6 @@ def last_beat(source_id: int) -> Beat | None:
 def expected_interval(source: Source) -> int:
     """Seconds a webhook source may stay quiet before it shows stale: the source's own
     `expected_interval`, else its kind's default (0: never judged by quietness)."""
-    from intake.sources import KINDS
-
     own = (source.config or {}).get("expected_interval")
     if isinstance(own, int) and not isinstance(own, bool) and own >= 0:
         return own

@@ -9,14 +9,16 @@ import json
 import time
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, connections, models, transaction
+from django.db.models import Value
 from django.test.utils import CaptureQueriesContext
 
 from effects.models import Effect
-from intake import process, record
+from intake import checked_insert, process, record
 from intake.models import Delivery, Source, Trigger
 from intake.sources.github import GitHub
 from tests.support.github_payloads import example
+from tests.support.grown_model import grown
 from tests.support.intake import translation_fails_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -161,3 +163,30 @@ def _batched(source):
                 .values_list("source_id", "mailbox"))
     assert not transaction.get_connection().in_atomic_block
     return batch.processed_together(rows, lambda _pk: source, version=None)
+
+
+@pytest.fixture
+def delivery_grown():
+    """Delivery grown by two fields (one with a default only the database knows), in the
+    model and its table, for one test."""
+    def forget():
+        checked_insert._statement.cache_clear()
+        checked_insert._defaults.cache_clear()
+
+    with grown(Delivery, {"flagged": models.BooleanField(default=False),
+                          "lane": models.CharField(max_length=8, db_default=Value("slow"))},
+               forget):
+        yield
+
+
+def test_a_field_added_to_delivery_leaves_the_batch_update_whole(gh, delivery_grown):
+    """The batch's UPDATE is made from the model's fields (issue 31, item 5): with a field
+    added, the batch still marks every row itself (no fallback to one mailbox at a time)
+    and leaves the new field at its default."""
+    for issue in (1, 2, 3):
+        store(gh, issue, issue * 100, f"d-{issue}")
+    assert _batched(gh) == (3, [])
+    rows = Delivery.objects.order_by("pk").values_list("outcome", "trigger_id", "flagged",
+                                                       "lane")
+    assert [(o, bool(t), f, lane) for o, t, f, lane in rows] == [
+        ("ignored", True, False, "slow")] * 3

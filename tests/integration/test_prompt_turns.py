@@ -59,12 +59,12 @@ def test_the_policy_part_is_regenerated_for_every_request():
         calls.append((role, context))
         return f"policy #{len(calls)}"
 
-    before = service.policy_part.provide(provider)
+    before = service.policy_part.replace(provider)
     try:
         one = service.current("main", ticket=7)
         two = service.current("main", ticket=7)
     finally:
-        service.policy_part.provide(before)
+        service.policy_part.replace(before)
     assert one.text.rstrip().endswith("policy #1") and two.text.rstrip().endswith("policy #2")
     assert calls == [("main", {"ticket": 7}), ("main", {"ticket": 7})]
     assert one.text[: one.text.index("# Policy")] == two.text[: two.text.index("# Policy")]

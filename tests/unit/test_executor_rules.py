@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from amux_common.ports import Event, Port
+from amux_common.ports import Event, Port, PortTaken
 from tickets.core import answers, evals, failure, messages, notices, rules, runs, tokens
 from tickets.core.errors import InvalidCommand
 from tickets.core.routing import Route, disposition
@@ -161,13 +161,22 @@ def test_the_token_is_stored_only_as_its_hash_and_shaped_to_be_recognised():
 # --- one way up -------------------------------------------------------------------------
 
 
-def test_a_port_answers_its_default_until_provided_and_gives_back_what_it_replaced():
+def test_a_port_answers_its_default_until_provided_and_takes_one_provider():
     port = Port("test.port", default=list)
     assert port() == [] and not port.provided
-    assert port.provide(lambda: [1]) is None
+
+    def first():
+        return [1]
+
+    port.provide(first)
+    port.provide(first)  # the same provider again (wiring run twice) changes nothing
     assert port() == [1]
-    before = port.provide(lambda: [2])
-    assert port() == [2] and before() == [1]
+    with pytest.raises(PortTaken, match="test.port is provided already"):
+        port.provide(lambda: [2])
+    assert port() == [1]
+    before = port.replace(lambda: [2])  # a test's stand-in, put back after
+    assert port() == [2] and before is first
+    assert port.replace(before)() == [2] and port() == [1]
     assert Port("test.bare")() is None
 
 

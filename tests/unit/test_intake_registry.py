@@ -1,12 +1,14 @@
 """Intake's registries: plugin capabilities are declared and checked at start-up; one
-consumer takes what intake records; one trigger-facts type, one gate view of it."""
+consumer takes what intake records, one handler answers card callbacks; one trigger-facts
+type, one gate view of it."""
 
 from __future__ import annotations
 
 import pytest
 
 from amux_common.trigger_facts import TriggerFacts
-from intake import consumers
+from conversations import card_actions
+from intake import card_hooks, consumers
 from intake.sources import (
     KINDS,
     CapabilityMissing,
@@ -62,3 +64,10 @@ def test_the_gate_sees_the_facts_without_their_content():
     assert Facts.of("gh", "github", facts) == Facts(
         source="gh", kind="github", scope="comment", actor="alice", is_human=True,
         is_bot=False, addressed=True, receives_all=True, is_self=True)
+
+
+def test_card_callbacks_have_one_handler():
+    card_hooks.register(card_actions.handle)  # the wiring's own handler again: no change
+    with pytest.raises(RuntimeError, match="handled already by"):
+        card_hooks.register(lambda source, payload: {})
+    assert card_hooks._handler is card_actions.handle
