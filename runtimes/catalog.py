@@ -87,27 +87,10 @@ def check_provider_models(raw: Any) -> tuple[list[Any], str | None]:
     seen: set[str] = set()
     for index, entry in enumerate(raw):
         where = f"entry {index + 1}"
-        if isinstance(entry, str):
-            name, display, efforts = entry.strip(), None, None
-        elif isinstance(entry, dict):
-            unknown = set(entry) - {"name", "display_name", "efforts"}
-            if unknown:
-                return [], f"{where}: unknown keys {', '.join(sorted(unknown))}"
-            name = entry.get("name")
-            display = entry.get("display_name")
-            efforts = entry.get("efforts")
-            if not isinstance(name, str):
-                return [], f"{where}: name must be a string"
-            name = name.strip()
-            if display is not None and not isinstance(display, str):
-                return [], f"{where}: display_name must be a string"
-            if efforts is not None and not (
-                    isinstance(efforts, list) and len(efforts) <= MAX_EFFORTS
-                    and all(isinstance(e, str) and e.strip() and len(e) <= MAX_EFFORT
-                            for e in efforts)):
-                return [], f"{where}: efforts must be a list of effort names"
-        else:
-            return [], f"{where}: must be a model name or an object"
+        parsed = _entry(entry)
+        if isinstance(parsed, str):
+            return [], f"{where}: {parsed}"
+        name, display, efforts = parsed
         if not name or len(name) > MAX_NAME:
             return [], f"{where}: name must be 1-{MAX_NAME} characters"
         if name.startswith(NATIVE_VARIANT):
@@ -115,8 +98,6 @@ def check_provider_models(raw: Any) -> tuple[list[Any], str | None]:
         if name in seen:
             return [], f"{where}: {name!r} is listed twice"
         seen.add(name)
-        display = (display or "").strip()[:MAX_NAME]
-        efforts = [e.strip() for e in efforts] if efforts else []
         if not display and not efforts:
             out.append(name)
         else:
@@ -127,6 +108,30 @@ def check_provider_models(raw: Any) -> tuple[list[Any], str | None]:
                 item["efforts"] = efforts
             out.append(item)
     return out, None
+
+
+def _entry(entry: Any) -> tuple[str, str, list[str]] | str:
+    """One entry's (name, display name, efforts), stripped, or what is wrong with it."""
+    if isinstance(entry, str):
+        return entry.strip(), "", []
+    if not isinstance(entry, dict):
+        return "must be a model name or an object"
+    unknown = set(entry) - {"name", "display_name", "efforts"}
+    if unknown:
+        return f"unknown keys {', '.join(sorted(unknown))}"
+    name, display, efforts = entry.get("name"), entry.get("display_name"), entry.get("efforts")
+    if not isinstance(name, str):
+        return "name must be a string"
+    if display is not None and not isinstance(display, str):
+        return "display_name must be a string"
+    if display is not None and len(display.strip()) > MAX_NAME:
+        return f"display_name must be at most {MAX_NAME} characters"
+    if efforts is not None and not (
+            isinstance(efforts, list) and len(efforts) <= MAX_EFFORTS
+            and all(isinstance(e, str) and e.strip() and len(e) <= MAX_EFFORT
+                    for e in efforts)):
+        return "efforts must be a list of effort names"
+    return name.strip(), (display or "").strip(), [e.strip() for e in efforts or []]
 
 
 def provider_entries(stored: Any) -> tuple[ModelEntry, ...]:

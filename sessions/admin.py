@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from amux_common.admin import ReadOnlyAdmin
-from sessions import models
+from sessions import models, provider_actions
 from sessions.provider_form import ProviderForm
 
 
@@ -15,6 +15,16 @@ class ProviderProfileAdmin(admin.ModelAdmin):
         # the form has "remove the stored key" only when there is one to remove
         fields = ["slug", "platform", "base_url", "models_text", "api_key"]
         return [*fields, "clear_key"] if obj else fields
+
+    def save_model(self, request, obj, form, change):
+        form.save()  # through sessions.provider_actions, the one writer
+
+    def delete_model(self, request, obj):
+        provider_actions.delete(obj)
+
+    def delete_queryset(self, request, queryset):
+        for provider in queryset:
+            provider_actions.delete(provider)
 
     @admin.display(boolean=True, description="key set")
     def key_set(self, obj) -> bool:

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import generics, serializers, status
@@ -30,12 +29,12 @@ from sessions import (
     native_goal_commands,
     native_goals,
     ownership,
+    provider_actions,
     provider_templates,
     services,
     timeline,
     workdirs,
 )
-from sessions.keys import api_key_problem
 from sessions.models import ProviderProbe, ProviderProfile, Session
 from sessions.new_session import Launch, Prompting, SessionSpec
 
@@ -53,13 +52,19 @@ class BaseUrl(serializers.URLField):
     cannot be valid)."""
 
 
+# a name says something (runtimes.catalog strips it, then refuses an empty one)
+_MODEL_NAME = {"type": "string", "minLength": 1, "maxLength": catalog.MAX_NAME,
+               **not_blank.openapi}
+
+
 @extend_schema_field({"type": "array", "items": {"oneOf": [
-    {"type": "string", "maxLength": catalog.MAX_NAME},
+    _MODEL_NAME,
     {"type": "object", "required": ["name"], "additionalProperties": False, "properties": {
-        "name": {"type": "string", "maxLength": catalog.MAX_NAME},
-        "display_name": {"type": "string", "maxLength": catalog.MAX_NAME},
-        "efforts": {"type": "array", "items": {"type": "string", "maxLength": catalog.MAX_EFFORT},
-                    "maxItems": catalog.MAX_EFFORTS}}}]}, "maxItems": catalog.MAX_MODELS})
+        "name": _MODEL_NAME,
+        "display_name": {"type": ["string", "null"], "maxLength": catalog.MAX_NAME},
+        "efforts": {"type": ["array", "null"], "maxItems": catalog.MAX_EFFORTS, "items": {
+            "type": "string", "minLength": 1, "maxLength": catalog.MAX_EFFORT,
+            **not_blank.openapi}}}}]}, "maxItems": catalog.MAX_MODELS})
 class ProviderModels(serializers.JSONField):
     """The provider's model list: names, or ``{"name", "display_name"?, "efforts"?}``."""
 
@@ -97,6 +102,9 @@ class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
         fields = ["slug", "platform", "base_url", "api_key", "models", "watchdog", "secrets",
                   "template", "capabilities", "created_at"]
         read_only_fields = ["created_at"]
+        # the slug's freedom is the writer's to say, with every other fault at once, as the
+        # panel says it (sessions/provider_actions.py)
+        extra_kwargs = {"slug": {"validators": []}}
 
     template = serializers.SerializerMethodField(
         help_text="the template whose route this is (provider-templates/), or null")
@@ -119,49 +127,31 @@ class ProviderSerializer(JsonTyped, serializers.ModelSerializer):
         return found.id if found else None
 
     def validate_api_key(self, value: str) -> str:
-        value = value.strip()
-        problem = api_key_problem(value)
-        if problem:
-            raise ValidationError(problem)
-        return value
+        return value.strip()
 
     def validate_base_url(self, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValidationError("an explicit http(s) base_url is required")
         return value.rstrip("/")
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """A profile on a template's route needs the template's key from the start."""
-        current = self.instance
-        stored = bool(current and (current.secrets or {}).get("api_key"))
-        problem = provider_templates.key_missing(
-            attrs.get("platform", current.platform if current else ""),
-            attrs.get("base_url", current.base_url if current else ""),
-            has_key=bool(attrs.get("api_key") or stored))
-        if problem:
-            raise ValidationError({"api_key": [problem]})
-        return attrs
-
-    def _apply_key(self, instance: ProviderProfile, key: str | None) -> None:
-        if key is not None:
-            secrets = dict(instance.secrets or {})
-            secrets["api_key"] = key
-            instance.secrets = secrets
-            instance.save(update_fields=["secrets"])
-
     def create(self, validated: dict[str, Any]) -> ProviderProfile:
-        key = validated.pop("api_key", None)
-        with transaction.atomic():
-            instance = super().create(validated)
-            self._apply_key(instance, key)
-        return instance
+        return _provider_saved(None, validated)
 
     def update(self, instance: ProviderProfile, validated: dict[str, Any]) -> ProviderProfile:
-        key = validated.pop("api_key", None)
-        with transaction.atomic():
-            instance = super().update(instance, validated)
-            self._apply_key(instance, key)
-        return instance
+        return _provider_saved(instance, validated)
+
+
+def _provider_saved(provider: ProviderProfile | None, validated: dict) -> ProviderProfile:
+    """The serializer checked the shapes; sessions.provider_actions checks and writes the
+    rest (the slug's freedom, the route's key, every fault at once, as the panel says
+    them)."""
+    if "model_names" in validated:
+        validated["models"] = validated.pop("model_names")
+    if validated.get("api_key") == "":  # an empty key removes the stored one
+        validated["clear_key"] = True
+    try:
+        return provider_actions.save(provider, **validated)
+    except provider_actions.ProviderRefused as refused:
+        raise ValidationError(
+            {field: [message] for field, message in refused.fields.items()}) from None
 
 
 class ProviderTemplateSerializer(serializers.Serializer):
@@ -197,10 +187,11 @@ class ProviderDetail(generics.RetrieveUpdateDestroyAPIView):
 
     @no_body
     def destroy(self, request, *args, **kwargs):
-        provider = self.get_object()
-        if provider.sessions.exists():
-            return error_response(409, "in_use", "sessions still use this provider")
-        return super().destroy(request, *args, **kwargs)
+        try:
+            provider_actions.delete(self.get_object())
+        except provider_actions.ProviderInUse as exc:
+            return error_response(409, "in_use", str(exc))
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class ProbeSnapshot(serializers.Serializer):

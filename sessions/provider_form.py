@@ -1,14 +1,13 @@
 """The one form for a model provider, in the panel's Providers page and in the admin: the
-key is write-only (typed in, never rendered back, kept when left empty) and checked to be
-sendable in an HTTP header."""
+key is write-only (typed in, never rendered back, kept when left empty). What it accepts
+and stores is sessions.provider_actions' to say, as for the REST API."""
 
 from __future__ import annotations
 
 from django import forms
 
 from runtimes import catalog
-from sessions import provider_templates
-from sessions.keys import api_key_problem, with_key
+from sessions import provider_actions
 from sessions.models import ProviderProfile
 
 
@@ -71,40 +70,46 @@ class ProviderForm(forms.ModelForm):
             del self.fields["clear_key"]
 
     def clean_base_url(self) -> str:
-        value = self.cleaned_data["base_url"]
-        if not value.startswith(("http://", "https://")):
-            raise forms.ValidationError("an explicit http(s) base URL is required")
-        return value.rstrip("/")
-
-    def clean_api_key(self) -> str:
-        key = self.cleaned_data.get("api_key") or ""
-        if key and (problem := api_key_problem(key)):
-            raise forms.ValidationError(problem)
-        return key
+        return self.cleaned_data["base_url"].rstrip("/")
 
     def clean_models_text(self) -> list:
-        stored, problem = catalog.check_provider_models(
-            models_from_text(self.cleaned_data.get("models_text") or ""))
-        if problem:
-            raise forms.ValidationError(problem)
-        return stored
+        return models_from_text(self.cleaned_data.get("models_text") or "")
+
+    def validate_unique(self) -> None:
+        """The slug's freedom is the writer's to say, with every other fault."""
 
     def clean(self):
-        """A profile on a template's route needs the template's key from the start."""
+        """Every fault sessions.provider_actions would refuse, beside its field."""
         data = super().clean()
-        stored = bool(self.instance.pk and (self.instance.secrets or {}).get("api_key"))
-        problem = provider_templates.key_missing(
-            data.get("platform") or "", data.get("base_url") or "",
-            has_key=bool(data.get("api_key") or (stored and not data.get("clear_key"))))
-        if problem:
-            self.add_error("api_key", problem)
+        refused = provider_actions.refusals(
+            self._stored(), **self._given(data, only_valid=True))
+        for field, message in refused.items():
+            self.add_error(_FIELD_OF.get(field, field), message)
         return data
 
     def save(self, commit: bool = True) -> ProviderProfile:
-        provider = super().save(commit=False)
-        provider.model_names = self.cleaned_data["models_text"]
-        provider.secrets = with_key(provider.secrets, self.cleaned_data.get("api_key") or "",
-                                    bool(self.cleaned_data.get("clear_key")))
-        if commit:
-            provider.save()
-        return provider
+        """Through the one writer; ``commit`` False (the admin, which saves it next with
+        ``save_model``) answers the profile unwritten."""
+        if not commit:
+            return super().save(commit=False)
+        return provider_actions.save(self._stored() or self.instance,
+                                     **self._given(self.cleaned_data))
+
+    def _stored(self) -> ProviderProfile | None:
+        return self.instance if self.instance.pk else None
+
+    def _given(self, data: dict, *, only_valid: bool = False) -> dict:
+        """The writer's members from the form's values (a field that failed its own check
+        is left out, so its fault is not named twice)."""
+        given = {"slug": data.get("slug"), "platform": data.get("platform"),
+                 "base_url": data.get("base_url"), "models": data.get("models_text"),
+                 "api_key": data.get("api_key") or "",
+                 "clear_key": bool(data.get("clear_key"))}
+        if only_valid:
+            given = {name: value for name, value in given.items()
+                     if _FIELD_OF.get(name, name) not in self.errors}
+        return given
+
+
+# the writer's names for the form's fields
+_FIELD_OF = {"models": "models_text"}

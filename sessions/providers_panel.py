@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from amux_common import roles
 from amux_common.doctor import Check
-from sessions import capabilities, provider_templates
+from sessions import capabilities, provider_actions, provider_templates
 from sessions.doctor import provider_check
 from sessions.models import ProviderProfile
 from sessions.provider_form import ProviderForm
@@ -50,9 +50,14 @@ def provider_form(request, slug: str | None = None):
     if request.method == "POST":
         form = ProviderForm(request.POST, instance=provider or ProviderProfile())
         if form.is_valid():
-            saved = form.save()
-            messages.success(request, f"Saved provider {saved.slug}.")
-            return redirect("panel-providers")
+            try:
+                saved = form.save()
+            except provider_actions.ProviderRefused as refused:  # a race: e.g. slug taken
+                for field, message in refused.fields.items():
+                    form.add_error(None, f"{field}: {message}")
+            else:
+                messages.success(request, f"Saved provider {saved.slug}.")
+                return redirect("panel-providers")
     return render(request, "panel/provider_form.html", {
         "tab": TAB, "form": form, "provider": provider,
         "key_set": bool(provider and (provider.secrets or {}).get("api_key")),

@@ -71,6 +71,9 @@ REFUSED_BY_STORED_STATE = {
     "POST /api/v1/providers/": "base_url must pass Django's URL validator (a top-level "
                                "domain, a host of at most 253 characters that IDNA encodes), "
                                "which no pattern states exactly",
+    "PUT /api/v1/providers/{slug}/": "a model is listed once by its name, whether given as a "
+                                     "string or as an object, which uniqueItems cannot state",
+    "PATCH /api/v1/providers/{slug}/": "a model is listed once by its name",
     "POST /api/v1/schedules/": "a cron expression must be one Celery's parser takes (each "
                                "field's range, a day that occurs in the month named), which "
                                "no pattern states exactly",

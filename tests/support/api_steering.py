@@ -72,7 +72,8 @@ def steer(case, world: World, *, paths: bool = True) -> None:
     if isinstance(case.body, dict) and generated_valid(ParameterLocation.BODY):
         case.body = _steer_fields(case.body, world)
         if case.operation.path in _BY_OPERATION:
-            case.body = _BY_OPERATION[case.operation.path](case.body, world)
+            case.body = _BY_OPERATION[case.operation.path](
+                case.body, world, case.path_parameters or {})
         if case.method.upper() == "POST" and isinstance(case.body.get("slug"), str):
             case.body["slug"] = world.fresh_slug(case.body["slug"], limits.SLUG)
 
@@ -111,7 +112,7 @@ def _with_images(parts: list, world: World) -> list:
     return out
 
 
-def _facts(body: dict, world: World) -> dict:
+def _facts(body: dict, world: World, path: dict) -> dict:
     """Trigger facts name a source of the kind whose scope they give (a Lark scope a Lark
     source, its place one of that source's groups) and a stored policy version."""
     from policy.gate import SCOPES
@@ -128,5 +129,11 @@ def _facts(body: dict, world: World) -> dict:
     return steered
 
 
+def _own_slug(body: dict, world: World, path: dict) -> dict:
+    """A provider's slug is fixed once made (sessions/provider_actions.py): a change gives
+    the provider's own slug, which the path names, or none."""
+    return {**body, "slug": path["slug"]} if "slug" in body and "slug" in path else body
+
+
 # a path's own rules for its body, past what a field's name says
-_BY_OPERATION = {"/api/v1/policy/check/": _facts}
+_BY_OPERATION = {"/api/v1/policy/check/": _facts, "/api/v1/providers/{slug}/": _own_slug}
