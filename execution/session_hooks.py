@@ -77,3 +77,8 @@ class ExpertReading:
 
 
 READING = ExpertReading()
+
+
+def expert_reading() -> ExpertReading:
+    """What sessions.hooks.expert_reading asks: the one reading of a session's expert."""
+    return READING

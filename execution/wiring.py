@@ -15,7 +15,7 @@ def wire() -> None:
     hooks.launch_settings.provide(session_hooks.launch_settings)
     hooks.expert_snapshot.provide(session_hooks.expert_snapshot)
     hooks.expert_text.provide(session_hooks.expert_text_now)
-    hooks.expert_reading.provide(lambda: session_hooks.READING)
+    hooks.expert_reading.provide(session_hooks.expert_reading)
     hooks.task_turn_started.provide(task_runs.turn_started)
     # a task run takes the outcome of its turn (stated with the terminal event)
     events.subscribe(EffectKind.TURN_ENDED, task_runs.SUBSCRIBER,
