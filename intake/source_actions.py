@@ -15,8 +15,9 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
+from amux_common.checked_rows import FieldsRefused, saved
 from amux_common.clock import now as clock
 from intake import rules as intake_core
 from intake.models import Source
@@ -27,12 +28,8 @@ from intake.sources.base import ConfigError
 KEEP = object()  # a member the caller leaves as it is
 
 
-class SourceRefused(ValueError):
+class SourceRefused(FieldsRefused):
     """Bad input, every faulty field named: ``fields`` maps a field to its message."""
-
-    def __init__(self, fields: dict[str, str]):
-        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
-        self.fields = fields
 
 
 class SourceInUse(ValueError):
@@ -58,14 +55,7 @@ def save(source: Source | None, *, kind: Any = KEEP, slug: Any = KEEP, name: Any
             source = Source.objects.select_for_update().get(pk=source.pk)
         target, errors = _changed(source, kind, slug, name, enabled, config, merge_config,
                                   secrets)
-        if errors:
-            raise SourceRefused(errors)
-        try:
-            with transaction.atomic():
-                target.save()
-        except IntegrityError as exc:  # two creates of one slug at once: the loser
-            raise SourceRefused({"slug": "is taken"}) from exc
-        return target
+        return saved(target, errors, SourceRefused)
 
 
 def _changed(source, kind, slug, name, enabled, config, merge_config, secrets

@@ -12,9 +12,10 @@ import copy
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import ProtectedError
 
+from amux_common.checked_rows import FieldsRefused, saved
 from runtimes import catalog
 from runtimes import watchdog as watchdogs
 from sessions import provider_templates
@@ -26,12 +27,8 @@ _SLUG = ProviderProfile._meta.get_field("slug")
 PLATFORMS = tuple(value for value, _label in ProviderProfile.PLATFORMS)
 
 
-class ProviderRefused(ValueError):
+class ProviderRefused(FieldsRefused):
     """Bad input, every faulty field named: ``fields`` maps a field to its message."""
-
-    def __init__(self, fields: dict[str, str]):
-        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
-        self.fields = fields
 
 
 class ProviderInUse(ValueError):
@@ -52,14 +49,7 @@ def save(provider: ProviderProfile | None, *, slug: Any = KEEP, platform: Any = 
         target, errors = _changed(provider, slug=slug, platform=platform, base_url=base_url,
                                   api_key=api_key, clear_key=clear_key, models=models,
                                   watchdog=watchdog)
-        if errors:
-            raise ProviderRefused(errors)
-        try:
-            with transaction.atomic():
-                target.save()
-        except IntegrityError as exc:  # two creates of one slug at once: the loser
-            raise ProviderRefused({"slug": "is taken"}) from exc
-        return target
+        return saved(target, errors, ProviderRefused)
 
 
 def refusals(provider: ProviderProfile | None, **given) -> dict[str, str]:
