@@ -84,7 +84,8 @@ class ProviderForm(forms.ModelForm):
         refused = provider_actions.refusals(
             self._stored(), **self._given(data, only_valid=True))
         for field, message in refused.items():
-            self.add_error(_FIELD_OF.get(field, field), message)
+            if _FIELD_OF.get(field, field) not in self.errors:  # its own check said it
+                self.add_error(_FIELD_OF.get(field, field), message)
         return data
 
     def save(self, commit: bool = True) -> ProviderProfile:

@@ -105,3 +105,14 @@ def test_the_admin_saves_through_the_writer(panel, operator):
     stored = ProviderProfile.objects.get()
     assert (stored.base_url, stored.model_names, stored.secrets) == (
         ARK, ["plan-a"], {"api_key": "sk-plan"})
+
+
+def test_a_field_the_form_refuses_itself_is_named_once(panel):
+    """A field that fails its own check (no URL, no such platform) is not told a second
+    time by the writer that it is required."""
+    response = panel.post("/panel/providers/new/", {
+        "slug": "gw", "platform": "mystery", "base_url": "not a url", "models_text": ""})
+    errors = response.context["form"].errors
+    assert response.status_code == 400
+    assert len(errors["base_url"]) == 1 and len(errors["platform"]) == 1, errors
+    assert not ProviderProfile.objects.exists()
